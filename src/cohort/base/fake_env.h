@@ -1,0 +1,62 @@
+// FakeEnv: an Env for tests with a manual clock, an in-memory environment,
+// in-memory files and scripted command output.
+//
+//   FakeEnv env;                          // time starts at a fixed instant
+//   env.SetVar("TF_CONFIG", "{...}");
+//   env.AdvanceTime(absl::Seconds(11));   // wakes sleepers and waiters
+//
+// SleepFor blocks until another thread advances the clock far enough.
+// AwaitWithDeadline wakes when its condition holds (re-checked each
+// millisecond of real time) or when the fake clock passes the deadline.
+//
+// Thread safety: thread-safe.
+#ifndef COHORT_BASE_FAKE_ENV_H_
+#define COHORT_BASE_FAKE_ENV_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cohort/base/env.h"
+
+namespace cohort {
+
+class FakeEnv : public Env {
+ public:
+  FakeEnv();
+
+  void AdvanceTime(absl::Duration d);
+  void SetTime(absl::Time t);
+
+  void SetFile(const std::string& path, std::string contents);
+  // Scripts the output of RunCommand for a program (argv[0]). A non-OK
+  // status is returned as is.
+  void SetCommandOutput(const std::string& program,
+                        absl::StatusOr<std::string> output);
+
+  absl::Time Now() override;
+  void SleepFor(absl::Duration d) override;
+  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
+                         absl::Time deadline) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  std::optional<std::string> GetVar(absl::string_view name) override;
+  void SetVar(absl::string_view name, absl::string_view value) override;
+  void UnsetVar(absl::string_view name) override;
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override;
+  absl::StatusOr<std::string> RunCommand(
+      const std::vector<std::string>& argv) override;
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string, std::less<>> vars_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> files_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::StatusOr<std::string>> commands_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_BASE_FAKE_ENV_H_

@@ -1,0 +1,63 @@
+#include "cohort/base/status.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+
+absl::Status Annotate(const absl::Status& status, absl::string_view context) {
+  if (status.ok()) return status;
+  absl::Status annotated(status.code(),
+                         absl::StrCat(context, ": ", status.message()));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    annotated.SetPayload(url, payload);
+  });
+  return annotated;
+}
+
+namespace {
+constexpr struct {
+  absl::StatusCode code;
+  const char* name;
+} kCodeNames[] = {
+    {absl::StatusCode::kOk, "ok"},
+    {absl::StatusCode::kCancelled, "cancelled"},
+    {absl::StatusCode::kUnknown, "unknown"},
+    {absl::StatusCode::kInvalidArgument, "invalid_argument"},
+    {absl::StatusCode::kDeadlineExceeded, "deadline_exceeded"},
+    {absl::StatusCode::kNotFound, "not_found"},
+    {absl::StatusCode::kAlreadyExists, "already_exists"},
+    {absl::StatusCode::kPermissionDenied, "permission_denied"},
+    {absl::StatusCode::kResourceExhausted, "resource_exhausted"},
+    {absl::StatusCode::kFailedPrecondition, "failed_precondition"},
+    {absl::StatusCode::kAborted, "aborted"},
+    {absl::StatusCode::kOutOfRange, "out_of_range"},
+    {absl::StatusCode::kUnimplemented, "unimplemented"},
+    {absl::StatusCode::kInternal, "internal"},
+    {absl::StatusCode::kUnavailable, "unavailable"},
+    {absl::StatusCode::kDataLoss, "data_loss"},
+    {absl::StatusCode::kUnauthenticated, "unauthenticated"},
+};
+}  // namespace
+
+const char* StatusCodeName(absl::StatusCode code) {
+  for (const auto& entry : kCodeNames) {
+    if (entry.code == code) return entry.name;
+  }
+  return "unknown";
+}
+
+bool StatusCodeFromName(absl::string_view name, absl::StatusCode* code) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (const auto& entry : kCodeNames) {
+    if (lower == entry.name) {
+      *code = entry.code;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace cohort
