@@ -1,0 +1,105 @@
+// ClusterResolver: finds the cluster a process belongs to (from TF_CONFIG,
+// Slurm, SageMaker, Kubernetes, GCE, Cloud TPU, or a fixed spec) and this
+// process's place in it.
+//
+// Values that Python's resolvers leave as None are std::nullopt here. Errors
+// follow the conformance mapping (reference/resolver_semantics.md §0):
+// ValueError -> InvalidArgument, KeyError -> AlreadyExists (merge conflict),
+// RuntimeError -> FailedPrecondition or Unavailable, TypeError ->
+// InvalidArgument, AssertionError -> FailedPrecondition.
+//
+// Thread safety: a resolver is not thread-safe; give each thread its own or
+// synchronise externally. Resolvers that call a REST API block for at most
+// their configured request timeout per call and say which endpoint failed.
+#ifndef COHORT_CLUSTER_CLUSTER_RESOLVER_H_
+#define COHORT_CLUSTER_CLUSTER_RESOLVER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "cohort/cluster/cluster_spec.h"
+
+namespace cohort {
+
+// One device as a device listing reports it.
+struct DeviceInfo {
+  std::string name;         // "/job:worker/replica:0/task:0/device:GPU:0"
+  std::string device_type;  // "GPU", "TPU", "CPU", ...
+};
+
+// Lists the devices reachable through a master (a worker implements this;
+// tests fake it).
+class DeviceLister {
+ public:
+  virtual ~DeviceLister() = default;
+  // `master` is the resolver's master URL ("" for in-process).
+  virtual absl::StatusOr<std::vector<DeviceInfo>> ListDevices(
+      absl::string_view master) = 0;
+};
+
+// Device type -> count, e.g. {"GPU": 4}.
+using AcceleratorCounts = std::map<std::string, int>;
+
+// "<rpc_layer>://<master>", or `master` unchanged when the layer is empty or
+// absent.
+std::string FormatMasterUrl(absl::string_view master,
+                            const std::optional<std::string>& rpc_layer);
+
+// Counts `devices` by type, leaving out CPU and XLA_CPU. When both task_type
+// and task_id are given, keeps only names containing "/job:<type>" and
+// "/task:<id>" (substring match, as TensorFlow does).
+AcceleratorCounts CountAccelerators(const std::vector<DeviceInfo>& devices,
+                                    const std::optional<std::string>& task_type,
+                                    const std::optional<int64_t>& task_id);
+
+class ClusterResolver {
+ public:
+  virtual ~ClusterResolver() = default;
+
+  // A short name for messages and `cohort resolve`: "tf_config", "slurm", ...
+  virtual std::string name() const = 0;
+
+  // Resolves the cluster. May do I/O (environment, REST calls).
+  virtual absl::StatusOr<ClusterSpec> cluster_spec() = 0;
+
+  // The master URL of a task (by default this task's), formatted with the
+  // given rpc layer or the resolver's. "" where the resolver's rules say so.
+  virtual absl::StatusOr<std::string> master(
+      std::optional<std::string> task_type = std::nullopt,
+      std::optional<int64_t> task_id = std::nullopt,
+      std::optional<std::string> rpc_layer = std::nullopt) = 0;
+
+  // This task's type and index, and the rpc layer; nullopt when unknown.
+  virtual std::optional<std::string> task_type() = 0;
+  virtual std::optional<int64_t> task_id() = 0;
+  virtual std::optional<std::string> rpc_layer() = 0;
+  // Setters may refuse (GCE's task_type: FailedPrecondition).
+  virtual absl::Status set_task_type(std::optional<std::string> task_type) = 0;
+  virtual absl::Status set_task_id(std::optional<int64_t> task_id) = 0;
+  virtual absl::Status set_rpc_layer(std::optional<std::string> rpc_layer) = 0;
+
+  // "" by default; nullopt where TensorFlow's resolver returns None.
+  virtual std::optional<std::string> environment() { return std::string(); }
+
+  // Accelerators per type for a task (default: this task). The default counts
+  // the devices that the DeviceLister reports through master().
+  virtual absl::StatusOr<AcceleratorCounts> num_accelerators(
+      std::optional<std::string> task_type = std::nullopt,
+      std::optional<int64_t> task_id = std::nullopt);
+
+  // Where num_accelerators lists devices. Not owned; may be null (then the
+  // default num_accelerators returns {}).
+  void set_device_lister(DeviceLister* lister) { device_lister_ = lister; }
+
+ protected:
+  DeviceLister* device_lister_ = nullptr;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_CLUSTER_CLUSTER_RESOLVER_H_

@@ -1,0 +1,589 @@
+#include "cohort/cluster/resolvers/kubernetes_cluster_resolver.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "cohort/base/logging.h"
+#include "cohort/base/status.h"
+#include "cohort/cluster/resolver_registry.h"
+
+namespace cohort {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Kubeconfig YAML subset.
+
+struct YamlLine {
+  int indent;
+  std::string text;
+  int number;  // 1-based
+};
+
+class YamlSubsetParser {
+ public:
+  YamlSubsetParser(std::vector<YamlLine> lines, std::string what)
+      : lines_(std::move(lines)), what_(std::move(what)) {}
+
+  absl::StatusOr<Json> Parse() {
+    if (lines_.empty()) return Json::object();
+    size_t i = 0;
+    COHORT_ASSIGN_OR_RETURN(Json root, ParseNode(&i, lines_[0].indent));
+    if (i < lines_.size()) return Error(lines_[i], "unexpected indentation");
+    return root;
+  }
+
+ private:
+  absl::Status Error(const YamlLine& line, absl::string_view why) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what_, ": line ", line.number, ": ", why, " in \"", line.text,
+        "\"; expected the block-style YAML kubectl writes (or JSON)"));
+  }
+
+  static bool IsSeqItem(const std::string& text) {
+    return text == "-" || absl::StartsWith(text, "- ");
+  }
+
+  absl::StatusOr<Json> ParseNode(size_t* i, int indent) {
+    if (IsSeqItem(lines_[*i].text)) return ParseSequence(i, indent);
+    return ParseMapping(i, indent);
+  }
+
+  // Finds the ": " (or trailing ':') ending a mapping key outside quotes.
+  static size_t FindKeyColon(const std::string& text) {
+    char quote = 0;
+    for (size_t k = 0; k < text.size(); ++k) {
+      char c = text[k];
+      if (quote) {
+        if (c == quote) quote = 0;
+        continue;
+      }
+      if ((c == '"' || c == '\'') && k == 0) {
+        quote = c;
+        continue;
+      }
+      if (c == ':' && (k + 1 == text.size() || text[k + 1] == ' ')) return k;
+    }
+    return std::string::npos;
+  }
+
+  absl::StatusOr<Json> Scalar(const YamlLine& line, absl::string_view raw) {
+    std::string s(absl::StripAsciiWhitespace(raw));
+    if (s.empty() || s == "~" || s == "null") return Json();
+    if (s == "true" || s == "True") return Json(true);
+    if (s == "false" || s == "False") return Json(false);
+    if (s == "|" || s == ">" || s[0] == '|' || s[0] == '>' || s[0] == '&' ||
+        s[0] == '*' || s[0] == '!') {
+      return Error(line, "block scalars, anchors and tags are not supported");
+    }
+    if (s[0] == '{' || s[0] == '[') {
+      absl::StatusOr<Json> flow = ParseJson(s, what_);
+      if (!flow.ok()) return Error(line, "unsupported flow collection");
+      return flow;
+    }
+    if (s[0] == '"') {
+      if (s.size() < 2 || s.back() != '"') return Error(line, "unterminated \"");
+      std::string out;
+      std::string error;
+      if (!absl::CUnescape(s.substr(1, s.size() - 2), &out, &error)) {
+        return Error(line, absl::StrCat("bad escape: ", error));
+      }
+      return Json(out);
+    }
+    if (s[0] == '\'') {
+      if (s.size() < 2 || s.back() != '\'') return Error(line, "unterminated '");
+      std::string body = s.substr(1, s.size() - 2);
+      std::string out;
+      for (size_t k = 0; k < body.size(); ++k) {
+        out.push_back(body[k]);
+        if (body[k] == '\'' && k + 1 < body.size() && body[k + 1] == '\'') ++k;
+      }
+      return Json(out);
+    }
+    return Json(s);
+  }
+
+  absl::StatusOr<Json> ParseMapping(size_t* i, int indent) {
+    Json out = Json::object();
+    while (*i < lines_.size() && lines_[*i].indent == indent &&
+           !IsSeqItem(lines_[*i].text)) {
+      const YamlLine line = lines_[*i];
+      size_t colon = FindKeyColon(line.text);
+      if (colon == std::string::npos) return Error(line, "expected \"key: value\"");
+      COHORT_ASSIGN_OR_RETURN(Json key, Scalar(line, line.text.substr(0, colon)));
+      if (!key.is_string()) return Error(line, "mapping key must be text");
+      std::string rest = std::string(
+          absl::StripAsciiWhitespace(absl::string_view(line.text).substr(colon + 1)));
+      ++*i;
+      Json value;
+      if (!rest.empty()) {
+        COHORT_ASSIGN_OR_RETURN(value, Scalar(line, rest));
+      } else if (*i < lines_.size() && lines_[*i].indent > indent) {
+        COHORT_ASSIGN_OR_RETURN(value, ParseNode(i, lines_[*i].indent));
+      } else if (*i < lines_.size() && lines_[*i].indent == indent &&
+                 IsSeqItem(lines_[*i].text)) {
+        COHORT_ASSIGN_OR_RETURN(value, ParseSequence(i, indent));
+      }
+      out[key.get<std::string>()] = std::move(value);
+    }
+    if (*i < lines_.size() && lines_[*i].indent > indent) {
+      return Error(lines_[*i], "unexpected indentation");
+    }
+    return out;
+  }
+
+  absl::StatusOr<Json> ParseSequence(size_t* i, int indent) {
+    Json out = Json::array();
+    while (*i < lines_.size() && lines_[*i].indent == indent &&
+           IsSeqItem(lines_[*i].text)) {
+      const YamlLine line = lines_[*i];
+      std::string rest = line.text == "-" ? "" : line.text.substr(2);
+      size_t lead = rest.find_first_not_of(' ');
+      if (rest.empty() || lead == std::string::npos) {
+        ++*i;
+        if (*i < lines_.size() && lines_[*i].indent > indent) {
+          COHORT_ASSIGN_OR_RETURN(Json v, ParseNode(i, lines_[*i].indent));
+          out.push_back(std::move(v));
+        } else {
+          out.push_back(Json());
+        }
+        continue;
+      }
+      int child_indent = indent + 2 + static_cast<int>(lead);
+      rest = rest.substr(lead);
+      if (IsSeqItem(rest) || FindKeyColon(rest) != std::string::npos) {
+        // "- key: value" opens a mapping (or nested sequence) whose further
+        // entries sit at the column of "key".
+        lines_[*i] = YamlLine{child_indent, rest, line.number};
+        COHORT_ASSIGN_OR_RETURN(Json v, ParseNode(i, child_indent));
+        out.push_back(std::move(v));
+      } else {
+        COHORT_ASSIGN_OR_RETURN(Json v, Scalar(line, rest));
+        out.push_back(std::move(v));
+        ++*i;
+      }
+    }
+    return out;
+  }
+
+  std::vector<YamlLine> lines_;
+  std::string what_;
+};
+
+std::string StripYamlComment(const std::string& line) {
+  char quote = 0;
+  for (size_t k = 0; k < line.size(); ++k) {
+    char c = line[k];
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#' && (k == 0 || line[k - 1] == ' ')) {
+      return line.substr(0, k);
+    }
+  }
+  return line;
+}
+
+// ---------------------------------------------------------------------------
+
+absl::StatusOr<std::string> WriteTempFile(absl::string_view contents,
+                                          absl::string_view what) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmpdir && *tmpdir ? tmpdir : "/tmp",
+                                     "/cohort-kube-XXXXXX");
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  int fd = mkstemp(buf.data());  // mode 0600
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a temporary file for ", what));
+  }
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = write(fd, contents.data() + done, contents.size() - done);
+    if (n <= 0) {
+      close(fd);
+      return absl::InternalError(absl::StrCat("cannot write ", what));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  return std::string(buf.data());
+}
+
+const Json* FindNamed(const Json& list, const std::string& name,
+                      const char* inner) {
+  if (!list.is_array()) return nullptr;
+  for (const Json& entry : list) {
+    if (entry.is_object() && entry.value("name", Json()).is_string() &&
+        entry["name"].get<std::string>() == name && entry.contains(inner) &&
+        entry[inner].is_object()) {
+      return &entry[inner];
+    }
+  }
+  return nullptr;
+}
+
+std::string StringField(const Json& obj, const char* key) {
+  if (obj.is_object() && obj.contains(key) && obj[key].is_string()) {
+    return obj[key].get<std::string>();
+  }
+  return std::string();
+}
+
+// Resolves a path relative to the kubeconfig's directory.
+std::string RelativeTo(const std::string& file, const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  size_t slash = file.rfind('/');
+  if (slash == std::string::npos) return path;
+  return absl::StrCat(file.substr(0, slash + 1), path);
+}
+
+// Returns the path of a PEM either named by `key` or inlined (base64) in
+// `key`-data.
+absl::StatusOr<std::string> PemPath(const Json& obj, const char* key,
+                                    const std::string& file) {
+  std::string path = StringField(obj, key);
+  if (!path.empty()) return RelativeTo(file, path);
+  std::string data = StringField(obj, absl::StrCat(key, "-data").c_str());
+  if (data.empty()) return std::string();
+  std::string decoded;
+  if (!absl::Base64Unescape(data, &decoded)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kubeconfig ", file, ": ", key, "-data is not valid base64"));
+  }
+  return WriteTempFile(decoded, absl::StrCat(key, "-data of ", file));
+}
+
+}  // namespace
+
+absl::StatusOr<Json> ParseKubeconfigText(absl::string_view text,
+                                         absl::string_view what) {
+  absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(text);
+  if (!trimmed.empty() && trimmed[0] == '{') return ParseJson(text, what);
+  std::vector<YamlLine> lines;
+  int number = 0;
+  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
+    ++number;
+    std::string line = StripYamlComment(std::string(absl::StripSuffix(raw, "\r")));
+    if (line.find('\t') != std::string::npos &&
+        line.find_first_not_of(" \t") != std::string::npos &&
+        line.find_first_not_of(' ') < line.size() &&
+        line[line.find_first_not_of(' ')] == '\t') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": line ", number, ": tabs are not allowed for indentation"));
+    }
+    size_t first = line.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    std::string content(absl::StripTrailingAsciiWhitespace(line.substr(first)));
+    if (content == "---" || content == "...") continue;
+    lines.push_back(YamlLine{static_cast<int>(first), content, number});
+  }
+  return YamlSubsetParser(std::move(lines), std::string(what)).Parse();
+}
+
+absl::StatusOr<KubernetesApiConfig> LoadInClusterKubernetesConfig(
+    Env* env, const std::string& service_account_dir) {
+  std::optional<std::string> host = env->GetVar("KUBERNETES_SERVICE_HOST");
+  std::optional<std::string> port = env->GetVar("KUBERNETES_SERVICE_PORT");
+  if (!host || host->empty() || !port || port->empty()) {
+    return absl::FailedPreconditionError(
+        "Kubernetes in-cluster configuration: KUBERNETES_SERVICE_HOST and "
+        "KUBERNETES_SERVICE_PORT must be set (not running in a pod? use "
+        "OFF_CLUSTER with a kubeconfig instead)");
+  }
+  KubernetesApiConfig config;
+  std::string h = *host;
+  if (h.find(':') != std::string::npos && h[0] != '[') h = absl::StrCat("[", h, "]");
+  config.server = absl::StrCat("https://", h, ":", *port);
+  std::string token_path = absl::StrCat(service_account_dir, "/token");
+  absl::StatusOr<std::string> token = env->ReadFile(token_path);
+  if (!token.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Kubernetes in-cluster configuration: cannot read the service-account "
+        "token ", token_path, ": ", token.status().message(),
+        " (is a service account mounted into the pod?)"));
+  }
+  config.token = std::string(absl::StripAsciiWhitespace(*token));
+  config.http.ca_cert_path = absl::StrCat(service_account_dir, "/ca.crt");
+  config.source = absl::StrCat("in-cluster service account (",
+                               service_account_dir, ")");
+  return config;
+}
+
+absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
+    Env* env, std::optional<std::string> path) {
+  if (!path.has_value()) {
+    std::optional<std::string> kubeconfig = env->GetVar("KUBECONFIG");
+    if (kubeconfig && !kubeconfig->empty()) {
+      path = std::string(*absl::StrSplit(*kubeconfig, ':').begin());
+    } else {
+      std::optional<std::string> home = env->GetVar("HOME");
+      if (!home || home->empty()) {
+        return absl::FailedPreconditionError(
+            "kubeconfig: neither KUBECONFIG nor HOME is set; set KUBECONFIG "
+            "to the path of a kubeconfig file");
+      }
+      path = absl::StrCat(*home, "/.kube/config");
+    }
+  }
+  absl::StatusOr<std::string> text = env->ReadFile(*path);
+  if (!text.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kubeconfig ", *path, ": cannot read: ",
+                     text.status().message(), " (set KUBECONFIG?)"));
+  }
+  COHORT_ASSIGN_OR_RETURN(
+      Json doc, ParseKubeconfigText(*text, absl::StrCat("kubeconfig ", *path)));
+  std::string context_name = StringField(doc, "current-context");
+  if (context_name.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kubeconfig ", *path, ": no current-context; run `kubectl config "
+        "use-context <name>`"));
+  }
+  const Json* context =
+      FindNamed(doc.value("contexts", Json()), context_name, "context");
+  if (context == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kubeconfig ", *path, ": current-context \"",
+                     context_name, "\" is not among its contexts"));
+  }
+  std::string cluster_name = StringField(*context, "cluster");
+  const Json* cluster =
+      FindNamed(doc.value("clusters", Json()), cluster_name, "cluster");
+  if (cluster == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kubeconfig ", *path, ": cluster \"", cluster_name,
+                     "\" of context \"", context_name, "\" is not defined"));
+  }
+  KubernetesApiConfig config;
+  config.source = absl::StrCat("kubeconfig ", *path, " (context ",
+                               context_name, ")");
+  config.server = StringField(*cluster, "server");
+  if (config.server.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kubeconfig ", *path, ": cluster \"", cluster_name, "\" has no server"));
+  }
+  COHORT_ASSIGN_OR_RETURN(config.http.ca_cert_path,
+                          PemPath(*cluster, "certificate-authority", *path));
+  if (cluster->value("insecure-skip-tls-verify", Json(false)) == Json(true)) {
+    config.http.verify_server_certificate = false;
+  }
+  std::string user_name = StringField(*context, "user");
+  const Json* user = FindNamed(doc.value("users", Json()), user_name, "user");
+  if (user != nullptr) {
+    config.token = StringField(*user, "token");
+    std::string token_file = StringField(*user, "tokenFile");
+    if (config.token.empty() && !token_file.empty()) {
+      COHORT_ASSIGN_OR_RETURN(std::string t,
+                              env->ReadFile(RelativeTo(*path, token_file)));
+      config.token = std::string(absl::StripAsciiWhitespace(t));
+    }
+    COHORT_ASSIGN_OR_RETURN(config.http.client_cert_path,
+                            PemPath(*user, "client-certificate", *path));
+    COHORT_ASSIGN_OR_RETURN(config.http.client_key_path,
+                            PemPath(*user, "client-key", *path));
+    if (config.token.empty() && config.http.client_cert_path.empty() &&
+        user->contains("exec")) {
+      COHORT_LOG(WARNING) << "kubeconfig " << *path << ": user \"" << user_name
+                          << "\" uses an exec credential plugin, which cohort "
+                             "does not run; requests go unauthenticated";
+    }
+  }
+  return config;
+}
+
+KubernetesClusterResolver::KubernetesClusterResolver(Options options,
+                                                     KubernetesApiConfig api)
+    : options_(std::move(options)),
+      api_(std::move(api)),
+      http_(api_.http),
+      rpc_layer_(options_.rpc_layer) {
+  while (!api_.server.empty() && api_.server.back() == '/') {
+    api_.server.pop_back();
+  }
+}
+
+absl::StatusOr<KubernetesClusterResolver::ExecutableLocation>
+KubernetesClusterResolver::ParseExecutableLocation(absl::string_view text) {
+  if (text == "WITHIN_CLUSTER") return ExecutableLocation::kWithinCluster;
+  if (text == "OFF_CLUSTER") return ExecutableLocation::kOffCluster;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "The executable location provided is invalid. (got \"", text,
+      "\"; expected WITHIN_CLUSTER or OFF_CLUSTER)"));
+}
+
+absl::StatusOr<std::unique_ptr<KubernetesClusterResolver>>
+KubernetesClusterResolver::Create(Env* env, Options options) {
+  KubernetesApiConfig api;
+  if (options.api.has_value()) {
+    api = *options.api;
+  } else if (options.executable_location ==
+             ExecutableLocation::kWithinCluster) {
+    COHORT_ASSIGN_OR_RETURN(api, LoadInClusterKubernetesConfig(env));
+  } else {
+    COHORT_ASSIGN_OR_RETURN(api, LoadKubeconfig(env));
+  }
+  return std::unique_ptr<KubernetesClusterResolver>(
+      new KubernetesClusterResolver(std::move(options), std::move(api)));
+}
+
+absl::StatusOr<ClusterSpec> KubernetesClusterResolver::cluster_spec() {
+  HttpHeaders headers = {{"Accept", "application/json"}};
+  if (!api_.token.empty()) {
+    headers.emplace_back("Authorization", absl::StrCat("Bearer ", api_.token));
+  }
+  const std::string hint = absl::StrCat(
+      "the Kubernetes API server from ", api_.source.empty() ? "the configuration" : api_.source,
+      " (address, token, CA) and that the service account may list pods in "
+      "all namespaces");
+  ClusterSpec spec;
+  for (const auto& [job, selectors] : options_.job_to_label_mapping) {
+    std::vector<std::string> addresses;
+    for (const std::string& selector : selectors) {
+      std::string url = absl::StrCat(api_.server, "/api/v1/pods?labelSelector=",
+                                     UrlEncode(selector));
+      COHORT_ASSIGN_OR_RETURN(Json list, http_.GetJson(url, headers, hint));
+      const std::string what = absl::StrCat("pod list from ", url);
+      if (!list.is_object() ||
+          (list.contains("items") && !list["items"].is_array() &&
+           !list["items"].is_null())) {
+        return absl::InternalError(absl::StrCat(
+            what, ": expected a PodList object with an \"items\" array, got ",
+            JsonPreview(list)));
+      }
+      struct Pod {
+        std::string name, phase, host_ip;
+      };
+      std::vector<Pod> pods;
+      if (list.contains("items") && list["items"].is_array()) {
+        for (const Json& item : list["items"]) {
+          Pod pod;
+          if (item.is_object() && item.contains("metadata")) {
+            pod.name = StringField(item["metadata"], "name");
+          }
+          if (item.is_object() && item.contains("status")) {
+            pod.phase = StringField(item["status"], "phase");
+            pod.host_ip = StringField(item["status"], "hostIP");
+          }
+          if (pod.name.empty()) {
+            return absl::InternalError(absl::StrCat(
+                what, ": a pod without metadata.name: ", JsonPreview(item)));
+          }
+          pods.push_back(std::move(pod));
+        }
+      }
+      // Sorted by name so the order does not change from call to call.
+      std::stable_sort(pods.begin(), pods.end(),
+                       [](const Pod& a, const Pod& b) { return a.name < b.name; });
+      for (const Pod& pod : pods) {
+        if (pod.phase != "Running") {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "Pod \"", pod.name, "\" is not running; phase: \"", pod.phase,
+              "\" (selector \"", selector, "\" of job \"", job,
+              "\"; wait until every pod of the job runs)"));
+        }
+        if (pod.host_ip.empty()) {
+          return absl::InternalError(
+              absl::StrCat(what, ": running pod \"", pod.name,
+                           "\" has no status.hostIP"));
+        }
+        addresses.push_back(
+            absl::StrCat(pod.host_ip, ":", options_.tf_server_port));
+      }
+    }
+    spec.SetJob(job, addresses);
+  }
+  return spec;
+}
+
+absl::StatusOr<std::string> KubernetesClusterResolver::master(
+    std::optional<std::string> task_type, std::optional<int64_t> task_id,
+    std::optional<std::string> rpc_layer) {
+  if (!task_type.has_value()) task_type = task_type_;
+  if (!task_id.has_value()) task_id = task_id_;
+  if (!task_type.has_value() || !task_id.has_value()) return std::string();
+  COHORT_ASSIGN_OR_RETURN(ClusterSpec spec, cluster_spec());
+  COHORT_ASSIGN_OR_RETURN(std::string address,
+                          spec.task_address(*task_type, *task_id));
+  std::optional<std::string> layer =
+      rpc_layer.has_value() && !rpc_layer->empty() ? rpc_layer : rpc_layer_;
+  return FormatMasterUrl(address, layer);
+}
+
+void RegisterKubernetesResolver(ResolverRegistry* registry) {
+  ResolverRegistration reg;
+  reg.name = "kubernetes";
+  reg.description =
+      "Kubernetes pods by label selector (in-cluster service account, or "
+      "KUBECONFIG off-cluster); COHORT_KUBERNETES_JOBS='{\"worker\": "
+      "[\"job-name=tensorflow\"]}', COHORT_KUBERNETES_PORT=8470";
+  reg.factory = [](Env* env)
+      -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
+    KubernetesClusterResolver::Options options;
+    if (auto jobs = env->GetVar("COHORT_KUBERNETES_JOBS"); jobs && !jobs->empty()) {
+      COHORT_ASSIGN_OR_RETURN(Json j, ParseJson(*jobs, "COHORT_KUBERNETES_JOBS"));
+      options.job_to_label_mapping.clear();
+      bool ok = j.is_object() && !j.empty();
+      for (auto it = j.begin(); ok && it != j.end(); ++it) {
+        if (!it.value().is_array()) {
+          ok = false;
+          break;
+        }
+        for (const Json& s : it.value()) {
+          if (!s.is_string()) {
+            ok = false;
+            break;
+          }
+          options.job_to_label_mapping[it.key()].push_back(s.get<std::string>());
+        }
+      }
+      if (!ok) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "COHORT_KUBERNETES_JOBS=", *jobs,
+            " is not valid: expected a JSON object mapping each job to a list "
+            "of label selectors, e.g. {\"worker\": [\"job-name=tensorflow\"]}"));
+      }
+    }
+    if (auto port = env->GetVar("COHORT_KUBERNETES_PORT"); port && !port->empty()) {
+      if (!absl::SimpleAtoi(*port, &options.tf_server_port) ||
+          options.tf_server_port <= 0 || options.tf_server_port > 65535) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("COHORT_KUBERNETES_PORT=\"", *port,
+                         "\" is not valid: expected a port number 1-65535"));
+      }
+    }
+    std::optional<std::string> host = env->GetVar("KUBERNETES_SERVICE_HOST");
+    options.executable_location =
+        host && !host->empty()
+            ? KubernetesClusterResolver::ExecutableLocation::kWithinCluster
+            : KubernetesClusterResolver::ExecutableLocation::kOffCluster;
+    COHORT_ASSIGN_OR_RETURN(auto r,
+                            KubernetesClusterResolver::Create(env, options));
+    return std::unique_ptr<ClusterResolver>(std::move(r));
+  };
+  reg.detector = [](Env* env) {
+    auto host = env->GetVar("KUBERNETES_SERVICE_HOST");
+    return host.has_value() && !host->empty();
+  };
+  reg.priority = 40;
+  absl::Status s = registry->Register(std::move(reg));
+  COHORT_CHECK(s.ok()) << s;
+}
+
+}  // namespace cohort

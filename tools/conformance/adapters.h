@@ -1,0 +1,19 @@
+// Registration of every conformance adapter (see adapter.h). One function per
+// area; RegisterAllAdapters calls each once, explicitly.
+#ifndef COHORT_TOOLS_CONFORMANCE_ADAPTERS_H_
+#define COHORT_TOOLS_CONFORMANCE_ADAPTERS_H_
+
+#include "tools/conformance/adapter.h"
+
+namespace cohort::conformance {
+
+// ClusterSpec, ServerDef, multi_worker_util, ClusterResolverBase, Simple,
+// Union, TFConfig, SageMaker (cluster_adapters.cc).
+void RegisterClusterAdapters(AdapterRegistry* registry);
+
+// Registers all of the above.
+void RegisterAllAdapters(AdapterRegistry* registry);
+
+}  // namespace cohort::conformance
+
+#endif  // COHORT_TOOLS_CONFORMANCE_ADAPTERS_H_

@@ -1,0 +1,185 @@
+// Conformance adapters of the cluster layer's own parts: ClusterSpec,
+// ServerDef, multi_worker_util, the base resolver, Simple, Union, TFConfig
+// and SageMaker.
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cohort/cluster/cluster_spec.h"
+#include "tools/conformance/adapters.h"
+
+namespace cohort::conformance {
+namespace {
+
+absl::Status UnknownCall(const std::string& adapter, const Json& step) {
+  return absl::UnimplementedError(absl::StrCat(
+      "the ", adapter, " adapter does not know the step ", step.dump()));
+}
+
+// Dotted call names "derivation.method": the spec is first derived
+// (copied, round-tripped through a ClusterDef or through as_dict), then the
+// method runs on the result.
+absl::StatusOr<ClusterSpec> Derive(const ClusterSpec& spec,
+                                   const std::string& how) {
+  if (how == "copy_from_clusterspec") return ClusterSpec(spec);
+  if (how == "from_cluster_def") {
+    return ClusterSpec::FromClusterDef(spec.ToClusterDef());
+  }
+  if (how == "from_as_dict") return ClusterSpec::FromJson(spec.ToJson(), "as_dict");
+  return absl::UnimplementedError(
+      absl::StrCat("unknown ClusterSpec derivation '", how, "'"));
+}
+
+Json ServerDefToJson(const ServerDef& def) {
+  return {{"cluster", ClusterDefToJson(def.cluster())},
+          {"job_name", def.job_name()},
+          {"task_index", def.task_index()},
+          {"protocol", def.protocol()}};
+}
+
+// ClusterSpec and ServerDef cases: `input.cluster` (as_dict form), optional
+// `input.other`, `input.job_name`, `input.task_index`, `input.protocol`.
+class ClusterSpecAdapter : public Adapter {
+ public:
+  CaseRun Run(const Json& test_case, CaseContext& ctx) const override {
+    const Json& input = Field(test_case, "input");
+    CaseRun run;
+    auto spec = ClusterSpec::FromJson(Field(input, "cluster"), "cluster");
+    const Json& calls = Field(input, "calls");
+    if (!calls.is_array()) return run;
+    for (const Json& step : calls) {
+      if (step.contains("construct")) {
+        run.steps.push_back(spec.ok() ? StepOutcome::Ok()
+                                      : StepOutcome::Error(spec.status()));
+        continue;
+      }
+      if (!spec.ok()) {
+        run.steps.push_back(StepOutcome::Error(spec.status()));
+        continue;
+      }
+      std::string method =
+          step.contains("call") && step["call"].is_string() ? step["call"] : "";
+      ClusterSpec target = *spec;
+      size_t dot = method.find('.');
+      if (dot != std::string::npos) {
+        auto derived = Derive(*spec, method.substr(0, dot));
+        if (!derived.ok()) {
+          run.steps.push_back(StepOutcome::Error(derived.status()));
+          continue;
+        }
+        target = *std::move(derived);
+        method = method.substr(dot + 1);
+      }
+      run.steps.push_back(Call(target, method, step, input));
+    }
+    return run;
+  }
+
+ private:
+  static StepOutcome Call(const ClusterSpec& spec, const std::string& method,
+                          const Json& step, const Json& input) {
+    const Json& args = Field(step, "args");
+    auto job = OptString(args, "job_name");
+    if (!job.ok()) return StepOutcome::Error(job.status());
+    const std::string job_name = job->value_or("");
+    if (method == "as_dict") return StepOutcome::Value(spec.ToJson());
+    if (method == "as_cluster_def") {
+      return StepOutcome::Value(ClusterDefToJson(spec.ToClusterDef()));
+    }
+    if (method == "bool") return StepOutcome::Value(!spec.empty());
+    if (method == "jobs") return StepOutcome::Value(spec.jobs());
+    if (method == "eq") {
+      auto other = ClusterSpec::FromJson(Field(input, "other"), "other");
+      if (!other.ok()) return StepOutcome::Error(other.status());
+      return StepOutcome::Value(spec == *other);
+    }
+    if (method == "num_tasks") {
+      auto n = spec.num_tasks(job_name);
+      if (!n.ok()) return StepOutcome::Error(n.status());
+      return StepOutcome::Value(*n);
+    }
+    if (method == "task_indices") {
+      auto v = spec.task_indices(job_name);
+      if (!v.ok()) return StepOutcome::Error(v.status());
+      return StepOutcome::Value(*v);
+    }
+    if (method == "task_address") {
+      auto index = OptInt(args, "task_index");
+      if (!index.ok()) return StepOutcome::Error(index.status());
+      auto v = spec.task_address(job_name, static_cast<int>(index->value_or(0)));
+      if (!v.ok()) return StepOutcome::Error(v.status());
+      return StepOutcome::Value(*v);
+    }
+    if (method == "job_tasks") {
+      auto v = spec.job_tasks(job_name);
+      if (!v.ok()) return StepOutcome::Error(v.status());
+      Json list = Json::array();
+      for (const auto& address : *v) list.push_back(ToJson(address));
+      return StepOutcome::Value(std::move(list));
+    }
+    if (method == "server_def") {
+      auto job_arg = OptString(input, "job_name");
+      auto index = OptInt(input, "task_index");
+      auto protocol = OptString(input, "protocol");
+      if (!job_arg.ok()) return StepOutcome::Error(job_arg.status());
+      if (!index.ok()) return StepOutcome::Error(index.status());
+      if (!protocol.ok()) return StepOutcome::Error(protocol.status());
+      std::optional<int> task_index;
+      if (index->has_value()) task_index = static_cast<int>(**index);
+      auto def = MakeServerDef(spec, *job_arg, task_index, *protocol);
+      if (!def.ok()) return StepOutcome::Error(def.status());
+      return StepOutcome::Value(ServerDefToJson(*def));
+    }
+    if (method == "roundtrip_cluster_def_to_spec_to_def") {
+      auto back = ClusterSpec::FromClusterDef(spec.ToClusterDef());
+      if (!back.ok()) return StepOutcome::Error(back.status());
+      return StepOutcome::Value(ClusterDefToJson(back->ToClusterDef()));
+    }
+    return StepOutcome::Error(UnknownCall("ClusterSpec", step));
+  }
+};
+
+// The base resolver's num_accelerators: a resolver that inherits every
+// default (master "" and device counting through the DeviceLister).
+class BaseOnlyResolver : public ClusterResolver {
+ public:
+  std::string name() const override { return "base"; }
+  absl::StatusOr<ClusterSpec> cluster_spec() override { return ClusterSpec(); }
+  absl::StatusOr<std::string> master(std::optional<std::string>,
+                                     std::optional<int64_t>,
+                                     std::optional<std::string>) override {
+    return std::string();
+  }
+  std::optional<std::string> task_type() override { return std::nullopt; }
+  std::optional<int64_t> task_id() override { return std::nullopt; }
+  std::optional<std::string> rpc_layer() override { return std::nullopt; }
+  absl::Status set_task_type(std::optional<std::string>) override {
+    return absl::OkStatus();
+  }
+  absl::Status set_task_id(std::optional<int64_t>) override {
+    return absl::OkStatus();
+  }
+  absl::Status set_rpc_layer(std::optional<std::string>) override {
+    return absl::OkStatus();
+  }
+};
+
+class BaseResolverAdapter : public ResolverAdapter {
+ public:
+  absl::StatusOr<std::unique_ptr<ClusterResolver>> Build(
+      const Json& spec, CaseContext& ctx) const override {
+    return std::unique_ptr<ClusterResolver>(new BaseOnlyResolver());
+  }
+};
+
+}  // namespace
+
+void RegisterClusterAdapters(AdapterRegistry* registry) {
+  registry->Register("ClusterSpec", std::make_unique<ClusterSpecAdapter>());
+  registry->Register("ServerDef", std::make_unique<ClusterSpecAdapter>());
+  registry->Register("ClusterResolverBase",
+                     std::make_unique<BaseResolverAdapter>());
+}
+
+}  // namespace cohort::conformance

@@ -1,0 +1,204 @@
+// cohort_conformance FILE.jsonl
+//
+// Runs every case of FILE (one JSON object per line, format in
+// reference/resolver_semantics.md §0) against the C++ cluster layer through
+// the adapters of adapters.cc. Prints each failing case (its `source` and what
+// differed) and each skipped case with the reason, then exactly one closing
+// line "N passed, M failed, K skipped". Exits 0 only when M is 0; 2 when the
+// file cannot be read.
+//
+// Comparison rules:
+//   {"value": X}          the step succeeded and produced X (JSON equality;
+//                         objects compare regardless of key order)
+//   {"ok": true}          the step succeeded
+//   {"raises": E, "match": s}  the step failed with a status code that E maps
+//                         to (below) and a message containing s
+// Python exception -> status codes (reference §0):
+//   ValueError, TypeError -> InvalidArgument; KeyError -> AlreadyExists;
+//   RuntimeError -> FailedPrecondition or Unavailable; AssertionError ->
+//   FailedPrecondition; NotImplementedError -> Unimplemented; ImportError ->
+//   FailedPrecondition.
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cohort/base/json.h"
+#include "cohort/base/status.h"
+#include "tools/conformance/adapters.h"
+
+namespace cohort::conformance {
+namespace {
+
+bool CodesFor(const std::string& exception, std::set<absl::StatusCode>* codes) {
+  using C = absl::StatusCode;
+  if (exception == "ValueError" || exception == "TypeError") {
+    *codes = {C::kInvalidArgument};
+  } else if (exception == "KeyError") {
+    *codes = {C::kAlreadyExists};
+  } else if (exception == "RuntimeError") {
+    *codes = {C::kFailedPrecondition, C::kUnavailable};
+  } else if (exception == "AssertionError" || exception == "ImportError") {
+    *codes = {C::kFailedPrecondition};
+  } else if (exception == "NotImplementedError") {
+    *codes = {C::kUnimplemented};
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string Describe(const StepOutcome& outcome) {
+  if (!outcome.status.ok()) {
+    return absl::StrCat("error ", StatusCodeName(outcome.status.code()), ": ",
+                        outcome.status.message());
+  }
+  if (outcome.value) return absl::StrCat("value ", outcome.value->dump());
+  return "ok (no value)";
+}
+
+// "" when `outcome` satisfies `expected`, else what differed.
+std::string Compare(const Json& expected, const StepOutcome& outcome) {
+  if (expected.contains("raises")) {
+    const std::string exception =
+        expected["raises"].is_string() ? expected["raises"].get<std::string>()
+                                       : "";
+    std::set<absl::StatusCode> codes;
+    if (!CodesFor(exception, &codes)) {
+      return absl::StrCat("the runner has no status mapping for exception '",
+                          exception, "'");
+    }
+    if (outcome.status.ok()) {
+      return absl::StrCat("expected ", exception, ", got ", Describe(outcome));
+    }
+    if (codes.count(outcome.status.code()) == 0) {
+      return absl::StrCat("expected ", exception, " (status ",
+                          StatusCodeName(*codes.begin()), "), got ",
+                          Describe(outcome));
+    }
+    if (expected.contains("match") && expected["match"].is_string()) {
+      const std::string match = expected["match"];
+      if (!absl::StrContains(outcome.status.message(), match)) {
+        return absl::StrCat("expected ", exception, " matching \"", match,
+                            "\", got ", Describe(outcome));
+      }
+    }
+    return "";
+  }
+  if (expected.contains("value")) {
+    if (!outcome.status.ok() || !outcome.value ||
+        *outcome.value != expected["value"]) {
+      return absl::StrCat("expected value ", expected["value"].dump(), ", got ",
+                          Describe(outcome));
+    }
+    return "";
+  }
+  if (expected.contains("ok")) {
+    if (!outcome.status.ok()) {
+      return absl::StrCat("expected success, got ", Describe(outcome));
+    }
+    return "";
+  }
+  return absl::StrCat("the runner does not understand the expected result ",
+                      expected.dump());
+}
+
+int Main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: cohort_conformance FILE.jsonl\n";
+    return 2;
+  }
+  std::ifstream file(argv[1]);
+  if (!file) {
+    std::cerr << "cohort_conformance: cannot read " << argv[1]
+              << "; pass a JSON-lines file of conformance cases\n";
+    return 2;
+  }
+  AdapterRegistry registry;
+  RegisterAllAdapters(&registry);
+
+  int passed = 0, failed = 0, skipped = 0;
+  std::string line;
+  int line_number = 0;
+  while (std::getline(file, line)) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto parsed = ParseJson(line, absl::StrCat(argv[1], ":", line_number));
+    if (!parsed.ok() || !parsed->is_object()) {
+      ++failed;
+      std::cout << "FAIL line " << line_number << ": "
+                << (parsed.ok() ? "not a JSON object"
+                                : std::string(parsed.status().message()))
+                << "\n";
+      continue;
+    }
+    const Json& test_case = *parsed;
+    const std::string source = test_case.value("source", "<no source>");
+    const std::string label =
+        absl::StrCat(source, " (line ", line_number, ")");
+    const std::string resolver =
+        test_case.contains("resolver") && test_case["resolver"].is_string()
+            ? test_case["resolver"].get<std::string>()
+            : "";
+    const Adapter* adapter = registry.Find(resolver);
+    if (adapter == nullptr) {
+      ++skipped;
+      std::cout << "SKIP " << label << ": no adapter for resolver " << resolver
+                << " (that part of cohort is not built yet)\n";
+      continue;
+    }
+    const Json& input = Field(test_case, "input");
+    CaseContext ctx(input, &registry);
+    CaseRun run = adapter->Run(test_case, ctx);
+    if (run.skip_reason) {
+      ++skipped;
+      std::cout << "SKIP " << label << ": " << *run.skip_reason << "\n";
+      continue;
+    }
+    const Json& results = Field(Field(test_case, "expect"), "results");
+    std::vector<std::string> diffs;
+    if (!results.is_array()) {
+      diffs.push_back("the case has no expect.results list");
+    } else {
+      if (results.size() != run.steps.size()) {
+        diffs.push_back(absl::StrCat("expected ", results.size(),
+                                     " results, the adapter produced ",
+                                     run.steps.size()));
+      }
+      const Json& calls = Field(input, "calls");
+      for (size_t i = 0; i < results.size() && i < run.steps.size(); ++i) {
+        std::string diff = Compare(results[i], run.steps[i]);
+        if (diff.empty()) continue;
+        std::string step = calls.is_array() && i < calls.size()
+                               ? calls[i].dump()
+                               : std::string("(case input)");
+        diffs.push_back(absl::StrCat("step ", i, " ", step, ": ", diff));
+      }
+    }
+    if (diffs.empty()) {
+      ++passed;
+      continue;
+    }
+    ++failed;
+    std::cout << "FAIL " << label << "\n";
+    for (const std::string& d : diffs) std::cout << "  " << d << "\n";
+    if (test_case.contains("deviation")) {
+      std::cout << "  deviation noted in the case: "
+                << test_case["deviation"].dump() << "\n";
+    }
+  }
+  std::cout << passed << " passed, " << failed << " failed, " << skipped
+            << " skipped" << std::endl;
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace cohort::conformance
+
+int main(int argc, char** argv) {
+  return cohort::conformance::Main(argc, argv);
+}
