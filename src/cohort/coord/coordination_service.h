@@ -1,0 +1,339 @@
+// CoordinationService: the transport-agnostic heart of job coordination.
+//
+// One instance per job. It tracks every task of the job (job name, index),
+// each task's incarnation and liveness (heartbeats), propagates a task's
+// failure to every other task (PollForError long-polls), and offers a
+// key-value store, named reusable barriers, alive-task agreement and a
+// versioned job-state watch. Behaviour follows TensorFlow's coordination
+// service (docs/coordination.md lists the decision tables and deviations).
+//
+// The service never sees gRPC: coordination_rpc_handler.h maps wire messages
+// onto it, grpc_coordination_service.h serves it over gRPC and
+// coordination_server.h embeds all of that in a process.
+//
+// Blocking operations (register-with-barrier, barrier, blocking get, watches,
+// GetAliveTasks, PollForError, shutdown with a shutdown barrier) take a
+// callback and return at once; the callback runs later, from whichever
+// thread completes the operation (another caller's thread or the service's
+// timer thread), never with a service lock held, exactly once. Deadlines are
+// on the injected Env's clock; failure detection fires at the instant a
+// task's heartbeat deadline passes (latency = heartbeat timeout + timer
+// wake-up), not from a periodic scan.
+//
+// Every error the service returns carries a kCoordinationErrorUrl payload
+// (cohort.coord.CoordinationServiceError), so clients can tell service
+// answers from transport failures; barrier errors also carry kBarrierErrorUrl.
+//
+// Thread safety: thread-safe.
+#ifndef COHORT_COORD_COORDINATION_SERVICE_H_
+#define COHORT_COORD_COORDINATION_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cohort/base/env.h"
+#include "cohort/coord/deadline_timer.h"
+#include "cohort/coord/key_value_store.h"
+
+namespace cohort::coord {
+
+inline constexpr char kCoordinationErrorUrl[] =
+    "type.googleapis.com/cohort.coord.CoordinationServiceError";
+inline constexpr char kBarrierErrorUrl[] =
+    "type.googleapis.com/cohort.coord.BarrierError";
+inline constexpr char kShutdownBarrierId[] = "[Shutdown]";
+inline constexpr char kInitBarrierId[] = "[Init]Wait_for_all_tasks_to_register";
+
+struct TaskId {
+  std::string job;
+  int index = 0;
+
+  std::string ToString() const;  // "worker:1"
+  friend bool operator<(const TaskId& a, const TaskId& b) {
+    return std::tie(a.job, a.index) < std::tie(b.job, b.index);
+  }
+  friend bool operator==(const TaskId& a, const TaskId& b) {
+    return a.job == b.job && a.index == b.index;
+  }
+};
+
+enum class TaskState { kDisconnected, kConnected, kError };
+const char* TaskStateName(TaskState state);  // "disconnected", ...
+
+// True when `status` came from a coordination service (it carries the
+// kCoordinationErrorUrl payload); false for transport errors.
+bool IsServiceError(const absl::Status& status);
+// The task a service error names as its source, if any.
+std::optional<TaskId> ErrorSourceTask(const absl::Status& status);
+
+struct CoordinationServiceOptions {
+  // The job's tasks: job name -> number of tasks (indices 0..n-1).
+  std::map<std::string, int> jobs;
+  // A CONNECTED task silent this long goes to ERROR (Unavailable).
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // > 0: ShutdownTask waits at a shutdown barrier of all connected,
+  // non-recoverable tasks for this long.
+  absl::Duration shutdown_barrier_timeout = absl::ZeroDuration();
+  // Failures of tasks in these jobs are not propagated; their tasks may
+  // re-register with a new incarnation at any time.
+  std::set<std::string> recoverable_jobs;
+  // A task put in ERROR by a heartbeat timeout may re-register with a new
+  // incarnation.
+  bool allow_new_incarnation_to_reconnect = false;
+  // Registration waits at kInitBarrierId until every task registered, for
+  // at most cluster_register_timeout.
+  bool register_with_barrier = false;
+  absl::Duration cluster_register_timeout = absl::Hours(1);
+  Env* env = nullptr;  // nullptr: Env::Default()
+};
+
+struct TaskStateSnapshot {
+  TaskId task;
+  TaskState state = TaskState::kDisconnected;
+  uint64_t incarnation = 0;
+  absl::Status error;
+  absl::Time error_time = absl::InfinitePast();
+  absl::Duration heartbeat_age = absl::InfiniteDuration();  // never
+  bool recoverable = false;
+  bool shut_down = false;
+};
+
+struct BarrierSnapshot {
+  std::string id;
+  int64_t counter = 0;
+  TaskId initiator;
+  std::vector<TaskId> arrived;
+  std::vector<TaskId> missing;
+  absl::Duration remaining;
+};
+
+struct JobStatus {
+  uint64_t service_incarnation = 0;
+  int64_t version = 0;
+  std::vector<TaskStateSnapshot> tasks;
+  std::vector<BarrierSnapshot> barriers;  // in progress only
+  std::string job_state;                  // "running", "finished", "failed"
+};
+
+struct AliveTask {
+  TaskId task;
+  uint64_t incarnation = 0;
+};
+
+class CoordinationService {
+ public:
+  using StatusCallback = std::function<void(absl::Status)>;
+  using CounterCallback = std::function<void(absl::StatusOr<int64_t>)>;
+  using AliveCallback =
+      std::function<void(absl::StatusOr<std::vector<AliveTask>>)>;
+  using JobStateCallback = std::function<void(absl::StatusOr<JobStatus>)>;
+
+  // InvalidArgument when the job list is empty or a count is not positive.
+  static absl::StatusOr<std::unique_ptr<CoordinationService>> Create(
+      CoordinationServiceOptions options);
+  // Calls Stop().
+  ~CoordinationService();
+  CoordinationService(const CoordinationService&) = delete;
+  CoordinationService& operator=(const CoordinationService&) = delete;
+
+  uint64_t incarnation() const { return incarnation_; }
+  const CoordinationServiceOptions& options() const { return options_; }
+
+  // Fails every parked call (barriers Aborted, polls and KV waits
+  // Cancelled) and rejects later calls with Internal. Idempotent.
+  void Stop();
+
+  // --- Membership --------------------------------------------------------
+  // Decision table (docs/coordination.md): unknown task InvalidArgument;
+  // disconnected -> connect; same incarnation -> OK (retry); new
+  // incarnation -> Aborted (task ERROR, propagated) unless the task is
+  // recoverable (then accepted); in ERROR -> Aborted unless recoverable or
+  // (allow_new_incarnation_to_reconnect and the error was a heartbeat
+  // timeout). Answers with the service incarnation; with
+  // register_with_barrier only once every task registered.
+  void RegisterTaskAsync(const TaskId& task, uint64_t incarnation,
+                         std::function<void(absl::StatusOr<uint64_t>)> done);
+  // Non-blocking. Aborted when the service restarted (service_incarnation
+  // given and different), the task is in ERROR or its incarnation is stale;
+  // InvalidArgument when unknown or not registered.
+  absl::StatusOr<uint64_t> Heartbeat(const TaskId& task, uint64_t incarnation,
+                                     uint64_t service_incarnation);
+  // Clean disconnect (after the shutdown barrier, if configured). A task
+  // that shut down is never reported as failed and never blocks others'
+  // shutdown. Idempotent: a second call is OK.
+  void ShutdownTaskAsync(const TaskId& task, StatusCallback done);
+  // ERROR/any -> DISCONNECTED so the task may register again.
+  absl::Status ResetTask(const TaskId& task);
+  // The task reports its own failure: ERROR and propagated.
+  absl::Status ReportErrorToService(const TaskId& task,
+                                    const absl::Status& error);
+  // Long-poll: answers only with the first propagated error (or Cancelled
+  // at shutdown). FailedPrecondition when the task is not connected.
+  void PollForErrorAsync(const TaskId& task, uint64_t incarnation,
+                         StatusCallback done);
+  // Point query; empty `tasks` = all.
+  absl::StatusOr<std::vector<TaskStateSnapshot>> GetTaskState(
+      const std::vector<TaskId>& tasks);
+  // Answers when the state version exceeds `after_version` (-1: now) or at
+  // `deadline` with the current state.
+  void WatchJobStateAsync(int64_t after_version, absl::Time deadline,
+                          JobStateCallback done);
+  JobStatus GetJobStatus();
+  // Barrier-like agreement: waits until every CONNECTED task of `tasks`
+  // (empty = all) asked, then answers all of them with the same alive set.
+  // DeadlineExceeded at `deadline` naming who did not ask.
+  void GetAliveTasksAsync(const TaskId& requester,
+                          const std::vector<TaskId>& tasks, absl::Time deadline,
+                          AliveCallback done);
+
+  // --- Barriers ----------------------------------------------------------
+  // Named, reusable via per-id counters (0, 1, 2, ...). The first arrival
+  // fixes the deadline (its now + timeout). Empty `participants` = every
+  // task of the job. Errors: DeadlineExceeded listing every missing task and
+  // why (never registered / connected but not arrived / died at T);
+  // Internal when a participant dies or shuts down while it is open or the
+  // counter does not match; InvalidArgument for a bad participant list;
+  // Cancelled after CancelBarrier.
+  void BarrierAsync(const std::string& id, int64_t counter,
+                    absl::Duration timeout, const TaskId& task,
+                    const std::vector<TaskId>& participants,
+                    CounterCallback done);
+  absl::Status CancelBarrier(const std::string& id, int64_t counter,
+                             const TaskId& task);
+
+  // --- Key-value store ---------------------------------------------------
+  KeyValueStore& kv() { return kv_; }
+  // Blocking get with a deadline on the Env clock (InfiniteFuture: none).
+  void GetKeyValueAsync(const std::string& key, absl::Time deadline,
+                        KeyValueStore::GetCallback done);
+  void WatchKeyValueAsync(const std::string& key, int64_t after_version,
+                          absl::Time deadline,
+                          KeyValueStore::WatchCallback done);
+
+ private:
+  struct Task {
+    TaskState state = TaskState::kDisconnected;
+    uint64_t incarnation = 0;
+    absl::Time last_heartbeat = absl::InfinitePast();
+    absl::Status error;
+    absl::Time error_time = absl::InfinitePast();
+    absl::Time disconnect_time = absl::InfinitePast();
+    bool recoverable = false;
+    bool ever_connected = false;
+    bool shut_down = false;
+    bool heartbeat_timeout_error = false;
+    std::set<std::string> barriers;  // open barriers it is part of
+    StatusCallback poll;
+    uint64_t heartbeat_timer = 0;
+  };
+  struct Barrier {
+    std::string id;
+    int64_t counter = 0;
+    bool done = false;
+    absl::Status result;
+    absl::Time deadline;
+    TaskId initiator;
+    bool all_tasks = true;
+    std::set<TaskId> participants;
+    std::map<TaskId, CounterCallback> waiting;  // arrived, not answered
+    std::set<TaskId> arrived;
+    uint64_t timer = 0;
+    std::vector<StatusCallback> on_done;  // internal listeners
+  };
+  struct AliveRound {
+    std::set<TaskId> tasks;
+    std::map<TaskId, AliveCallback> waiting;
+    uint64_t timer = 0;
+  };
+  struct Watcher {
+    int64_t after_version;
+    JobStateCallback done;
+    uint64_t timer = 0;
+  };
+  using Callbacks = std::vector<std::function<void()>>;
+
+  explicit CoordinationService(CoordinationServiceOptions options);
+
+  absl::Status Error(absl::StatusCode code, const std::string& message,
+                     const TaskId* source = nullptr,
+                     bool reported = false) const;
+  absl::Status BarrierStatus(absl::StatusCode code, const std::string& message,
+                             const Barrier& barrier) const;
+  absl::Status StoppedError() const;
+  absl::Status UnknownTaskError(const TaskId& task) const;
+
+  Task* FindTaskLocked(const TaskId& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsRecoverable(const TaskId& task) const;
+  void ConnectLocked(const TaskId& task, Task& t, uint64_t incarnation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleHeartbeatCheckLocked(const TaskId& task, Task& t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckHeartbeat(const TaskId& task);
+  // Moves the task to ERROR, fails its barriers and (unless recoverable)
+  // propagates `error` to every poller.
+  void SetTaskErrorLocked(const TaskId& task, Task& t, absl::Status error,
+                          Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PropagateErrorLocked(const absl::Status& error, Callbacks* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The task left (error, shutdown, restart): fail or leave its barriers.
+  void LeaveBarriersLocked(const TaskId& task, Task& t, const std::string& why,
+                           Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishBarrierLocked(Barrier& b, absl::Status result, Callbacks* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybePassBarrierLocked(Barrier& b, Callbacks* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BarrierTimedOut(const std::string& id, int64_t counter);
+  std::string DescribeMissingLocked(const Barrier& b)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StateChangedLocked(Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckAliveRoundsLocked(Callbacks* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckShutdownBarrierLocked(Callbacks* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DisconnectLocked(const TaskId& task, Task& t, Callbacks* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobStatus JobStatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TaskStateSnapshot SnapshotLocked(const TaskId& id, const Task& t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::set<TaskId>> ResolveTasksLocked(
+      const std::vector<TaskId>& tasks, const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinationServiceOptions options_;
+  Env* const env_;
+  const uint64_t incarnation_;
+  KeyValueStore kv_;
+
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<TaskId, Task> tasks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, AliveRound> alive_rounds_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_watcher_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  // The first propagated error; later polls get it at once.
+  absl::Status propagated_error_ ABSL_GUARDED_BY(mu_);
+  // Shutdown barrier: tasks waiting in ShutdownTask.
+  std::map<TaskId, StatusCallback> shutdown_waiting_ ABSL_GUARDED_BY(mu_);
+  absl::Time shutdown_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  uint64_t shutdown_timer_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Last: destroyed (joined) first, so no timer callback outlives the state.
+  std::unique_ptr<DeadlineTimer> timer_;
+};
+
+}  // namespace cohort::coord
+
+#endif  // COHORT_COORD_COORDINATION_SERVICE_H_

@@ -1,0 +1,314 @@
+#include "cohort/coord/key_value_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace cohort::coord {
+namespace {
+
+using Callbacks = std::vector<std::function<void()>>;
+
+void RunAll(Callbacks& callbacks) {
+  for (auto& fn : callbacks) fn();
+}
+
+std::string EncodeInt64(int64_t v) {
+  std::string out(8, '\0');
+  uint64_t u = static_cast<uint64_t>(v);
+  for (int i = 7; i >= 0; --i) {
+    out[i] = static_cast<char>(u & 0xff);
+    u >>= 8;
+  }
+  return out;
+}
+
+int64_t DecodeInt64(const std::string& s) {
+  uint64_t u = 0;
+  for (unsigned char c : s) u = (u << 8) | c;
+  return static_cast<int64_t>(u);
+}
+
+}  // namespace
+
+KeyValueStore::~KeyValueStore() {
+  CancelAll(absl::CancelledError(
+      "the coordination service's key-value store is shutting down"));
+}
+
+std::string KeyValueStore::NormalizeKey(absl::string_view key) {
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(key, '/', absl::SkipEmpty());
+  return absl::StrJoin(parts, "/");
+}
+
+void KeyValueStore::CollectWakeupsLocked(const std::string& key,
+                                         Callbacks* out) {
+  auto range = waiters_by_key_.equal_range(key);
+  const KeyValueWatchResult state = StateLocked(key);
+  for (auto it = range.first; it != range.second;) {
+    auto w = waiters_.find(it->second);
+    if (w == waiters_.end()) {
+      it = waiters_by_key_.erase(it);
+      continue;
+    }
+    Waiter& waiter = w->second;
+    if (waiter.get) {
+      if (!state.present) {
+        ++it;
+        continue;
+      }
+      out->push_back([cb = std::move(waiter.get), v = state.value] { cb(v); });
+    } else {
+      if (state.version <= waiter.after_version) {
+        ++it;
+        continue;
+      }
+      out->push_back([cb = std::move(waiter.watch), state] { cb(state); });
+    }
+    waiters_.erase(w);
+    it = waiters_by_key_.erase(it);
+  }
+}
+
+KeyValueWatchResult KeyValueStore::StateLocked(const std::string& key) {
+  KeyValueWatchResult result;
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {
+    result.present = true;
+    result.value = it->second.value;
+    result.version = it->second.version;
+  } else {
+    auto t = tombstones_.find(key);
+    result.version = t == tombstones_.end() ? 0 : t->second;
+  }
+  return result;
+}
+
+void KeyValueStore::SetLocked(const std::string& key, std::string value,
+                              Callbacks* out) {
+  Entry& entry = entries_[key];
+  entry.value = std::move(value);
+  entry.version = ++version_;
+  tombstones_.erase(key);
+  CollectWakeupsLocked(key, out);
+}
+
+absl::Status KeyValueStore::Insert(absl::string_view raw_key,
+                                   std::string value, bool allow_overwrite) {
+  const std::string key = NormalizeKey(raw_key);
+  if (key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key-value insert: key \"", raw_key, "\" is empty after normalising"));
+  }
+  Callbacks wake;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!allow_overwrite && entries_.count(key) > 0) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "key \"", key,
+          "\" already exists in the coordination key-value store; use "
+          "overwrite (kv set --overwrite) or delete it first"));
+    }
+    SetLocked(key, std::move(value), &wake);
+  }
+  RunAll(wake);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> KeyValueStore::TryGet(absl::string_view raw_key) {
+  const std::string key = NormalizeKey(raw_key);
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "key \"", key, "\" is not in the coordination key-value store"));
+  }
+  return it->second.value;
+}
+
+uint64_t KeyValueStore::GetAsync(absl::string_view raw_key, GetCallback done) {
+  const std::string key = NormalizeKey(raw_key);
+  std::string value;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      const uint64_t id = next_waiter_id_++;
+      Waiter waiter;
+      waiter.key = key;
+      waiter.get = std::move(done);
+      waiters_.emplace(id, std::move(waiter));
+      waiters_by_key_.emplace(key, id);
+      return id;
+    }
+    value = it->second.value;
+  }
+  done(std::move(value));
+  return 0;
+}
+
+void KeyValueStore::ExpireGet(uint64_t id, const absl::Status& status) {
+  GetCallback cb;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    cb = std::move(it->second.get);
+    waiters_.erase(it);  // waiters_by_key_ entry is dropped lazily.
+  }
+  if (cb) cb(status);
+}
+
+absl::StatusOr<int64_t> KeyValueStore::Increment(absl::string_view raw_key,
+                                                 int64_t delta) {
+  const std::string key = NormalizeKey(raw_key);
+  if (key.empty()) {
+    return absl::InvalidArgumentError("key-value increment: empty key");
+  }
+  Callbacks wake;
+  int64_t result;
+  {
+    absl::MutexLock lock(&mu_);
+    int64_t current = 0;
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      if (it->second.value.size() != 8) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot increment key \"", key, "\": its value has ",
+            it->second.value.size(),
+            " bytes, not the 8-byte big-endian integer that increment "
+            "creates; it was set by a plain insert"));
+      }
+      current = DecodeInt64(it->second.value);
+    }
+    result = static_cast<int64_t>(static_cast<uint64_t>(current) +
+                                  static_cast<uint64_t>(delta));
+    SetLocked(key, EncodeInt64(result), &wake);
+  }
+  RunAll(wake);
+  return result;
+}
+
+absl::StatusOr<CompareAndSwapResult> KeyValueStore::CompareAndSwap(
+    absl::string_view raw_key, const std::optional<std::string>& expected,
+    std::string desired) {
+  const std::string key = NormalizeKey(raw_key);
+  if (key.empty()) {
+    return absl::InvalidArgumentError("key-value compare-and-swap: empty key");
+  }
+  Callbacks wake;
+  CompareAndSwapResult result;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    const bool matches = expected.has_value()
+                             ? (it != entries_.end() &&
+                                it->second.value == *expected)
+                             : it == entries_.end();
+    if (matches) {
+      result.swapped = true;
+      result.stored = desired;
+      SetLocked(key, std::move(desired), &wake);
+    } else if (it != entries_.end()) {
+      result.stored = it->second.value;
+    }
+  }
+  RunAll(wake);
+  return result;
+}
+
+std::vector<std::pair<std::string, std::string>> KeyValueStore::ListDir(
+    absl::string_view raw_dir) {
+  const std::string dir = NormalizeKey(raw_dir);
+  const std::string prefix = dir.empty() ? "" : dir + "/";
+  std::vector<std::pair<std::string, std::string>> out;
+  absl::MutexLock lock(&mu_);
+  for (auto it = entries_.lower_bound(prefix);
+       it != entries_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    out.emplace_back(it->first, it->second.value);
+  }
+  return out;
+}
+
+void KeyValueStore::Delete(absl::string_view raw_key, bool is_directory) {
+  const std::string key = NormalizeKey(raw_key);
+  Callbacks wake;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> doomed;
+    if (entries_.count(key) > 0) doomed.push_back(key);
+    if (is_directory) {
+      const std::string prefix = key.empty() ? "" : key + "/";
+      for (auto it = entries_.lower_bound(prefix);
+           it != entries_.end() && absl::StartsWith(it->first, prefix); ++it) {
+        if (it->first != key) doomed.push_back(it->first);
+      }
+    }
+    for (const std::string& k : doomed) {
+      entries_.erase(k);
+      tombstones_[k] = ++version_;
+      CollectWakeupsLocked(k, &wake);
+    }
+  }
+  RunAll(wake);
+}
+
+uint64_t KeyValueStore::WatchAsync(absl::string_view raw_key,
+                                   int64_t after_version, WatchCallback done) {
+  const std::string key = NormalizeKey(raw_key);
+  KeyValueWatchResult state;
+  {
+    absl::MutexLock lock(&mu_);
+    state = StateLocked(key);
+    if (state.version <= after_version) {
+      const uint64_t id = next_waiter_id_++;
+      Waiter waiter;
+      waiter.key = key;
+      waiter.watch = std::move(done);
+      waiter.after_version = after_version;
+      waiters_.emplace(id, std::move(waiter));
+      waiters_by_key_.emplace(key, id);
+      return id;
+    }
+  }
+  done(std::move(state));
+  return 0;
+}
+
+void KeyValueStore::ExpireWatch(uint64_t id, const absl::Status& status) {
+  WatchCallback cb;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    cb = std::move(it->second.watch);
+    waiters_.erase(it);
+  }
+  if (cb) cb(status);
+}
+
+void KeyValueStore::CancelAll(const absl::Status& status) {
+  std::map<uint64_t, Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    waiters.swap(waiters_);
+    waiters_by_key_.clear();
+  }
+  for (auto& [id, waiter] : waiters) {
+    if (waiter.get) waiter.get(status);
+    if (waiter.watch) waiter.watch(status);
+  }
+}
+
+int64_t KeyValueStore::version() {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+size_t KeyValueStore::size() {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+}  // namespace cohort::coord

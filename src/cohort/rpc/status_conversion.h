@@ -1,0 +1,26 @@
+// Conversion between absl::Status and grpc::Status, payloads included.
+//
+// Every cohort gRPC service returns ToGrpcStatus(status) and every client
+// turns what it receives back with FromGrpcStatus, so the code, the message
+// and every payload (typed error details such as "which task failed") cross
+// the wire intact. Payloads travel in grpc::Status::error_details as a
+// cohort.rpc.StatusDetails message.
+//
+// Thread safety: pure functions.
+#ifndef COHORT_RPC_STATUS_CONVERSION_H_
+#define COHORT_RPC_STATUS_CONVERSION_H_
+
+#include "absl/status/status.h"
+#include "grpcpp/support/status.h"
+
+namespace cohort::rpc {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// A grpc::Status whose error_details do not parse keeps its code and message
+// and gets no payloads.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace cohort::rpc
+
+#endif  // COHORT_RPC_STATUS_CONVERSION_H_

@@ -1,0 +1,35 @@
+#include "cohort/rpc/status_conversion.h"
+
+#include "absl/strings/cord.h"
+#include "gtest/gtest.h"
+
+namespace cohort::rpc {
+namespace {
+
+TEST(StatusConversionTest, RoundTripKeepsCodeMessageAndPayloads) {
+  absl::Status status = absl::AbortedError("task worker:1 restarted");
+  status.SetPayload("type.googleapis.com/x.A", absl::Cord("alpha"));
+  status.SetPayload("type.googleapis.com/x.B", absl::Cord(std::string("\0b", 2)));
+  absl::Status back = FromGrpcStatus(ToGrpcStatus(status));
+  EXPECT_EQ(back.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(back.message(), "task worker:1 restarted");
+  ASSERT_TRUE(back.GetPayload("type.googleapis.com/x.A").has_value());
+  EXPECT_EQ(std::string(*back.GetPayload("type.googleapis.com/x.A")), "alpha");
+  EXPECT_EQ(std::string(*back.GetPayload("type.googleapis.com/x.B")),
+            std::string("\0b", 2));
+}
+
+TEST(StatusConversionTest, OkStaysOk) {
+  EXPECT_TRUE(FromGrpcStatus(ToGrpcStatus(absl::OkStatus())).ok());
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+TEST(StatusConversionTest, GarbageDetailsAreIgnored) {
+  grpc::Status status(grpc::StatusCode::UNAVAILABLE, "down", "\xff\xff\xff");
+  absl::Status back = FromGrpcStatus(status);
+  EXPECT_EQ(back.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(back.message(), "down");
+}
+
+}  // namespace
+}  // namespace cohort::rpc

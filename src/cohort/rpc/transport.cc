@@ -1,0 +1,133 @@
+#include "cohort/rpc/transport.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace cohort::rpc {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path,
+                                    const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read TLS ", what, " file ",
+                                            path, ": check the path"));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+grpc::ChannelArguments DefaultChannelArguments() {
+  grpc::ChannelArguments args;
+  // Large KV values and status listings; no compression on loopback.
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(
+    const std::string& target, const TransportSecurity& security) {
+  grpc::ChannelArguments args = DefaultChannelArguments();
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (security.tls()) {
+    grpc::SslCredentialsOptions options;
+    auto ca = ReadPem(security.ca_cert_file, "CA certificate");
+    if (!ca.ok()) return ca.status();
+    options.pem_root_certs = *ca;
+    if (!security.cert_file.empty()) {
+      auto cert = ReadPem(security.cert_file, "certificate");
+      if (!cert.ok()) return cert.status();
+      auto key = ReadPem(security.key_file, "private key");
+      if (!key.ok()) return key.status();
+      options.pem_cert_chain = *cert;
+      options.pem_private_key = *key;
+    }
+    if (!security.server_name_override.empty()) {
+      args.SetSslTargetNameOverride(security.server_name_override);
+    }
+    credentials = grpc::SslCredentials(options);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  return grpc::CreateCustomChannel(target, credentials, args);
+}
+
+void AttachJobToken(grpc::ClientContext* context,
+                    const TransportSecurity& security) {
+  if (!security.job_token.empty()) {
+    context->AddMetadata(kJobTokenMetadataKey, security.job_token);
+  }
+}
+
+absl::Status CheckJobToken(const grpc::ServerContextBase& context,
+                           const std::string& expected_token) {
+  if (expected_token.empty()) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kJobTokenMetadataKey);
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError(
+        "no job token on this call: the service requires the job's token "
+        "(check --token / COHORT_JOB_TOKEN of the caller)");
+  }
+  const grpc::string_ref& got = it->second;
+  // Constant-time comparison over the expected length.
+  unsigned char diff = got.size() == expected_token.size() ? 0 : 1;
+  for (size_t i = 0; i < expected_token.size(); ++i) {
+    const unsigned char c = i < got.size() ? got.data()[i] : 0;
+    diff |= c ^ static_cast<unsigned char>(expected_token[i]);
+  }
+  if (diff != 0) {
+    return absl::UnauthenticatedError(
+        "wrong job token on this call: the caller belongs to another job or "
+        "has a stale token (check --token / COHORT_JOB_TOKEN)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GrpcServer> StartGrpcServer(
+    const std::string& address, const std::vector<grpc::Service*>& services,
+    const TransportSecurity& security) {
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (security.tls()) {
+    grpc::SslServerCredentialsOptions options(
+        security.require_client_cert
+            ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+            : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    auto ca = ReadPem(security.ca_cert_file, "CA certificate");
+    if (!ca.ok()) return ca.status();
+    auto cert = ReadPem(security.cert_file, "server certificate");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadPem(security.key_file, "server private key");
+    if (!key.ok()) return key.status();
+    options.pem_root_certs = *ca;
+    options.pem_key_cert_pairs.push_back({*key, *cert});
+    credentials = grpc::SslServerCredentials(options);
+  } else {
+    credentials = grpc::InsecureServerCredentials();
+  }
+  grpc::ServerBuilder builder;
+  GrpcServer result;
+  builder.AddListeningPort(address, credentials, &result.port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  result.server = builder.BuildAndStart();
+  if (result.server == nullptr || result.port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address,
+        ": the port is in use or the address is not local (check --port)"));
+  }
+  return result;
+}
+
+}  // namespace cohort::rpc
