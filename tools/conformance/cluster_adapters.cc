@@ -7,6 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cohort/cluster/cluster_spec.h"
+#include "cohort/cluster/multi_worker_util.h"
+#include "cohort/base/status.h"
 #include "tools/conformance/adapters.h"
 
 namespace cohort::conformance {
@@ -140,6 +142,79 @@ class ClusterSpecAdapter : public Adapter {
   }
 };
 
+// multi_worker_util cases: `input.cluster_spec` handed over as
+// `input.cluster_spec_kind` ("dict" by default, "ClusterDef", "ClusterSpec").
+class MultiWorkerUtilAdapter : public Adapter {
+ public:
+  CaseRun Run(const Json& test_case, CaseContext& ctx) const override {
+    const Json& input = Field(test_case, "input");
+    CaseRun run;
+    absl::StatusOr<ClusterSpec> spec = Normalize(input);
+    const Json& calls = Field(input, "calls");
+    if (!calls.is_array()) return run;
+    for (const Json& step : calls) {
+      if (!spec.ok()) {
+        run.steps.push_back(StepOutcome::Error(spec.status()));
+        continue;
+      }
+      run.steps.push_back(Call(*spec, step));
+    }
+    return run;
+  }
+
+ private:
+  static absl::StatusOr<ClusterSpec> Normalize(const Json& input) {
+    namespace mwu = multi_worker_util;
+    const Json& value = Field(input, "cluster_spec");
+    const Json& kind = Field(input, "cluster_spec_kind");
+    if (kind == "ClusterDef" || kind == "ClusterSpec") {
+      COHORT_ASSIGN_OR_RETURN(ClusterSpec spec,
+                              ClusterSpec::FromJson(value, "cluster_spec"));
+      if (kind == "ClusterSpec") return mwu::NormalizeClusterSpec(spec);
+      return mwu::NormalizeClusterSpec(spec.ToClusterDef());
+    }
+    return mwu::NormalizeClusterSpec(value);
+  }
+
+  static StepOutcome Call(const ClusterSpec& spec, const Json& step) {
+    namespace mwu = multi_worker_util;
+    const std::string method =
+        step.contains("call") && step["call"].is_string() ? step["call"] : "";
+    const Json& args = Field(step, "args");
+    auto type = OptString(args, "task_type");
+    auto id = OptInt(args, "task_id");
+    if (!type.ok()) return StepOutcome::Error(type.status());
+    if (!id.ok()) return StepOutcome::Error(id.status());
+    if (method == "normalize_cluster_spec.as_dict") {
+      return StepOutcome::Value(mwu::NormalizeClusterSpec(spec).ToJson());
+    }
+    if (method == "_validate_cluster_spec") {
+      absl::Status s = mwu::ValidateClusterSpec(spec, *type, *id);
+      return s.ok() ? StepOutcome::Ok() : StepOutcome::Error(s);
+    }
+    if (method == "is_chief") {
+      auto v = mwu::IsChief(spec, *type, *id);
+      return v.ok() ? StepOutcome::Value(*v) : StepOutcome::Error(v.status());
+    }
+    if (method == "worker_count") {
+      auto v = mwu::WorkerCount(spec, *type);
+      return v.ok() ? StepOutcome::Value(*v) : StepOutcome::Error(v.status());
+    }
+    if (method == "id_in_cluster") {
+      auto v = mwu::IdInCluster(spec, *type, *id);
+      return v.ok() ? StepOutcome::Value(*v) : StepOutcome::Error(v.status());
+    }
+    if (method == "collective_leader") {
+      auto v = mwu::CollectiveLeader(spec, *type, *id);
+      return v.ok() ? StepOutcome::Value(*v) : StepOutcome::Error(v.status());
+    }
+    if (method == "coordination_leader") {
+      return StepOutcome::Value(mwu::CoordinationLeader(spec));
+    }
+    return StepOutcome::Error(UnknownCall("multi_worker_util", step));
+  }
+};
+
 // The base resolver's num_accelerators: a resolver that inherits every
 // default (master "" and device counting through the DeviceLister).
 class BaseOnlyResolver : public ClusterResolver {
@@ -178,6 +253,8 @@ class BaseResolverAdapter : public ResolverAdapter {
 void RegisterClusterAdapters(AdapterRegistry* registry) {
   registry->Register("ClusterSpec", std::make_unique<ClusterSpecAdapter>());
   registry->Register("ServerDef", std::make_unique<ClusterSpecAdapter>());
+  registry->Register("multi_worker_util",
+                     std::make_unique<MultiWorkerUtilAdapter>());
   registry->Register("ClusterResolverBase",
                      std::make_unique<BaseResolverAdapter>());
 }

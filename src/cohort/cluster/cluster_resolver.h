@@ -93,8 +93,11 @@ class ClusterResolver {
       std::optional<int64_t> task_id = std::nullopt);
 
   // Where num_accelerators lists devices. Not owned; may be null (then the
-  // default num_accelerators returns {}).
-  void set_device_lister(DeviceLister* lister) { device_lister_ = lister; }
+  // default num_accelerators returns {}). Resolvers that delegate to others
+  // (Union) pass it on.
+  virtual void set_device_lister(DeviceLister* lister) {
+    device_lister_ = lister;
+  }
 
  protected:
   DeviceLister* device_lister_ = nullptr;

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cohort/base/logging.h"
+#include "cohort/cluster/resolvers/sagemaker_cluster_resolver.h"
+#include "cohort/cluster/resolvers/tf_config_cluster_resolver.h"
 
 namespace cohort {
 
@@ -69,9 +71,11 @@ absl::StatusOr<const ResolverRegistration*> ResolverRegistry::Detect(
 }
 
 void RegisterBuiltinResolvers(ResolverRegistry* registry) {
-  // One call per resolver, e.g. RegisterTFConfigResolver(registry);
-  // The resolvers' own files define these functions.
-  (void)registry;
+  // One call per resolver; each resolver's own file defines its function.
+  // The priorities they register with decide `auto`'s order, not the order
+  // of these calls.
+  RegisterTFConfigResolver(registry);
+  RegisterSageMakerResolver(registry);
 }
 
 const ResolverRegistry& BuiltinResolverRegistry() {
