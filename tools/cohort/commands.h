@@ -12,6 +12,8 @@
 namespace cohort::tools {
 
 void RegisterResolveCommand(CLI::App& app, int& exit_code);
+void RegisterLaunchCommand(CLI::App& app, int& exit_code);
+void RegisterTaskCommand(CLI::App& app, int& exit_code);
 
 }  // namespace cohort::tools
 

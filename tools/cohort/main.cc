@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   cohort::tools::RegisterResolveCommand(app, exit_code);
+  cohort::tools::RegisterLaunchCommand(app, exit_code);
+  cohort::tools::RegisterTaskCommand(app, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -1,0 +1,314 @@
+#include "cohort/barrier/barrier_coordinator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cohort/base/logging.h"
+
+namespace cohort::barrier {
+namespace {
+
+// "1" for whole seconds (Spark's wording), "0.25" otherwise.
+std::string FormatSeconds(absl::Duration d) {
+  const double seconds = absl::ToDoubleSeconds(d);
+  if (d == absl::Seconds(absl::ToInt64Seconds(d))) {
+    return absl::StrCat(absl::ToInt64Seconds(d));
+  }
+  return absl::StrCat(seconds);
+}
+
+std::string GangName(int64_t stage_id, int stage_attempt) {
+  return absl::StrCat("Stage ", stage_id, " (Attempt ", stage_attempt, ")");
+}
+
+}  // namespace
+
+const char* SyncMethodName(SyncMethod method) {
+  switch (method) {
+    case SyncMethod::kBarrier:
+      return "BARRIER";
+    case SyncMethod::kAllGather:
+      return "ALL_GATHER";
+  }
+  return "UNKNOWN";
+}
+
+BarrierCoordinator::BarrierCoordinator(Env* env, absl::Duration sync_timeout)
+    : env_(env), sync_timeout_(sync_timeout) {
+  COHORT_CHECK(sync_timeout > absl::ZeroDuration())
+      << "barrier sync timeout must be positive";
+  timer_thread_ = std::thread([this] { TimerLoop(); });
+}
+
+BarrierCoordinator::~BarrierCoordinator() {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    ++timer_generation_;
+    for (auto& [key, gang] : gangs_) {
+      for (Pending& p : gang.requesters) {
+        replies.emplace_back(
+            std::move(p.done),
+            absl::UnavailableError(absl::StrCat(
+                "barrier coordinator is shutting down; partition ",
+                p.partition_id, " of ", GangName(key.first, key.second),
+                " was waiting for barrier epoch ", gang.epoch)));
+      }
+      gang.requesters.clear();
+    }
+    pending_.clear();
+  }
+  for (auto& [done, result] : replies) done(std::move(result));
+  timer_thread_.join();
+}
+
+uint64_t BarrierCoordinator::NewRequestId() {
+  absl::MutexLock lock(&mu_);
+  return next_request_id_++;
+}
+
+void BarrierCoordinator::FailGangLocked(Gang& gang, const absl::Status& status,
+                                        std::vector<Reply>& replies) {
+  for (Pending& p : gang.requesters) {
+    replies.emplace_back(std::move(p.done), status);
+  }
+  gang.requesters.clear();
+  gang.methods.clear();
+  std::fill(gang.messages.begin(), gang.messages.end(), std::string());
+  gang.deadline = absl::InfiniteFuture();
+  gang.epoch = -1;
+  gang.failure = status;
+}
+
+void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
+                              SyncDone done) {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    const std::string gang_name =
+        GangName(request.stage_id, request.stage_attempt);
+    if (shutting_down_) {
+      replies.emplace_back(std::move(done),
+                           absl::UnavailableError(absl::StrCat(
+                               "barrier coordinator is shutting down; ",
+                               gang_name, " partition ", request.partition_id,
+                               " cannot sync")));
+    } else if (request.num_tasks <= 0 || request.partition_id < 0 ||
+               request.partition_id >= request.num_tasks) {
+      replies.emplace_back(
+          std::move(done),
+          absl::InvalidArgumentError(absl::StrCat(
+              "barrier sync of ", gang_name, ": partition id ",
+              request.partition_id, " is out of range for ", request.num_tasks,
+              " task(s); check COHORT_PARTITION_ID and COHORT_NUM_TASKS")));
+    } else {
+      const GangKey key{request.stage_id, request.stage_attempt};
+      auto [it, inserted] = gangs_.try_emplace(key);
+      Gang& gang = it->second;
+      if (inserted) {
+        gang.num_tasks = request.num_tasks;
+        gang.messages.assign(request.num_tasks, std::string());
+      }
+      if (!gang.failure.ok()) {
+        replies.emplace_back(
+            std::move(done),
+            absl::AbortedError(absl::StrCat(
+                "barrier sync of ", gang_name, " from partition ",
+                request.partition_id, " (task ", request.task_attempt_id,
+                ") refused: the barrier state was cleared by an earlier "
+                "failure: ",
+                gang.failure.message())));
+      } else if (request.num_tasks != gang.num_tasks) {
+        replies.emplace_back(
+            std::move(done),
+            absl::InvalidArgumentError(absl::StrCat(
+                "Number of tasks of ", gang_name, " is ", gang.num_tasks,
+                " from Task ", request.task_attempt_id, " (partition ",
+                request.partition_id, "), but now is ", request.num_tasks,
+                "; every task of a gang must report the same number of "
+                "tasks")));
+      } else if (request.barrier_epoch != gang.epoch) {
+        replies.emplace_back(
+            std::move(done),
+            absl::FailedPreconditionError(absl::StrCat(
+                "The request to sync of ", gang_name, " with barrier epoch ",
+                request.barrier_epoch, " has already finished. Maybe task ",
+                request.task_attempt_id, " is not properly killed. (partition ",
+                request.partition_id, "; the current epoch is ", gang.epoch,
+                ")")));
+      } else if (std::any_of(gang.requesters.begin(), gang.requesters.end(),
+                             [&](const Pending& p) {
+                               return p.partition_id == request.partition_id;
+                             })) {
+        replies.emplace_back(
+            std::move(done),
+            absl::FailedPreconditionError(absl::StrCat(
+                "partition ", request.partition_id, " of ", gang_name,
+                " is already waiting for barrier epoch ", gang.epoch,
+                " (task ", request.task_attempt_id,
+                " sent a second request); a task may run one sync at a time "
+                "and each partition id must belong to one task")));
+      } else {
+        gang.methods.insert(request.method);
+        if (gang.methods.size() > 1) {
+          std::vector<std::string> names;
+          for (SyncMethod m : gang.methods) names.push_back(SyncMethodName(m));
+          const absl::Status status = absl::InvalidArgumentError(absl::StrCat(
+              "Different barrier sync types found for the sync ", gang_name,
+              " barrier epoch ", gang.epoch, ": ", absl::StrJoin(names, ", "),
+              ". Please use the same barrier sync type within a single sync "
+              "(partition ",
+              request.partition_id, " called ",
+              SyncMethodName(request.method), ")."));
+          for (const Pending& p : gang.requesters) pending_.erase(p.request_id);
+          FailGangLocked(gang, status, replies);
+          replies.emplace_back(std::move(done), status);
+        } else {
+          if (gang.requesters.empty()) {
+            gang.deadline = env_->Now() + sync_timeout_;
+            // Wake the timer thread only when it would sleep past this
+            // deadline (keeps the common path free of a thread wake-up).
+            if (gang.deadline < timer_wake_) {
+              timer_wake_ = gang.deadline;
+              ++timer_generation_;
+            }
+          }
+          gang.messages[request.partition_id] = std::move(request.message);
+          gang.requesters.push_back(Pending{request_id, request.partition_id,
+                                            request.task_attempt_id,
+                                            std::move(done)});
+          pending_[request_id] = key;
+          if (static_cast<int>(gang.requesters.size()) == gang.num_tasks) {
+            // Everyone is here: hand each requester its own copy of the
+            // messages (SPARK-40932), then start the next epoch.
+            for (Pending& p : gang.requesters) {
+              pending_.erase(p.request_id);
+              replies.emplace_back(std::move(p.done),
+                                   SyncResult(gang.messages));
+            }
+            gang.requesters.clear();
+            gang.methods.clear();
+            std::fill(gang.messages.begin(), gang.messages.end(),
+                      std::string());
+            gang.deadline = absl::InfiniteFuture();
+            ++gang.epoch;
+          }
+        }
+      }
+    }
+  }
+  for (auto& [d, result] : replies) d(std::move(result));
+}
+
+void BarrierCoordinator::Cancel(uint64_t request_id) {
+  SyncDone done;
+  int partition = -1;
+  GangKey key;
+  int64_t epoch = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto pit = pending_.find(request_id);
+    if (pit == pending_.end()) return;
+    key = pit->second;
+    pending_.erase(pit);
+    Gang& gang = gangs_[key];
+    auto it = std::find_if(
+        gang.requesters.begin(), gang.requesters.end(),
+        [&](const Pending& p) { return p.request_id == request_id; });
+    if (it == gang.requesters.end()) return;
+    done = std::move(it->done);
+    partition = it->partition_id;
+    epoch = gang.epoch;
+    gang.messages[partition].clear();
+    gang.requesters.erase(it);
+    // The sync's timer keeps running: it measures the sync, not a requester.
+  }
+  done(absl::CancelledError(absl::StrCat(
+      "barrier sync of ", GangName(key.first, key.second), " partition ",
+      partition, " at barrier epoch ", epoch,
+      " was cancelled by the task (RPC cancelled or task killed)")));
+}
+
+void BarrierCoordinator::ClearStage(int64_t stage_id, int stage_attempt,
+                                    const std::string& reason) {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    Gang& gang = gangs_[{stage_id, stage_attempt}];
+    if (!gang.failure.ok()) return;
+    for (const Pending& p : gang.requesters) pending_.erase(p.request_id);
+    FailGangLocked(gang,
+                   absl::AbortedError(absl::StrCat(
+                       GangName(stage_id, stage_attempt),
+                       " was stopped: ", reason)),
+                   replies);
+  }
+  for (auto& [d, result] : replies) d(std::move(result));
+}
+
+std::optional<GangSnapshot> BarrierCoordinator::Snapshot(int64_t stage_id,
+                                                         int stage_attempt) {
+  absl::MutexLock lock(&mu_);
+  auto it = gangs_.find({stage_id, stage_attempt});
+  if (it == gangs_.end()) return std::nullopt;
+  GangSnapshot s;
+  s.num_tasks = it->second.num_tasks;
+  s.epoch = it->second.epoch;
+  for (const Pending& p : it->second.requesters) s.waiting.push_back(p.partition_id);
+  std::sort(s.waiting.begin(), s.waiting.end());
+  s.failure = it->second.failure;
+  return s;
+}
+
+void BarrierCoordinator::TimerLoop() {
+  while (true) {
+    std::vector<Reply> replies;
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return;
+      absl::Time next = absl::InfiniteFuture();
+      for (const auto& [key, gang] : gangs_) {
+        next = std::min(next, gang.deadline);
+      }
+      timer_wake_ = next;
+      const uint64_t generation = timer_generation_;
+      auto changed = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return shutting_down_ || timer_generation_ != generation;
+      };
+      if (env_->AwaitWithDeadline(&mu_, absl::Condition(&changed), next)) {
+        continue;
+      }
+      // A deadline passed: fail every gang whose sync timed out.
+      const absl::Time now = env_->Now();
+      for (auto& [key, gang] : gangs_) {
+        if (gang.deadline > now) continue;
+        std::vector<bool> arrived(gang.num_tasks, false);
+        for (const Pending& p : gang.requesters) {
+          arrived[p.partition_id] = true;
+          pending_.erase(p.request_id);
+        }
+        std::vector<int> missing;
+        for (int i = 0; i < gang.num_tasks; ++i) {
+          if (!arrived[i]) missing.push_back(i);
+        }
+        const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
+            "The coordinator didn't get all barrier sync requests for barrier "
+            "epoch ",
+            gang.epoch, " from ", GangName(key.first, key.second), " within ",
+            FormatSeconds(sync_timeout_),
+            " second(s). Partitions that did not arrive: [",
+            absl::StrJoin(missing, ", "), "] of ", gang.num_tasks,
+            "; check that every task calls the same sequence of barrier()/"
+            "allGather() and that none is stuck or too slow (raise "
+            "--barrier-timeout)."));
+        COHORT_LOG(WARNING) << status.message();
+        FailGangLocked(gang, status, replies);
+      }
+    }
+    for (auto& [d, result] : replies) d(std::move(result));
+  }
+}
+
+}  // namespace cohort::barrier

@@ -1,0 +1,126 @@
+#include "cohort/barrier/barrier_grpc_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "cohort/base/status.h"
+#include "cohort/rpc/status_conversion.h"
+#include "cohort/rpc/transport.h"
+
+namespace cohort::barrier {
+namespace {
+
+// One parked Sync RPC. Finish() is called exactly once: by the coordinator's
+// `done` (which it calls exactly once). OnCancel withdraws the request, which
+// makes the coordinator call `done` with Cancelled when it was still pending.
+class SyncReactor final : public grpc::ServerUnaryReactor {
+ public:
+  SyncReactor(BarrierCoordinator* coordinator,
+              cohort::BarrierSyncResponse* response)
+      : coordinator_(coordinator),
+        response_(response),
+        request_id_(coordinator->NewRequestId()) {}
+
+  void Start(const cohort::BarrierSyncRequest& proto) {
+    SyncRequest request;
+    request.num_tasks = proto.num_tasks();
+    request.stage_id = proto.stage_id();
+    request.stage_attempt = proto.stage_attempt();
+    request.task_attempt_id = proto.task_attempt_id();
+    request.barrier_epoch = proto.barrier_epoch();
+    request.partition_id = proto.partition_id();
+    request.message = proto.message();
+    if (proto.method() == cohort::ALL_GATHER) {
+      request.method = SyncMethod::kAllGather;
+    } else if (proto.method() == cohort::BARRIER) {
+      request.method = SyncMethod::kBarrier;
+    } else {
+      Finish(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("barrier sync request from partition ",
+                       proto.partition_id(),
+                       " has no method (BARRIER or ALL_GATHER)")));
+      return;
+    }
+    coordinator_->Sync(request_id_, std::move(request),
+                       [this](absl::StatusOr<SyncResult> result) {
+                         Complete(std::move(result));
+                       });
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      started_ = true;
+      cancelled = cancelled_;
+    }
+    // OnCancel ran before the request was parked: withdraw it now.
+    if (cancelled) coordinator_->Cancel(request_id_);
+  }
+
+  void OnCancel() override {
+    bool started;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      started = started_;
+    }
+    if (started) coordinator_->Cancel(request_id_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Complete(absl::StatusOr<SyncResult> result) {
+    if (!result.ok()) {
+      Finish(rpc::ToGrpcStatus(result.status()));
+      return;
+    }
+    auto* messages = response_->mutable_messages();
+    messages->Reserve(static_cast<int>(result->size()));
+    for (std::string& m : *result) messages->Add(std::move(m));
+    Finish(grpc::Status::OK);
+  }
+
+  BarrierCoordinator* const coordinator_;
+  cohort::BarrierSyncResponse* const response_;
+  const uint64_t request_id_;
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* BarrierGrpcService::Sync(
+    grpc::CallbackServerContext* context,
+    const cohort::BarrierSyncRequest* request,
+    cohort::BarrierSyncResponse* response) {
+  auto* reactor = new SyncReactor(coordinator_, response);
+  reactor->Start(*request);
+  return reactor;
+}
+
+absl::StatusOr<std::unique_ptr<BarrierServer>> BarrierServer::Start(
+    BarrierCoordinator* coordinator, const std::string& host, int port,
+    const std::vector<grpc::Service*>& extra_services) {
+  std::unique_ptr<BarrierServer> server(new BarrierServer());
+  server->service_ = std::make_unique<BarrierGrpcService>(coordinator);
+  std::vector<grpc::Service*> services = extra_services;
+  services.push_back(server->service_.get());
+  COHORT_ASSIGN_OR_RETURN(
+      rpc::GrpcServer grpc_server,
+      rpc::StartGrpcServer(absl::StrCat(host, ":", port), services,
+                           rpc::TransportSecurity{}));
+  server->server_ = std::move(grpc_server.server);
+  server->address_ = absl::StrCat(host, ":", grpc_server.port);
+  return server;
+}
+
+BarrierServer::~BarrierServer() {
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_->Wait();
+  }
+}
+
+}  // namespace cohort::barrier

@@ -1,0 +1,334 @@
+#include "cohort/barrier/barrier_task_context.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
+#include "absl/time/clock.h"
+#include "cohort/barrier.grpc.pb.h"
+#include "cohort/rpc/status_conversion.h"
+#include "cohort/rpc/transport.h"
+#include "cohort/base/status.h"
+#include "grpcpp/grpcpp.h"
+
+namespace cohort::barrier {
+namespace {
+
+// Extra time the RPC waits beyond the coordinator's timeout, so that the
+// coordinator's message (which names the missing partitions) wins the race.
+constexpr absl::Duration kRpcDeadlineMargin = absl::Seconds(30);
+
+std::atomic<BarrierTaskContext*> g_context{nullptr};
+
+absl::Status MissingVar(const char* name) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "barrier task context: environment variable ", name,
+      " is not set; run this program as a task of `cohort launch` (which "
+      "sets COHORT_BARRIER_ADDRESS, COHORT_PARTITION_ID, COHORT_NUM_TASKS, "
+      "...)"));
+}
+
+absl::StatusOr<int64_t> IntVar(Env* env, const char* name,
+                               std::optional<int64_t> fallback) {
+  std::optional<std::string> value = env->GetVar(name);
+  if (!value.has_value()) {
+    if (fallback.has_value()) return *fallback;
+    return MissingVar(name);
+  }
+  int64_t parsed;
+  if (!absl::SimpleAtoi(*value, &parsed)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("barrier task context: environment variable ", name,
+                     " must be an integer, got \"", *value, "\""));
+  }
+  return parsed;
+}
+
+// Replaces the file's content atomically (write a sibling, rename).
+absl::Status WriteEpochFile(const std::string& path, int64_t epoch) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot write barrier epoch file ", tmp, ": ", strerror(errno)));
+  }
+  const std::string text = absl::StrCat(epoch, "\n");
+  const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot write barrier epoch file ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BarrierTaskContext*> BarrierTaskContext::Get() {
+  static const auto* context =
+      new absl::StatusOr<std::unique_ptr<BarrierTaskContext>>(
+          FromEnv(Env::Default()));
+  if (!context->ok()) return context->status();
+  BarrierTaskContext* ctx = context->value().get();
+  g_context.store(ctx);
+  return ctx;
+}
+
+absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::FromEnv(
+    Env* env) {
+  Options options;
+  std::optional<std::string> address = env->GetVar(kEnvBarrierAddress);
+  if (!address.has_value() || address->empty()) {
+    return MissingVar(kEnvBarrierAddress);
+  }
+  options.coordinator_address = *address;
+  COHORT_ASSIGN_OR_RETURN(int64_t partition,
+                          IntVar(env, kEnvPartitionId, std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int64_t num_tasks,
+                          IntVar(env, kEnvNumTasks, std::nullopt));
+  COHORT_ASSIGN_OR_RETURN(int64_t attempt, IntVar(env, kEnvAttemptNumber, 0));
+  COHORT_ASSIGN_OR_RETURN(int64_t stage, IntVar(env, kEnvStageId, 0));
+  COHORT_ASSIGN_OR_RETURN(
+      int64_t task_attempt_id,
+      IntVar(env, kEnvTaskAttemptId, attempt * num_tasks + partition));
+  options.partition_id = static_cast<int>(partition);
+  options.num_tasks = static_cast<int>(num_tasks);
+  options.attempt_number = static_cast<int>(attempt);
+  options.stage_id = stage;
+  options.task_attempt_id = task_attempt_id;
+  if (std::optional<std::string> addrs = env->GetVar(kEnvTaskAddresses);
+      addrs.has_value() && !addrs->empty()) {
+    options.task_addresses = absl::StrSplit(*addrs, ',');
+  }
+  if (std::optional<std::string> f = env->GetVar(kEnvEpochFile); f.has_value()) {
+    options.epoch_file = *f;
+  }
+  if (std::optional<std::string> t = env->GetVar(kEnvTimeout); t.has_value()) {
+    double seconds;
+    if (!absl::SimpleAtod(*t, &seconds) || !(seconds > 0) ||
+        !std::isfinite(seconds)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "barrier task context: environment variable ", kEnvTimeout,
+          " must be a positive number of seconds, got \"", *t, "\""));
+    }
+    options.sync_timeout = absl::Seconds(seconds);
+  }
+  return Create(std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::Create(
+    Options options) {
+  if (options.coordinator_address.empty()) {
+    return absl::InvalidArgumentError(
+        "barrier task context: the coordinator address is empty");
+  }
+  if (options.num_tasks <= 0 || options.partition_id < 0 ||
+      options.partition_id >= options.num_tasks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "barrier task context: partition id ", options.partition_id,
+        " is out of range for ", options.num_tasks,
+        " task(s); check COHORT_PARTITION_ID and COHORT_NUM_TASKS"));
+  }
+  if (!options.task_addresses.empty() &&
+      static_cast<int>(options.task_addresses.size()) != options.num_tasks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "barrier task context: ", options.task_addresses.size(),
+        " task address(es) for ", options.num_tasks,
+        " task(s); check COHORT_TASK_ADDRESSES"));
+  }
+  COHORT_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::Channel> channel,
+      rpc::CreateChannel(options.coordinator_address, rpc::TransportSecurity{}));
+  std::unique_ptr<BarrierTaskContext> ctx(
+      new BarrierTaskContext(std::move(options)));
+  ctx->channel_ = std::move(channel);
+  if (!ctx->options_.epoch_file.empty()) {
+    absl::StatusOr<std::string> text =
+        Env::Default()->ReadFile(ctx->options_.epoch_file);
+    if (text.ok()) {
+      int64_t epoch;
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &epoch) ||
+          epoch < 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "barrier task context: epoch file ", ctx->options_.epoch_file,
+            " (", kEnvEpochFile, ") does not hold a barrier epoch: \"", *text,
+            "\""));
+      }
+      absl::MutexLock lock(&ctx->mu_);
+      ctx->epoch_ = epoch;
+    } else if (!absl::IsNotFound(text.status())) {
+      return text.status();
+    }
+  }
+  if (ctx->wake_fd_ < 0) {
+    return absl::InternalError(absl::StrCat(
+        "barrier task context: eventfd failed: ", strerror(errno)));
+  }
+  return ctx;
+}
+
+BarrierTaskContext::BarrierTaskContext(Options options)
+    : options_(std::move(options)) {
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+BarrierTaskContext::~BarrierTaskContext() {
+  BarrierTaskContext* self = this;
+  g_context.compare_exchange_strong(self, nullptr);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+int64_t BarrierTaskContext::epoch() const {
+  absl::MutexLock lock(&mu_);
+  return epoch_;
+}
+
+std::vector<TaskInfo> BarrierTaskContext::GetTaskInfos() const {
+  std::vector<TaskInfo> infos;
+  for (const std::string& a : options_.task_addresses) infos.push_back({a});
+  return infos;
+}
+
+absl::Status BarrierTaskContext::Barrier() {
+  return Sync(/*all_gather=*/false, std::string()).status();
+}
+
+absl::StatusOr<std::vector<std::string>> BarrierTaskContext::AllGather(
+    const std::string& message) {
+  return Sync(/*all_gather=*/true, message);
+}
+
+void BarrierTaskContext::Wake() {
+  const uint64_t one = 1;
+  // A full counter (never in practice) still leaves the fd readable.
+  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void BarrierTaskContext::Cancel() {
+  cancel_requested_.store(true);
+  Wake();
+}
+
+void BarrierTaskContext::CancelFromSignalHandler() {
+  BarrierTaskContext* ctx = g_context.load();
+  if (ctx != nullptr) ctx->Cancel();  // an atomic store and a write(2)
+}
+
+absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
+    bool all_gather, const std::string& message) {
+  const char* what = all_gather ? "allGather()" : "barrier()";
+  int64_t epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (in_flight_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " of partition ", options_.partition_id,
+          ": another barrier()/allGather() of this task is still waiting; "
+          "syncs of one task must be sequential"));
+    }
+    epoch = epoch_;
+    in_flight_ = true;
+  }
+  struct ClearInFlight {
+    BarrierTaskContext* self;
+    ~ClearInFlight() {
+      absl::MutexLock lock(&self->mu_);
+      self->in_flight_ = false;
+    }
+  } clear_in_flight{this};
+
+  const std::string where =
+      absl::StrCat(what, " of partition ", options_.partition_id, " (attempt ",
+                   options_.attempt_number, ", barrier epoch ", epoch, ")");
+  if (cancel_requested_.load()) {
+    return absl::CancelledError(
+        absl::StrCat(where, " was cancelled: the task is being stopped"));
+  }
+
+  cohort::BarrierSyncRequest request;
+  request.set_num_tasks(options_.num_tasks);
+  request.set_stage_id(options_.stage_id);
+  request.set_stage_attempt(options_.attempt_number);
+  request.set_task_attempt_id(options_.task_attempt_id);
+  request.set_barrier_epoch(epoch);
+  request.set_partition_id(options_.partition_id);
+  request.set_method(all_gather ? cohort::ALL_GATHER : cohort::BARRIER);
+  if (all_gather) request.set_message(message);
+  cohort::BarrierSyncResponse response;
+
+  grpc::ClientContext rpc;
+  const absl::Duration wait = options_.sync_timeout + kRpcDeadlineMargin;
+  rpc.set_deadline(absl::ToChronoTime(absl::Now() + wait));
+
+  std::atomic<bool> done{false};
+  grpc::Status rpc_status;
+  auto stub = cohort::BarrierCoordinatorService::NewStub(channel_);
+  stub->async()->Sync(&rpc, &request, &response,
+                      [this, &done, &rpc_status](grpc::Status s) {
+                        rpc_status = std::move(s);
+                        done.store(true, std::memory_order_release);
+                        Wake();
+                      });
+  bool cancel_sent = false;
+  while (!done.load(std::memory_order_acquire)) {
+    if (cancel_requested_.load() && !cancel_sent) {
+      rpc.TryCancel();
+      cancel_sent = true;
+    }
+    pollfd pfd{wake_fd_, POLLIN, 0};
+    // The RPC deadline bounds this wait: the callback always runs by then.
+    int n = poll(&pfd, 1, -1);
+    if (n > 0) {
+      uint64_t count;
+      ssize_t ignored = read(wake_fd_, &count, sizeof(count));
+      (void)ignored;
+    }
+  }
+  if (cancel_sent) {
+    return absl::CancelledError(absl::StrCat(
+        where, " was cancelled: the task is being stopped (the coordinator "
+               "withdraws its request)"));
+  }
+  if (!rpc_status.ok()) {
+    absl::Status status = rpc::FromGrpcStatus(rpc_status);
+    if (status.code() == absl::StatusCode::kUnavailable) {
+      return absl::UnavailableError(absl::StrCat(
+          where, ": cannot reach the barrier coordinator at ",
+          options_.coordinator_address,
+          " (is `cohort launch` still running?): ", status.message()));
+    }
+    if (status.code() == absl::StatusCode::kDeadlineExceeded &&
+        status.message().find("coordinator didn't get") ==
+            absl::string_view::npos) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          where, ": no answer from the barrier coordinator at ",
+          options_.coordinator_address, " within ", absl::FormatDuration(wait),
+          ": ", status.message()));
+    }
+    return absl::Status(status.code(),
+                        absl::StrCat(where, ": ", status.message()));
+  }
+  int64_t new_epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    new_epoch = ++epoch_;
+  }
+  if (!options_.epoch_file.empty()) {
+    COHORT_RETURN_IF_ERROR(Annotate(WriteEpochFile(options_.epoch_file, new_epoch),
+                                    where));
+  }
+  std::vector<std::string> result(response.messages().begin(),
+                                  response.messages().end());
+  return result;
+}
+
+}  // namespace cohort::barrier

@@ -1,0 +1,304 @@
+// BarrierTaskContext against a real coordinator over gRPC on 127.0.0.1, with
+// the gang's tasks as threads of this process (Spark's
+// BarrierTaskContextSuite scenarios through the C++ API).
+#include "cohort/barrier/barrier_task_context.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cohort/barrier/barrier_coordinator.h"
+#include "cohort/barrier/barrier_grpc_service.h"
+#include "cohort/base/fake_env.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::barrier {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class Gang {
+ public:
+  explicit Gang(int num_tasks, absl::Duration timeout = absl::Seconds(30))
+      : num_tasks_(num_tasks),
+        coordinator_(std::make_unique<BarrierCoordinator>(Env::Default(),
+                                                          timeout)) {
+    auto server = BarrierServer::Start(coordinator_.get());
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = std::move(server).value();
+    for (int p = 0; p < num_tasks; ++p) {
+      BarrierTaskContext::Options o;
+      o.coordinator_address = server_->address();
+      o.partition_id = p;
+      o.num_tasks = num_tasks;
+      o.task_attempt_id = 100 + p;
+      o.sync_timeout = timeout;
+      for (int i = 0; i < num_tasks; ++i) {
+        o.task_addresses.push_back(absl::StrCat("127.0.0.1:", 9000 + i));
+      }
+      auto ctx = BarrierTaskContext::Create(o);
+      EXPECT_TRUE(ctx.ok()) << ctx.status();
+      contexts_.push_back(std::move(ctx).value());
+    }
+  }
+
+  BarrierTaskContext& task(int p) { return *contexts_[p]; }
+  BarrierCoordinator& coordinator() { return *coordinator_; }
+
+  // Runs `body(partition, context)` on one thread per task and joins them.
+  void Run(const std::function<void(int, BarrierTaskContext&)>& body) {
+    std::vector<std::thread> threads;
+    for (int p = 0; p < num_tasks_; ++p) {
+      threads.emplace_back([&, p] { body(p, *contexts_[p]); });
+    }
+    for (auto& t : threads) t.join();
+  }
+
+ private:
+  const int num_tasks_;
+  std::unique_ptr<BarrierCoordinator> coordinator_;
+  std::unique_ptr<BarrierServer> server_;
+  std::vector<std::unique_ptr<BarrierTaskContext>> contexts_;
+};
+
+// Spark #1: tasks arrive up to 500 ms apart; all leave within a bounded
+// window after the last arrival.
+TEST(BarrierTaskContextTest, GlobalSyncReleasesEveryoneTogether) {
+  Gang gang(4);
+  std::vector<absl::Time> left(4);
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    std::mt19937 rng(p);
+    absl::SleepFor(absl::Milliseconds(rng() % 500));
+    EXPECT_TRUE(ctx.Barrier().ok());
+    left[p] = absl::Now();
+  });
+  auto [lo, hi] = std::minmax_element(left.begin(), left.end());
+  EXPECT_LE(*hi - *lo, absl::Seconds(1));
+}
+
+// Spark #2: allGather returns every message ordered by partition id.
+TEST(BarrierTaskContextTest, AllGatherOrderedByPartition) {
+  Gang gang(4);
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    absl::SleepFor(absl::Milliseconds(20 * (3 - p)));  // reverse arrival
+    auto all = ctx.AllGather(std::to_string(p));
+    ASSERT_TRUE(all.ok()) << all.status();
+    EXPECT_THAT(*all, ElementsAre("0", "1", "2", "3"));
+  });
+}
+
+// Spark #3: mixing barrier() and allGather() in one sync fails the job.
+TEST(BarrierTaskContextTest, MixedMethodsFail) {
+  Gang gang(3);
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    absl::Status status =
+        p == 0 ? ctx.Barrier() : ctx.AllGather("x").status();
+    // Whoever arrives after the state was cleared gets Aborted with the
+    // same reason; everyone sees the reason.
+    EXPECT_FALSE(status.ok());
+    EXPECT_THAT(status.message(), HasSubstr("Different barrier sync types"));
+  });
+}
+
+// Spark #4 and #5: barrier, barrier, allGather in sequence; the epoch
+// advances 0 -> 1 -> 2 -> 3.
+TEST(BarrierTaskContextTest, SeveralSyncsInSequence) {
+  Gang gang(3);
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    EXPECT_EQ(ctx.epoch(), 0);
+    ASSERT_TRUE(ctx.Barrier().ok());
+    EXPECT_EQ(ctx.epoch(), 1);
+    ASSERT_TRUE(ctx.Barrier().ok());
+    EXPECT_EQ(ctx.epoch(), 2);
+    auto all = ctx.AllGather(absl::StrCat("p", p));
+    ASSERT_TRUE(all.ok()) << all.status();
+    EXPECT_THAT(*all, ElementsAre("p0", "p1", "p2"));
+    EXPECT_EQ(ctx.epoch(), 3);
+  });
+}
+
+// Spark #12 (SPARK-40932): a later barrier() does not change the result of
+// an earlier allGather().
+TEST(BarrierTaskContextTest, AllGatherResultSurvivesLaterBarrier) {
+  Gang gang(2);
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    auto all = ctx.AllGather(std::to_string(p));
+    ASSERT_TRUE(all.ok());
+    ASSERT_TRUE(ctx.Barrier().ok());
+    EXPECT_THAT(*all, ElementsAre("0", "1"));
+  });
+}
+
+// Spark #6/#7: a task never calls barrier(); the others fail after the
+// coordinator's timeout with Spark's message naming the missing partition.
+TEST(BarrierTaskContextTest, TaskThatNeverCallsBarrierTimesOut) {
+  Gang gang(3, absl::Seconds(1));
+  const absl::Time start = absl::Now();
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    if (p == 1) return;
+    absl::Status status = ctx.Barrier();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(status.message(),
+                HasSubstr("The coordinator didn't get all barrier sync "
+                          "requests for barrier epoch 0"));
+    EXPECT_THAT(status.message(), HasSubstr("within 1 second(s)"));
+    EXPECT_THAT(status.message(), HasSubstr("did not arrive: [1]"));
+    EXPECT_EQ(ctx.epoch(), 0);  // the epoch advances only on success
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+// Spark #8: one task skips its first barrier (an exception was caught), so
+// the gang's second sync never completes and times out.
+TEST(BarrierTaskContextTest, UnequalNumberOfBarrierCallsTimesOut) {
+  Gang gang(3, absl::Seconds(1));
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    if (p == 0) {
+      // Skipped the first barrier; its one call joins sync 0.
+      EXPECT_TRUE(ctx.Barrier().ok());
+      return;
+    }
+    ASSERT_TRUE(ctx.Barrier().ok());
+    absl::Status second = ctx.Barrier();
+    EXPECT_EQ(second.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(second.message(), HasSubstr("barrier epoch 1"));
+    EXPECT_THAT(second.message(), HasSubstr("did not arrive: [0]"));
+  });
+}
+
+// Waits (bounded) until the coordinator shows `waiting` for attempt 0.
+bool WaitForWaiting(BarrierCoordinator& c, std::vector<int> waiting) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    auto s = c.Snapshot(0, 0);
+    if (s.has_value() && s->waiting == waiting) return true;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return false;
+}
+
+// Spark #9: a task killed while waiting stops waiting at once, and the
+// coordinator withdraws its request.
+TEST(BarrierTaskContextTest, CancelStopsAWaitingTaskAtOnce) {
+  Gang gang(2);
+  absl::Status status;
+  absl::Time returned;
+  std::thread waiter([&] {
+    status = gang.task(0).Barrier();
+    returned = absl::Now();
+  });
+  ASSERT_TRUE(WaitForWaiting(gang.coordinator(), {0}));
+  const absl::Time cancelled = absl::Now();
+  gang.task(0).Cancel();
+  waiter.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_LT(returned - cancelled, absl::Milliseconds(500));
+  EXPECT_TRUE(WaitForWaiting(gang.coordinator(), {}));
+  // Every later sync of a cancelled task fails at once.
+  EXPECT_EQ(gang.task(0).Barrier().code(), absl::StatusCode::kCancelled);
+}
+
+void CancelOnSignal(int) { BarrierTaskContext::CancelFromSignalHandler(); }
+
+// The same through a signal handler and the context from the environment.
+TEST(BarrierTaskContextTest, SignalHandlerCancelsTheProcessContext) {
+  BarrierCoordinator coordinator(Env::Default(), absl::Seconds(30));
+  auto server = BarrierServer::Start(&coordinator);
+  ASSERT_TRUE(server.ok());
+  setenv(kEnvBarrierAddress, (*server)->address().c_str(), 1);
+  setenv(kEnvPartitionId, "1", 1);
+  setenv(kEnvNumTasks, "2", 1);
+  auto ctx = BarrierTaskContext::Get();
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  EXPECT_EQ((*ctx)->partition_id(), 1);
+  struct sigaction sa {};
+  sa.sa_handler = CancelOnSignal;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, nullptr), 0);
+  absl::Status status;
+  std::thread waiter([&] { status = (*ctx)->Barrier(); });
+  ASSERT_TRUE(WaitForWaiting(coordinator, {1}));
+  kill(getpid(), SIGUSR1);
+  waiter.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_TRUE(WaitForWaiting(coordinator, {}));
+  signal(SIGUSR1, SIG_DFL);
+}
+
+TEST(BarrierTaskContextTest, TaskInfosOrderedByPartition) {
+  Gang gang(3);
+  std::vector<TaskInfo> infos = gang.task(2).GetTaskInfos();
+  ASSERT_EQ(infos.size(), 3u);
+  EXPECT_EQ(infos[0].address, "127.0.0.1:9000");
+  EXPECT_EQ(infos[2].address, "127.0.0.1:9002");
+  EXPECT_EQ(gang.task(2).num_tasks(), 3);
+  EXPECT_EQ(gang.task(2).partition_id(), 2);
+}
+
+TEST(BarrierTaskContextTest, FromEnvNamesMissingVariable) {
+  FakeEnv env;
+  auto ctx = BarrierTaskContext::FromEnv(&env);
+  EXPECT_EQ(ctx.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(ctx.status().message(), HasSubstr("COHORT_BARRIER_ADDRESS"));
+  env.SetVar(kEnvBarrierAddress, "127.0.0.1:1");
+  env.SetVar(kEnvPartitionId, "x");
+  ctx = BarrierTaskContext::FromEnv(&env);
+  EXPECT_THAT(ctx.status().message(), HasSubstr("COHORT_PARTITION_ID"));
+  env.SetVar(kEnvPartitionId, "3");
+  env.SetVar(kEnvNumTasks, "3");
+  ctx = BarrierTaskContext::FromEnv(&env);
+  EXPECT_EQ(ctx.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ctx.status().message(), HasSubstr("partition id 3"));
+  env.SetVar(kEnvPartitionId, "2");
+  env.SetVar(kEnvAttemptNumber, "4");
+  ctx = BarrierTaskContext::FromEnv(&env);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  EXPECT_EQ((*ctx)->attempt_number(), 4);
+  EXPECT_EQ((*ctx)->task_attempt_id(), 4 * 3 + 2);
+}
+
+// Successive processes of one task continue the epoch through the file.
+TEST(BarrierTaskContextTest, EpochFileCarriesTheEpochAcrossContexts) {
+  BarrierCoordinator coordinator(Env::Default(), absl::Seconds(30));
+  auto server = BarrierServer::Start(&coordinator);
+  ASSERT_TRUE(server.ok());
+  const std::string file = absl::StrCat(
+      ::testing::TempDir(), "/epoch-", getpid(), "-", absl::ToUnixNanos(absl::Now()));
+  BarrierTaskContext::Options o;
+  o.coordinator_address = (*server)->address();
+  o.num_tasks = 1;
+  o.epoch_file = file;
+  for (int round = 0; round < 3; ++round) {
+    auto ctx = BarrierTaskContext::Create(o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status();
+    EXPECT_EQ((*ctx)->epoch(), round);
+    ASSERT_TRUE((*ctx)->Barrier().ok()) << "round " << round;
+  }
+  std::remove(file.c_str());
+}
+
+TEST(BarrierTaskContextTest, UnreachableCoordinatorIsUnavailable) {
+  BarrierTaskContext::Options o;
+  o.coordinator_address = "127.0.0.1:1";  // nothing listens on port 1
+  o.num_tasks = 2;
+  auto ctx = BarrierTaskContext::Create(o);
+  ASSERT_TRUE(ctx.ok());
+  absl::Status status = (*ctx)->Barrier();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr("127.0.0.1:1"));
+  EXPECT_THAT(status.message(), HasSubstr("partition 0"));
+}
+
+}  // namespace
+}  // namespace cohort::barrier

@@ -1,0 +1,174 @@
+// The gang launcher behind `cohort launch`: starts every task of a job on
+// this machine, all or nothing, hosts the job's barrier coordinator, and
+// retries the whole gang when any task fails (Spark's barrier-stage rules).
+//
+//   LaunchOptions options;
+//   options.num_workers = 4;
+//   options.command = {"python3", "train.py"};
+//   Launcher launcher(Env::Default(), options);
+//   absl::StatusOr<LaunchResult> result = launcher.Run();   // blocks
+//
+// What a task gets: TF_CONFIG (cluster of 127.0.0.1 addresses on free ports,
+// and its own task), COHORT_TASK_NAME ("worker:1"), and for gang members
+// (chief and workers) the BarrierTaskContext variables (barrier_task_context.h).
+// Partition ids: the chief is partition 0 when present, then the workers in
+// index order. ps and evaluator tasks are not in the barrier gang.
+//
+// Output: each output line of a task is written to `output` as
+// "[worker:1] line" and to <log_dir>/worker-1.attempt-<A>.log. Launcher
+// messages (progress, root-cause summary) go to `messages`.
+//
+// Failure handling: when a task of the current attempt exits non-zero or by
+// a signal, the launcher stops every task of that attempt (SIGTERM to each
+// task's process group, SIGKILL after `stop_grace`), clears the attempt's
+// barrier state, prints one root-cause summary (task, exit code or signal,
+// when, last lines of its log) and, while restarts remain, starts the whole
+// gang again with the next attempt number. Failures reported for an older
+// attempt, and further failures of an attempt that is already failing, never
+// cause another retry. The job succeeds when every chief, worker and
+// evaluator task exits 0 (ps tasks are then stopped).
+//
+// Thread safety: Run() is called once, from one thread; Stop() may be called
+// from any thread (e.g. a signal-watching thread) at any time.
+#ifndef COHORT_BARRIER_LAUNCHER_H_
+#define COHORT_BARRIER_LAUNCHER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cohort/base/env.h"
+#include "cohort/base/json.h"
+
+namespace cohort::barrier {
+
+struct LaunchOptions {
+  // Job shape: either num_workers alone (`-n N`), or chief/workers/ps/
+  // evaluator like a TensorFlow cluster.
+  int num_workers = 0;
+  bool chief = false;
+  int num_ps = 0;
+  bool evaluator = false;
+  // Slots on this machine; a job with more tasks fails before starting
+  // anything. -1: no limit.
+  int slots = -1;
+  // How many times the whole gang may be restarted after a failure.
+  int max_restarts = 0;
+  // The coordinator's sync timeout (Spark's spark.barrier.sync.timeout,
+  // default 365 days).
+  absl::Duration barrier_timeout = absl::Hours(24 * 365);
+  // Where per-task logs go; empty: a fresh directory under $TMPDIR or /tmp.
+  std::string log_dir;
+  // The program and its arguments, run once per task.
+  std::vector<std::string> command;
+  // The address tasks and the coordinator listen on.
+  std::string host = "127.0.0.1";
+  // Time between SIGTERM and SIGKILL when stopping tasks.
+  absl::Duration stop_grace = absl::Seconds(5);
+  // Lines of a failed task's log shown in the root-cause summary.
+  int summary_lines = 10;
+  // Print a progress line (at most once a second, when it changes).
+  bool progress = true;
+  // Extra "KEY=VALUE" entries for every task's environment.
+  std::vector<std::string> extra_env;
+  // Sinks; each call gets one complete line without its newline. Defaults:
+  // stdout for task output, stderr for launcher messages.
+  std::function<void(const std::string&)> output;
+  std::function<void(const std::string&)> messages;
+};
+
+struct LaunchResult {
+  bool succeeded = false;
+  // The exit code `cohort launch` should return: 0 on success; otherwise the
+  // root-cause task's exit code (128 + signal when it was killed), or 130
+  // after Stop().
+  int exit_code = 0;
+  // Attempts started (1 + restarts used).
+  int attempts = 0;
+  // The root-cause summary of the last failure (empty on success).
+  std::string failure_summary;
+  std::string log_dir;
+};
+
+// One task of the job.
+struct TaskSpec {
+  std::string job;  // "chief", "worker", "ps", "evaluator"
+  int index = 0;
+  // Position in the barrier gang, or -1 for ps/evaluator.
+  int partition_id = -1;
+  std::string Name() const { return job + ":" + std::to_string(index); }
+};
+
+// The tasks of a job shape, gang members first (chief, workers), then ps,
+// then evaluator. InvalidArgument naming the flag when the shape is empty or
+// negative.
+absl::StatusOr<std::vector<TaskSpec>> PlanTasks(const LaunchOptions& options);
+
+// TF_CONFIG for `task` in a cluster whose addresses are `addresses` (one per
+// entry of `tasks`). The evaluator is not part of the cluster (TensorFlow's
+// convention).
+Json MakeTfConfig(const std::vector<TaskSpec>& tasks,
+                  const std::vector<std::string>& addresses,
+                  const TaskSpec& task);
+
+// Which attempt is current and whether a failure report starts a retry.
+// Spark's rules: only the first failure of the current attempt counts; a
+// report for an older attempt is ignored. Thread-compatible.
+class AttemptTracker {
+ public:
+  enum class Decision {
+    kIgnoreOldAttempt,  // the report is about an earlier attempt
+    kAlreadyFailing,    // the current attempt already failed once
+    kRetry,             // stop this attempt and start the next
+    kGiveUp,            // stop this attempt; no restarts left
+  };
+  explicit AttemptTracker(int max_restarts) : max_restarts_(max_restarts) {}
+
+  int current() const { return current_; }
+  int restarts_left() const { return max_restarts_ - (current_); }
+  Decision ReportFailure(int attempt);
+  // Starts the next attempt (after kRetry) and returns its number.
+  int StartNextAttempt();
+
+ private:
+  const int max_restarts_;
+  int current_ = 0;
+  bool current_failed_ = false;
+};
+
+class Launcher {
+ public:
+  // `env` must outlive the launcher.
+  Launcher(Env* env, LaunchOptions options);
+  ~Launcher();
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  // Runs the job to the end and blocks until then. A finished job, failed or
+  // not, is a LaunchResult; an error status means nothing could be started:
+  // InvalidArgument for bad options, FailedPrecondition when the job needs
+  // more slots than `slots` (nothing is started), NotFound when the program does not exist,
+  // Unavailable when no port could be bound.
+  absl::StatusOr<LaunchResult> Run();
+
+  // Stops every task cleanly (SIGTERM, then SIGKILL after stop_grace) and
+  // makes Run() return with exit code 130. Thread-safe; never blocks.
+  void Stop();
+
+  // Once Run() started the coordinator: its address ("host:port").
+  std::string barrier_address() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cohort::barrier
+
+#endif  // COHORT_BARRIER_LAUNCHER_H_
