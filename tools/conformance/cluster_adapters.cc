@@ -6,8 +6,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cohort/cluster/cluster_spec.h"
 #include "cohort/cluster/multi_worker_util.h"
+#include "cohort/cluster/resolvers/sagemaker_cluster_resolver.h"
+#include "cohort/cluster/resolvers/simple_cluster_resolver.h"
+#include "cohort/cluster/resolvers/tf_config_cluster_resolver.h"
+#include "cohort/cluster/resolvers/union_cluster_resolver.h"
 #include "cohort/base/status.h"
 #include "tools/conformance/adapters.h"
 
@@ -248,6 +253,161 @@ class BaseResolverAdapter : public ResolverAdapter {
   }
 };
 
+
+// Reads an accelerator map {"GPU": 8}.
+absl::StatusOr<AcceleratorCounts> ParseCounts(const Json& value) {
+  AcceleratorCounts counts;
+  if (value.is_null()) return counts;
+  if (!value.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_accelerators must be a map from device type to count, got ",
+        JsonPreview(value)));
+  }
+  for (const auto& [type, count] : value.items()) {
+    if (!count.is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "num_accelerators[\"", type, "\"] must be an integer, got ",
+          JsonPreview(count)));
+    }
+    counts[type] = count.get<int>();
+  }
+  return counts;
+}
+
+// Simple: ctor {cluster_spec, master, task_type, task_id, environment,
+// num_accelerators, rpc_layer}. The C++ constructor takes a ClusterSpec
+// object. A case that hands it something else (`cluster_spec_kind` other
+// than "ClusterSpec") or a non-text master exercises Python's dynamic type
+// check; in C++ such a call does not compile, and this adapter reports the
+// TypeError that the static type stands for.
+class SimpleAdapter : public ResolverAdapter {
+ public:
+  absl::StatusOr<std::unique_ptr<ClusterResolver>> Build(
+      const Json& spec, CaseContext& ctx) const override {
+    const Json& ctor = Field(spec, "ctor");
+    const Json& kind = Field(ctor, "cluster_spec_kind");
+    if (!kind.is_null() && kind != "ClusterSpec") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cluster_spec must be a `tf.train.ClusterSpec` (cohort::ClusterSpec "
+          "in C++; the case passes ",
+          kind.dump(), ", which the constructor's parameter type rejects)"));
+    }
+    const Json& master = Field(ctor, "master");
+    if (!master.is_null() && !master.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "master must be a string (std::string in C++), got ",
+          JsonPreview(master)));
+    }
+    COHORT_ASSIGN_OR_RETURN(
+        ClusterSpec cluster,
+        ClusterSpec::FromJson(Field(ctor, "cluster_spec"), "cluster_spec"));
+    SimpleClusterResolver::Options options;
+    if (master.is_string()) options.master = master.get<std::string>();
+    COHORT_ASSIGN_OR_RETURN(options.task_type, OptString(ctor, "task_type"));
+    COHORT_ASSIGN_OR_RETURN(options.task_id, OptInt(ctor, "task_id"));
+    COHORT_ASSIGN_OR_RETURN(auto environment, OptString(ctor, "environment"));
+    options.environment = environment.value_or("");
+    COHORT_ASSIGN_OR_RETURN(options.num_accelerators,
+                            ParseCounts(Field(ctor, "num_accelerators")));
+    COHORT_ASSIGN_OR_RETURN(options.rpc_layer, OptString(ctor, "rpc_layer"));
+    return std::unique_ptr<ClusterResolver>(
+        new SimpleClusterResolver(std::move(cluster), std::move(options)));
+  }
+};
+
+// Union: `resolvers` (each {kind, ctor, fake} built by that kind's adapter;
+// an entry with a `value` and no `ctor` is not a resolver at all and becomes
+// a null pointer, the closest C++ analogue) and `kwargs` (task_type,
+// task_id, rpc_layer). Other keywords do not exist in C++'s Overrides struct;
+// the adapter reports them as Python's "Unexpected kwargs provided".
+class UnionAdapter : public ResolverAdapter {
+ public:
+  absl::StatusOr<std::unique_ptr<ClusterResolver>> Build(
+      const Json& spec, CaseContext& ctx) const override {
+    std::vector<std::unique_ptr<ClusterResolver>> resolvers;
+    const Json& list = Field(spec, "resolvers");
+    if (list.is_array()) {
+      for (const Json& entry : list) {
+        const std::string kind = Field(entry, "kind").is_string()
+                                     ? Field(entry, "kind").get<std::string>()
+                                     : "";
+        if (!entry.contains("ctor") && entry.contains("value")) {
+          resolvers.push_back(nullptr);
+          continue;
+        }
+        const ResolverAdapter* adapter = ctx.registry().FindResolver(kind);
+        if (adapter == nullptr) {
+          ctx.Skip(absl::StrCat("no adapter for resolver ", kind,
+                                " (nested in Union)"));
+          return absl::UnimplementedError("skipped");
+        }
+        COHORT_ASSIGN_OR_RETURN(auto resolver, adapter->Build(entry, ctx));
+        resolvers.push_back(std::move(resolver));
+      }
+    }
+    UnionClusterResolver::Overrides overrides;
+    const Json& kwargs = Field(spec, "kwargs");
+    if (kwargs.is_object()) {
+      std::vector<std::string> unexpected;
+      for (const auto& [key, value] : kwargs.items()) {
+        if (key != "task_type" && key != "task_id" && key != "rpc_layer") {
+          unexpected.push_back(absl::StrCat(key, "=", value.dump()));
+        }
+      }
+      if (!unexpected.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Unexpected kwargs provided {", absl::StrJoin(unexpected, ", "),
+            "}; UnionClusterResolver::Overrides has task_type, task_id and "
+            "rpc_layer only"));
+      }
+      COHORT_ASSIGN_OR_RETURN(overrides.task_type, OptString(kwargs, "task_type"));
+      COHORT_ASSIGN_OR_RETURN(overrides.task_id, OptInt(kwargs, "task_id"));
+      COHORT_ASSIGN_OR_RETURN(overrides.rpc_layer, OptString(kwargs, "rpc_layer"));
+    }
+    COHORT_ASSIGN_OR_RETURN(
+        auto resolver,
+        UnionClusterResolver::Create(std::move(resolvers), std::move(overrides)));
+    return std::unique_ptr<ClusterResolver>(std::move(resolver));
+  }
+};
+
+absl::StatusOr<TFConfigClusterResolver::Options> TfConfigOptions(
+    const Json& ctor) {
+  TFConfigClusterResolver::Options options;
+  COHORT_ASSIGN_OR_RETURN(options.task_type, OptString(ctor, "task_type"));
+  COHORT_ASSIGN_OR_RETURN(options.task_id, OptInt(ctor, "task_id"));
+  COHORT_ASSIGN_OR_RETURN(options.rpc_layer, OptString(ctor, "rpc_layer"));
+  COHORT_ASSIGN_OR_RETURN(options.environment, OptString(ctor, "environment"));
+  return options;
+}
+
+// TFConfig: TF_CONFIG from `input.env`; ctor overrides.
+class TFConfigAdapter : public ResolverAdapter {
+ public:
+  absl::StatusOr<std::unique_ptr<ClusterResolver>> Build(
+      const Json& spec, CaseContext& ctx) const override {
+    COHORT_ASSIGN_OR_RETURN(auto options, TfConfigOptions(Field(spec, "ctor")));
+    return std::unique_ptr<ClusterResolver>(
+        new TFConfigClusterResolver(ctx.env(), std::move(options)));
+  }
+};
+
+// SageMaker: SM_HOSTS / SM_CURRENT_HOST from `input.env`; ctor port and
+// overrides.
+class SageMakerAdapter : public ResolverAdapter {
+ public:
+  absl::StatusOr<std::unique_ptr<ClusterResolver>> Build(
+      const Json& spec, CaseContext& ctx) const override {
+    const Json& ctor = Field(spec, "ctor");
+    COHORT_ASSIGN_OR_RETURN(auto options, TfConfigOptions(ctor));
+    COHORT_ASSIGN_OR_RETURN(auto port, OptInt(ctor, "port"));
+    return std::unique_ptr<ClusterResolver>(new SageMakerClusterResolver(
+        ctx.env(),
+        static_cast<int>(port.value_or(SageMakerClusterResolver::kDefaultPort)),
+        std::move(options)));
+  }
+};
+
 }  // namespace
 
 void RegisterClusterAdapters(AdapterRegistry* registry) {
@@ -257,6 +417,10 @@ void RegisterClusterAdapters(AdapterRegistry* registry) {
                      std::make_unique<MultiWorkerUtilAdapter>());
   registry->Register("ClusterResolverBase",
                      std::make_unique<BaseResolverAdapter>());
+  registry->Register("Simple", std::make_unique<SimpleAdapter>());
+  registry->Register("Union", std::make_unique<UnionAdapter>());
+  registry->Register("TFConfig", std::make_unique<TFConfigAdapter>());
+  registry->Register("SageMaker", std::make_unique<SageMakerAdapter>());
 }
 
 }  // namespace cohort::conformance
