@@ -57,6 +57,14 @@ bool IsServiceError(const absl::Status& status) {
   return status.GetPayload(kCoordinationErrorUrl).has_value();
 }
 
+bool IsServiceStopped(const absl::Status& status) {
+  auto payload = status.GetPayload(kCoordinationErrorUrl);
+  if (!payload.has_value()) return false;
+  CoordinationServiceError error;
+  return error.ParseFromString(std::string(*payload)) &&
+         error.service_stopped();
+}
+
 std::optional<TaskId> ErrorSourceTask(const absl::Status& status) {
   auto payload = status.GetPayload(kCoordinationErrorUrl);
   if (!payload.has_value()) return std::nullopt;
@@ -137,10 +145,28 @@ absl::Status CoordinationService::BarrierStatus(absl::StatusCode code,
   return status;
 }
 
+absl::Status CoordinationService::StopCancelled() const {
+  absl::Status status(absl::StatusCode::kCancelled,
+                      "the coordination service stopped (the job is over or "
+                      "its host process is exiting)");
+  CoordinationServiceError payload;
+  payload.set_service_incarnation(incarnation_);
+  payload.set_service_stopped(true);
+  status.SetPayload(kCoordinationErrorUrl,
+                    absl::Cord(payload.SerializeAsString()));
+  return status;
+}
+
 absl::Status CoordinationService::StoppedError() const {
-  return Error(absl::StatusCode::kInternal,
-               "the coordination service has stopped (its process is shutting "
-               "down); the job cannot coordinate any more");
+  absl::Status status(absl::StatusCode::kInternal,
+                      "the coordination service has stopped (its process is "
+                      "shutting down); the job cannot coordinate any more");
+  CoordinationServiceError payload;
+  payload.set_service_incarnation(incarnation_);
+  payload.set_service_stopped(true);
+  status.SetPayload(kCoordinationErrorUrl,
+                    absl::Cord(payload.SerializeAsString()));
+  return status;
 }
 
 absl::Status CoordinationService::UnknownTaskError(const TaskId& task) const {
@@ -171,10 +197,7 @@ void CoordinationService::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
-    const absl::Status cancelled = Error(
-        absl::StatusCode::kCancelled,
-        "the coordination service stopped (the job is over or its host "
-        "process is exiting)");
+    const absl::Status cancelled = StopCancelled();
     for (auto& [id, t] : tasks_) {
       if (t.poll) {
         out.push_back([cb = std::move(t.poll), cancelled] { cb(cancelled); });
@@ -641,8 +664,7 @@ void CoordinationService::PollForErrorAsync(const TaskId& task,
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
     if (stopped_) {
-      result = Error(absl::StatusCode::kCancelled,
-                     "the coordination service stopped");
+      result = StopCancelled();
     } else if (t == nullptr) {
       result = UnknownTaskError(task);
     } else if (!propagated_error_.ok() && !t->recoverable) {

@@ -74,6 +74,8 @@ const char* TaskStateName(TaskState state);  // "disconnected", ...
 // True when `status` came from a coordination service (it carries the
 // kCoordinationErrorUrl payload); false for transport errors.
 bool IsServiceError(const absl::Status& status);
+// True for the Cancelled answer of a service that stopped on purpose.
+bool IsServiceStopped(const absl::Status& status);
 // The task a service error names as its source, if any.
 std::optional<TaskId> ErrorSourceTask(const absl::Status& status);
 
@@ -271,6 +273,7 @@ class CoordinationService {
   absl::Status BarrierStatus(absl::StatusCode code, const std::string& message,
                              const Barrier& barrier) const;
   absl::Status StoppedError() const;
+  absl::Status StopCancelled() const;
   absl::Status UnknownTaskError(const TaskId& task) const;
 
   Task* FindTaskLocked(const TaskId& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

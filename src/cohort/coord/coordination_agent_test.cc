@@ -1,0 +1,291 @@
+#include "cohort/coord/coordination_agent.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "cohort/base/fake_env.h"
+#include "cohort/base/status.h"
+#include "absl/strings/str_cat.h"
+#include "cohort/coord/grpc_coordination_client.h"
+#include "cohort/coord/in_process_cluster.h"
+#include "cohort/coord/local_coordination_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::coord {
+namespace {
+
+using ::testing::HasSubstr;
+
+CoordinationServiceOptions ServiceOptions(int n, Env* env,
+                                          absl::Duration timeout) {
+  CoordinationServiceOptions options;
+  options.jobs = {{"worker", n}};
+  options.heartbeat_timeout = timeout;
+  options.env = env;
+  return options;
+}
+
+// Waits (real time, bounded) for `cond`.
+bool Eventually(const std::function<bool()>& cond,
+                absl::Duration limit = absl::Seconds(10)) {
+  const absl::Time end = absl::Now() + limit;
+  while (absl::Now() < end) {
+    if (cond()) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return cond();
+}
+
+// Advances a fake clock in small steps, giving agent threads real time to
+// react between steps.
+void AdvanceSlowly(FakeEnv& env, absl::Duration total,
+                   absl::Duration step = absl::Milliseconds(250)) {
+  for (absl::Duration done; done < total; done += step) {
+    env.AdvanceTime(step);
+    absl::SleepFor(absl::Milliseconds(3));
+  }
+}
+
+TEST(CoordinationAgentTest, TasksMeetAtBarriersAndShareKeys) {
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(4, Env::Default(), absl::Seconds(10)));
+  ASSERT_TRUE(cluster.ok());
+  auto results = (*cluster)->RunTasks(4, [](CoordinationAgent& agent, int i) {
+    COHORT_RETURN_IF_ERROR(agent.InsertKeyValue(
+        absl::StrCat("addr/", i), absl::StrCat("host", i)));
+    for (int round = 0; round < 5; ++round) {
+      COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier("step", absl::Seconds(10)));
+    }
+    COHORT_ASSIGN_OR_RETURN(auto dir, agent.GetKeyValueDir("addr"));
+    if (dir.size() != 4) return absl::InternalError("missing addresses");
+    COHORT_ASSIGN_OR_RETURN(std::string next,
+                            agent.GetKeyValue(absl::StrCat("addr/", (i + 1) % 4),
+                                              absl::Seconds(5)));
+    if (next != absl::StrCat("host", (i + 1) % 4)) {
+      return absl::InternalError("wrong value");
+    }
+    COHORT_ASSIGN_OR_RETURN(int64_t n, agent.IncrementKeyValue("count", 1));
+    if (n < 1 || n > 4) return absl::InternalError("bad count");
+    return absl::OkStatus();
+  });
+  for (const auto& s : results) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ((*cluster)->service()->GetJobStatus().job_state, "finished");
+}
+
+TEST(CoordinationAgentTest, SameTasksOverGrpc) {
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(3, Env::Default(), absl::Seconds(10)), {.grpc = true});
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto results = (*cluster)->RunTasks(3, [](CoordinationAgent& agent, int i) {
+    for (int round = 0; round < 3; ++round) {
+      COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier("b", absl::Seconds(10)));
+    }
+    COHORT_ASSIGN_OR_RETURN(auto alive, agent.GetAliveTasks({}, absl::Seconds(10)));
+    if (alive.size() != 3) return absl::InternalError("alive != 3");
+    auto cas = agent.CompareAndSwapKeyValue("leader", std::nullopt,
+                                            absl::StrCat(i));
+    if (!cas.ok()) return cas.status();
+    return absl::OkStatus();
+  });
+  for (const auto& s : results) EXPECT_TRUE(s.ok()) << s;
+  auto leader = (*cluster)->service()->kv().TryGet("leader");
+  ASSERT_TRUE(leader.ok());
+}
+
+TEST(CoordinationAgentTest, ReportedErrorReachesEveryOtherTaskOnce) {
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(3, Env::Default(), absl::Seconds(10)));
+  ASSERT_TRUE(cluster.ok());
+  std::vector<std::unique_ptr<CoordinationAgent>> agents;
+  std::atomic<int> calls{0};
+  for (int i = 0; i < 3; ++i) {
+    CoordinationAgentOptions options;
+    options.task = TaskId{"worker", i};
+    options.error_callback = [&calls](const absl::Status&) { ++calls; };
+    auto agent = (*cluster)->NewAgent(options);
+    ASSERT_TRUE(agent.ok());
+    ASSERT_TRUE((*agent)->Connect().ok());
+    agents.push_back(std::move(*agent));
+  }
+  ASSERT_TRUE(agents[2]->ReportError(absl::InternalError("disk full")).ok());
+  ASSERT_TRUE(Eventually([&] {
+    return agents[0]->state() == CoordinationAgent::State::kError &&
+           agents[1]->state() == CoordinationAgent::State::kError;
+  }));
+  EXPECT_THAT(agents[0]->error().message(), HasSubstr("worker:2"));
+  EXPECT_THAT(agents[0]->error().message(), HasSubstr("disk full"));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(calls.load(), 3);  // once per agent, the reporter included
+  EXPECT_EQ(agents[0]->WaitAtBarrier("x", absl::Seconds(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CoordinationAgentTest, SilentTaskDetectedAtTimeoutOnFakeClock) {
+  FakeEnv env;
+  auto cluster =
+      InProcessCluster::Create(ServiceOptions(2, &env, absl::Seconds(10)));
+  ASSERT_TRUE(cluster.ok());
+  CoordinationAgentOptions options;
+  options.task = TaskId{"worker", 0};
+  auto agent = (*cluster)->NewAgent(options);
+  ASSERT_TRUE(agent.ok());
+  ASSERT_TRUE((*agent)->Connect().ok());
+  // worker:1 registers and then goes silent (a crashed process).
+  absl::Notification registered;
+  (*cluster)->service()->RegisterTaskAsync(
+      TaskId{"worker", 1}, 77, [&](absl::StatusOr<uint64_t>) {
+        registered.Notify();
+      });
+  registered.WaitForNotification();
+  AdvanceSlowly(env, absl::Seconds(9));
+  EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected);
+  AdvanceSlowly(env, absl::Seconds(1) + absl::Milliseconds(250));
+  ASSERT_TRUE(Eventually(
+      [&] { return (*agent)->state() == CoordinationAgent::State::kError; }));
+  EXPECT_EQ((*agent)->error().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT((*agent)->error().message(), HasSubstr("worker:1"));
+  EXPECT_EQ((*cluster)->errors_for(TaskId{"worker", 0}).size(), 1u);
+}
+
+// A client whose heartbeats and polls fail in transport while `down`.
+class FlakyClient : public LocalCoordinationClient {
+ public:
+  FlakyClient(CoordinationService* service, std::atomic<bool>* down)
+      : LocalCoordinationClient(service), down_(down) {}
+  void HeartbeatAsync(const HeartbeatRequest& request,
+                      HeartbeatResponse* response, const CallOptions& options,
+                      StatusCallback done) override {
+    if (down_->load()) {
+      done(absl::UnavailableError("connection reset (injected)"));
+      return;
+    }
+    LocalCoordinationClient::HeartbeatAsync(request, response, options,
+                                            std::move(done));
+  }
+
+ private:
+  std::atomic<bool>* down_;
+};
+
+TEST(CoordinationAgentTest, TransportBlipShorterThanTimeoutIsHarmless) {
+  FakeEnv env;
+  auto cluster =
+      InProcessCluster::Create(ServiceOptions(1, &env, absl::Seconds(4)));
+  ASSERT_TRUE(cluster.ok());
+  std::atomic<bool> down{false};
+  CoordinationAgentOptions options;
+  options.task = TaskId{"worker", 0};
+  options.heartbeat_timeout = absl::Seconds(4);
+  options.heartbeat_interval = absl::Milliseconds(500);
+  options.env = &env;
+  auto agent = CoordinationAgent::Create(
+      options, std::make_unique<FlakyClient>((*cluster)->service(), &down));
+  ASSERT_TRUE(agent.ok());
+  ASSERT_TRUE((*agent)->Connect().ok());
+  AdvanceSlowly(env, absl::Seconds(2));
+  down = true;
+  AdvanceSlowly(env, absl::Milliseconds(1500));
+  down = false;
+  AdvanceSlowly(env, absl::Seconds(8));
+  EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected)
+      << (*agent)->error();
+  // A longer outage is fatal, and says so.
+  down = true;
+  AdvanceSlowly(env, absl::Seconds(6));
+  ASSERT_TRUE(Eventually(
+      [&] { return (*agent)->state() == CoordinationAgent::State::kError; }));
+  // Either side may notice first: the agent ("lost contact") or the
+  // service (no heartbeat from worker:0); both are Unavailable.
+  EXPECT_EQ((*agent)->error().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(CoordinationAgentTest, ServiceStopIsNotAnError) {
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(1, Env::Default(), absl::Seconds(10)));
+  ASSERT_TRUE(cluster.ok());
+  CoordinationAgentOptions options;
+  options.task = TaskId{"worker", 0};
+  auto agent = (*cluster)->NewAgent(options);
+  ASSERT_TRUE((*agent)->Connect().ok());
+  (*cluster)->service()->Stop();
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected);
+  EXPECT_TRUE((*agent)->Shutdown().ok());
+  EXPECT_TRUE((*cluster)->errors_for(TaskId{"worker", 0}).empty());
+}
+
+TEST(CoordinationAgentTest, BarrierFailsForSurvivorsWhenPeerDies) {
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(3, Env::Default(), absl::Seconds(10)));
+  ASSERT_TRUE(cluster.ok());
+  std::vector<std::unique_ptr<CoordinationAgent>> agents;
+  for (int i = 0; i < 3; ++i) {
+    CoordinationAgentOptions options;
+    options.task = TaskId{"worker", i};
+    auto agent = (*cluster)->NewAgent(options);
+    ASSERT_TRUE((*agent)->Connect().ok());
+    agents.push_back(std::move(*agent));
+  }
+  absl::Status s0, s1;
+  std::thread t0([&] { s0 = agents[0]->WaitAtBarrier("b", absl::Seconds(30)); });
+  std::thread t1([&] { s1 = agents[1]->WaitAtBarrier("b", absl::Seconds(30)); });
+  ASSERT_TRUE(Eventually([&] {
+    auto status = (*cluster)->service()->GetJobStatus();
+    return !status.barriers.empty() && status.barriers[0].arrived.size() == 2;
+  }));
+  ASSERT_TRUE(agents[2]->ReportError(absl::AbortedError("preempted")).ok());
+  t0.join();
+  t1.join();
+  EXPECT_FALSE(s0.ok());
+  EXPECT_THAT(s0.message(), HasSubstr("worker:2"));
+  EXPECT_FALSE(s1.ok());
+}
+
+TEST(CoordinationAgentTest, ConcurrentSameBarrierIsRejectedLocally) {
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(2, Env::Default(), absl::Seconds(10)));
+  CoordinationAgentOptions options;
+  options.task = TaskId{"worker", 0};
+  auto agent = (*cluster)->NewAgent(options);
+  ASSERT_TRUE((*agent)->Connect().ok());
+  absl::Status first;
+  std::thread t([&] { first = (*agent)->WaitAtBarrier("b", absl::Seconds(30)); });
+  ASSERT_TRUE(Eventually([&] {
+    return !(*cluster)->service()->GetJobStatus().barriers.empty();
+  }));
+  EXPECT_EQ((*agent)->WaitAtBarrier("b", absl::Seconds(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*agent)->CancelBarrier("b").ok());
+  t.join();
+  EXPECT_EQ(first.code(), absl::StatusCode::kCancelled);
+}
+
+TEST(CoordinationAgentTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
+  InProcessClusterOptions options;
+  options.grpc = true;
+  options.security.job_token = "right";
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(1, Env::Default(), absl::Seconds(10)), options);
+  ASSERT_TRUE(cluster.ok());
+  ASSERT_TRUE((*cluster)->service()->kv().Insert("secret", "s3cr3t-value", false).ok());
+  for (std::string token : {"wrong", ""}) {
+    rpc::TransportSecurity security;
+    security.job_token = token;
+    auto client = NewGrpcCoordinationClient((*cluster)->target(), security);
+    ASSERT_TRUE(client.ok());
+    CoordinationAgentOptions agent_options;
+    agent_options.task = TaskId{"worker", 0};
+    agent_options.register_timeout = absl::Seconds(2);
+    auto agent = CoordinationAgent::Create(agent_options, std::move(*client));
+    auto value = (*agent)->TryGetKeyValue("secret");
+    EXPECT_EQ(value.status().code(), absl::StatusCode::kUnauthenticated)
+        << value.status();
+    EXPECT_THAT(value.status().message(), ::testing::Not(HasSubstr("s3cr3t")));
+    EXPECT_EQ((*agent)->Connect().code(), absl::StatusCode::kUnauthenticated);
+  }
+}
+
+}  // namespace
+}  // namespace cohort::coord

@@ -1,0 +1,53 @@
+#include "cohort/coord/coordination_server.h"
+
+#include "absl/strings/str_cat.h"
+#include "cohort/base/logging.h"
+
+namespace cohort::coord {
+
+absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
+    CoordinationServerOptions options) {
+  std::unique_ptr<CoordinationServer> server(new CoordinationServer());
+  auto service = CoordinationService::Create(options.service);
+  if (!service.ok()) return service.status();
+  server->service_ = std::move(*service);
+  server->grpc_service_ = std::make_unique<GrpcCoordinationService>(
+      server->service_.get(), options.security.job_token);
+  auto grpc_server = rpc::StartGrpcServer(
+      options.address, {server->grpc_service_.get()}, options.security);
+  if (!grpc_server.ok()) return grpc_server.status();
+  server->server_ = std::move(grpc_server->server);
+  server->port_ = grpc_server->port;
+  const size_t colon = options.address.rfind(':');
+  server->host_ = colon == std::string::npos
+                      ? options.address
+                      : options.address.substr(0, colon);
+  if (server->host_.empty() || server->host_ == "0.0.0.0" ||
+      server->host_ == "[::]") {
+    server->host_ = "127.0.0.1";
+  }
+  COHORT_LOG(INFO) << "coordination service listening on " << server->target()
+                   << " (service incarnation "
+                   << server->service_->incarnation() << ")";
+  return server;
+}
+
+CoordinationServer::~CoordinationServer() { Stop(); }
+
+std::string CoordinationServer::target() const {
+  return absl::StrCat(host_, ":", port_);
+}
+
+void CoordinationServer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  service_->Stop();
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::seconds(1));
+  server_->Wait();
+}
+
+}  // namespace cohort::coord
