@@ -130,16 +130,14 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method,
   httplib::Headers h;
   for (const auto& [k, v] : headers) h.emplace(k, v);
 
-  httplib::Result result;
-  if (method == "GET") {
-    result = client->Get(path, h);
-  } else if (method == "POST") {
-    result = client->Post(path, h, std::string(body),
-                          std::string(content_type));
-  } else {
+  if (method != "GET" && method != "POST") {
     return absl::InvalidArgumentError(
         absl::StrCat("unsupported HTTP method ", method, " for ", url));
   }
+  httplib::Result result =
+      method == "GET" ? client->Get(path, h)
+                      : client->Post(path, h, std::string(body),
+                                     std::string(content_type));
   if (!result) {
     std::string detail = httplib::to_string(result.error());
     if (result.error() == httplib::Error::SSLServerVerification) {

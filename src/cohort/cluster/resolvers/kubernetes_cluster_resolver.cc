@@ -239,6 +239,14 @@ const Json* FindNamed(const Json& list, const std::string& name,
   return nullptr;
 }
 
+// obj[key] by reference, or a null Json when absent.
+const Json& Member(const Json& obj, const char* key) {
+  static const Json* const kNull = new Json();
+  if (!obj.is_object()) return *kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? *kNull : *it;
+}
+
 std::string StringField(const Json& obj, const char* key) {
   if (obj.is_object() && obj.contains(key) && obj[key].is_string()) {
     return obj[key].get<std::string>();
@@ -357,7 +365,7 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
         "use-context <name>`"));
   }
   const Json* context =
-      FindNamed(doc.value("contexts", Json()), context_name, "context");
+      FindNamed(Member(doc, "contexts"), context_name, "context");
   if (context == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("kubeconfig ", *path, ": current-context \"",
@@ -365,7 +373,7 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
   }
   std::string cluster_name = StringField(*context, "cluster");
   const Json* cluster =
-      FindNamed(doc.value("clusters", Json()), cluster_name, "cluster");
+      FindNamed(Member(doc, "clusters"), cluster_name, "cluster");
   if (cluster == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("kubeconfig ", *path, ": cluster \"", cluster_name,
@@ -385,7 +393,7 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
     config.http.verify_server_certificate = false;
   }
   std::string user_name = StringField(*context, "user");
-  const Json* user = FindNamed(doc.value("users", Json()), user_name, "user");
+  const Json* user = FindNamed(Member(doc, "users"), user_name, "user");
   if (user != nullptr) {
     config.token = StringField(*user, "token");
     std::string token_file = StringField(*user, "tokenFile");

@@ -1,0 +1,78 @@
+#include "cohort/cluster/resolvers/testing/fake_kubernetes_server.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort::testing {
+
+Json FakeKubernetesServer::PodList(const std::vector<FakePod>& pods) {
+  Json items = Json::array();
+  int uid = 0;
+  for (const FakePod& pod : pods) {
+    Json status = {{"phase", pod.phase},
+                   {"conditions", Json::array()},
+                   {"qosClass", "BestEffort"}};
+    if (!pod.host_ip.empty()) {
+      status["hostIP"] = pod.host_ip;
+      status["podIP"] = absl::StrCat("172.17.0.", ++uid);
+    }
+    items.push_back(
+        {{"metadata",
+          {{"name", pod.name},
+           {"namespace", pod.namespace_name},
+           {"uid", absl::StrCat("00000000-0000-0000-0000-", uid)},
+           {"labels", Json::object()}}},
+         {"spec",
+          {{"containers",
+            Json::array({{{"name", "main"}, {"image", "tensorflow"}}})}}},
+         {"status", std::move(status)}});
+  }
+  return {{"kind", "PodList"},
+          {"apiVersion", "v1"},
+          {"metadata", {{"resourceVersion", "12345"}}},
+          {"items", std::move(items)}};
+}
+
+FakeKubernetesServer::FakeKubernetesServer(
+    std::optional<std::string> required_token)
+    : required_token_(std::move(required_token)) {
+  server().Get("/api/v1/pods", [this](const httplib::Request& req,
+                                      httplib::Response& res) {
+    if (required_token_.has_value() &&
+        req.get_header_value("Authorization") !=
+            absl::StrCat("Bearer ", *required_token_)) {
+      Reply(res, 401,
+            {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+             {"message", "Unauthorized"}, {"reason", "Unauthorized"},
+             {"code", 401}});
+      return;
+    }
+    const std::string selector = req.get_param_value("labelSelector");
+    absl::MutexLock lock(&mu_);
+    if (failure_.has_value()) {
+      res.status = failure_->first;
+      res.set_content(failure_->second, "application/json");
+      return;
+    }
+    auto it = pods_.find(selector);
+    Reply(res, 200, PodList(it == pods_.end() ? std::vector<FakePod>()
+                                              : it->second));
+  });
+}
+
+void FakeKubernetesServer::SetPods(const std::string& label_selector,
+                                   std::vector<FakePod> pods) {
+  absl::MutexLock lock(&mu_);
+  pods_[label_selector] = std::move(pods);
+}
+
+void FakeKubernetesServer::FailWith(
+    std::optional<std::pair<int, std::string>> failure) {
+  absl::MutexLock lock(&mu_);
+  failure_ = std::move(failure);
+}
+
+}  // namespace cohort::testing
