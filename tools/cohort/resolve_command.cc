@@ -1,10 +1,175 @@
-// `cohort resolve`: placeholder until the cluster layer lands.
+// `cohort resolve`: resolves the cluster this process belongs to and prints
+// it: the cluster spec, this task's type and index, the master URL, the rpc
+// layer and the accelerators.
+//
+//   cohort resolve [--resolver auto|tf_config|slurm|sagemaker|kubernetes|gce|tpu]
+//                  [--format text|json]
+//
+// `auto` (the default) asks each registered resolver's detector in priority
+// order (TF_CONFIG, Slurm, SageMaker, Kubernetes in-cluster) and says which it
+// picked. `--format json` prints one JSON object on one line with the keys
+// cluster, task_type, task_id, master, rpc_layer, num_accelerators and
+// resolver. Errors go to stderr and the exit code is 1.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cohort/base/env.h"
+#include "cohort/base/json.h"
+#include "cohort/cluster/cluster_resolver.h"
+#include "cohort/cluster/resolver_registry.h"
 #include "tools/cohort/commands.h"
 
 namespace cohort::tools {
+namespace {
+
+struct ResolveOptions {
+  std::string resolver = "auto";
+  std::string format = "text";
+};
+
+Json Optional(const std::optional<std::string>& v) {
+  return v.has_value() ? Json(*v) : Json(nullptr);
+}
+Json Optional(const std::optional<int64_t>& v) {
+  return v.has_value() ? Json(*v) : Json(nullptr);
+}
+
+std::string TextOf(const std::optional<std::string>& v) {
+  return v.has_value() ? (v->empty() ? "\"\"" : *v) : "(none)";
+}
+
+void PrintText(const std::string& resolver, const std::string& how,
+               const ClusterSpec& spec, const Json& result) {
+  std::cout << "resolver:          " << resolver << how << "\n";
+  std::cout << "cluster:";
+  if (spec.empty()) std::cout << "           (empty: no jobs)";
+  std::cout << "\n";
+  for (const std::string& job : spec.jobs()) {
+    const ClusterSpec::TaskMap& tasks = *spec.tasks(job);
+    std::vector<std::string> items;
+    for (const auto& [index, address] : tasks) {
+      items.push_back(absl::StrCat(index, "=", address));
+    }
+    std::cout << "  " << job << ": "
+              << (items.empty() ? "(no tasks)" : absl::StrJoin(items, " "))
+              << "\n";
+  }
+  const Json& type = result["task_type"];
+  const Json& id = result["task_id"];
+  std::cout << "task:              "
+            << (type.is_null() ? std::string("(none)") : type.get<std::string>())
+            << (id.is_null() ? std::string() : absl::StrCat(" ", id.get<int64_t>()))
+            << "\n";
+  const Json& master = result["master"];
+  std::cout << "master:            "
+            << (master.is_null() ? std::string("(unknown)")
+                : master.get<std::string>().empty()
+                    ? std::string("\"\" (in-process)")
+                    : master.get<std::string>())
+            << "\n";
+  const Json& rpc = result["rpc_layer"];
+  std::cout << "rpc_layer:         "
+            << (rpc.is_null() ? std::string("(none)")
+                              : TextOf(rpc.get<std::string>()))
+            << "\n";
+  const Json& accel = result["num_accelerators"];
+  std::vector<std::string> counts;
+  if (accel.is_object()) {
+    for (const auto& [type_name, count] : accel.items()) {
+      counts.push_back(absl::StrCat(type_name, "=", count.dump()));
+    }
+  }
+  std::cout << "num_accelerators:  "
+            << (accel.is_null()      ? std::string("(unknown)")
+                : counts.empty()     ? std::string("none")
+                                     : absl::StrJoin(counts, " "))
+            << "\n";
+}
+
+int RunResolve(const ResolveOptions& options) {
+  Env* env = Env::Default();
+  const ResolverRegistry& registry = BuiltinResolverRegistry();
+  std::string name = options.resolver;
+  std::string how;
+  if (name == "auto") {
+    auto detected = registry.Detect(env);
+    if (!detected.ok()) {
+      std::cerr << "cohort resolve: " << detected.status().message() << "\n";
+      return 1;
+    }
+    name = (*detected)->name;
+    how = absl::StrCat(" (auto-detected: ", (*detected)->description, ")");
+    if (options.format == "json") {
+      std::cerr << "cohort resolve: auto-detected " << name << " from "
+                << (*detected)->description << "\n";
+    }
+  }
+  auto resolver = registry.Create(name, env);
+  if (!resolver.ok()) {
+    std::cerr << "cohort resolve: " << resolver.status().message() << "\n";
+    return 1;
+  }
+  ClusterResolver& r = **resolver;
+  auto spec = r.cluster_spec();
+  if (!spec.ok()) {
+    std::cerr << "cohort resolve: resolver " << name << ": "
+              << spec.status().message() << "\n";
+    return 1;
+  }
+  Json result = Json::object();
+  result["resolver"] = name;
+  result["cluster"] = spec->ToJson();
+  result["task_type"] = Optional(r.task_type());
+  result["task_id"] = Optional(r.task_id());
+  result["rpc_layer"] = Optional(r.rpc_layer());
+  // A cluster without a task for this process (an in-graph client, say) has
+  // no master of its own: report it as unknown and say why, but succeed.
+  auto master = r.master();
+  if (master.ok()) {
+    result["master"] = *master;
+  } else {
+    result["master"] = nullptr;
+    std::cerr << "cohort resolve: warning: no master: "
+              << master.status().message() << "\n";
+  }
+  auto accelerators = r.num_accelerators();
+  if (accelerators.ok()) {
+    Json counts = Json::object();
+    for (const auto& [type, count] : *accelerators) counts[type] = count;
+    result["num_accelerators"] = std::move(counts);
+  } else {
+    result["num_accelerators"] = nullptr;
+    std::cerr << "cohort resolve: warning: accelerators unknown: "
+              << accelerators.status().message() << "\n";
+  }
+  if (options.format == "json") {
+    std::cout << result.dump() << std::endl;
+  } else {
+    PrintText(name, how, *spec, result);
+    std::cout.flush();
+  }
+  return 0;
+}
+
+}  // namespace
 
 void RegisterResolveCommand(CLI::App& app, int& exit_code) {
-  app.add_subcommand("resolve", "print the resolved cluster");
+  auto options = std::make_shared<ResolveOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "resolve",
+      "print the cluster this process belongs to (spec, task, master, rpc "
+      "layer, accelerators)");
+  cmd->add_option("--resolver", options->resolver,
+                  "auto (detect), tf_config, slurm, sagemaker, kubernetes, "
+                  "gce or tpu")
+      ->capture_default_str();
+  cmd->add_option("--format", options->format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->callback([options, &exit_code] { exit_code = RunResolve(*options); });
 }
 
 }  // namespace cohort::tools
