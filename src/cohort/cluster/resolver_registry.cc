@@ -5,8 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cohort/base/logging.h"
+#include "cohort/cluster/resolvers/gce_cluster_resolver.h"
+#include "cohort/cluster/resolvers/kubernetes_cluster_resolver.h"
 #include "cohort/cluster/resolvers/sagemaker_cluster_resolver.h"
+#include "cohort/cluster/resolvers/slurm_cluster_resolver.h"
 #include "cohort/cluster/resolvers/tf_config_cluster_resolver.h"
+#include "cohort/cluster/resolvers/tpu_cluster_resolver.h"
 
 namespace cohort {
 
@@ -76,6 +80,10 @@ void RegisterBuiltinResolvers(ResolverRegistry* registry) {
   // of these calls.
   RegisterTFConfigResolver(registry);
   RegisterSageMakerResolver(registry);
+  RegisterSlurmResolver(registry);
+  RegisterKubernetesResolver(registry);
+  RegisterGceResolver(registry);
+  RegisterTpuResolver(registry);
 }
 
 const ResolverRegistry& BuiltinResolverRegistry() {
