@@ -1,0 +1,53 @@
+// Device: where kernels run. For now one kind, the CPU device of a task,
+// named like TensorFlow ("/job:worker/replica:0/task:0/device:CPU:0"). It
+// owns the task's ResourceMgr (variables) and a thread pool that the
+// executor schedules nodes on and that heavy kernels use through an
+// Eigen::ThreadPoolDevice (intra-op parallelism, e.g. MatMul).
+//
+// Thread safety: thread-safe; the pool and Eigen device may be used from any
+// thread. Destruction waits for scheduled closures to finish.
+#ifndef COHORT_GRAPH_DEVICE_H_
+#define COHORT_GRAPH_DEVICE_H_
+
+#ifndef EIGEN_USE_THREADS
+#define EIGEN_USE_THREADS  // Also set by CMake for every cohort_graph user.
+#endif
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cohort/graph/resource_mgr.h"
+#include "unsupported/Eigen/CXX11/Tensor"
+#include "unsupported/Eigen/CXX11/ThreadPool"
+
+namespace cohort {
+
+class Device {
+ public:
+  // `num_threads` <= 0 means the number of hardware threads.
+  explicit Device(std::string name = "/job:localhost/replica:0/task:0/device:CPU:0",
+                  int num_threads = 0);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& device_type() const { return device_type_; }
+  ResourceMgr* resource_manager() { return &resource_mgr_; }
+  // Runs `fn` on the device's pool. Never blocks.
+  void Schedule(std::function<void()> fn) { pool_->Schedule(std::move(fn)); }
+  int num_threads() const { return pool_->NumThreads(); }
+  Eigen::ThreadPoolInterface* thread_pool() { return pool_.get(); }
+  const Eigen::ThreadPoolDevice& eigen_cpu_device() const { return *eigen_device_; }
+
+ private:
+  const std::string name_;
+  const std::string device_type_ = "CPU";
+  ResourceMgr resource_mgr_;
+  std::unique_ptr<Eigen::ThreadPool> pool_;
+  std::unique_ptr<Eigen::ThreadPoolDevice> eigen_device_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_GRAPH_DEVICE_H_

@@ -1,0 +1,98 @@
+#include "cohort/graph/kernel_test_util.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/standard_registries.h"
+#include "gtest/gtest.h"
+
+namespace cohort {
+
+Device* TestDevice() {
+  static Device* device = new Device("/job:localhost/replica:0/task:0/device:CPU:0", 2);
+  return device;
+}
+
+absl::StatusOr<std::vector<Tensor>> RunKernel(
+    absl::string_view op, const std::vector<KernelInput>& inputs,
+    const std::vector<NamedAttr>& attrs) {
+  Scope root = Scope::NewRootScope();
+  std::vector<NodeInput> node_inputs;
+  std::vector<Tensor> flat;
+  int k = 0;
+  auto placeholder = [&](const Tensor& t) {
+    flat.push_back(t);
+    return ops::Placeholder(root.WithOpName(absl::StrCat("input", k++)),
+                            t.dtype(), t.shape());
+  };
+  for (const auto& in : inputs) {
+    if (in.is_list) {
+      std::vector<Output> list;
+      for (const auto& t : in.list) list.push_back(placeholder(t));
+      node_inputs.emplace_back(std::move(list));
+    } else {
+      node_inputs.emplace_back(placeholder(in.single));
+    }
+  }
+  Operation node = BuildOp(root.WithOpName("op"), op, node_inputs, attrs);
+  if (!root.ok()) return root.status();
+  auto kernel = StandardKernelRegistry()->CreateKernel(
+      node.node_def(), node.op_def(), TestDevice());
+  if (!kernel.ok()) return kernel.status();
+  OpKernelContext::Params params;
+  params.op_kernel = kernel->get();
+  params.device = TestDevice();
+  params.inputs = flat.data();
+  params.num_inputs = static_cast<int>(flat.size());
+  params.step_id = 1;
+  OpKernelContext ctx(&params);
+  (*kernel)->Compute(&ctx);
+  if (!ctx.status().ok()) return AttachNodeName(ctx.status(), node.node_def());
+  std::vector<Tensor> out;
+  for (int i = 0; i < ctx.num_outputs(); ++i) {
+    Tensor& t = (*ctx.outputs())[i];
+    if (!t.IsInitialized()) {
+      return absl::InternalError(absl::StrCat("kernel left output ", i, " unset"));
+    }
+    if (t.dtype() != kernel->get()->output_types()[i]) {
+      return absl::InternalError(absl::StrCat(
+          "kernel output ", i, " is ", DataTypeName(t.dtype()), ", declared ",
+          DataTypeName(kernel->get()->output_types()[i])));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void ExpectTensorEqual(const Tensor& actual, const Tensor& expected) {
+  EXPECT_TRUE(actual.Equals(expected))
+      << "actual:   " << actual.DebugString(20)
+      << "\nexpected: " << expected.DebugString(20);
+}
+
+void ExpectTensorNear(const Tensor& actual, const Tensor& expected, double tol) {
+  ASSERT_EQ(DataTypeName(actual.dtype()), DataTypeName(expected.dtype()));
+  ASSERT_EQ(actual.shape().DebugString(), expected.shape().DebugString());
+  auto check = [&](auto type_tag) {
+    using T = decltype(type_tag);
+    auto a = actual.span<T>();
+    auto e = expected.span<T>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      double av = static_cast<double>(a[i]), ev = static_cast<double>(e[i]);
+      EXPECT_LE(std::abs(av - ev), tol + tol * std::abs(ev))
+          << "element " << i << ": " << av << " vs expected " << ev
+          << "\nactual:   " << actual.DebugString(20)
+          << "\nexpected: " << expected.DebugString(20);
+    }
+  };
+  switch (actual.dtype()) {
+    case DT_FLOAT: check(float()); break;
+    case DT_DOUBLE: check(double()); break;
+    case DT_INT32: check(int32_t()); break;
+    case DT_INT64: check(int64_t()); break;
+    default: ExpectTensorEqual(actual, expected);
+  }
+}
+
+}  // namespace cohort

@@ -1,0 +1,42 @@
+#include "cohort/graph/standard_registries.h"
+
+#include "cohort/base/logging.h"
+#include "cohort/graph/gradients.h"
+#include "cohort/graph/gradients/all_gradients.h"
+#include "cohort/graph/kernel.h"
+#include "cohort/graph/kernels/all_kernels.h"
+#include "cohort/graph/op_registry.h"
+
+namespace cohort {
+
+const OpRegistry* StandardOpRegistry() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry();
+    absl::Status s = RegisterAllOps(r);
+    COHORT_CHECK(s.ok()) << "registering the standard ops: " << s;
+    return r;
+  }();
+  return registry;
+}
+
+const KernelRegistry* StandardKernelRegistry() {
+  static const KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    absl::Status s = RegisterAllKernels(r);
+    COHORT_CHECK(s.ok()) << "registering the standard kernels: " << s;
+    return r;
+  }();
+  return registry;
+}
+
+const GradientRegistry* StandardGradientRegistry() {
+  static const GradientRegistry* registry = [] {
+    auto* r = new GradientRegistry();
+    absl::Status s = RegisterAllGradients(r);
+    COHORT_CHECK(s.ok()) << "registering the standard gradients: " << s;
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace cohort

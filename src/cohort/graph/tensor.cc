@@ -1,0 +1,248 @@
+#include "cohort/graph/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "cohort/base/status.h"
+
+namespace cohort {
+namespace {
+
+template <typename T>
+void ConstructElements(void* data, int64_t n) {
+  T* p = static_cast<T*>(data);
+  for (int64_t i = 0; i < n; ++i) new (p + i) T();
+}
+
+template <typename T>
+void DestroyElements(void* data, int64_t n) {
+  T* p = static_cast<T*>(data);
+  for (int64_t i = 0; i < n; ++i) p[i].~T();
+}
+
+size_t ElementBytes(DataType dtype) {
+  switch (dtype) {
+    case DT_STRING: return sizeof(std::string);
+    case DT_RESOURCE: return sizeof(ResourceHandle);
+    default: return DataTypeSize(dtype);
+  }
+}
+
+}  // namespace
+
+TensorBuffer* TensorBuffer::Allocate(DataType dtype, int64_t num_elements) {
+  size_t elem = ElementBytes(dtype);
+  COHORT_CHECK(elem > 0) << "cannot allocate a tensor of dtype "
+                         << DataTypeName(dtype);
+  size_t bytes = elem * static_cast<size_t>(num_elements);
+  // aligned_alloc needs a size that is a multiple of the alignment.
+  size_t alloc = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  if (alloc == 0) alloc = kTensorAlignment;
+  void* data = std::aligned_alloc(kTensorAlignment, alloc);
+  COHORT_CHECK(data != nullptr) << "out of memory allocating " << alloc
+                                << " bytes for a tensor";
+  if (dtype == DT_STRING) ConstructElements<std::string>(data, num_elements);
+  if (dtype == DT_RESOURCE) ConstructElements<ResourceHandle>(data, num_elements);
+  return new TensorBuffer(dtype, num_elements, data, bytes);
+}
+
+void TensorBuffer::Unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+TensorBuffer::~TensorBuffer() {
+  if (dtype_ == DT_STRING) DestroyElements<std::string>(data_, num_elements_);
+  if (dtype_ == DT_RESOURCE) DestroyElements<ResourceHandle>(data_, num_elements_);
+  std::free(data_);
+}
+
+Tensor::Tensor(DataType dtype, const TensorShape& shape)
+    : dtype_(dtype),
+      shape_(shape),
+      buf_(TensorBuffer::Allocate(dtype, shape.num_elements())) {}
+
+size_t Tensor::TotalBytes() const {
+  return ElementBytes(dtype_) * static_cast<size_t>(NumElements());
+}
+
+absl::StatusOr<Tensor> Tensor::Reshaped(const TensorShape& shape) const {
+  if (shape.num_elements() != NumElements()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot reshape a tensor of shape ", shape_.DebugString(), " (",
+        NumElements(), " elements) to ", shape.DebugString(), " (",
+        shape.num_elements(), " elements)"));
+  }
+  Tensor t(*this);
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::DeepCopy() const {
+  if (!IsInitialized()) return Tensor();
+  Tensor t(dtype_, shape_);
+  if (DataTypeIsPod(dtype_)) {
+    if (TotalBytes() > 0) std::memcpy(t.raw_data(), raw_data(), TotalBytes());
+  } else if (dtype_ == DT_STRING) {
+    auto src = span<std::string>();
+    auto dst = t.span<std::string>();
+    for (size_t i = 0; i < src.size(); ++i) dst[i] = src[i];
+  } else if (dtype_ == DT_RESOURCE) {
+    auto src = span<ResourceHandle>();
+    auto dst = t.span<ResourceHandle>();
+    for (size_t i = 0; i < src.size(); ++i) dst[i] = src[i];
+  }
+  return t;
+}
+
+namespace {
+
+template <typename T, typename Field>
+absl::Status FillFromField(const Field& field, Tensor* t, const char* name) {
+  int64_t n = t->NumElements();
+  T* d = t->data<T>();
+  if (field.size() == n) {
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(field.Get(i));
+  } else if (field.size() == 1) {
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(field.Get(0));
+  } else if (field.size() == 0) {
+    for (int64_t i = 0; i < n; ++i) d[i] = T();
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TensorProto has ", field.size(), " values in ", name,
+                     " for shape ", t->shape().DebugString(), " which needs ",
+                     n, " (or 1 to broadcast)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto) {
+  DataType dtype = proto.dtype();
+  if (dtype == DT_INVALID ||
+      (!DataTypeIsPod(dtype) && dtype != DT_STRING && dtype != DT_RESOURCE)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TensorProto has unsupported dtype ", DataTypeName(dtype)));
+  }
+  auto shape_or = TensorShape::FromProto(proto.tensor_shape());
+  if (!shape_or.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TensorProto shape: ", shape_or.status().message()));
+  }
+  Tensor t(dtype, *shape_or);
+  const int64_t n = t.NumElements();
+  if (DataTypeIsPod(dtype) && !proto.tensor_content().empty()) {
+    if (proto.tensor_content().size() != t.TotalBytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TensorProto of dtype ", DataTypeName(dtype), " and shape ",
+          t.shape().DebugString(), " needs ", t.TotalBytes(),
+          " bytes of tensor_content, has ", proto.tensor_content().size()));
+    }
+    std::memcpy(t.raw_data(), proto.tensor_content().data(), t.TotalBytes());
+    if (dtype == DT_BOOL) {
+      // Normalise so every byte is a valid bool.
+      uint8_t* b = static_cast<uint8_t*>(t.raw_data());
+      for (int64_t i = 0; i < n; ++i) b[i] = b[i] != 0;
+    }
+    return t;
+  }
+  switch (dtype) {
+    case DT_FLOAT:
+      COHORT_RETURN_IF_ERROR(FillFromField<float>(proto.float_val(), &t, "float_val"));
+      break;
+    case DT_DOUBLE:
+      COHORT_RETURN_IF_ERROR(FillFromField<double>(proto.double_val(), &t, "double_val"));
+      break;
+    case DT_INT32:
+      COHORT_RETURN_IF_ERROR(FillFromField<int32_t>(proto.int_val(), &t, "int_val"));
+      break;
+    case DT_INT64:
+      COHORT_RETURN_IF_ERROR(FillFromField<int64_t>(proto.int64_val(), &t, "int64_val"));
+      break;
+    case DT_BOOL:
+      COHORT_RETURN_IF_ERROR(FillFromField<bool>(proto.bool_val(), &t, "bool_val"));
+      break;
+    case DT_STRING:
+      COHORT_RETURN_IF_ERROR(FillFromField<std::string>(proto.string_val(), &t, "string_val"));
+      break;
+    case DT_RESOURCE: {
+      const auto& f = proto.resource_val();
+      if (f.size() != n && !(f.size() == 1 || f.empty())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "TensorProto has ", f.size(), " resource_val for shape ",
+            t.shape().DebugString()));
+      }
+      auto d = t.span<ResourceHandle>();
+      for (int64_t i = 0; i < n && !f.empty(); ++i) {
+        const auto& p = f.Get(f.size() == 1 ? 0 : i);
+        d[i] = ResourceHandle{p.device(), p.container(), p.name(), p.type_name()};
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return t;
+}
+
+void Tensor::AsProto(TensorProto* proto) const {
+  proto->Clear();
+  proto->set_dtype(dtype_);
+  shape_.AsProto(proto->mutable_tensor_shape());
+  if (!IsInitialized()) return;
+  if (DataTypeIsPod(dtype_)) {
+    proto->set_tensor_content(static_cast<const char*>(raw_data()), TotalBytes());
+  } else if (dtype_ == DT_STRING) {
+    for (const auto& s : span<std::string>()) proto->add_string_val(s);
+  } else if (dtype_ == DT_RESOURCE) {
+    for (const auto& h : span<ResourceHandle>()) {
+      auto* p = proto->add_resource_val();
+      p->set_device(h.device);
+      p->set_container(h.container);
+      p->set_name(h.name);
+      p->set_type_name(h.type_name);
+    }
+  }
+}
+
+std::string Tensor::DebugString(int max_entries) const {
+  std::string out = absl::StrCat(DataTypeName(dtype_), " ", shape_.DebugString());
+  if (!IsInitialized()) return out + " <uninitialized>";
+  out += " {";
+  int64_t n = std::min<int64_t>(NumElements(), max_entries);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) out += ", ";
+    switch (dtype_) {
+      case DT_FLOAT: absl::StrAppend(&out, data<float>()[i]); break;
+      case DT_DOUBLE: absl::StrAppend(&out, data<double>()[i]); break;
+      case DT_INT32: absl::StrAppend(&out, data<int32_t>()[i]); break;
+      case DT_INT64: absl::StrAppend(&out, data<int64_t>()[i]); break;
+      case DT_BOOL: absl::StrAppend(&out, data<bool>()[i] ? "true" : "false"); break;
+      case DT_STRING: absl::StrAppend(&out, "\"", data<std::string>()[i], "\""); break;
+      case DT_RESOURCE: absl::StrAppend(&out, data<ResourceHandle>()[i].DebugString()); break;
+      default: break;
+    }
+  }
+  if (NumElements() > n) out += ", ...";
+  return out + "}";
+}
+
+bool Tensor::Equals(const Tensor& o) const {
+  if (dtype_ != o.dtype_ || shape_ != o.shape_) return false;
+  if (IsInitialized() != o.IsInitialized()) return false;
+  if (!IsInitialized()) return true;
+  if (DataTypeIsPod(dtype_)) {
+    return TotalBytes() == 0 ||
+           std::memcmp(raw_data(), o.raw_data(), TotalBytes()) == 0;
+  }
+  if (dtype_ == DT_STRING) {
+    auto a = span<std::string>(), b = o.span<std::string>();
+    return std::equal(a.begin(), a.end(), b.begin());
+  }
+  auto a = span<ResourceHandle>(), b = o.span<ResourceHandle>();
+  return std::equal(a.begin(), a.end(), b.begin());
+}
+
+}  // namespace cohort

@@ -1,0 +1,144 @@
+#include "cohort/graph/tensor.h"
+
+#include <cstdint>
+
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+TEST(TensorShapeTest, BasicsAndErrors) {
+  TensorShape s({2, 3});
+  EXPECT_EQ(s.dims(), 2);
+  EXPECT_EQ(s.num_elements(), 6);
+  EXPECT_EQ(s.DebugString(), "[2,3]");
+  EXPECT_EQ(TensorShape().num_elements(), 1);
+  EXPECT_EQ(TensorShape::Make({2, -1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(TensorShape::Make({int64_t{1} << 40, int64_t{1} << 40}).ok());
+  s.AddDim(4);
+  EXPECT_EQ(s.num_elements(), 24);
+  s.RemoveDim(0);
+  EXPECT_EQ(s.DebugString(), "[3,4]");
+}
+
+TEST(PartialTensorShapeTest, CompatibilityAndMerge) {
+  PartialTensorShape p({-1, 3});
+  EXPECT_EQ(p.DebugString(), "[?,3]");
+  EXPECT_TRUE(p.IsCompatibleWith(TensorShape({5, 3})));
+  EXPECT_FALSE(p.IsCompatibleWith(TensorShape({5, 4})));
+  EXPECT_FALSE(p.IsCompatibleWith(TensorShape({3})));
+  EXPECT_TRUE(PartialTensorShape().IsCompatibleWith(TensorShape({1, 2, 3})));
+  auto m = p.MergeWith(PartialTensorShape({7, -1}));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->DebugString(), "[7,3]");
+  EXPECT_FALSE(p.MergeWith(PartialTensorShape({7, 4})).ok());
+  TensorShapeProto proto;
+  PartialTensorShape().AsProto(&proto);
+  EXPECT_TRUE(PartialTensorShape::FromProto(proto).unknown_rank());
+}
+
+TEST(TensorTest, BufferIsAlignedAndShared) {
+  Tensor a(DT_FLOAT, TensorShape({3, 5}));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.raw_data()) % kTensorAlignment, 0u);
+  EXPECT_TRUE(a.RefCountIsOne());
+  Tensor b = a;
+  EXPECT_TRUE(b.SharesBufferWith(a));
+  EXPECT_FALSE(a.RefCountIsOne());
+  a.flat<float>().setConstant(2.f);
+  EXPECT_EQ(b.data<float>()[14], 2.f);
+  Tensor c = a.DeepCopy();
+  EXPECT_FALSE(c.SharesBufferWith(a));
+  c.data<float>()[0] = 5.f;
+  EXPECT_EQ(a.data<float>()[0], 2.f);
+  Tensor moved = std::move(b);
+  EXPECT_FALSE(b.IsInitialized());  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(moved.SharesBufferWith(a));
+}
+
+TEST(TensorTest, TypedViews) {
+  Tensor m(DT_INT32, TensorShape({2, 3}));
+  auto mm = m.matrix<int32_t>();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) mm(i, j) = i * 10 + j;
+  EXPECT_EQ(m.flat<int32_t>()(4), 11);
+  auto r = m.Reshaped(TensorShape({3, 2}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->matrix<int32_t>()(2, 1), 12);
+  EXPECT_TRUE(r->SharesBufferWith(m));
+  EXPECT_FALSE(m.Reshaped(TensorShape({4})).ok());
+  EXPECT_EQ((m.shaped<int32_t, 3>({1, 2, 3})(0, 1, 2)), 12);
+  EXPECT_EQ(Tensor(7.5).scalar<double>(), 7.5);
+  EXPECT_EQ(Tensor(int64_t{9}).dtype(), DT_INT64);
+}
+
+TEST(TensorTest, TypeMismatchIsABug) {
+  Tensor t(1.f);
+  EXPECT_DEATH(t.data<double>(), "accessed as double");
+}
+
+TEST(TensorTest, ProtoRoundTripAllTypes) {
+  std::vector<Tensor> ts = {
+      Tensor::Vec<float>({1.5f, -2.f, 3.f}),
+      Tensor::Vec<double>({1e300, -0.5}),
+      Tensor::Vec<int32_t>({1, -2, 2147483647}),
+      Tensor::Vec<int64_t>({int64_t{1} << 50, -1}),
+      Tensor::Vec<bool>({true, false, true}),
+      Tensor::Vec<std::string>({"a", std::string("b\0c", 3), ""}),
+      Tensor(ResourceHandle{"/cpu:0", "c", "v", "Var"}),
+      Tensor(DT_FLOAT, TensorShape({0, 4})),
+  };
+  for (const Tensor& t : ts) {
+    TensorProto p;
+    t.AsProto(&p);
+    if (DataTypeIsPod(t.dtype())) {
+      EXPECT_EQ(p.tensor_content().size(), t.TotalBytes());
+    }
+    auto back = Tensor::FromProto(p);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(back->Equals(t)) << t.DebugString() << " vs " << back->DebugString();
+  }
+}
+
+TEST(TensorTest, FromProtoTypedFieldsAndBroadcast) {
+  TensorProto p;
+  p.set_dtype(DT_FLOAT);
+  p.mutable_tensor_shape()->add_dim()->set_size(3);
+  p.add_float_val(4.f);
+  auto t = Tensor::FromProto(p);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->Equals(Tensor::Vec<float>({4, 4, 4})));
+  p.add_float_val(1.f);
+  EXPECT_EQ(Tensor::FromProto(p).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TensorTest, FromProtoRejectsBadContent) {
+  TensorProto p;
+  p.set_dtype(DT_INT32);
+  p.mutable_tensor_shape()->add_dim()->set_size(2);
+  p.set_tensor_content(std::string(7, '\0'));
+  auto t = Tensor::FromProto(p);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("needs 8 bytes"), std::string::npos);
+  p.set_dtype(static_cast<DataType>(42));
+  EXPECT_FALSE(Tensor::FromProto(p).ok());
+  p.set_dtype(DT_INT32);
+  p.mutable_tensor_shape()->mutable_dim(0)->set_size(-3);
+  EXPECT_FALSE(Tensor::FromProto(p).ok());
+}
+
+TEST(TypesTest, Names) {
+  for (DataType t : AllDataTypes()) {
+    DataType back;
+    ASSERT_TRUE(DataTypeFromName(DataTypeName(t), &back));
+    EXPECT_EQ(back, t);
+  }
+  DataType t;
+  EXPECT_TRUE(DataTypeFromName("float32", &t));
+  EXPECT_EQ(t, DT_FLOAT);
+  EXPECT_FALSE(DataTypeFromName("complex64", &t));
+}
+
+}  // namespace
+}  // namespace cohort
