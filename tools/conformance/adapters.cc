@@ -4,6 +4,10 @@ namespace cohort::conformance {
 
 void RegisterAllAdapters(AdapterRegistry* registry) {
   RegisterClusterAdapters(registry);
+  RegisterSlurmAdapters(registry);
+  RegisterKubernetesAdapters(registry);
+  RegisterGceAdapters(registry);
+  RegisterTpuAdapters(registry);
   // One call per further adapter file, e.g. RegisterSlurmAdapters(registry);
 }
 

@@ -11,6 +11,15 @@ namespace cohort::conformance {
 // Union, TFConfig, SageMaker (cluster_adapters.cc).
 void RegisterClusterAdapters(AdapterRegistry* registry);
 
+// Slurm, Slurm.expand_hostlist, Slurm.expand_tasks_per_node (slurm_adapter.cc).
+void RegisterSlurmAdapters(AdapterRegistry* registry);
+// Kubernetes (kubernetes_adapter.cc).
+void RegisterKubernetesAdapters(AdapterRegistry* registry);
+// GCE, also nested in Union+GCE (gce_adapter.cc).
+void RegisterGceAdapters(AdapterRegistry* registry);
+// TPU, TPU.device_dict, TPUClient, TPUClient.endpoints (tpu_adapter.cc).
+void RegisterTpuAdapters(AdapterRegistry* registry);
+
 // Registers all of the above.
 void RegisterAllAdapters(AdapterRegistry* registry);
 

@@ -14,6 +14,10 @@
 // Comparison rules:
 //   {"value": X}          the step succeeded and produced X (JSON equality;
 //                         objects compare regardless of key order)
+//                         A string with a "<...>" placeholder (e.g.
+//                         "10.1.2.3:<port of locally started server>")
+//                         matches any non-empty text in its place: the value
+//                         is dynamic (an OS-chosen port).
 //   {"ok": true}          the step succeeded
 //   {"raises": E, "match": s}  the step failed with a status code that E maps
 //                         to (below) and a message containing s
@@ -65,6 +69,38 @@ std::string Describe(const StepOutcome& outcome) {
   return "ok (no value)";
 }
 
+// JSON equality, except that an expected string containing "<...>" matches
+// an actual string with the same text before and after the placeholder and
+// something non-empty in its place.
+bool JsonMatches(const Json& expected, const Json& actual) {
+  if (expected.is_string() && actual.is_string()) {
+    const std::string& e = expected.get_ref<const std::string&>();
+    const std::string& a = actual.get_ref<const std::string&>();
+    const size_t open = e.find('<');
+    const size_t close = open == std::string::npos ? open : e.find('>', open);
+    if (close == std::string::npos) return e == a;
+    const std::string prefix = e.substr(0, open), suffix = e.substr(close + 1);
+    return a.size() > prefix.size() + suffix.size() &&
+           absl::StartsWith(a, prefix) && absl::EndsWith(a, suffix);
+  }
+  if (expected.is_array() && actual.is_array()) {
+    if (expected.size() != actual.size()) return false;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (!JsonMatches(expected[i], actual[i])) return false;
+    }
+    return true;
+  }
+  if (expected.is_object() && actual.is_object()) {
+    if (expected.size() != actual.size()) return false;
+    for (const auto& [key, value] : expected.items()) {
+      auto it = actual.find(key);
+      if (it == actual.end() || !JsonMatches(value, *it)) return false;
+    }
+    return true;
+  }
+  return expected == actual;
+}
+
 // "" when `outcome` satisfies `expected`, else what differed.
 std::string Compare(const Json& expected, const StepOutcome& outcome) {
   if (expected.contains("raises")) {
@@ -95,7 +131,7 @@ std::string Compare(const Json& expected, const StepOutcome& outcome) {
   }
   if (expected.contains("value")) {
     if (!outcome.status.ok() || !outcome.value ||
-        *outcome.value != expected["value"]) {
+        !JsonMatches(expected["value"], *outcome.value)) {
       return absl::StrCat("expected value ", expected["value"].dump(), ", got ",
                           Describe(outcome));
     }

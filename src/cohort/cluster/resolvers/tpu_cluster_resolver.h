@@ -56,6 +56,10 @@ TpuDeviceDetails GetTpuDeviceDictAndCores(
 absl::StatusOr<int> VerifyAndReturnSameCoreCount(
     const std::map<std::string, std::vector<std::string>>& device_dict);
 
+// Whether this process runs on GCE: true unconditionally, as in TensorFlow's
+// newest revision (older ones probed the metadata server).
+inline bool IsRunningInGce() { return true; }
+
 class TpuClusterResolver : public ClusterResolver {
  public:
   struct Options {
@@ -113,8 +117,7 @@ class TpuClusterResolver : public ClusterResolver {
   bool is_local() const { return client_ == nullptr; }
   // Null for a local TPU.
   CloudTpuClient* client() { return client_.get(); }
-  // True (as TensorFlow's newest revision).
-  bool is_running_in_gce() const { return true; }
+  bool is_running_in_gce() const { return IsRunningInGce(); }
   const std::optional<std::string>& coordinator_address() const {
     return coordinator_address_;
   }
