@@ -14,6 +14,10 @@ namespace cohort::tools {
 void RegisterResolveCommand(CLI::App& app, int& exit_code);
 void RegisterLaunchCommand(CLI::App& app, int& exit_code);
 void RegisterTaskCommand(CLI::App& app, int& exit_code);
+void RegisterCoordinatorCommand(CLI::App& app, int& exit_code);
+void RegisterStatusCommand(CLI::App& app, int& exit_code);
+void RegisterKvCommand(CLI::App& app, int& exit_code);
+void RegisterBenchCommand(CLI::App& app, int& exit_code);
 
 }  // namespace cohort::tools
 

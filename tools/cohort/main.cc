@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   cohort::tools::RegisterResolveCommand(app, exit_code);
   cohort::tools::RegisterLaunchCommand(app, exit_code);
   cohort::tools::RegisterTaskCommand(app, exit_code);
+  cohort::tools::RegisterCoordinatorCommand(app, exit_code);
+  cohort::tools::RegisterStatusCommand(app, exit_code);
+  cohort::tools::RegisterKvCommand(app, exit_code);
+  cohort::tools::RegisterBenchCommand(app, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -1289,7 +1289,8 @@ void CoordinationService::GetKeyValueAsync(const std::string& key,
           id, Error(absl::StatusCode::kDeadlineExceeded,
                     absl::StrCat("key \"", KeyValueStore::NormalizeKey(key),
                                  "\" was not set within ",
-                                 absl::FormatDuration(deadline - start),
+                                 absl::FormatDuration(absl::Trunc(
+                                     deadline - start, absl::Milliseconds(1))),
                                  "; check the task that should publish it")));
     });
   }

@@ -1,0 +1,66 @@
+// `cohort bench <suite> [suite flags...]`: runs a benchmark suite, which
+// prints JSON lines in the format of DESIGN.md ("Benchmark output format").
+//
+//   cohort bench coord --quick
+//   cohort bench list
+//
+// Suites are an explicit table below: to add one, include its header, add
+// one line to kSuites and link its library in tools/cohort/CMakeLists.txt.
+// A suite gets the arguments after its name and returns the exit code.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/coord/coord_bench.h"
+#include "tools/cohort/commands.h"
+
+namespace cohort::tools {
+namespace {
+
+struct BenchSuite {
+  const char* name;
+  const char* description;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+const BenchSuite kSuites[] = {
+    {"coord", "coordination service: barrier release latency, KV throughput, "
+              "increment round trip, 1,024-task registration",
+     &bench::RunCoordBench},
+};
+
+void ListSuites(std::ostream& out) {
+  for (const BenchSuite& suite : kSuites) {
+    out << "  " << suite.name << "\t" << suite.description << "\n";
+  }
+}
+
+}  // namespace
+
+void RegisterBenchCommand(CLI::App& app, int& exit_code) {
+  auto suite_name = std::make_shared<std::string>();
+  CLI::App* command = app.add_subcommand(
+      "bench", "run a benchmark suite (JSON lines on stdout); `list` lists them");
+  command->add_option("suite", *suite_name, "suite name, or list")->required();
+  command->allow_extras();
+  command->prefix_command();
+  command->callback([command, suite_name, &exit_code] {
+    if (*suite_name == "list") {
+      ListSuites(std::cout);
+      return;
+    }
+    for (const BenchSuite& suite : kSuites) {
+      if (*suite_name == suite.name) {
+        exit_code = suite.run(command->remaining());
+        return;
+      }
+    }
+    std::cerr << "cohort bench: unknown suite \"" << *suite_name
+              << "\"; suites:\n";
+    ListSuites(std::cerr);
+    exit_code = 1;
+  });
+}
+
+}  // namespace cohort::tools
