@@ -1,5 +1,7 @@
 #include "cohort/cluster/cluster_resolver.h"
 
+#include <limits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cohort/base/status.h"
@@ -34,6 +36,21 @@ AcceleratorCounts CountAccelerators(const std::vector<DeviceInfo>& devices,
     ++counts[device.device_type];
   }
   return counts;
+}
+
+absl::StatusOr<std::string> TaskAddress(const ClusterSpec& spec,
+                                        absl::string_view job,
+                                        int64_t task_id) {
+  if (task_id < std::numeric_limits<int>::min() ||
+      task_id > std::numeric_limits<int>::max()) {
+    if (!spec.HasJob(job)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("No such job in cluster: '", job, "'"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "No task with index ", task_id, " in job '", job, "'"));
+  }
+  return spec.task_address(job, static_cast<int>(task_id));
 }
 
 absl::StatusOr<AcceleratorCounts> ClusterResolver::num_accelerators(

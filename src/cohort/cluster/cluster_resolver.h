@@ -57,6 +57,12 @@ AcceleratorCounts CountAccelerators(const std::vector<DeviceInfo>& devices,
                                     const std::optional<std::string>& task_type,
                                     const std::optional<int64_t>& task_id);
 
+// spec.task_address(job, task_id) for a 64-bit task id: an id outside the
+// int range is InvalidArgument "No task with index N in job 'x'" instead of
+// being truncated.
+absl::StatusOr<std::string> TaskAddress(const ClusterSpec& spec,
+                                        absl::string_view job, int64_t task_id);
+
 class ClusterResolver {
  public:
   virtual ~ClusterResolver() = default;

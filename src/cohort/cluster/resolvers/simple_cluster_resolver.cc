@@ -19,8 +19,7 @@ absl::StatusOr<std::string> SimpleClusterResolver::master(
     std::optional<std::string> rpc_layer) {
   std::string address = master_;
   if (task_type.has_value() && task_id.has_value()) {
-    COHORT_ASSIGN_OR_RETURN(address, spec_.task_address(
-                                         *task_type, static_cast<int>(*task_id)));
+    COHORT_ASSIGN_OR_RETURN(address, TaskAddress(spec_, *task_type, *task_id));
   }
   return FormatMasterUrl(
       address, rpc_layer.has_value() && !rpc_layer->empty() ? rpc_layer

@@ -23,6 +23,9 @@ TEST(SimpleClusterResolverTest, MasterLooksUpTaskOrUsesStoredMaster) {
   EXPECT_EQ(*resolver.master(), "");
   // Only a task type: the stored master.
   EXPECT_EQ(*resolver.master(std::string("worker")), "");
+  // A 64-bit id is never truncated onto another task.
+  EXPECT_THAT(resolver.master(std::string("worker"), int64_t{1} << 32).status().message(),
+              HasSubstr("No task with index 4294967296 in job 'worker'"));
   EXPECT_THAT(resolver.master(std::string("chief"), 0).status().message(),
               HasSubstr("No such job in cluster: 'chief'"));
 }

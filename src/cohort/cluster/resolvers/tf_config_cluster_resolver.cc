@@ -1,5 +1,6 @@
 #include "cohort/cluster/resolvers/tf_config_cluster_resolver.h"
 
+#include <limits>
 #include <memory>
 
 #include "absl/strings/ascii.h"
@@ -110,7 +111,8 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view text,
             " (or \"evaluator\")"));
       }
     } else if (config.task_index.has_value() &&
-               tasks->count(static_cast<int>(*config.task_index)) == 0) {
+               (*config.task_index > std::numeric_limits<int>::max() ||
+                tasks->count(static_cast<int>(*config.task_index)) == 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": \"task.index\" is ", *config.task_index, ", but job '",
           *config.task_type, "' in \"cluster\" has ", DescribeTasks(*tasks),
@@ -174,7 +176,7 @@ absl::StatusOr<std::string> TFConfigClusterResolver::master(
   }
   COHORT_ASSIGN_OR_RETURN(
       std::string address,
-      spec.task_address(*task_type, static_cast<int>(*task_id)));
+      TaskAddress(spec, *task_type, *task_id));
   return FormatMasterUrl(address, rpc_layer);
 }
 

@@ -132,6 +132,8 @@ TEST(TFConfigClusterResolverTest, MalformedConfigNamesFieldValueAndExpectation) 
        {"TF_CONFIG", "task.type", "wrker", "expected one of: worker"}},
       {R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}})",
        {"TF_CONFIG", "task.index", "2", "tasks 0, 1"}},
+      {R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 4294967296}})",
+       {"TF_CONFIG", "task.index", "4294967296", "has tasks 0"}},
       {R"({"cluster": {"worker": ["a:1"]}, "rpc_layer": 5})",
        {"TF_CONFIG", "rpc_layer", "5", "a string"}},
   };

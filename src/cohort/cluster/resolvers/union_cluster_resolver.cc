@@ -115,7 +115,7 @@ absl::StatusOr<std::string> UnionClusterResolver::master(
     COHORT_ASSIGN_OR_RETURN(ClusterSpec spec, cluster_spec());
     COHORT_ASSIGN_OR_RETURN(
         std::string address,
-        spec.task_address(*task_type, static_cast<int>(*task_id)));
+        TaskAddress(spec, *task_type, *task_id));
     return FormatMasterUrl(address, rpc_layer.has_value() && !rpc_layer->empty()
                                         ? rpc_layer
                                         : overrides_.rpc_layer);
