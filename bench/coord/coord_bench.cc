@@ -49,7 +49,7 @@ double Pct(std::vector<double> xs, double p) {
 
 void Emit(const std::string& metric, const Json& params, double value,
           const std::string& unit, int rep) {
-  Json line;
+  nlohmann::ordered_json line;
   line["suite"] = "coord";
   line["metric"] = metric;
   line["params"] = params;
@@ -391,8 +391,8 @@ absl::Status BenchRegister(int n, int rep) {
 
 int RunCoordBench(const std::vector<std::string>& args) {
   const Flags flags = ParseFlags(args);
-  if (flags.Has("child")) return RunChild(flags);
   SetMinLogLevel(LogLevel::kWarning);
+  if (flags.Has("child")) return RunChild(flags);
   const bool quick = flags.Has("quick");
   const int reps = flags.GetInt("reps", quick ? 1 : 3);
   double seconds = quick ? 1 : 3;

@@ -203,7 +203,7 @@ absl::Status CoordinationAgent::Register(uint64_t incarnation,
     call.wait_for_ready = true;
     call.timeout = std::max(absl::Milliseconds(1),
                             std::min(deadline - env_->Now(), absl::Seconds(10)));
-    last = Call(&CoordinationClient::RegisterTaskAsync, request, &response,
+    last = client_->RegisterTask(request, &response,
                 call);
     if (last.ok()) {
       absl::MutexLock lock(&mu_);
@@ -290,7 +290,7 @@ void CoordinationAgent::HeartbeatLoop() {
     CallOptions call;
     call.timeout = std::max(interval_, absl::Milliseconds(100));
     absl::Status s =
-        Call(&CoordinationClient::HeartbeatAsync, request, &response, call);
+        client_->Heartbeat(request, &response, call);
     const absl::Time now = env_->Now();
     {
       absl::MutexLock lock(&mu_);
@@ -422,7 +422,7 @@ absl::Status CoordinationAgent::Shutdown() {
     ShutdownTaskResponse response;
     CallOptions call;
     call.timeout = options_.shutdown_timeout;
-    result = Call(&CoordinationClient::ShutdownTaskAsync, request, &response,
+    result = client_->ShutdownTask(request, &response,
                   call);
     if (IsServiceStopped(result)) result = absl::OkStatus();
   }
@@ -442,8 +442,7 @@ absl::Status CoordinationAgent::ReportError(const absl::Status& error) {
   request.set_error_code(static_cast<int>(error.code()));
   request.set_error_message(std::string(error.message()));
   ReportErrorToServiceResponse response;
-  absl::Status s = Call(&CoordinationClient::ReportErrorToServiceAsync,
-                        request, &response, CallOptions{});
+  absl::Status s = client_->ReportErrorToService(request, &response, CallOptions{});
   SetError(error);
   return s;
 }
@@ -457,7 +456,7 @@ absl::Status CoordinationAgent::InsertKeyValue(const std::string& key,
   request.mutable_kv()->set_value(value);
   request.set_allow_overwrite(allow_overwrite);
   InsertKeyValueResponse response;
-  return Call(&CoordinationClient::InsertKeyValueAsync, request, &response,
+  return client_->InsertKeyValue(request, &response,
               CallOptions{});
 }
 
@@ -471,7 +470,7 @@ absl::StatusOr<std::string> CoordinationAgent::GetKeyValue(
   CallOptions call;
   call.timeout = Grace(timeout);
   COHORT_RETURN_IF_ERROR(
-      Call(&CoordinationClient::GetKeyValueAsync, request, &response, call));
+      client_->GetKeyValue(request, &response, call));
   return response.kv().value();
 }
 
@@ -481,8 +480,7 @@ absl::StatusOr<std::string> CoordinationAgent::TryGetKeyValue(
   TryGetKeyValueRequest request;
   request.set_key(key);
   TryGetKeyValueResponse response;
-  COHORT_RETURN_IF_ERROR(Call(&CoordinationClient::TryGetKeyValueAsync,
-                              request, &response, CallOptions{}));
+  COHORT_RETURN_IF_ERROR(client_->TryGetKeyValue(request, &response, CallOptions{}));
   return response.kv().value();
 }
 
@@ -493,8 +491,7 @@ absl::StatusOr<int64_t> CoordinationAgent::IncrementKeyValue(
   request.set_key(key);
   request.set_increment(delta);
   IncrementKeyValueResponse response;
-  COHORT_RETURN_IF_ERROR(Call(&CoordinationClient::IncrementKeyValueAsync,
-                              request, &response, CallOptions{}));
+  COHORT_RETURN_IF_ERROR(client_->IncrementKeyValue(request, &response, CallOptions{}));
   return response.value();
 }
 
@@ -507,8 +504,7 @@ absl::StatusOr<CompareAndSwapResult> CoordinationAgent::CompareAndSwapKeyValue(
   if (expected.has_value()) request.set_expected(*expected);
   request.set_desired(desired);
   CompareAndSwapKeyValueResponse response;
-  COHORT_RETURN_IF_ERROR(Call(&CoordinationClient::CompareAndSwapKeyValueAsync,
-                              request, &response, CallOptions{}));
+  COHORT_RETURN_IF_ERROR(client_->CompareAndSwapKeyValue(request, &response, CallOptions{}));
   CompareAndSwapResult result;
   result.swapped = response.swapped();
   if (response.has_stored()) result.stored = response.stored();
@@ -521,8 +517,7 @@ CoordinationAgent::GetKeyValueDir(const std::string& dir) {
   GetKeyValueDirRequest request;
   request.set_directory_key(dir);
   GetKeyValueDirResponse response;
-  COHORT_RETURN_IF_ERROR(Call(&CoordinationClient::GetKeyValueDirAsync,
-                              request, &response, CallOptions{}));
+  COHORT_RETURN_IF_ERROR(client_->GetKeyValueDir(request, &response, CallOptions{}));
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& kv : response.kv()) out.emplace_back(kv.key(), kv.value());
   return out;
@@ -534,7 +529,7 @@ absl::Status CoordinationAgent::DeleteKeyValue(const std::string& key) {
   request.set_key(key);
   request.set_is_directory(true);
   DeleteKeyValueResponse response;
-  return Call(&CoordinationClient::DeleteKeyValueAsync, request, &response,
+  return client_->DeleteKeyValue(request, &response,
               CallOptions{});
 }
 
@@ -549,7 +544,7 @@ absl::StatusOr<KeyValueWatchResult> CoordinationAgent::WatchKeyValue(
   CallOptions call;
   call.timeout = Grace(timeout);
   COHORT_RETURN_IF_ERROR(
-      Call(&CoordinationClient::WatchKeyValueAsync, request, &response, call));
+      client_->WatchKeyValue(request, &response, call));
   KeyValueWatchResult result;
   result.present = response.present();
   result.value = response.value();
@@ -583,7 +578,7 @@ absl::Status CoordinationAgent::WaitAtBarrier(const std::string& id,
   CallOptions call;
   call.timeout = Grace(timeout);
   absl::Status s =
-      Call(&CoordinationClient::BarrierAsync, request, &response, call);
+      client_->Barrier(request, &response, call);
   absl::MutexLock lock(&mu_);
   barriers_in_flight_.erase(id);
   if (s.ok()) {
@@ -609,7 +604,7 @@ absl::Status CoordinationAgent::CancelBarrier(const std::string& id) {
   request.set_counter(counter);
   *request.mutable_source_task() = ToProto(options_.task);
   CancelBarrierResponse response;
-  return Call(&CoordinationClient::CancelBarrierAsync, request, &response,
+  return client_->CancelBarrier(request, &response,
               CallOptions{});
 }
 
@@ -624,7 +619,7 @@ absl::StatusOr<std::vector<AliveTask>> CoordinationAgent::GetAliveTasks(
   CallOptions call;
   call.timeout = Grace(timeout);
   COHORT_RETURN_IF_ERROR(
-      Call(&CoordinationClient::GetAliveTasksAsync, request, &response, call));
+      client_->GetAliveTasks(request, &response, call));
   std::vector<AliveTask> out;
   for (int i = 0; i < response.alive_tasks_size(); ++i) {
     out.push_back(AliveTask{FromProto(response.alive_tasks(i)),
@@ -641,7 +636,7 @@ absl::StatusOr<std::vector<TaskStateInfo>> CoordinationAgent::GetTaskState(
   GetTaskStateRequest request;
   for (const TaskId& t : tasks) *request.add_source_task() = ToProto(t);
   GetTaskStateResponse response;
-  COHORT_RETURN_IF_ERROR(Call(&CoordinationClient::GetTaskStateAsync, request,
+  COHORT_RETURN_IF_ERROR(client_->GetTaskState(request,
                               &response, CallOptions{}));
   return std::vector<TaskStateInfo>(response.task_state().begin(),
                                     response.task_state().end());

@@ -34,6 +34,22 @@ class GrpcCoordinationClient : public CoordinationClient {
   COHORT_COORDINATION_RPCS(COHORT_COORD_GRPC_CLIENT_METHOD_)
 #undef COHORT_COORD_GRPC_CLIENT_METHOD_
 
+  // Blocking calls run on the caller's thread (gRPC's synchronous stub).
+  // Cancellable calls take the asynchronous path.
+#define COHORT_COORD_GRPC_CLIENT_SYNC_(Name)                                \
+  absl::Status Name(const Name##Request& request, Name##Response* response, \
+                    const CallOptions& options) override {                  \
+    if (options.cancellation != nullptr) {                                  \
+      return CoordinationClient::Name(request, response, options);          \
+    }                                                                       \
+    grpc::ClientContext context;                                            \
+    PrepareContext(context, options);                                       \
+    return Convert(stub_->Name(&context, request, response), target_,       \
+                   #Name);                                                  \
+  }
+  COHORT_COORDINATION_RPCS(COHORT_COORD_GRPC_CLIENT_SYNC_)
+#undef COHORT_COORD_GRPC_CLIENT_SYNC_
+
  private:
   template <typename Request>
   struct Call {
@@ -42,15 +58,19 @@ class GrpcCoordinationClient : public CoordinationClient {
     Request request;
   };
 
-  template <typename CallT>
-  void Prepare(const std::shared_ptr<CallT>& call, const CallOptions& options) {
-    grpc::ClientContext& context = call->context;
+  void PrepareContext(grpc::ClientContext& context,
+                      const CallOptions& options) {
     rpc::AttachJobToken(&context, security_);
     if (options.timeout != absl::InfiniteDuration()) {
       context.set_deadline(
           absl::ToChronoTime(absl::Now() + options.timeout));
     }
     context.set_wait_for_ready(options.wait_for_ready);
+  }
+
+  template <typename CallT>
+  void Prepare(const std::shared_ptr<CallT>& call, const CallOptions& options) {
+    PrepareContext(call->context, options);
     if (options.cancellation != nullptr) {
       std::weak_ptr<CallT> weak = call;
       options.cancellation->SetCanceller([weak] {
