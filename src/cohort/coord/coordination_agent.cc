@@ -172,6 +172,23 @@ bool CoordinationAgent::WaitForStop(absl::Time deadline) {
   return stopped();
 }
 
+template <typename Fn>
+absl::Status CoordinationAgent::Retry(Fn fn) {
+  absl::Time first_failure = absl::InfinitePast();
+  int attempt = 0;
+  while (true) {
+    absl::Status s = fn();
+    if (s.ok() || IsServiceError(s) ||
+        s.code() != absl::StatusCode::kUnavailable) {
+      return s;
+    }
+    const absl::Time now = env_->Now();
+    if (first_failure == absl::InfinitePast()) first_failure = now;
+    if (now - first_failure >= options_.heartbeat_timeout) return s;
+    if (WaitForStop(now + Backoff(attempt++))) return s;
+  }
+}
+
 absl::Status CoordinationAgent::CheckUsable() {
   absl::MutexLock lock(&mu_);
   if (state_ == State::kError) {
@@ -367,6 +384,7 @@ void CoordinationAgent::PollLoop() {
       poll_cancel_ = cancel;
       *request.mutable_source_task() = ToProto(options_.task);
       request.set_incarnation(incarnation_);
+      request.set_service_incarnation(service_incarnation_);
     }
     PollForErrorResponse response;
     CallOptions call;
@@ -456,8 +474,12 @@ absl::Status CoordinationAgent::InsertKeyValue(const std::string& key,
   request.mutable_kv()->set_value(value);
   request.set_allow_overwrite(allow_overwrite);
   InsertKeyValueResponse response;
-  return client_->InsertKeyValue(request, &response,
-              CallOptions{});
+  if (!allow_overwrite) {
+    return client_->InsertKeyValue(request, &response, CallOptions{});
+  }
+  return Retry([&] {
+    return client_->InsertKeyValue(request, &response, CallOptions{});
+  });
 }
 
 absl::StatusOr<std::string> CoordinationAgent::GetKeyValue(
@@ -470,7 +492,7 @@ absl::StatusOr<std::string> CoordinationAgent::GetKeyValue(
   CallOptions call;
   call.timeout = Grace(timeout);
   COHORT_RETURN_IF_ERROR(
-      client_->GetKeyValue(request, &response, call));
+      Retry([&] { return client_->GetKeyValue(request, &response, call); }));
   return response.kv().value();
 }
 
@@ -480,7 +502,9 @@ absl::StatusOr<std::string> CoordinationAgent::TryGetKeyValue(
   TryGetKeyValueRequest request;
   request.set_key(key);
   TryGetKeyValueResponse response;
-  COHORT_RETURN_IF_ERROR(client_->TryGetKeyValue(request, &response, CallOptions{}));
+  COHORT_RETURN_IF_ERROR(Retry([&] {
+    return client_->TryGetKeyValue(request, &response, CallOptions{});
+  }));
   return response.kv().value();
 }
 
@@ -517,7 +541,9 @@ CoordinationAgent::GetKeyValueDir(const std::string& dir) {
   GetKeyValueDirRequest request;
   request.set_directory_key(dir);
   GetKeyValueDirResponse response;
-  COHORT_RETURN_IF_ERROR(client_->GetKeyValueDir(request, &response, CallOptions{}));
+  COHORT_RETURN_IF_ERROR(Retry([&] {
+    return client_->GetKeyValueDir(request, &response, CallOptions{});
+  }));
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& kv : response.kv()) out.emplace_back(kv.key(), kv.value());
   return out;
@@ -529,8 +555,9 @@ absl::Status CoordinationAgent::DeleteKeyValue(const std::string& key) {
   request.set_key(key);
   request.set_is_directory(true);
   DeleteKeyValueResponse response;
-  return client_->DeleteKeyValue(request, &response,
-              CallOptions{});
+  return Retry([&] {
+    return client_->DeleteKeyValue(request, &response, CallOptions{});
+  });
 }
 
 absl::StatusOr<KeyValueWatchResult> CoordinationAgent::WatchKeyValue(
@@ -544,7 +571,7 @@ absl::StatusOr<KeyValueWatchResult> CoordinationAgent::WatchKeyValue(
   CallOptions call;
   call.timeout = Grace(timeout);
   COHORT_RETURN_IF_ERROR(
-      client_->WatchKeyValue(request, &response, call));
+      Retry([&] { return client_->WatchKeyValue(request, &response, call); }));
   KeyValueWatchResult result;
   result.present = response.present();
   result.value = response.value();
@@ -578,7 +605,7 @@ absl::Status CoordinationAgent::WaitAtBarrier(const std::string& id,
   CallOptions call;
   call.timeout = Grace(timeout);
   absl::Status s =
-      client_->Barrier(request, &response, call);
+      Retry([&] { return client_->Barrier(request, &response, call); });
   absl::MutexLock lock(&mu_);
   barriers_in_flight_.erase(id);
   if (s.ok()) {
@@ -619,7 +646,7 @@ absl::StatusOr<std::vector<AliveTask>> CoordinationAgent::GetAliveTasks(
   CallOptions call;
   call.timeout = Grace(timeout);
   COHORT_RETURN_IF_ERROR(
-      client_->GetAliveTasks(request, &response, call));
+      Retry([&] { return client_->GetAliveTasks(request, &response, call); }));
   std::vector<AliveTask> out;
   for (int i = 0; i < response.alive_tasks_size(); ++i) {
     out.push_back(AliveTask{FromProto(response.alive_tasks(i)),

@@ -153,6 +153,11 @@ class CoordinationAgent {
                     const Request& request, Response* response,
                     CallOptions options);
   absl::Status CheckUsable();
+  // Repeats `fn` (an idempotent call) while it fails in transport
+  // (Unavailable without the service payload), with backoff and jitter, for
+  // at most heartbeat_timeout after the first failure.
+  template <typename Fn>
+  absl::Status Retry(Fn fn);
   absl::Status Register(uint64_t incarnation, absl::Time deadline);
   void HeartbeatLoop();
   void PollLoop();

@@ -299,7 +299,8 @@ void CoordinationRpcHandler::PollForError(const PollForErrorRequest& request,
                                           StatusCallback done) {
   service_->PollForErrorAsync(
       FromProto(request.source_task()), request.incarnation(),
-      [this, done = std::move(done)](absl::Status s) { done(Mark(s)); });
+      [this, done = std::move(done)](absl::Status s) { done(Mark(s)); },
+      request.service_incarnation());
 }
 
 }  // namespace cohort::coord

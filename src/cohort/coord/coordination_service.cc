@@ -397,14 +397,7 @@ absl::StatusOr<uint64_t> CoordinationService::Heartbeat(
       result = StoppedError();
     } else if (service_incarnation != 0 &&
                service_incarnation != incarnation_) {
-      result = Error(
-          absl::StatusCode::kAborted,
-          absl::StrCat("the coordination service restarted (task ",
-                       task.ToString(), " registered with service incarnation ",
-                       service_incarnation, ", the service now has ",
-                       incarnation_,
-                       "): its state is lost; the task must restart or "
-                       "re-register"));
+      result = ServiceRestartedError(task, service_incarnation);
     } else if (t == nullptr) {
       result = UnknownTaskError(task);
     } else if (t->state == TaskState::kError) {
@@ -654,9 +647,21 @@ void CoordinationService::PropagateErrorLocked(const absl::Status& error,
   }
 }
 
+absl::Status CoordinationService::ServiceRestartedError(
+    const TaskId& task, uint64_t known_incarnation) const {
+  return Error(
+      absl::StatusCode::kAborted,
+      absl::StrCat("the coordination service restarted (task ",
+                   task.ToString(), " registered with service incarnation ",
+                   known_incarnation, ", the service now has ", incarnation_,
+                   "): its state is lost; the task must restart or "
+                   "re-register"));
+}
+
 void CoordinationService::PollForErrorAsync(const TaskId& task,
                                             uint64_t incarnation,
-                                            StatusCallback done) {
+                                            StatusCallback done,
+                                            uint64_t service_incarnation) {
   Callbacks out;
   absl::Status result;
   bool parked = false;
@@ -665,6 +670,9 @@ void CoordinationService::PollForErrorAsync(const TaskId& task,
     Task* t = FindTaskLocked(task);
     if (stopped_) {
       result = StopCancelled();
+    } else if (service_incarnation != 0 &&
+               service_incarnation != incarnation_) {
+      result = ServiceRestartedError(task, service_incarnation);
     } else if (t == nullptr) {
       result = UnknownTaskError(task);
     } else if (!propagated_error_.ok() && !t->recoverable) {

@@ -182,8 +182,10 @@ class CoordinationService {
                                     const absl::Status& error);
   // Long-poll: answers only with the first propagated error (or Cancelled
   // at shutdown). FailedPrecondition when the task is not connected.
+  // Aborted when `service_incarnation` (if not 0) is not this service's:
+  // the service restarted and the task's registration is lost.
   void PollForErrorAsync(const TaskId& task, uint64_t incarnation,
-                         StatusCallback done);
+                         StatusCallback done, uint64_t service_incarnation = 0);
   // Point query; empty `tasks` = all.
   absl::StatusOr<std::vector<TaskStateSnapshot>> GetTaskState(
       const std::vector<TaskId>& tasks);
@@ -274,6 +276,8 @@ class CoordinationService {
                              const Barrier& barrier) const;
   absl::Status StoppedError() const;
   absl::Status StopCancelled() const;
+  absl::Status ServiceRestartedError(const TaskId& task,
+                                     uint64_t known_incarnation) const;
   absl::Status UnknownTaskError(const TaskId& task) const;
 
   Task* FindTaskLocked(const TaskId& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,0 +1,179 @@
+// Multi-process coordination tests: a service process and task processes on
+// 127.0.0.1 (OS-chosen ports), killed with SIGKILL, restarted, cut off by a
+// proxy, or given the wrong token. Short heartbeat timeouts (1-2 s); every
+// wait is on an expected output line with a deadline.
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coord/test_process.h"
+
+namespace cohort::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+const char kTaskBinary[] = COORD_TEST_TASK_BINARY;
+
+struct Service {
+  std::unique_ptr<TestProcess> process;
+  int port = 0;
+};
+
+Service StartService(int tasks, int heartbeat_ms,
+                     const std::vector<std::string>& extra = {}, int port = 0) {
+  std::vector<std::string> argv = {kTaskBinary, "serve", "--jobs",
+                                   absl::StrCat("worker=", tasks),
+                                   "--heartbeat-timeout-ms",
+                                   std::to_string(heartbeat_ms), "--port",
+                                   std::to_string(port)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Service service;
+  service.process = std::make_unique<TestProcess>(argv);
+  std::string line = service.process->WaitForLine("PORT ");
+  EXPECT_FALSE(line.empty()) << "service did not start";
+  if (!line.empty()) absl::SimpleAtoi(line.substr(5), &service.port);
+  return service;
+}
+
+std::unique_ptr<TestProcess> StartTask(int port, int index, int heartbeat_ms,
+                                       const std::string& actions,
+                                       const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {kTaskBinary, "task", "--coordinator",
+                                   absl::StrCat("127.0.0.1:", port), "--task",
+                                   absl::StrCat("worker:", index),
+                                   "--heartbeat-timeout-ms",
+                                   std::to_string(heartbeat_ms), "--actions",
+                                   actions};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return std::make_unique<TestProcess>(argv);
+}
+
+TEST(CoordMultiprocessTest, KillDuringBarrierFailsSurvivorsNamingTheDeadTask) {
+  Service service = StartService(3, 1000);
+  auto t0 = StartTask(service.port, 0, 1000, "barrier:b:60000,wait");
+  auto t1 = StartTask(service.port, 1, 1000, "barrier:b:60000,wait");
+  auto t2 = StartTask(service.port, 2, 1000, "wait");
+  for (auto* t : {t0.get(), t1.get(), t2.get()}) {
+    ASSERT_THAT(t->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  }
+  t2->Kill9();
+  for (auto* t : {t0.get(), t1.get()}) {
+    std::string barrier = t->WaitForLine("BARRIER b");
+    EXPECT_THAT(barrier, HasSubstr("ERROR"));
+    EXPECT_THAT(barrier, HasSubstr("worker:2"));
+    EXPECT_THAT(t->WaitForLine("AGENT_ERROR"), HasSubstr("worker:2"));
+  }
+}
+
+TEST(CoordMultiprocessTest, KillWhileIdleReachesEverySurvivor) {
+  Service service = StartService(3, 1000);
+  auto t0 = StartTask(service.port, 0, 1000, "wait");
+  auto t1 = StartTask(service.port, 1, 1000, "wait");
+  auto t2 = StartTask(service.port, 2, 1000, "wait");
+  for (auto* t : {t0.get(), t1.get(), t2.get()}) {
+    ASSERT_THAT(t->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  }
+  t1->Kill9();
+  for (auto* t : {t0.get(), t2.get()}) {
+    std::string error = t->WaitForLine("AGENT_ERROR");
+    EXPECT_THAT(error, HasSubstr("unavailable"));
+    EXPECT_THAT(error, HasSubstr("worker:1"));
+  }
+}
+
+TEST(CoordMultiprocessTest, RestartWithNewIncarnationIsRejected) {
+  Service service = StartService(2, 2000);
+  auto t0 = StartTask(service.port, 0, 2000, "wait");
+  auto t1 = StartTask(service.port, 1, 2000, "wait");
+  ASSERT_THAT(t0->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  ASSERT_THAT(t1->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  t0->Kill9();
+  t0->Wait();
+  auto again = StartTask(service.port, 0, 2000, "wait");
+  std::string line = again->WaitForLine("CONNECT");
+  EXPECT_THAT(line, HasSubstr("CONNECT_ERROR aborted"));
+  EXPECT_THAT(line, HasSubstr("restarted"));
+  EXPECT_THAT(t1->WaitForLine("AGENT_ERROR"), HasSubstr("worker:0"));
+}
+
+TEST(CoordMultiprocessTest, RestartAcceptedWhenRecoverable) {
+  Service service = StartService(2, 2000, {"--recoverable-jobs", "worker"});
+  auto t0 = StartTask(service.port, 0, 2000, "wait");
+  auto t1 = StartTask(service.port, 1, 2000,
+                      "get:go:20000,barrier:b:20000,shutdown");
+  ASSERT_THAT(t0->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  ASSERT_THAT(t1->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  t0->Kill9();
+  t0->Wait();
+  auto again =
+      StartTask(service.port, 0, 2000, "set:go:1,barrier:b:20000,shutdown");
+  EXPECT_THAT(again->WaitForLine("CONNECT"), HasSubstr("CONNECTED"));
+  EXPECT_THAT(again->WaitForLine("BARRIER b"), HasSubstr("OK"));
+  EXPECT_THAT(t1->WaitForLine("BARRIER b"), HasSubstr("OK"));
+  EXPECT_THAT(t1->WaitForLine("DONE"), Not(IsEmpty()));
+  EXPECT_FALSE(t1->SawLineContaining("AGENT_ERROR"));
+}
+
+TEST(CoordMultiprocessTest, ServiceRestartIsDetected) {
+  Service service = StartService(2, 2000);
+  auto t0 = StartTask(service.port, 0, 2000, "wait");
+  ASSERT_THAT(t0->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  const int port = service.port;
+  service.process->Kill9();
+  service.process->Wait();
+  Service restarted = StartService(2, 2000, {}, port);
+  ASSERT_EQ(restarted.port, port);
+  std::string error = t0->WaitForLine("AGENT_ERROR");
+  // Normally the heartbeat reaches the new service, which names the
+  // restart; a slow restart is seen as lost contact instead.
+  EXPECT_THAT(error, ::testing::AnyOf(HasSubstr("restarted"),
+                                      HasSubstr("lost contact")));
+}
+
+TEST(CoordMultiprocessTest, DroppedConnectionThatRecoversIsNotAnError) {
+  Service service = StartService(2, 2000);
+  TcpProxy proxy(service.port);
+  const std::string actions =
+      "barrier:before:20000,get:go:20000,barrier:after:20000,shutdown";
+  auto t0 = StartTask(proxy.port(), 0, 2000, actions);  // through the proxy
+  auto t1 = StartTask(service.port, 1, 2000, actions);
+  ASSERT_THAT(t0->WaitForLine("BARRIER before"), HasSubstr("OK"));
+  ASSERT_THAT(t1->WaitForLine("BARRIER before"), HasSubstr("OK"));
+  // Both now wait for "go". Cut worker:0 off for ~0.5 s (a network blip,
+  // well inside the 2 s heartbeat timeout), then release both.
+  proxy.Pause();
+  absl::SleepFor(absl::Milliseconds(500));
+  proxy.Resume();
+  TestProcess setter({kTaskBinary, "set", "--coordinator",
+                      absl::StrCat("127.0.0.1:", service.port), "--key", "go",
+                      "--value", "1"});
+  EXPECT_THAT(setter.WaitForLine("SET"), HasSubstr("OK"));
+  for (auto* t : {t0.get(), t1.get()}) {
+    EXPECT_THAT(t->WaitForLine("GET go"), HasSubstr("GET go 1"));
+    EXPECT_THAT(t->WaitForLine("BARRIER after"), HasSubstr("OK"));
+    EXPECT_THAT(t->WaitForLine("SHUTDOWN"), HasSubstr("SHUTDOWN OK"));
+    EXPECT_FALSE(t->SawLineContaining("AGENT_ERROR"));
+  }
+}
+
+TEST(CoordMultiprocessTest, WrongTokenIsUnauthenticated) {
+  Service service = StartService(1, 2000, {"--token", "right-token"});
+  auto wrong = StartTask(service.port, 0, 2000, "", {"--token", "wrong-token"});
+  EXPECT_THAT(wrong->WaitForLine("CONNECT"),
+              HasSubstr("CONNECT_ERROR unauthenticated"));
+  auto missing = StartTask(service.port, 0, 2000, "");
+  EXPECT_THAT(missing->WaitForLine("CONNECT"),
+              HasSubstr("CONNECT_ERROR unauthenticated"));
+  auto right = StartTask(service.port, 0, 2000, "shutdown",
+                         {"--token", "right-token"});
+  EXPECT_THAT(right->WaitForLine("CONNECT"), HasSubstr("CONNECTED"));
+}
+
+}  // namespace
+}  // namespace cohort::testing

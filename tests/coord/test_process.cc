@@ -1,0 +1,204 @@
+#include "tests/coord/test_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+extern char** environ;
+
+namespace cohort::testing {
+
+TestProcess::TestProcess(const std::vector<std::string>& argv) {
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) std::abort();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, in[1]);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  std::vector<std::string> copy = argv;
+  std::vector<char*> args;
+  for (auto& a : copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) !=
+      0) {
+    std::cerr << "cannot start " << argv[0] << "\n";
+    std::abort();
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  close(in[0]);
+  close(out[1]);
+  stdin_fd_ = in[1];
+  stdout_fd_ = out[0];
+}
+
+TestProcess::~TestProcess() {
+  CloseStdin();
+  if (Wait(absl::Seconds(5)) == -1) {
+    Kill9();
+    Wait(absl::Seconds(5));
+  }
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+}
+
+void TestProcess::CloseStdin() {
+  if (stdin_fd_ >= 0) {
+    close(stdin_fd_);
+    stdin_fd_ = -1;
+  }
+}
+
+void TestProcess::Kill9() {
+  if (!exited_ && pid_ > 0) kill(pid_, SIGKILL);
+}
+
+int TestProcess::Wait(absl::Duration timeout) {
+  if (exited_) return 0;
+  const absl::Time end = absl::Now() + timeout;
+  int status = 0;
+  while (true) {
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exited_ = true;
+      return status;
+    }
+    if (absl::Now() >= end) return -1;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+bool TestProcess::SawLineContaining(const std::string& needle) const {
+  for (const auto& line : lines_) {
+    if (line.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string TestProcess::WaitForLine(const std::string& needle,
+                                     absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (true) {
+    while (consumed_ < lines_.size()) {
+      const std::string& line = lines_[consumed_++];
+      if (line.find(needle) != std::string::npos) return line;
+    }
+    if (stdout_fd_ < 0) return "";
+    const absl::Duration left = end - absl::Now();
+    if (left <= absl::ZeroDuration()) return "";
+    pollfd pfd{stdout_fd_, POLLIN, 0};
+    int r = poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    if (r <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(stdout_fd_, buf, sizeof(buf));
+    if (n <= 0) {
+      close(stdout_fd_);
+      stdout_fd_ = -1;
+      continue;
+    }
+    buffer_.append(buf, n);
+    size_t nl;
+    while ((nl = buffer_.find('\n')) != std::string::npos) {
+      lines_.push_back(buffer_.substr(0, nl));
+      buffer_.erase(0, nl + 1);
+    }
+  }
+}
+
+TcpProxy::TcpProxy(int target_port) : target_port_(target_port) {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd_, 64) != 0) {
+    std::abort();
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+}
+
+TcpProxy::~TcpProxy() {
+  stop_ = true;
+  shutdown(listen_fd_, SHUT_RDWR);
+  close(listen_fd_);
+  acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.join();
+}
+
+void TcpProxy::Pause() {
+  absl::MutexLock lock(&mu_);
+  paused_ = true;
+  for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
+}
+
+void TcpProxy::Resume() {
+  absl::MutexLock lock(&mu_);
+  paused_ = false;
+}
+
+void TcpProxy::AcceptLoop() {
+  while (!stop_) {
+    int client = accept(listen_fd_, nullptr, nullptr);
+    if (client < 0) {
+      if (stop_) return;
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    if (paused_) {
+      close(client);
+      continue;
+    }
+    int upstream = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(target_port_);
+    if (connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+        0) {
+      close(client);
+      close(upstream);
+      continue;
+    }
+    open_fds_.push_back(client);
+    open_fds_.push_back(upstream);
+    threads_.emplace_back([this, client, upstream] { Pump(client, upstream); });
+    threads_.emplace_back([this, client, upstream] { Pump(upstream, client); });
+  }
+}
+
+void TcpProxy::Pump(int from, int to) {
+  char buf[16384];
+  while (true) {
+    ssize_t n = read(from, buf, sizeof(buf));
+    if (n <= 0) break;
+    ssize_t off = 0;
+    while (off < n) {
+      ssize_t w = write(to, buf + off, n - off);
+      if (w <= 0) break;
+      off += w;
+    }
+    if (off < n) break;
+  }
+  shutdown(from, SHUT_RDWR);
+  shutdown(to, SHUT_RDWR);
+}
+
+}  // namespace cohort::testing
