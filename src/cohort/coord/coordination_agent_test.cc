@@ -287,5 +287,33 @@ TEST(CoordinationAgentTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
   }
 }
 
+TEST(CoordinationAgentTest, ReconnectsWithNewIncarnationWhenDeclaredDead) {
+  CoordinationServiceOptions service =
+      ServiceOptions(2, Env::Default(), absl::Seconds(2));
+  service.recoverable_jobs = {"worker"};
+  auto cluster = InProcessCluster::Create(service);
+  ASSERT_TRUE(cluster.ok());
+  CoordinationAgentOptions options;
+  options.task = TaskId{"worker", 0};
+  options.heartbeat_interval = absl::Milliseconds(100);
+  options.reconnect_after_heartbeat_timeout = true;
+  auto agent = (*cluster)->NewAgent(options);
+  ASSERT_TRUE((*agent)->Connect().ok());
+  const uint64_t first = (*agent)->incarnation();
+  // The service declares the task dead (as after a long stall).
+  ASSERT_TRUE((*cluster)
+                  ->service()
+                  ->ReportErrorToService(TaskId{"worker", 0},
+                                         absl::UnavailableError("stalled"))
+                  .ok());
+  ASSERT_TRUE(Eventually([&] { return (*agent)->incarnation() != first; }));
+  EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected);
+  auto states = (*cluster)->service()->GetTaskState({TaskId{"worker", 0}});
+  ASSERT_TRUE(states.ok());
+  EXPECT_EQ((*states)[0].state, TaskState::kConnected);
+  EXPECT_EQ((*states)[0].incarnation, (*agent)->incarnation());
+  EXPECT_TRUE((*cluster)->errors_for(TaskId{"worker", 0}).empty());
+}
+
 }  // namespace
 }  // namespace cohort::coord
