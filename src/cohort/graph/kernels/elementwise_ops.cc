@@ -233,8 +233,8 @@ absl::Status RegisterFloatKernels(KernelRegistry* r) {
 template <typename Src, typename Dst>
 absl::Status RegisterCast(KernelRegistry* r) {
   return r->Register<CastOp<Src, Dst>>(KernelDefBuilder("Cast")
-                                           .TypeConstraint<Src>("SrcT")
-                                           .TypeConstraint<Dst>("DstT"));
+                                           .TypeConstraint("SrcT", DataTypeToEnum<Src>::value)
+                                           .TypeConstraint("DstT", DataTypeToEnum<Dst>::value));
 }
 
 template <typename Src>

@@ -133,7 +133,7 @@ absl::Status XentShape(InferenceContext* c) {
   PartialTensorShape x;
   COHORT_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &x));
   PartialTensorShape labels;
-  if (c->op_def().name() == "SoftmaxCrossEntropyWithLogits") {
+  if (c->op_def().name == "SoftmaxCrossEntropyWithLogits") {
     COHORT_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &labels));
     COHORT_RETURN_IF_ERROR(c->Merge(x, labels, &x));
   } else {
@@ -160,9 +160,9 @@ absl::Status RegisterTyped(KernelRegistry* r) {
   COHORT_RETURN_IF_ERROR(
       r->Register<SoftmaxXentOp<T>>(def("SoftmaxCrossEntropyWithLogits")));
   COHORT_RETURN_IF_ERROR((r->Register<SparseSoftmaxXentOp<T, int32_t>>(
-      def("SparseSoftmaxCrossEntropyWithLogits").TypeConstraint<int32_t>("Tlabels"))));
+      def("SparseSoftmaxCrossEntropyWithLogits").TypeConstraint("Tlabels", DT_INT32))));
   COHORT_RETURN_IF_ERROR((r->Register<SparseSoftmaxXentOp<T, int64_t>>(
-      def("SparseSoftmaxCrossEntropyWithLogits").TypeConstraint<int64_t>("Tlabels"))));
+      def("SparseSoftmaxCrossEntropyWithLogits").TypeConstraint("Tlabels", DT_INT64))));
   return absl::OkStatus();
 }
 

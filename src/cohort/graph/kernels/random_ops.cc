@@ -11,6 +11,8 @@
 namespace cohort {
 namespace {
 
+constexpr double kPi = 3.14159265358979323846;
+
 template <typename T>
 T UniformFromBits(uint64_t bits);
 template <>
@@ -61,7 +63,7 @@ class RandomOp : public OpKernel {
       double u1 = 1.0 - UniformFromBits<double>(engine_());  // (0, 1]
       double u2 = UniformFromBits<double>(engine_());
       double r = std::sqrt(-2.0 * std::log(u1));
-      double theta = 2.0 * M_PI * u2;
+      double theta = 2.0 * kPi * u2;
       o[i] = static_cast<T>(r * std::cos(theta));
       if (i + 1 < n) o[i + 1] = static_cast<T>(r * std::sin(theta));
     }
