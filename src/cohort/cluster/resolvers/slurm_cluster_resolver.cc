@@ -139,6 +139,13 @@ SlurmClusterResolver::Create(Env* env, Options options) {
     num_tasks += count;
   }
 
+  if (num_tasks > kMaxExpandedEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Slurm resolver: the tasks per node add up to ", num_tasks,
+        " tasks, more than the supported ", kMaxExpandedEntries,
+        "; check SLURM_STEP_TASKS_PER_NODE and tasks_per_node"));
+  }
+
   r->gpus_per_node_ = options.gpus_per_node.has_value()
                           ? *options.gpus_per_node
                           : CountGpusForSlurm(env);

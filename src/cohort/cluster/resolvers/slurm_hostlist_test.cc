@@ -65,6 +65,7 @@ TEST(SlurmTasksPerNodeTest, Expands) {
               ElementsAre(13, 13, 13, 13, 13, 13, 13, 13, 13, 13));
   EXPECT_THAT(*ExpandTasksPerNode("1"), ElementsAre(1));
   EXPECT_THAT(*ExpandTasksPerNode("2(x1),0"), ElementsAre(2, 0));
+  EXPECT_THAT(*ExpandTasksPerNode("3(x0),1"), ElementsAre(1));
 }
 
 TEST(SlurmTasksPerNodeTest, MalformedListsNameTheValueAndGrammar) {
