@@ -88,6 +88,13 @@ class CaseContext {
   CaseContext(const Json& input, const AdapterRegistry* registry);
   ~CaseContext();
 
+  // The case's `input` with object keys in file order (Json sorts them);
+  // for values whose order is observable, such as a cluster's job order.
+  const nlohmann::ordered_json& ordered_input() const { return ordered_input_; }
+  void set_ordered_input(nlohmann::ordered_json input) {
+    ordered_input_ = std::move(input);
+  }
+
   FakeEnv* env() { return &env_; }
   // Null when the case has no `input.devices`.
   DeviceLister* devices() { return devices_.get(); }
@@ -106,6 +113,7 @@ class CaseContext {
 
  private:
   FakeEnv env_;
+  nlohmann::ordered_json ordered_input_;
   std::unique_ptr<DeviceLister> devices_;
   const AdapterRegistry* registry_;
   std::vector<std::shared_ptr<void>> keep_alive_;

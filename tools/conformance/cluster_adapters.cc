@@ -38,6 +38,16 @@ absl::StatusOr<ClusterSpec> Derive(const ClusterSpec& spec,
       absl::StrCat("unknown ClusterSpec derivation '", how, "'"));
 }
 
+// input[key] as a ClusterSpec whose jobs keep the case file's order.
+absl::StatusOr<ClusterSpec> OrderedSpec(CaseContext& ctx, const Json& input,
+                                        const char* key) {
+  const nlohmann::ordered_json& ordered = ctx.ordered_input();
+  if (ordered.is_object() && ordered.contains(key)) {
+    return ClusterSpec::FromJson(ordered[key], key);
+  }
+  return ClusterSpec::FromJson(Field(input, key), key);
+}
+
 Json ServerDefToJson(const ServerDef& def) {
   return {{"cluster", ClusterDefToJson(def.cluster())},
           {"job_name", def.job_name()},
@@ -52,7 +62,7 @@ class ClusterSpecAdapter : public Adapter {
   CaseRun Run(const Json& test_case, CaseContext& ctx) const override {
     const Json& input = Field(test_case, "input");
     CaseRun run;
-    auto spec = ClusterSpec::FromJson(Field(input, "cluster"), "cluster");
+    auto spec = OrderedSpec(ctx, input, "cluster");
     const Json& calls = Field(input, "calls");
     if (!calls.is_array()) return run;
     for (const Json& step : calls) {
@@ -78,14 +88,15 @@ class ClusterSpecAdapter : public Adapter {
         target = *std::move(derived);
         method = method.substr(dot + 1);
       }
-      run.steps.push_back(Call(target, method, step, input));
+      run.steps.push_back(Call(target, method, step, input, ctx));
     }
     return run;
   }
 
  private:
   static StepOutcome Call(const ClusterSpec& spec, const std::string& method,
-                          const Json& step, const Json& input) {
+                          const Json& step, const Json& input,
+                          CaseContext& ctx) {
     const Json& args = Field(step, "args");
     auto job = OptString(args, "job_name");
     if (!job.ok()) return StepOutcome::Error(job.status());
@@ -97,7 +108,7 @@ class ClusterSpecAdapter : public Adapter {
     if (method == "bool") return StepOutcome::Value(!spec.empty());
     if (method == "jobs") return StepOutcome::Value(spec.jobs());
     if (method == "eq") {
-      auto other = ClusterSpec::FromJson(Field(input, "other"), "other");
+      auto other = OrderedSpec(ctx, input, "other");
       if (!other.ok()) return StepOutcome::Error(other.status());
       return StepOutcome::Value(spec == *other);
     }

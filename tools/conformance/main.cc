@@ -193,6 +193,13 @@ int Main(int argc, char** argv) {
     }
     const Json& input = Field(test_case, "input");
     CaseContext ctx(input, &registry);
+    {
+      nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(
+          line, /*cb=*/nullptr, /*allow_exceptions=*/false);
+      if (ordered.is_object() && ordered.contains("input")) {
+        ctx.set_ordered_input(ordered["input"]);
+      }
+    }
     CaseRun run = adapter->Run(test_case, ctx);
     if (run.skip_reason) {
       ++skipped;

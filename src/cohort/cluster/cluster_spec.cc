@@ -25,29 +25,38 @@ bool IsDense(const ClusterSpec::TaskMap& tasks) {
 
 }  // namespace
 
-absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(const Json& json,
-                                                  absl::string_view what) {
+namespace {
+
+// Error messages render values through Json.
+const Json& AsJson(const Json& value) { return value; }
+Json AsJson(const nlohmann::ordered_json& value) {
+  return Json::parse(value.dump());
+}
+
+template <typename J>
+absl::StatusOr<ClusterSpec> ClusterSpecFromJson(const J& json,
+                                                absl::string_view what) {
   if (json.is_null()) return ClusterSpec();
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": the cluster must be a JSON object mapping job names to a list "
               "of \"host:port\" addresses or to an object from task index to "
               "address, got ",
-        JsonTypeName(json), " ", JsonPreview(json)));
+        JsonTypeName(AsJson(json)), " ", JsonPreview(AsJson(json))));
   }
   ClusterSpec spec;
   for (const auto& [job, value] : json.items()) {
-    TaskMap tasks;
+    ClusterSpec::TaskMap tasks;
     if (value.is_array()) {
       int index = 0;
-      for (const Json& address : value) {
+      for (const auto& address : value) {
         if (!address.is_string()) {
           return absl::InvalidArgumentError(absl::StrCat(
               what, ": task ", index, " of job '", job,
-              "' must be a \"host:port\" string, got ", JsonTypeName(address),
-              " ", JsonPreview(address)));
+              "' must be a \"host:port\" string, got ", JsonTypeName(AsJson(address)),
+              " ", JsonPreview(AsJson(address))));
         }
-        tasks[index++] = address.get<std::string>();
+        tasks[index++] = address.template get<std::string>();
       }
     } else if (value.is_object()) {
       for (const auto& [key, address] : value.items()) {
@@ -61,14 +70,14 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(const Json& json,
         if (!address.is_string()) {
           return absl::InvalidArgumentError(absl::StrCat(
               what, ": task ", index, " of job '", job,
-              "' must be a \"host:port\" string, got ", JsonTypeName(address),
-              " ", JsonPreview(address)));
+              "' must be a \"host:port\" string, got ", JsonTypeName(AsJson(address)),
+              " ", JsonPreview(AsJson(address))));
         }
         if (tasks.count(index) != 0) {
           return absl::InvalidArgumentError(absl::StrCat(
               what, ": job '", job, "' defines task index ", index, " twice"));
         }
-        tasks[index] = address.get<std::string>();
+        tasks[index] = address.template get<std::string>();
       }
     } else {
       // TensorFlow raises TypeError "The tasks for job %r must be a list or a
@@ -76,11 +85,23 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(const Json& json,
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": the tasks for job '", job,
           "' must be a list or a dictionary from integers to strings, got ",
-          JsonTypeName(value), " ", JsonPreview(value)));
+          JsonTypeName(AsJson(value)), " ", JsonPreview(AsJson(value))));
     }
     spec.SetJob(job, std::move(tasks));
   }
   return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(const Json& json,
+                                                  absl::string_view what) {
+  return ClusterSpecFromJson(json, what);
+}
+
+absl::StatusOr<ClusterSpec> ClusterSpec::FromJson(
+    const nlohmann::ordered_json& json, absl::string_view what) {
+  return ClusterSpecFromJson(json, what);
 }
 
 absl::StatusOr<ClusterSpec> ClusterSpec::FromClusterDef(const ClusterDef& def) {

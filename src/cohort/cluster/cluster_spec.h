@@ -40,6 +40,10 @@ class ClusterSpec {
   // InvalidArgument naming `what`, the job and the offending value.
   static absl::StatusOr<ClusterSpec> FromJson(const Json& json,
                                               absl::string_view what);
+  // The same from an order-preserving JSON value: jobs() then follows the
+  // object's key order (Json objects are sorted by key).
+  static absl::StatusOr<ClusterSpec> FromJson(const nlohmann::ordered_json& json,
+                                              absl::string_view what);
   // Parses a ClusterDef. A job named twice is InvalidArgument.
   static absl::StatusOr<ClusterSpec> FromClusterDef(const ClusterDef& def);
 

@@ -93,6 +93,17 @@ TEST(ClusterSpecTest, ClusterDefIsSortedAndRoundTrips) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ClusterSpecTest, OrderedJsonKeepsTheJobOrder) {
+  auto spec = ClusterSpec::FromJson(
+      nlohmann::ordered_json::parse(R"({"worker": ["w:1"], "chief": ["c:1"], "ps": {"2": "p:1"}})"),
+      "test");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->jobs(), ElementsAre("worker", "chief", "ps"));
+  EXPECT_EQ(*spec, Parse(R"({"ps": {"2": "p:1"}, "chief": ["c:1"], "worker": ["w:1"]})"));
+  auto bad = ClusterSpec::FromJson(nlohmann::ordered_json::parse(R"({"w": 5})"), "X");
+  EXPECT_THAT(bad.status().message(), HasSubstr("X: the tasks for job 'w'"));
+}
+
 TEST(ClusterSpecTest, JobsKeepInsertionOrderAndDebugStringSorts) {
   ClusterSpec spec;
   spec.SetJob("worker", std::vector<std::string>{"w0:1"});

@@ -49,9 +49,14 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view text,
       return FieldError(what, "cluster", *cluster,
                         "an object mapping job names to address lists");
     }
+    // Parsed once more keeping key order, so the jobs keep the order the
+    // user wrote them in (the text is known to be valid JSON here).
+    nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(
+        text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
     COHORT_ASSIGN_OR_RETURN(
         config.cluster,
-        ClusterSpec::FromJson(*cluster, absl::StrCat(what, " \"cluster\"")));
+        ClusterSpec::FromJson(ordered.is_object() ? ordered["cluster"] : ordered,
+                              absl::StrCat(what, " \"cluster\"")));
   }
   auto task = json.find("task");
   if (task != json.end() && !task->is_null()) {

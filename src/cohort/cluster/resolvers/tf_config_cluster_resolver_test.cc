@@ -80,6 +80,14 @@ TEST(TFConfigClusterResolverTest, OverridesWinAndZeroIsHonoured) {
   EXPECT_EQ(resolver.task_id(), 1);
 }
 
+TEST(TFConfigClusterResolverTest, JobsKeepTheOrderOfTfConfig) {
+  FakeEnv env;
+  env.SetVar("TF_CONFIG", R"({"cluster": {"worker": ["w:1"], "chief": ["c:1"]}})");
+  TFConfigClusterResolver resolver(&env);
+  EXPECT_EQ(resolver.cluster_spec()->jobs(),
+            (std::vector<std::string>{"worker", "chief"}));
+}
+
 TEST(TFConfigClusterResolverTest, NumericTaskTypeBecomesText) {
   FakeEnv env;
   env.SetVar("TF_CONFIG", R"({"cluster": {"123456": ["a:1"], "worker": ["w:1"]},
