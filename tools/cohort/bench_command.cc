@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/barrier/barrier_bench.h"
 #include "bench/coord/coord_bench.h"
 #include "tools/cohort/commands.h"
 
@@ -28,6 +29,9 @@ const BenchSuite kSuites[] = {
     {"coord", "coordination service: barrier release latency, KV throughput, "
               "increment round trip, 1,024-task registration",
      &bench::RunCoordBench},
+    {"barrier", "barrier execution mode: barrier and allGather (64 B) latency "
+                "for gangs of 2, 4, 8 processes, with the gloo peer",
+     &bench::RunBarrierBench},
 };
 
 void ListSuites(std::ostream& out) {

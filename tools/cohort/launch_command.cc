@@ -47,6 +47,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     int max_restarts = 0;
     double barrier_timeout_s = 365.0 * 24 * 3600;
     double stop_grace_s = 5;
+    double heartbeat_timeout_s = 10;
     std::string log_dir;
     bool quiet = false;
     std::vector<std::string> command;
@@ -79,6 +80,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
   launch->add_option("--stop-grace", flags->stop_grace_s,
                      "seconds between SIGTERM and SIGKILL when stopping tasks "
                      "(default 5)");
+  launch->add_option("--heartbeat-timeout", flags->heartbeat_timeout_s,
+                     "seconds without heartbeats after which the job's "
+                     "coordination service fails a connected task (default "
+                     "10)");
   launch->add_option("--log-dir", flags->log_dir,
                      "directory for per-task logs (default: a new directory "
                      "under $TMPDIR or /tmp)");
@@ -97,9 +102,17 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     options.max_restarts = flags->max_restarts;
     options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
     options.stop_grace = absl::Seconds(flags->stop_grace_s);
+    options.heartbeat_timeout = absl::Seconds(flags->heartbeat_timeout_s);
     options.log_dir = flags->log_dir;
     options.progress = !flags->quiet;
     options.command = flags->command;
+    // Tasks find this very binary in COHORT_BIN (for `cohort task ...`).
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (len > 0) {
+      options.extra_env.push_back(
+          "COHORT_BIN=" + std::string(self, static_cast<size_t>(len)));
+    }
 
     barrier::Launcher launcher(Env::Default(), options);
     // Ctrl-C and SIGTERM stop every task cleanly: the handler only writes to

@@ -72,6 +72,10 @@ absl::Status WriteEpochFile(const std::string& path, int64_t epoch) {
 
 }  // namespace
 
+struct BarrierTaskContext::StubHolder {
+  std::unique_ptr<cohort::BarrierCoordinatorService::Stub> stub;
+};
+
 absl::StatusOr<BarrierTaskContext*> BarrierTaskContext::Get() {
   static const auto* context =
       new absl::StatusOr<std::unique_ptr<BarrierTaskContext>>(
@@ -150,6 +154,8 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::Create(
   std::unique_ptr<BarrierTaskContext> ctx(
       new BarrierTaskContext(std::move(options)));
   ctx->channel_ = std::move(channel);
+  ctx->stub_ = std::make_unique<StubHolder>();
+  ctx->stub_->stub = cohort::BarrierCoordinatorService::NewStub(ctx->channel_);
   if (!ctx->options_.epoch_file.empty()) {
     absl::StatusOr<std::string> text =
         Env::Default()->ReadFile(ctx->options_.epoch_file);
@@ -172,6 +178,8 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::Create(
     return absl::InternalError(absl::StrCat(
         "barrier task context: eventfd failed: ", strerror(errno)));
   }
+  BarrierTaskContext* raw = ctx.get();
+  ctx->watcher_ = std::thread([raw] { raw->WatchForCancel(); });
   return ctx;
 }
 
@@ -183,7 +191,30 @@ BarrierTaskContext::BarrierTaskContext(Options options)
 BarrierTaskContext::~BarrierTaskContext() {
   BarrierTaskContext* self = this;
   g_context.compare_exchange_strong(self, nullptr);
+  if (watcher_.joinable()) {
+    shutting_down_.store(true);
+    Wake();
+    watcher_.join();
+  }
   if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void BarrierTaskContext::WatchForCancel() {
+  while (!shutting_down_.load()) {
+    pollfd pfd{wake_fd_, POLLIN, 0};
+    // Idle until a cancellation or the destructor writes to the eventfd.
+    if (poll(&pfd, 1, -1) > 0) {
+      uint64_t count;
+      ssize_t ignored = read(wake_fd_, &count, sizeof(count));
+      (void)ignored;
+    }
+    if (cancel_requested_.load()) CancelInFlight();
+  }
+}
+
+void BarrierTaskContext::CancelInFlight() {
+  absl::MutexLock lock(&mu_);
+  if (current_rpc_ != nullptr) current_rpc_->TryCancel();
 }
 
 int64_t BarrierTaskContext::epoch() const {
@@ -215,12 +246,14 @@ void BarrierTaskContext::Wake() {
 
 void BarrierTaskContext::Cancel() {
   cancel_requested_.store(true);
-  Wake();
+  CancelInFlight();
 }
 
 void BarrierTaskContext::CancelFromSignalHandler() {
   BarrierTaskContext* ctx = g_context.load();
-  if (ctx != nullptr) ctx->Cancel();  // an atomic store and a write(2)
+  if (ctx == nullptr) return;
+  ctx->cancel_requested_.store(true);  // lock-free
+  ctx->Wake();                         // write(2): the watcher cancels
 }
 
 absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
@@ -238,17 +271,25 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
     epoch = epoch_;
     in_flight_ = true;
   }
+  grpc::ClientContext rpc;
   struct ClearInFlight {
     BarrierTaskContext* self;
     ~ClearInFlight() {
       absl::MutexLock lock(&self->mu_);
       self->in_flight_ = false;
+      self->current_rpc_ = nullptr;
     }
   } clear_in_flight{this};
+  {
+    absl::MutexLock lock(&mu_);
+    current_rpc_ = &rpc;
+  }
 
   const std::string where =
       absl::StrCat(what, " of partition ", options_.partition_id, " (attempt ",
                    options_.attempt_number, ", barrier epoch ", epoch, ")");
+  // Checked after current_rpc_ is published: a Cancel() either sees the RPC
+  // or is seen here.
   if (cancel_requested_.load()) {
     return absl::CancelledError(
         absl::StrCat(where, " was cancelled: the task is being stopped"));
@@ -265,34 +306,13 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
   if (all_gather) request.set_message(message);
   cohort::BarrierSyncResponse response;
 
-  grpc::ClientContext rpc;
   const absl::Duration wait = options_.sync_timeout + kRpcDeadlineMargin;
   rpc.set_deadline(absl::ToChronoTime(absl::Now() + wait));
-
-  std::atomic<bool> done{false};
-  grpc::Status rpc_status;
-  auto stub = cohort::BarrierCoordinatorService::NewStub(channel_);
-  stub->async()->Sync(&rpc, &request, &response,
-                      [this, &done, &rpc_status](grpc::Status s) {
-                        rpc_status = std::move(s);
-                        done.store(true, std::memory_order_release);
-                        Wake();
-                      });
-  bool cancel_sent = false;
-  while (!done.load(std::memory_order_acquire)) {
-    if (cancel_requested_.load() && !cancel_sent) {
-      rpc.TryCancel();
-      cancel_sent = true;
-    }
-    pollfd pfd{wake_fd_, POLLIN, 0};
-    // The RPC deadline bounds this wait: the callback always runs by then.
-    int n = poll(&pfd, 1, -1);
-    if (n > 0) {
-      uint64_t count;
-      ssize_t ignored = read(wake_fd_, &count, sizeof(count));
-      (void)ignored;
-    }
-  }
+  // The synchronous call polls on this thread: no thread hand-off on the
+  // hot path. The RPC deadline bounds the wait.
+  const grpc::Status rpc_status = stub_->stub->Sync(&rpc, request, &response);
+  const bool cancel_sent = cancel_requested_.load() &&
+                           rpc_status.error_code() == grpc::StatusCode::CANCELLED;
   if (cancel_sent) {
     return absl::CancelledError(absl::StrCat(
         where, " was cancelled: the task is being stopped (the coordinator "

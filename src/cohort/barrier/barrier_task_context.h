@@ -13,6 +13,8 @@
 // Cancellation: Cancel() (thread-safe) and CancelFromSignalHandler()
 // (async-signal-safe) make a blocked Barrier()/AllGather() return Cancelled
 // at once; the RPC is cancelled, so the coordinator withdraws the request.
+// (The signal path sets a flag and writes to an eventfd; a small watcher
+// thread of the context turns that into the RPC's cancellation.)
 // Every later call fails with Cancelled too. A task killed by a signal with
 // the default action simply dies; its connection closes and the coordinator
 // withdraws its request the same way.
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -69,6 +72,8 @@ struct TaskInfo {
 };
 
 class BarrierTaskContext {
+  struct StubHolder;
+
  public:
   struct Options {
     std::string coordinator_address;  // "host:port"
@@ -139,16 +144,24 @@ class BarrierTaskContext {
   absl::StatusOr<std::vector<std::string>> Sync(bool all_gather,
                                                 const std::string& message);
   void Wake();
+  // Cancels the in-flight RPC, if any.
+  void CancelInFlight();
+  void WatchForCancel();
 
   const Options options_;
   std::shared_ptr<grpc::Channel> channel_;
-  // Woken by the RPC callback and by cancellation.
+  std::unique_ptr<StubHolder> stub_;
+  // Written by CancelFromSignalHandler() and the destructor.
   int wake_fd_ = -1;
   std::atomic<bool> cancel_requested_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::thread watcher_;
 
   mutable absl::Mutex mu_;
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  // The in-flight call's context, for cancellation.
+  grpc::ClientContext* current_rpc_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace cohort::barrier

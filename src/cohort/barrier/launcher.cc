@@ -23,6 +23,7 @@
 #include "cohort/barrier/process.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/coordination_server.h"
 
 namespace cohort::barrier {
 namespace {
@@ -30,6 +31,8 @@ namespace {
 constexpr int64_t kStageId = 0;
 // How often the progress line may change.
 constexpr absl::Duration kProgressInterval = absl::Seconds(1);
+// How often the coordination service's view of the tasks is checked.
+constexpr absl::Duration kHealthInterval = absl::Milliseconds(250);
 
 std::string FormatWallTime(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", t, absl::UTCTimeZone());
@@ -276,6 +279,17 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     coordinator_address = barrier_address;
   }
 
+  std::unique_ptr<coord::CoordinationServer> coordination;
+  if (options.coordination_service) {
+    coord::CoordinationServerOptions co;
+    co.address = absl::StrCat(options.host, ":0");
+    co.service.env = env;
+    co.service.heartbeat_timeout = options.heartbeat_timeout;
+    for (const TaskSpec& t : tasks) ++co.service.jobs[t.job];
+    COHORT_ASSIGN_OR_RETURN(coordination,
+                            coord::CoordinationServer::Start(std::move(co)));
+  }
+
   std::vector<std::unique_ptr<Running>> running;
   std::atomic<int64_t> abandon_output{INT64_MAX};
   absl::Status spawn_error;
@@ -287,6 +301,10 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     vars.push_back(absl::StrCat(kEnvTaskName, "=", spec.Name()));
     vars.push_back(absl::StrCat(kEnvAttemptNumber, "=", attempt));
     vars.push_back(absl::StrCat(kEnvStageId, "=", kStageId));
+    if (coordination != nullptr) {
+      vars.push_back(
+          absl::StrCat(kEnvCoordinationAddress, "=", coordination->target()));
+    }
     if (spec.partition_id >= 0) {
       vars.push_back(absl::StrCat(kEnvBarrierAddress, "=", coordinator_address));
       vars.push_back(absl::StrCat(kEnvPartitionId, "=", spec.partition_id));
@@ -346,7 +364,12 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
       std::count_if(tasks.begin(), tasks.end(),
                     [](const TaskSpec& t) { return t.job != "ps"; }));
   int root_cause = -1;
+  std::string root_reason;  // "exited with code 3", "lost heartbeat: ..."
+  absl::Time root_when;
+  int root_code = 1;
+  int stopped_others = 0;  // tasks still running when the attempt failed
   absl::Time kill_at = absl::InfiniteFuture();
+  absl::Time next_health_check = env->Now() + kHealthInterval;
   absl::Time next_progress = env->Now();
   std::string last_progress;
 
@@ -360,6 +383,34 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     stopping = true;
     stop_all(SIGTERM);
     kill_at = env->Now() + options.stop_grace;
+  };
+
+  // The first failure of this attempt stops it; later ones change nothing
+  // (AttemptTracker::kAlreadyFailing, often the tasks our SIGTERM ended).
+  auto fail = [&](int task, const std::string& reason, absl::Time when,
+                  int code) {
+    const AttemptTracker::Decision decision = tracker.ReportFailure(attempt);
+    if (decision != AttemptTracker::Decision::kRetry &&
+        decision != AttemptTracker::Decision::kGiveUp) {
+      return;
+    }
+    root_cause = task;
+    root_reason = reason;
+    root_when = when;
+    root_code = code != 0 ? code : 1;
+    outcome = Outcome::kFailed;
+    for (int i = 0; i < static_cast<int>(running.size()); ++i) {
+      if (i != task && !running[i]->exited) ++stopped_others;
+    }
+    std::optional<GangSnapshot> gang = coordinator->Snapshot(kStageId, attempt);
+    if (gang.has_value() && !gang->failure.ok()) {
+      result.failure_summary =
+          absl::StrCat("barrier: ", gang->failure.message());
+    }
+    coordinator->ClearStage(
+        kStageId, attempt,
+        absl::StrCat("task ", running[task]->spec.Name(), " ", reason));
+    begin_stop();
   };
 
   if (!spawn_error.ok()) {
@@ -384,8 +435,11 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
       auto has_events = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
         return !events.empty();
       };
-      absl::Time deadline = std::min(kill_at, next_progress);
-      if (!options.progress) deadline = kill_at;
+      absl::Time deadline = kill_at;
+      if (options.progress) deadline = std::min(deadline, next_progress);
+      if (coordination != nullptr) {
+        deadline = std::min(deadline, next_health_check);
+      }
       env->AwaitWithDeadline(&mu, absl::Condition(&has_events), deadline);
       batch.swap(events);
     }
@@ -421,26 +475,34 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
         continue;
       }
       if (succeeded || outcome == Outcome::kStopped) continue;
-      const AttemptTracker::Decision decision = tracker.ReportFailure(attempt);
-      if (decision == AttemptTracker::Decision::kRetry ||
-          decision == AttemptTracker::Decision::kGiveUp) {
-        root_cause = e.task;
-        outcome = Outcome::kFailed;
-        std::optional<GangSnapshot> gang =
-            coordinator->Snapshot(kStageId, attempt);
-        if (gang.has_value() && !gang->failure.ok()) {
-          result.failure_summary =
-              absl::StrCat("barrier: ", gang->failure.message());
-        }
-        coordinator->ClearStage(
-            kStageId, attempt,
-            absl::StrCat("task ", t.spec.Name(), " ", e.exit.Describe()));
-        begin_stop();
-      }
+      fail(e.task, e.exit.Describe(), e.when, e.exit.ShellCode());
       // kAlreadyFailing: a second failure of a failing attempt (often our own
       // SIGTERM): it changes nothing.
     }
     const absl::Time now = env->Now();
+    if (coordination != nullptr && now >= next_health_check) {
+      next_health_check = now + kHealthInterval;
+      if (!stopping) {
+        absl::StatusOr<std::vector<coord::TaskStateSnapshot>> states =
+            coordination->service()->GetTaskState({});
+        if (states.ok()) {
+          for (const coord::TaskStateSnapshot& st : *states) {
+            if (st.state != coord::TaskState::kError) continue;
+            for (int i = 0; i < started; ++i) {
+              if (running[i]->exited || running[i]->spec.job != st.task.job ||
+                  running[i]->spec.index != st.task.index) {
+                continue;
+              }
+              fail(i,
+                   absl::StrCat("was failed by the coordination service: ",
+                                st.error.message()),
+                   st.error_time, 1);
+            }
+            if (stopping) break;
+          }
+        }
+      }
+    }
     if (stopping && !killed && now >= kill_at) {
       stop_all(SIGKILL);
       killed = true;
@@ -484,10 +546,10 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     std::vector<std::string> lines;
     lines.push_back(absl::StrCat(
         "attempt ", attempt, " failed: task ", t.spec.Name(), " (pid ",
-        t.process->pid(), ") ", t.exit.Describe(), " at ",
-        FormatWallTime(t.exited_at), ", ",
-        absl::FormatDuration(absl::Trunc(t.exited_at - t.started,
-                                         absl::Milliseconds(1))),
+        t.process->pid(), ") ", root_reason, " at ", FormatWallTime(root_when),
+        ", ",
+        absl::FormatDuration(
+            absl::Trunc(root_when - t.started, absl::Milliseconds(1))),
         " after it started"));
     if (!result.failure_summary.empty()) lines.push_back(result.failure_summary);
     {
@@ -496,20 +558,14 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
                                    " line(s) of ", t.log_path, ":"));
       for (const std::string& l : t.output->tail) lines.push_back("  | " + l);
     }
-    int others = 0;
-    for (const auto& r : running) {
-      if (r.get() != &t && r->exit.signaled &&
-          (r->exit.value == SIGTERM || r->exit.value == SIGKILL)) {
-        ++others;
-      }
-    }
-    lines.push_back(absl::StrCat("stopped ", others,
+    lines.push_back(absl::StrCat("stopped ", stopped_others,
                                  " other task(s) of attempt ", attempt));
     result.failure_summary = absl::StrJoin(lines, "\n");
-    result.exit_code = t.exit.ShellCode() != 0 ? t.exit.ShellCode() : 1;
+    result.exit_code = root_code;
     for (const std::string& l : lines) Message(l);
   }
   if (outcome == Outcome::kStopped) result.exit_code = 130;
+  if (coordination != nullptr) coordination->Stop();
   return outcome;
 }
 

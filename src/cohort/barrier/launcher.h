@@ -9,8 +9,10 @@
 //   absl::StatusOr<LaunchResult> result = launcher.Run();   // blocks
 //
 // What a task gets: TF_CONFIG (cluster of 127.0.0.1 addresses on free ports,
-// and its own task), COHORT_TASK_NAME ("worker:1"), and for gang members
-// (chief and workers) the BarrierTaskContext variables (barrier_task_context.h).
+// and its own task), COHORT_TASK_NAME ("worker:1"), the address of the job's
+// coordination service (kEnvCoordinationAddress; one service per attempt,
+// hosted by the launcher), and for gang members (chief and workers) the
+// BarrierTaskContext variables (barrier_task_context.h).
 // Partition ids: the chief is partition 0 when present, then the workers in
 // index order. ps and evaluator tasks are not in the barrier gang.
 //
@@ -19,7 +21,8 @@
 // messages (progress, root-cause summary) go to `messages`.
 //
 // Failure handling: when a task of the current attempt exits non-zero or by
-// a signal, the launcher stops every task of that attempt (SIGTERM to each
+// a signal, or the coordination service puts it in ERROR (its heartbeats
+// stopped for heartbeat_timeout, or it reported an error), the launcher stops every task of that attempt (SIGTERM to each
 // task's process group, SIGKILL after `stop_grace`), clears the attempt's
 // barrier state, prints one root-cause summary (task, exit code or signal,
 // when, last lines of its log) and, while restarts remain, starts the whole
@@ -48,6 +51,10 @@
 
 namespace cohort::barrier {
 
+// "host:port" of the job's coordination service, for CoordinationAgent.
+inline constexpr char kEnvCoordinationAddress[] =
+    "COHORT_COORDINATION_SERVICE_ADDRESS";
+
 struct LaunchOptions {
   // Job shape: either num_workers alone (`-n N`), or chief/workers/ps/
   // evaluator like a TensorFlow cluster.
@@ -69,6 +76,11 @@ struct LaunchOptions {
   std::vector<std::string> command;
   // The address tasks and the coordinator listen on.
   std::string host = "127.0.0.1";
+  // Host a coordination service for each attempt (tasks that connect a
+  // CoordinationAgent are then also watched for lost heartbeats).
+  bool coordination_service = true;
+  // A connected task silent this long is failed (the service's rule).
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
   // Time between SIGTERM and SIGKILL when stopping tasks.
   absl::Duration stop_grace = absl::Seconds(5);
   // Lines of a failed task's log shown in the root-cause summary.

@@ -1,0 +1,297 @@
+#include "bench/barrier/barrier_bench.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "cohort/barrier/barrier_task_context.h"
+#include "cohort/barrier/launcher.h"
+#include "cohort/base/env.h"
+#include "cohort/base/json.h"
+
+namespace cohort::bench {
+namespace {
+
+constexpr char kResultTag[] = "BENCH ";
+
+struct Flags {
+  std::vector<int> sizes = {2, 4, 8};
+  int reps = 3;
+  int iters = 300;
+  int gather_iters = 200;
+  std::string peer_script;
+  bool no_peer = false;
+  bool child = false;
+};
+
+bool ParseFlags(const std::vector<std::string>& args, Flags& f,
+                std::string& error) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string& out) {
+      if (i + 1 >= args.size()) {
+        error = a + " needs a value";
+        return false;
+      }
+      out = args[++i];
+      return true;
+    };
+    auto int_value = [&](int& out) {
+      std::string v;
+      if (!value(v)) return false;
+      if (!absl::SimpleAtoi(v, &out) || out <= 0) {
+        error = a + " must be a positive integer, got \"" + v + "\"";
+        return false;
+      }
+      return true;
+    };
+    if (a == "--child") {
+      f.child = true;
+    } else if (a == "--no-peer") {
+      f.no_peer = true;
+    } else if (a == "--reps") {
+      if (!int_value(f.reps)) return false;
+    } else if (a == "--iters") {
+      if (!int_value(f.iters)) return false;
+    } else if (a == "--gather-iters") {
+      if (!int_value(f.gather_iters)) return false;
+    } else if (a == "--peer-script") {
+      if (!value(f.peer_script)) return false;
+    } else if (a == "--sizes") {
+      std::string v;
+      if (!value(v)) return false;
+      f.sizes.clear();
+      for (absl::string_view s : absl::StrSplit(v, ',')) {
+        int n;
+        if (!absl::SimpleAtoi(s, &n) || n <= 0) {
+          error = "--sizes must be positive integers, got \"" + v + "\"";
+          return false;
+        }
+        f.sizes.push_back(n);
+      }
+    } else {
+      error = "unknown flag \"" + a +
+              "\"; flags: --sizes 2,4,8 --reps 3 --iters 300 --gather-iters "
+              "200 --peer-script PATH --no-peer";
+      return false;
+    }
+  }
+  return true;
+}
+
+// The peer kit's percentile: nearest rank on (n - 1).
+double Percentile(std::vector<double> xs, double p) {
+  std::sort(xs.begin(), xs.end());
+  const long k = std::lround(p / 100.0 * static_cast<double>(xs.size() - 1));
+  return xs[std::min<size_t>(xs.size() - 1, static_cast<size_t>(std::max(0L, k)))];
+}
+
+double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+// One task of the gang: time syncs back to back; partition 0 reports.
+int RunChild(const Flags& f) {
+  auto ctx = barrier::BarrierTaskContext::Get();
+  if (!ctx.ok()) {
+    std::cerr << ctx.status().message() << std::endl;
+    return 1;
+  }
+  barrier::BarrierTaskContext& task = **ctx;
+  using Clock = std::chrono::steady_clock;
+  auto time_loop = [&](int iters, int warmup, auto&& op,
+                       std::vector<double>& out) -> absl::Status {
+    for (int i = 0; i < warmup; ++i) {
+      if (absl::Status s = op(); !s.ok()) return s;
+    }
+    if (absl::Status s = task.Barrier(); !s.ok()) return s;
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = Clock::now();
+      if (absl::Status s = op(); !s.ok()) return s;
+      out.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    return absl::OkStatus();
+  };
+  std::vector<double> barrier_us, gather_us;
+  absl::Status s =
+      time_loop(f.iters, 20, [&] { return task.Barrier(); }, barrier_us);
+  const std::string message(64, 's');
+  if (s.ok()) {
+    s = time_loop(
+        f.gather_iters, 10,
+        [&] { return task.AllGather(message).status(); }, gather_us);
+  }
+  if (!s.ok()) {
+    std::cerr << s.message() << std::endl;
+    return 1;
+  }
+  if (task.partition_id() != 0) return 0;
+  const int world = task.num_tasks();
+  auto emit = [&](const char* metric, Json params, double value) {
+    params["world"] = world;
+    Json line{{"suite", "barrier"}, {"metric", metric},
+              {"params", params},   {"value", Round3(value)},
+              {"unit", "us"}};
+    std::cout << kResultTag << JsonDump(line) << std::endl;
+  };
+  emit("barrier_p50", Json::object(), Percentile(barrier_us, 50));
+  emit("barrier_p99", Json::object(), Percentile(barrier_us, 99));
+  emit("all_gather_object_p50", Json{{"bytes", 64}}, Percentile(gather_us, 50));
+  emit("all_gather_object_p99", Json{{"bytes", 64}}, Percentile(gather_us, 99));
+  return 0;
+}
+
+std::vector<std::string> SelfCommand() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  const std::string exe(self, len > 0 ? static_cast<size_t>(len) : 0);
+  // Inside the `cohort` binary the suite is reached through `bench barrier`.
+  if (absl::EndsWith(exe, "/cohort")) return {exe, "bench", "barrier"};
+  return {exe};
+}
+
+void PrintLine(const Json& line) {
+  std::cout << JsonDump(line) << std::endl;
+}
+
+int RunGangs(const Flags& f) {
+  int rc = 0;
+  for (int world : f.sizes) {
+    for (int rep = 0; rep < f.reps; ++rep) {
+      barrier::LaunchOptions options;
+      options.num_workers = world;
+      options.command = SelfCommand();
+      for (const std::string& a :
+           {std::string("--child"), std::string("--iters"),
+            std::to_string(f.iters), std::string("--gather-iters"),
+            std::to_string(f.gather_iters)}) {
+        options.command.push_back(a);
+      }
+      options.progress = false;
+      options.stop_grace = absl::Seconds(2);
+      absl::Mutex mu;
+      std::vector<std::string> results, messages;
+      options.output = [&](const std::string& line) {
+        absl::MutexLock lock(&mu);
+        const std::string tag = std::string("[worker:0] ") + kResultTag;
+        if (absl::StartsWith(line, tag)) {
+          results.push_back(line.substr(tag.size()));
+        } else {
+          messages.push_back(line);
+        }
+      };
+      options.messages = [&](const std::string& line) {
+        absl::MutexLock lock(&mu);
+        messages.push_back(line);
+      };
+      barrier::Launcher launcher(Env::Default(), options);
+      absl::StatusOr<barrier::LaunchResult> result = launcher.Run();
+      absl::MutexLock lock(&mu);
+      if (!result.ok() || !result->succeeded || results.empty()) {
+        rc = 1;
+        const std::string why =
+            !result.ok() ? std::string(result.status().message())
+                         : absl::StrJoin(messages, "\n");
+        PrintLine(Json{{"suite", "barrier"},
+                       {"error", why},
+                       {"params", {{"world", world}}},
+                       {"rep", rep}});
+      }
+      for (const std::string& r : results) {
+        absl::StatusOr<Json> line = ParseJson(r, "benchmark child output");
+        if (!line.ok()) continue;
+        (*line)["rep"] = rep;
+        (*line)["note"] =
+            "processes started by cohort launch; gRPC to a coordinator in "
+            "the launcher";
+        PrintLine(*line);
+      }
+      if (result.ok()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(result->log_dir, ignored);
+      }
+    }
+  }
+  return rc;
+}
+
+// Runs the peer kit's gloo benchmark for the same sizes, passing its lines
+// through. Returns false when it could not run (an "error" line says why).
+void RunPeer(const Flags& f) {
+  std::string script = f.peer_script;
+  if (script.empty()) {
+    for (const char* candidate :
+         {"../shared/bench-peers/gloo_bench.py",
+          "/work/shared/bench-peers/gloo_bench.py"}) {
+      if (access(candidate, R_OK) == 0) {
+        script = candidate;
+        break;
+      }
+    }
+  }
+  if (script.empty() || access(script.c_str(), R_OK) != 0) {
+    PrintLine(Json{{"suite", "gloo"},
+                   {"error", "peer kit not found (gloo_bench.py); pass "
+                             "--peer-script PATH"}});
+    return;
+  }
+  if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    PrintLine(Json{
+        {"suite", "gloo"},
+        {"error",
+         "torch is not installed for /usr/bin/python3 (Debian python3-torch); "
+         "compare with the peer kit's recorded results instead"}});
+    return;
+  }
+  std::vector<std::string> sizes;
+  for (int n : f.sizes) sizes.push_back(std::to_string(n));
+  const std::string command = absl::StrCat(
+      "/usr/bin/python3 '", script, "' --world-sizes ", absl::StrJoin(sizes, ","),
+      " --reps ", f.reps, " 2>/dev/null");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    PrintLine(Json{{"suite", "gloo"}, {"error", "cannot run " + command}});
+    return;
+  }
+  char buf[8192];
+  while (fgets(buf, sizeof(buf), pipe) != nullptr) {
+    std::string line(buf);
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    // Only the latency metrics this suite compares against.
+    if (line.find("\"barrier_p") != std::string::npos ||
+        line.find("\"all_gather_object_p") != std::string::npos ||
+        line.find("\"error\"") != std::string::npos) {
+      std::cout << line << std::endl;
+    }
+  }
+  pclose(pipe);
+}
+
+}  // namespace
+
+int RunBarrierBench(const std::vector<std::string>& args) {
+  Flags flags;
+  std::string error;
+  if (!ParseFlags(args, flags, error)) {
+    std::cerr << "cohort bench barrier: " << error << std::endl;
+    return 1;
+  }
+  if (flags.child) return RunChild(flags);
+  const int rc = RunGangs(flags);
+  if (!flags.no_peer) RunPeer(flags);
+  return rc;
+}
+
+}  // namespace cohort::bench

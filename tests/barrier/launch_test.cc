@@ -1,0 +1,297 @@
+// Multi-process tests of barrier execution mode: real gangs of processes
+// started by `cohort launch` (the binary next to this test in <build>/bin),
+// synchronising through `cohort task ...` from /bin/sh and through the C++
+// API (examples/barrier/gang_job.cc). One scenario per behaviour of Spark's
+// BarrierTaskContextSuite and the gang-retry rules (docs/barrier.md).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "cohort/barrier/process.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::barrier {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string BinDir() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
+  return path.substr(0, path.rfind('/'));
+}
+
+struct LaunchRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr of `cohort launch`
+  absl::Duration elapsed;
+};
+
+class LaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cohort_ = BinDir() + "/cohort";
+    dir_ = absl::StrCat(::testing::TempDir(), "/barrier_launch_test.", getpid(),
+                        ".", absl::ToUnixNanos(absl::Now()));
+    ASSERT_EQ(system(("mkdir -p " + dir_).c_str()), 0);
+  }
+
+  // Starts `cohort launch FLAGS -- /bin/sh -c SCRIPT`. In SCRIPT, $C is the
+  // cohort binary, $P the partition id, $A the attempt, $D a scratch dir.
+  std::unique_ptr<Subprocess> Start(const std::vector<std::string>& flags,
+                                    const std::string& script) {
+    std::vector<std::string> argv = {cohort_, "launch", "--quiet", "--log-dir",
+                                     dir_ + "/logs"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    for (const std::string& a :
+         {std::string("/bin/sh"), std::string("-c"),
+          "C=" + cohort_ + "; D=" + dir_ +
+              "; P=$COHORT_PARTITION_ID; A=$COHORT_ATTEMPT_NUMBER; " + script}) {
+      argv.push_back(a);
+    }
+    return Launch(argv);
+  }
+  std::unique_ptr<Subprocess> Launch(const std::vector<std::string>& argv) {
+    auto p = Subprocess::Spawn(argv, EnvironmentWith({}));
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? std::move(p).value() : nullptr;
+  }
+  // Collects the output until EOF, then the exit code.
+  LaunchRun Finish(Subprocess& p, absl::Time start) {
+    LaunchRun r;
+    char buf[4096];
+    for (ssize_t n; (n = read(p.output_fd(), buf, sizeof(buf))) > 0;) {
+      r.output.append(buf, static_cast<size_t>(n));
+    }
+    r.exit_code = p.Wait().ShellCode();
+    r.elapsed = absl::Now() - start;
+    return r;
+  }
+  LaunchRun Launch(const std::vector<std::string>& flags, const std::string& script) {
+    const absl::Time start = absl::Now();
+    auto p = Start(flags, script);
+    if (p == nullptr) return LaunchRun{};
+    return Finish(*p, start);
+  }
+
+  std::string cohort_;
+  std::string dir_;
+};
+
+// Lines "[worker:N] <prefix><rest>" of the output: the <rest> parts.
+std::vector<std::string> Tagged(const std::string& output,
+                                const std::string& prefix) {
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    const size_t at = line.find("] " + prefix);
+    if (line.rfind("[worker:", 0) == 0 && at != absl::string_view::npos) {
+      out.emplace_back(line.substr(at + 2 + prefix.size()));
+    }
+  }
+  return out;
+}
+
+// Spark #1 and #2: tasks arrive at different times; all leave the barrier
+// within one second of each other, and allGather is ordered by partition.
+TEST_F(LaunchTest, GlobalSyncAndOrderedAllGather) {
+  LaunchRun r = Launch({"-n", "4"},
+                 "sleep 0.$(( (P * 3) % 5 )); $C task barrier || exit 1; "
+                 "echo left=$(date +%s%N); "
+                 "echo gathered=$($C task allgather $P)");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> left = Tagged(r.output, "left=");
+  ASSERT_EQ(left.size(), 4u) << r.output;
+  std::vector<int64_t> nanos;
+  for (const std::string& l : left) {
+    int64_t v;
+    ASSERT_TRUE(absl::SimpleAtoi(l, &v)) << l;
+    nanos.push_back(v);
+  }
+  auto [lo, hi] = std::minmax_element(nanos.begin(), nanos.end());
+  EXPECT_LE(*hi - *lo, 1'000'000'000) << r.output;
+  std::vector<std::string> gathered = Tagged(r.output, "gathered=");
+  ASSERT_EQ(gathered.size(), 4u) << r.output;
+  for (const std::string& g : gathered) {
+    EXPECT_EQ(g, R"(["0","1","2","3"])");
+  }
+}
+
+// Spark #4 and #5: several syncs in a row from separate `cohort task`
+// processes; the epoch advances with each.
+TEST_F(LaunchTest, SeveralBarriersThenAllGather) {
+  LaunchRun r = Launch({"-n", "3"},
+                 "$C task barrier && $C task barrier && "
+                 "echo gathered=$($C task allgather p$P) && "
+                 "echo epoch=$(cat $COHORT_BARRIER_EPOCH_FILE) && "
+                 "echo info=$($C task info)");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(Tagged(r.output, "gathered="),
+              ::testing::Each(std::string(R"(["p0","p1","p2"])")));
+  EXPECT_THAT(Tagged(r.output, "epoch="), ::testing::Each(std::string("3")));
+  EXPECT_THAT(r.output, HasSubstr(R"([worker:2] info={"attempt_number":0,"num_tasks":3,"partition_id":2,"task_infos":[{"address":"127.0.0.1:)"));
+}
+
+// Spark #3: partition 0 calls barrier, the others allGather: the job fails.
+TEST_F(LaunchTest, MixedMethodsFailTheJob) {
+  LaunchRun r = Launch({"-n", "3"},
+                 "if [ $P = 0 ]; then exec $C task barrier; fi; "
+                 "exec $C task allgather x");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("Different barrier sync types found"));
+}
+
+// Spark #6 and #7: one task never calls barrier; the coordinator's timeout
+// fails the others with Spark's message, naming the missing partition.
+TEST_F(LaunchTest, TaskThatNeverCallsBarrierTimesOut) {
+  LaunchRun r = Launch({"-n", "3", "--barrier-timeout", "1"},
+                 "if [ $P = 2 ]; then exec sleep 30; fi; exec $C task barrier");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output,
+              HasSubstr("The coordinator didn't get all barrier sync requests "
+                        "for barrier epoch 0 from Stage 0 (Attempt 0) within "
+                        "1 second(s)."));
+  EXPECT_THAT(r.output, HasSubstr("did not arrive: [2]"));
+  EXPECT_LT(r.elapsed, absl::Seconds(20));
+}
+
+// Spark #8: one task skips its first barrier; the second sync times out.
+TEST_F(LaunchTest, UnequalNumberOfBarrierCallsTimesOut) {
+  LaunchRun r = Launch({"-n", "3", "--barrier-timeout", "1"},
+                 "$C task barrier || exit 1; "
+                 "if [ $P = 0 ]; then exit 0; fi; exec $C task barrier");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("for barrier epoch 1"));
+  EXPECT_THAT(r.output, HasSubstr("did not arrive: [0]"));
+}
+
+// Spark #9 and #11: a task fails while the others wait at a barrier with a
+// 365-day timeout; they are stopped at once and the summary names the task.
+TEST_F(LaunchTest, FailureWhileOthersWaitStopsEveryone) {
+  LaunchRun r = Launch({"-n", "4"},
+                 "if [ $P = 1 ]; then echo giving up; exit 3; fi; "
+                 "exec $C task barrier");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("attempt 0 failed: task worker:1"));
+  EXPECT_THAT(r.output, HasSubstr("exited with code 3"));
+  EXPECT_THAT(r.output, HasSubstr("| giving up"));
+  EXPECT_THAT(r.output, HasSubstr("stopped 3 other task(s) of attempt 0"));
+  EXPECT_LT(r.elapsed, absl::Seconds(10));
+}
+
+// Spark #23/#30: more tasks than slots fails before anything starts.
+TEST_F(LaunchTest, SlotsCheckFailsBeforeStarting) {
+  LaunchRun r = Launch({"-n", "5", "--slots", "4"}, "echo task-ran");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output,
+              HasSubstr("requires more slots than the total number of slots"));
+  EXPECT_THAT(r.output, Not(HasSubstr("task-ran")));
+}
+
+// Spark #25/#26: a failure reruns the whole gang as the next attempt, whose
+// syncs start from epoch 0 in a fresh barrier state.
+TEST_F(LaunchTest, WholeGangRetryWithNextAttemptNumber) {
+  LaunchRun r = Launch({"-n", "3", "--max-restarts", "2"},
+                 "$C task barrier || exit 1; "
+                 "if [ $A = 0 ] && [ $P = 1 ]; then exit 7; fi; "
+                 "echo gathered=$($C task allgather a$A)");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("restarting the whole gang as attempt 1"));
+  EXPECT_THAT(Tagged(r.output, "gathered="),
+              ::testing::Contains(std::string(R"(["a1","a1","a1"])")));
+  EXPECT_THAT(r.output, Not(HasSubstr("attempt 2")));
+}
+
+// Spark #28: two failures in one attempt cause one retry.
+TEST_F(LaunchTest, TwoFailuresCauseOneRetry) {
+  LaunchRun r = Launch({"-n", "3", "--max-restarts", "3"},
+                 "echo $A >> $D/attempts.$P; "
+                 "if [ $A = 0 ] && [ $P != 0 ]; then exit 5; fi; "
+                 "exec $C task barrier");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir_ + "/attempts.0");
+  std::string content((std::istreambuf_iterator<char>(in)),
+                      std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "0\n1\n");
+}
+
+// Ctrl-C stops every task cleanly and the launcher exits 130.
+TEST_F(LaunchTest, InterruptStopsEveryTask) {
+  const absl::Time start = absl::Now();
+  auto p = Start({"-n", "3"},
+                 "echo $$ > $D/pid.$P; if [ $P = 0 ]; then exec sleep 60; fi; "
+                 "exec $C task barrier");
+  ASSERT_NE(p, nullptr);
+  std::vector<int> pids;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (pids.size() < 3 && absl::Now() < deadline) {
+    pids.clear();
+    for (int i = 0; i < 3; ++i) {
+      std::ifstream in(absl::StrCat(dir_, "/pid.", i));
+      int pid;
+      if (in >> pid) pids.push_back(pid);
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(pids.size(), 3u);
+  kill(p->pid(), SIGINT);
+  LaunchRun r = Finish(*p, start);
+  EXPECT_EQ(r.exit_code, 130) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("interrupted"));
+  for (int pid : pids) EXPECT_NE(kill(pid, 0), 0) << "task " << pid << " survived";
+}
+
+// A task whose heartbeats stop (SIGSTOP) while its process lives is failed
+// through the job's coordination service, and the attempt is stopped.
+TEST_F(LaunchTest, LostHeartbeatFailsTheAttempt) {
+  const absl::Time start = absl::Now();
+  auto p = Launch({"/usr/bin/env", "TEST_HEARTBEAT_S=1", cohort_, "launch",
+                   "--quiet", "-n", "2", "--heartbeat-timeout", "1",
+                   "--stop-grace", "1", "--log-dir", dir_ + "/hb", "--",
+                   BinDir() + "/barrier_heartbeat_task"});
+  ASSERT_NE(p, nullptr);
+  LaunchRun r = Finish(*p, start);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[worker:1] connected"));
+  EXPECT_THAT(r.output, HasSubstr("attempt 0 failed: task worker:1"));
+  EXPECT_THAT(r.output, HasSubstr("was failed by the coordination service"));
+  EXPECT_LT(r.elapsed, absl::Seconds(20));
+}
+
+// The C++ example gang job and the shell example run under `cohort launch`.
+TEST_F(LaunchTest, ExamplesRun) {
+  const absl::Time start = absl::Now();
+  auto cpp = Launch({cohort_, "launch", "--quiet", "-n", "3", "--log-dir",
+                     dir_ + "/cpp", "--", BinDir() + "/barrier_gang_job"});
+  ASSERT_NE(cpp, nullptr);
+  LaunchRun r = Finish(*cpp, start);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[worker:0] gathered: partition 2 sum=3"));
+  EXPECT_THAT(r.output, HasSubstr("[worker:2] partition 2 done"));
+
+  const std::string script =
+      std::string(COHORT_SOURCE_DIR) + "/examples/barrier/gang_job.sh";
+  auto sh = Launch({cohort_, "launch", "--quiet", "-n", "2", "--log-dir",
+                    dir_ + "/sh", "--", script});
+  ASSERT_NE(sh, nullptr);
+  r = Finish(*sh, start);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[worker:1] passed the barrier"));
+  EXPECT_THAT(r.output, HasSubstr(
+      R"([worker:0] everyone said: ["hello from worker:0","hello from worker:1"])"));
+}
+
+}  // namespace
+}  // namespace cohort::barrier
