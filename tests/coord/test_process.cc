@@ -61,6 +61,10 @@ void TestProcess::Kill9() {
   if (!exited_ && pid_ > 0) kill(pid_, SIGKILL);
 }
 
+void TestProcess::Terminate() {
+  if (!exited_ && pid_ > 0) kill(pid_, SIGTERM);
+}
+
 int TestProcess::Wait(absl::Duration timeout) {
   if (exited_) return 0;
   const absl::Time end = absl::Now() + timeout;

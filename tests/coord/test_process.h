@@ -35,6 +35,8 @@ class TestProcess {
   bool SawLineContaining(const std::string& needle) const;
   void CloseStdin();
   void Kill9();
+  // Sends SIGTERM.
+  void Terminate();
   // Waits for exit; returns the wait status or -1 on timeout.
   int Wait(absl::Duration timeout = absl::Seconds(10));
 
