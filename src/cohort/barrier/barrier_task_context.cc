@@ -1,7 +1,9 @@
 #include "cohort/barrier/barrier_task_context.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
+#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/rpc/status_conversion.h"
 #include "cohort/rpc/transport.h"
 #include "cohort/base/status.h"
@@ -53,17 +56,21 @@ absl::StatusOr<int64_t> IntVar(Env* env, const char* name,
   return parsed;
 }
 
-// Replaces the file's content atomically (write a sibling, rename).
-absl::Status WriteEpochFile(const std::string& path, int64_t epoch) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  FILE* f = fopen(tmp.c_str(), "w");
-  if (f == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot write barrier epoch file ", tmp, ": ", strerror(errno)));
+// Overwrites the epoch file in place with one fixed-width pwrite (the epoch,
+// space-padded to 20 characters, then a newline): one syscall per sync, and
+// the file never changes size, so a reader sees the old or the new value.
+absl::Status WriteEpochFile(int* fd, const std::string& path, int64_t epoch) {
+  if (*fd < 0) {
+    *fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot write barrier epoch file ", path, ": ", strerror(errno)));
+    }
   }
-  const std::string text = absl::StrCat(epoch, "\n");
-  const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
+  char text[32];
+  const int len = snprintf(text, sizeof(text), "%-20lld\n",
+                           static_cast<long long>(epoch));
+  if (pwrite(*fd, text, static_cast<size_t>(len), 0) != len) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot write barrier epoch file ", path, ": ", strerror(errno)));
   }
@@ -111,6 +118,10 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::FromEnv(
   if (std::optional<std::string> addrs = env->GetVar(kEnvTaskAddresses);
       addrs.has_value() && !addrs->empty()) {
     options.task_addresses = absl::StrSplit(*addrs, ',');
+  }
+  if (std::optional<std::string> t = env->GetVar(kEnvBarrierTcpAddress);
+      t.has_value()) {
+    options.tcp_address = *t;
   }
   if (std::optional<std::string> f = env->GetVar(kEnvEpochFile); f.has_value()) {
     options.epoch_file = *f;
@@ -197,6 +208,9 @@ BarrierTaskContext::~BarrierTaskContext() {
     watcher_.join();
   }
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (epoch_fd_ >= 0) close(epoch_fd_);
+  absl::MutexLock lock(&mu_);
+  if (tcp_fd_ >= 0) close(tcp_fd_);
 }
 
 void BarrierTaskContext::WatchForCancel() {
@@ -215,6 +229,9 @@ void BarrierTaskContext::WatchForCancel() {
 void BarrierTaskContext::CancelInFlight() {
   absl::MutexLock lock(&mu_);
   if (current_rpc_ != nullptr) current_rpc_->TryCancel();
+  // Wakes a TCP sync blocked in poll(); the server sees the connection end
+  // and withdraws the request.
+  if (tcp_in_flight_ && tcp_fd_ >= 0) shutdown(tcp_fd_, SHUT_RDWR);
 }
 
 int64_t BarrierTaskContext::epoch() const {
@@ -254,6 +271,62 @@ void BarrierTaskContext::CancelFromSignalHandler() {
   if (ctx == nullptr) return;
   ctx->cancel_requested_.store(true);  // lock-free
   ctx->Wake();                         // write(2): the watcher cancels
+}
+
+absl::StatusOr<std::vector<std::string>> BarrierTaskContext::TcpSyncLocked(
+    const std::string& where, const cohort::BarrierSyncRequest& request,
+    absl::Duration wait) {
+  int fd;
+  {
+    absl::MutexLock lock(&mu_);
+    if (tcp_fd_ < 0) {
+      absl::StatusOr<int> connected = TcpConnect(options_.tcp_address);
+      if (!connected.ok()) return Annotate(connected.status(), where);
+      tcp_fd_ = *connected;
+    }
+    fd = tcp_fd_;
+    tcp_in_flight_ = true;
+  }
+  absl::StatusOr<std::vector<std::string>> result =
+      cancel_requested_.load()
+          ? absl::CancelledError("cancelled")
+          : TcpSync(fd, wake_fd_, request.SerializeAsString(),
+                    absl::Now() + wait);
+  {
+    absl::MutexLock lock(&mu_);
+    tcp_in_flight_ = false;
+    // A sync that did not get its answer leaves the stream unusable.
+    if (!result.ok() && (cancel_requested_.load() ||
+                         result.status().code() == absl::StatusCode::kCancelled ||
+                         result.status().code() == absl::StatusCode::kUnavailable ||
+                         result.status().code() == absl::StatusCode::kInternal ||
+                         (absl::IsDeadlineExceeded(result.status()) &&
+                          result.status().message().find(
+                              "coordinator didn't get") ==
+                              absl::string_view::npos))) {
+      close(tcp_fd_);
+      tcp_fd_ = -1;
+    }
+  }
+  if (cancel_requested_.load()) {
+    return absl::CancelledError(absl::StrCat(
+        where, " was cancelled: the task is being stopped (the coordinator "
+               "withdraws its request)"));
+  }
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat(where, ": ", result.status().message()));
+  }
+  int64_t new_epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    new_epoch = ++epoch_;
+  }
+  if (!options_.epoch_file.empty()) {
+    COHORT_RETURN_IF_ERROR(
+        Annotate(WriteEpochFile(&epoch_fd_, options_.epoch_file, new_epoch), where));
+  }
+  return result;
 }
 
 absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
@@ -307,6 +380,9 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
   cohort::BarrierSyncResponse response;
 
   const absl::Duration wait = options_.sync_timeout + kRpcDeadlineMargin;
+  if (!options_.tcp_address.empty()) {
+    return TcpSyncLocked(where, request, wait);
+  }
   rpc.set_deadline(absl::ToChronoTime(absl::Now() + wait));
   // The synchronous call polls on this thread: no thread hand-off on the
   // hot path. The RPC deadline bounds the wait.
@@ -343,7 +419,7 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
     new_epoch = ++epoch_;
   }
   if (!options_.epoch_file.empty()) {
-    COHORT_RETURN_IF_ERROR(Annotate(WriteEpochFile(options_.epoch_file, new_epoch),
+    COHORT_RETURN_IF_ERROR(Annotate(WriteEpochFile(&epoch_fd_, options_.epoch_file, new_epoch),
                                     where));
   }
   std::vector<std::string> result(response.messages().begin(),

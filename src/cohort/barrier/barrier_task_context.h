@@ -45,6 +45,9 @@ namespace grpc {
 class Channel;
 class ClientContext;
 }  // namespace grpc
+namespace cohort {
+class BarrierSyncRequest;
+}  // namespace cohort
 
 namespace cohort::barrier {
 
@@ -55,6 +58,9 @@ inline constexpr char kEnvNumTasks[] = "COHORT_NUM_TASKS";
 inline constexpr char kEnvAttemptNumber[] = "COHORT_ATTEMPT_NUMBER";
 inline constexpr char kEnvStageId[] = "COHORT_STAGE_ID";
 inline constexpr char kEnvTaskAttemptId[] = "COHORT_TASK_ATTEMPT_ID";
+// The coordinator's low-latency TCP transport (barrier_tcp_server.h); when
+// set, syncs use it instead of gRPC.
+inline constexpr char kEnvBarrierTcpAddress[] = "COHORT_BARRIER_TCP_ADDRESS";
 // Comma-separated "host:port" of every task, ordered by partition id.
 inline constexpr char kEnvTaskAddresses[] = "COHORT_TASK_ADDRESSES";
 // The coordinator's sync timeout in seconds (may be fractional).
@@ -76,7 +82,9 @@ class BarrierTaskContext {
 
  public:
   struct Options {
-    std::string coordinator_address;  // "host:port"
+    std::string coordinator_address;  // "host:port" (gRPC)
+    // "host:port" of the coordinator's TCP transport; when set, syncs use it.
+    std::string tcp_address;
     int partition_id = 0;
     int num_tasks = 0;
     int attempt_number = 0;
@@ -143,6 +151,9 @@ class BarrierTaskContext {
   explicit BarrierTaskContext(Options options);
   absl::StatusOr<std::vector<std::string>> Sync(bool all_gather,
                                                 const std::string& message);
+  absl::StatusOr<std::vector<std::string>> TcpSyncLocked(
+      const std::string& where, const cohort::BarrierSyncRequest& request,
+      absl::Duration wait);
   void Wake();
   // Cancels the in-flight RPC, if any.
   void CancelInFlight();
@@ -153,6 +164,9 @@ class BarrierTaskContext {
   std::unique_ptr<StubHolder> stub_;
   // Written by CancelFromSignalHandler() and the destructor.
   int wake_fd_ = -1;
+  // The epoch file, opened on the first successful sync (only the syncing
+  // thread touches it: syncs are sequential).
+  int epoch_fd_ = -1;
   std::atomic<bool> cancel_requested_{false};
   std::atomic<bool> shutting_down_{false};
   std::thread watcher_;
@@ -162,6 +176,10 @@ class BarrierTaskContext {
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   // The in-flight call's context, for cancellation.
   grpc::ClientContext* current_rpc_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The TCP transport's connection (-1: not connected) and whether a sync
+  // is using it.
+  int tcp_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  bool tcp_in_flight_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cohort::barrier

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "cohort/barrier/barrier_coordinator.h"
 #include "cohort/barrier/barrier_grpc_service.h"
+#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/base/fake_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,16 +31,23 @@ using ::testing::HasSubstr;
 
 class Gang {
  public:
-  explicit Gang(int num_tasks, absl::Duration timeout = absl::Seconds(30))
+  explicit Gang(int num_tasks, absl::Duration timeout = absl::Seconds(30),
+                bool tcp = false)
       : num_tasks_(num_tasks),
         coordinator_(std::make_unique<BarrierCoordinator>(Env::Default(),
                                                           timeout)) {
     auto server = BarrierServer::Start(coordinator_.get());
     EXPECT_TRUE(server.ok()) << server.status();
     server_ = std::move(server).value();
+    if (tcp) {
+      auto tcp_server = BarrierTcpServer::Start(coordinator_.get());
+      EXPECT_TRUE(tcp_server.ok()) << tcp_server.status();
+      tcp_server_ = std::move(tcp_server).value();
+    }
     for (int p = 0; p < num_tasks; ++p) {
       BarrierTaskContext::Options o;
       o.coordinator_address = server_->address();
+      if (tcp) o.tcp_address = tcp_server_->address();
       o.partition_id = p;
       o.num_tasks = num_tasks;
       o.task_attempt_id = 100 + p;
@@ -69,6 +77,7 @@ class Gang {
   const int num_tasks_;
   std::unique_ptr<BarrierCoordinator> coordinator_;
   std::unique_ptr<BarrierServer> server_;
+  std::unique_ptr<BarrierTcpServer> tcp_server_;
   std::vector<std::unique_ptr<BarrierTaskContext>> contexts_;
 };
 
@@ -234,6 +243,50 @@ TEST(BarrierTaskContextTest, SignalHandlerCancelsTheProcessContext) {
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
   EXPECT_TRUE(WaitForWaiting(coordinator, {}));
   signal(SIGUSR1, SIG_DFL);
+}
+
+// The TCP transport: the same semantics as gRPC.
+TEST(BarrierTaskContextTcpTest, SyncsInSequenceAndOrderedAllGather) {
+  Gang gang(3, absl::Seconds(30), /*tcp=*/true);
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    absl::SleepFor(absl::Milliseconds(10 * (2 - p)));
+    ASSERT_TRUE(ctx.Barrier().ok());
+    auto all = ctx.AllGather(std::to_string(p));
+    ASSERT_TRUE(all.ok()) << all.status();
+    EXPECT_THAT(*all, ElementsAre("0", "1", "2"));
+    ASSERT_TRUE(ctx.Barrier().ok());
+    EXPECT_THAT(*all, ElementsAre("0", "1", "2"));  // SPARK-40932
+    EXPECT_EQ(ctx.epoch(), 3);
+  });
+}
+
+TEST(BarrierTaskContextTcpTest, TimeoutAndMixedMethodsCarryTheMessages) {
+  Gang gang(3, absl::Seconds(1), /*tcp=*/true);
+  gang.Run([&](int p, BarrierTaskContext& ctx) {
+    if (p == 1) return;
+    absl::Status status = ctx.Barrier();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    EXPECT_THAT(status.message(), HasSubstr("within 1 second(s)"));
+    EXPECT_THAT(status.message(), HasSubstr("did not arrive: [1]"));
+  });
+  Gang mixed(2, absl::Seconds(30), /*tcp=*/true);
+  mixed.Run([&](int p, BarrierTaskContext& ctx) {
+    absl::Status status = p == 0 ? ctx.Barrier() : ctx.AllGather("x").status();
+    EXPECT_THAT(status.message(), HasSubstr("Different barrier sync types"));
+  });
+}
+
+TEST(BarrierTaskContextTcpTest, CancelWithdrawsTheRequest) {
+  Gang gang(2, absl::Seconds(30), /*tcp=*/true);
+  absl::Status status;
+  std::thread waiter([&] { status = gang.task(0).Barrier(); });
+  ASSERT_TRUE(WaitForWaiting(gang.coordinator(), {0}));
+  const absl::Time cancelled = absl::Now();
+  gang.task(0).Cancel();
+  waiter.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_LT(absl::Now() - cancelled, absl::Milliseconds(500));
+  EXPECT_TRUE(WaitForWaiting(gang.coordinator(), {}));
 }
 
 TEST(BarrierTaskContextTest, TaskInfosOrderedByPartition) {

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "cohort/barrier/barrier_coordinator.h"
 #include "cohort/barrier/barrier_grpc_service.h"
+#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/barrier/barrier_task_context.h"
 #include "cohort/barrier/process.h"
 #include "cohort/base/logging.h"
@@ -188,6 +189,7 @@ struct Launcher::Impl {
 
   std::unique_ptr<BarrierCoordinator> coordinator;
   std::unique_ptr<BarrierServer> server;
+  std::unique_ptr<BarrierTcpServer> tcp_server;
 };
 
 Launcher::Launcher(Env* env, LaunchOptions options)
@@ -307,6 +309,8 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     }
     if (spec.partition_id >= 0) {
       vars.push_back(absl::StrCat(kEnvBarrierAddress, "=", coordinator_address));
+      vars.push_back(absl::StrCat(kEnvBarrierTcpAddress, "=",
+                                  tcp_server->address()));
       vars.push_back(absl::StrCat(kEnvPartitionId, "=", spec.partition_id));
       vars.push_back(absl::StrCat(kEnvNumTasks, "=", gang_size));
       vars.push_back(absl::StrCat(kEnvTaskAttemptId, "=",
@@ -322,7 +326,8 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
       vars.push_back(absl::StrCat(kEnvEpochFile, "=", epoch_file));
     } else {
       for (const char* name :
-           {kEnvBarrierAddress, kEnvPartitionId, kEnvNumTasks, kEnvTaskAttemptId,
+           {kEnvBarrierAddress, kEnvBarrierTcpAddress, kEnvPartitionId,
+            kEnvNumTasks, kEnvTaskAttemptId,
             kEnvTaskAddresses, kEnvTimeout, kEnvEpochFile}) {
         vars.push_back(name);  // not a gang member: remove inherited values
       }
@@ -619,6 +624,8 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
       std::make_unique<BarrierCoordinator>(env, options.barrier_timeout);
   COHORT_ASSIGN_OR_RETURN(server, BarrierServer::Start(coordinator.get(),
                                                        options.host, 0));
+  COHORT_ASSIGN_OR_RETURN(tcp_server,
+                          BarrierTcpServer::Start(coordinator.get(), options.host));
   {
     absl::MutexLock lock(&mu);
     barrier_address = server->address();
@@ -662,6 +669,7 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
     Message(absl::StrCat("restarting the whole gang as attempt ", next, " (",
                          tracker.restarts_left(), " restart(s) left after this)"));
   }
+  tcp_server.reset();
   server.reset();
   coordinator.reset();
   return result;
