@@ -25,6 +25,7 @@ class GraphUnderConstruction {
   absl::flat_hash_map<std::string, BuiltNode*> by_name;
   absl::flat_hash_set<std::string> used;
   absl::flat_hash_map<std::string, int> counts;
+  std::vector<Operation> initializers;
   absl::Status status;
 };
 
@@ -131,6 +132,16 @@ absl::Status Scope::ToGraphDef(GraphDef* out, int first_node) const {
     if (n.id >= first_node) *out->add_node() = n.def;
   }
   return absl::OkStatus();
+}
+
+Scope Scope::RootOf(const Scope& scope) { return Scope(scope.graph_); }
+
+void Scope::AddInitializer(const Operation& op) const {
+  graph_->initializers.push_back(op);
+}
+
+std::vector<Operation> Scope::Initializers() const {
+  return graph_->initializers;
 }
 
 int Scope::num_nodes() const { return static_cast<int>(graph_->nodes.size()); }
@@ -330,7 +341,8 @@ absl::StatusOr<Tensor> CastTensor(const Tensor& t, DataType dtype) {
   return out;
 }
 
-Output Input::ToOutput(const Scope& scope, DataType dtype_hint) const {
+Output Input::ToOutput(const Scope& scope, DataType dtype_hint,
+                       absl::string_view const_name) const {
   if (!tensor_.has_value()) {
     if (!output_.valid()) {
       scope.UpdateStatus(absl::InvalidArgumentError(
@@ -348,8 +360,8 @@ Output Input::ToOutput(const Scope& scope, DataType dtype_hint) const {
     }
     value = *std::move(cast);
   }
-  return BuildOp(scope, "Const", {}, {{"value", value}, {"dtype", value.dtype()}},
-                 "Const")
+  return BuildOp(scope.WithOpName(""), "Const", {},
+                 {{"value", value}, {"dtype", value.dtype()}}, const_name)
       .output(0);
 }
 

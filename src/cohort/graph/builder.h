@@ -184,6 +184,13 @@ class Scope {
   // Every node, in creation order.
   std::vector<Operation> AllOps() const;
   GraphUnderConstruction* graph() const { return graph_.get(); }
+  // A scope at the top of this scope's graph (no name scope, device or
+  // control dependencies).
+  static Scope RootOf(const Scope& scope);
+
+  // Variable initializers of the graph (see state_ops.h).
+  void AddInitializer(const Operation& op) const;
+  std::vector<Operation> Initializers() const;
 
  private:
   explicit Scope(std::shared_ptr<GraphUnderConstruction> g);
@@ -243,8 +250,14 @@ class Input {
 
   // The Output (building a Const for a constant). A numeric literal is
   // converted to `dtype_hint` when given (so `x + 1.0` works for any float
-  // or int x). Errors go to the scope and give an invalid Output.
-  Output ToOutput(const Scope& scope, DataType dtype_hint = DT_INVALID) const;
+  // or int x). The Const is named `const_name` (default "Const") in the
+  // scope's name scope; the scope's WithOpName is ignored, because it names
+  // the op the input is for. Errors go to the scope and give an invalid
+  // Output.
+  Output ToOutput(const Scope& scope, DataType dtype_hint = DT_INVALID,
+                  absl::string_view const_name = "Const") const;
+  // The constant, when this input is one.
+  const std::optional<Tensor>& tensor() const { return tensor_; }
 
  private:
   Output output_;

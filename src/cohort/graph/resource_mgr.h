@@ -52,12 +52,18 @@ class ResourceBase {
 
 class Var : public ResourceBase {
  public:
-  explicit Var(DataType dtype) : dtype_(dtype) {}
+  // `shape` is the declared shape (values assigned must be compatible);
+  // `name` is used in error messages.
+  explicit Var(DataType dtype, PartialTensorShape shape = PartialTensorShape(),
+               std::string name = "")
+      : dtype_(dtype), shape_(std::move(shape)), name_(std::move(name)) {}
   static constexpr const char* kTypeName = "Var";
   std::string TypeName() const override { return kTypeName; }
   std::string DebugString() const override;
 
   DataType dtype() const { return dtype_; }
+  const PartialTensorShape& declared_shape() const { return shape_; }
+  const std::string& name() const { return name_; }
   absl::Mutex* mu() ABSL_LOCK_RETURNED(mu_) { return &mu_; }
   // The value; meaningful only when is_initialized().
   Tensor* tensor() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return &tensor_; }
@@ -80,6 +86,8 @@ class Var : public ResourceBase {
 
  private:
   const DataType dtype_;
+  const PartialTensorShape shape_;
+  const std::string name_;
   mutable absl::Mutex mu_;
   Tensor tensor_ ABSL_GUARDED_BY(mu_);
   bool is_initialized_ ABSL_GUARDED_BY(mu_) = false;

@@ -5,6 +5,8 @@
 #include "cohort/graph/gradients/all_gradients.h"
 #include "cohort/graph/kernel.h"
 #include "cohort/graph/kernels/all_kernels.h"
+#include "cohort/graph/kernels/sendrecv_ops.h"
+#include "cohort/graph/kernels/state_ops.h"
 #include "cohort/graph/op_registry.h"
 
 namespace cohort {
@@ -13,6 +15,9 @@ const OpRegistry* StandardOpRegistry() {
   static const OpRegistry* registry = [] {
     auto* r = new OpRegistry();
     absl::Status s = RegisterAllOps(r);
+    // The engine's own families (variables, Send/Recv) are registered here.
+    if (s.ok()) s = RegisterStateOps(r);
+    if (s.ok()) s = RegisterSendRecvOps(r);
     COHORT_CHECK(s.ok()) << "registering the standard ops: " << s;
     return r;
   }();
@@ -23,6 +28,8 @@ const KernelRegistry* StandardKernelRegistry() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
     absl::Status s = RegisterAllKernels(r);
+    if (s.ok()) s = RegisterStateKernels(r);
+    if (s.ok()) s = RegisterSendRecvKernels(r);
     COHORT_CHECK(s.ok()) << "registering the standard kernels: " << s;
     return r;
   }();

@@ -116,6 +116,7 @@ Output Const(const Scope& scope, const Tensor& value) {
 }
 
 Output Const(const Scope& scope, const Input& value) {
+  if (value.tensor().has_value()) return Const(scope, *value.tensor());
   return value.ToOutput(scope);
 }
 

@@ -1,0 +1,81 @@
+// Checkpoints: variables saved to and restored from files of cohort's own
+// format, with a pointer file naming the latest.
+//
+// File format (little-endian):
+//   "COHORTCKPT1\n"            12-byte magic
+//   u32 entry_count, u32 masked crc32c of magic+count
+//   entry_count x { u32 name_len, name, u64 payload_len,
+//                   payload (a serialized TensorProto),
+//                   u32 masked crc32c of name_len..payload }
+//   "CKPTEND\n"                8-byte footer
+// Files are written to "<path>.tmp-<random>", flushed with fsync and renamed
+// over <path> (then the directory is fsynced), so a crash leaves either the
+// old file or the complete new one, never a partial checkpoint.
+//
+// Reading a corrupt or truncated file returns DataLoss naming the file and
+// the entry ("checkpoint '/ckpt/model.ckpt-10': checksum mismatch in entry
+// 'w'"), never wrong numbers. A missing file is NotFound.
+//
+// The pointer file "<dir>/checkpoint" holds one line
+//   model_checkpoint_path: "model.ckpt-10"
+// (relative to <dir>), written the same atomic way after each save.
+//
+// Thread safety: functions are thread-safe; Saver is thread-safe (Save and
+// Restore lock each variable while copying it). Save/Restore block on file
+// I/O.
+#ifndef COHORT_GRAPH_CHECKPOINT_H_
+#define COHORT_GRAPH_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cohort/graph/resource_mgr.h"
+#include "cohort/graph/tensor.h"
+
+namespace cohort {
+
+using CheckpointEntries = std::vector<std::pair<std::string, Tensor>>;
+
+// Writes `contents` to `path` atomically (temp file, fsync, rename, fsync of
+// the directory). Internal naming the path on any I/O failure.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::string& contents);
+
+absl::Status WriteCheckpointFile(const std::string& path,
+                                 const CheckpointEntries& entries);
+absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path);
+
+class Saver {
+ public:
+  // Saves and restores the Vars of `rm`'s default container.
+  explicit Saver(ResourceMgr* rm) : rm_(rm) {}
+
+  // Saves every initialised variable (or only `names`: NotFound /
+  // FailedPrecondition for a missing / uninitialised one) to
+  // "<dir>/<basename>-<step>" and points "<dir>/checkpoint" at it. Returns
+  // the checkpoint's path. The directory must exist.
+  absl::StatusOr<std::string> Save(const std::string& dir, int64_t step,
+                                   const std::vector<std::string>& names = {},
+                                   const std::string& basename = "model.ckpt");
+  // Assigns every variable in the file (or only `names`: NotFound naming
+  // the variable and file when absent), creating missing variables. A
+  // dtype or shape conflicting with an existing variable is
+  // InvalidArgument. Nothing is assigned unless the whole file reads back
+  // intact.
+  absl::Status Restore(const std::string& path,
+                       const std::vector<std::string>& names = {});
+
+  // The path the pointer file names; NotFound when there is none.
+  static absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+
+ private:
+  ResourceMgr* rm_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_GRAPH_CHECKPOINT_H_

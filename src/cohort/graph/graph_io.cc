@@ -1,0 +1,75 @@
+#include "cohort/graph/graph_io.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cohort/graph/checkpoint.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace cohort {
+namespace {
+
+class CollectErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first.empty()) first = absl::StrCat("line ", line + 1, ":", column + 1, ": ", message);
+  }
+  std::string first;
+};
+
+}  // namespace
+
+std::string GraphDefToText(const GraphDef& graph) {
+  std::string out;
+  google::protobuf::TextFormat::PrintToString(graph, &out);
+  return out;
+}
+
+absl::StatusOr<GraphDef> GraphDefFromText(const std::string& text) {
+  GraphDef g;
+  google::protobuf::TextFormat::Parser parser;
+  CollectErrors errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &g)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a text GraphDef: ", errors.first));
+  }
+  return g;
+}
+
+absl::Status WriteGraphDef(const std::string& path, const GraphDef& graph,
+                           GraphFormat format) {
+  std::string data;
+  if (format == GraphFormat::kText) {
+    data = GraphDefToText(graph);
+  } else if (!graph.SerializeToString(&data)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot serialize the GraphDef for '", path, "'"));
+  }
+  return WriteFileAtomically(path, data);
+}
+
+absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("graph file '", path, "' does not exist"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string data = ss.str();
+  bool text = absl::EndsWith(path, ".pbtxt") || absl::EndsWith(path, ".txt");
+  if (!text) {
+    GraphDef g;
+    if (g.ParseFromString(data)) return g;
+  }
+  auto g = GraphDefFromText(data);
+  if (!g.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph file '", path, "' is neither a binary nor a text GraphDef (",
+        g.status().message(), ")"));
+  }
+  return g;
+}
+
+}  // namespace cohort

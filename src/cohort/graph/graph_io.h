@@ -1,0 +1,33 @@
+// Reading and writing GraphDefs as binary or text protos.
+//
+// Text is protobuf's text format (what TensorFlow's .pbtxt files hold).
+// ReadGraphDef takes either: files ending in ".pbtxt" or ".txt" are parsed
+// as text, others as binary first and as text if that fails. Errors:
+// NotFound (no file), InvalidArgument naming the file and, for text, the
+// line and column. Writes are atomic (see checkpoint.h).
+//
+// Thread safety: thread-safe functions; block on file I/O.
+#ifndef COHORT_GRAPH_GRAPH_IO_H_
+#define COHORT_GRAPH_GRAPH_IO_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cohort/graph.pb.h"
+
+namespace cohort {
+
+enum class GraphFormat { kBinary, kText };
+
+absl::Status WriteGraphDef(const std::string& path, const GraphDef& graph,
+                           GraphFormat format = GraphFormat::kBinary);
+absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path);
+
+std::string GraphDefToText(const GraphDef& graph);
+// InvalidArgument with the parser's line:column message.
+absl::StatusOr<GraphDef> GraphDefFromText(const std::string& text);
+
+}  // namespace cohort
+
+#endif  // COHORT_GRAPH_GRAPH_IO_H_

@@ -1,0 +1,197 @@
+#include "cohort/graph/local_session.h"
+
+#include <thread>
+
+#include "cohort/graph/builder.h"
+#include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/kernels/math_ops.h"
+#include "cohort/graph/kernels/sendrecv_ops.h"
+#include "cohort/graph/kernels/state_ops.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<LocalSession> MakeSession(const Scope& root,
+                                          SessionOptions options = {}) {
+  GraphDef def;
+  EXPECT_TRUE(root.ToGraphDef(&def).ok()) << root.status();
+  if (options.num_threads == 0) options.num_threads = 2;
+  auto s = LocalSession::Create(def, options);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+TEST(LocalSessionTest, RunWithFeedsFetchesTargets) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {2});
+  ops::Add(root.WithOpName("y"), x, {10.f, 20.f});
+  auto session = MakeSession(root);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({{"x", Tensor::Vec<float>({1, 2})}}, {"y:0"}, {}, &out).ok());
+  EXPECT_TRUE(out[0].Equals(Tensor::Vec<float>({11, 22})));
+  // Same signature again (cached executor), different values.
+  ASSERT_TRUE(session->Run({{"x", Tensor::Vec<float>({0, 0})}}, {"y:0"}, {}, &out).ok());
+  EXPECT_TRUE(out[0].Equals(Tensor::Vec<float>({10, 20})));
+}
+
+TEST(LocalSessionTest, VariablesPersistAndResetClearsThem) {
+  Scope root = Scope::NewRootScope();
+  auto w = ops::MakeVariable(root, "w", Tensor::Vec<float>({1, 2}));
+  auto init = ops::GlobalVariablesInitializer(root);
+  ops::AssignAddVariableOp(root.WithOpName("bump"), w.handle, {1.f, 1.f});
+  auto session = MakeSession(root);
+  std::vector<Tensor> out;
+  absl::Status s = session->Run({}, {w.value.name()}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'w'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("uninitialized"));
+  ASSERT_TRUE(session->Run({}, {}, {init.name()}, nullptr).ok());
+  ASSERT_TRUE(session->Run({}, {}, {"bump"}, nullptr).ok());
+  ASSERT_TRUE(session->Run({}, {}, {"bump"}, nullptr).ok());
+  ASSERT_TRUE(session->Run({}, {w.value.name()}, {}, &out).ok());
+  EXPECT_TRUE(out[0].Equals(Tensor::Vec<float>({3, 4})));
+  ASSERT_TRUE(session->Reset().ok());
+  EXPECT_EQ(session->Run({}, {w.value.name()}, {}, &out).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(session->Run({}, {}, {init.name()}, nullptr).ok());
+  ASSERT_TRUE(session->Run({}, {w.value.name()}, {}, &out).ok());
+  EXPECT_TRUE(out[0].Equals(Tensor::Vec<float>({1, 2})));
+}
+
+TEST(LocalSessionTest, ErrorsLeaveTheSessionUsable) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  ops::Add(root.WithOpName("y"), x, 1.0f);
+  ops::Add(root.WithOpName("broken"), ops::Const(root, Tensor::Vec<float>({1, 2})), x);
+  auto session = MakeSession(root);
+  std::vector<Tensor> out;
+  EXPECT_THAT(std::string(session->Run({}, {"y"}, {}, &out).message()),
+              HasSubstr("you must feed a value for placeholder 'x'"));
+  EXPECT_THAT(std::string(session->Run({{"y", Tensor(1.f)}}, {"y"}, {}, &out).message()),
+              HasSubstr("not a Placeholder"));
+  absl::Status s = session->Run({{"x", Tensor::Vec<float>({1, 2, 3})}}, {"broken"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("node 'broken' (op Add)"));
+  EXPECT_THAT(std::string(session->Run({}, {"nope"}, {}, &out).message()),
+              HasSubstr("unknown node 'nope'"));
+  ASSERT_TRUE(session->Run({{"x", Tensor(1.f)}}, {"y"}, {}, &out).ok());
+  EXPECT_EQ(out[0].scalar<float>(), 2.f);
+}
+
+TEST(LocalSessionTest, CallablesAndRelease) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_INT32);
+  ops::Add(root.WithOpName("y"), x, 5);
+  auto session = MakeSession(root);
+  CallableOptions co;
+  co.feeds = {"x"};
+  co.fetches = {"y:0"};
+  auto h = session->MakeCallable(co);
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<Tensor> out;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(session->RunCallable(*h, {Tensor(i)}, &out).ok());
+    EXPECT_EQ(out[0].scalar<int32_t>(), i + 5);
+  }
+  ASSERT_TRUE(session->ReleaseCallable(*h).ok());
+  EXPECT_EQ(session->RunCallable(*h, {Tensor(1)}, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->ReleaseCallable(*h).code(), absl::StatusCode::kInvalidArgument);
+  co.feeds = {"y"};
+  EXPECT_EQ(session->MakeCallable(co).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LocalSessionTest, ExtendAddsNodes) {
+  Scope root = Scope::NewRootScope();
+  auto a = ops::Const(root.WithOpName("a"), 2.0f);
+  auto session = MakeSession(root);
+  int mark = root.num_nodes();
+  ops::Add(root.WithOpName("b"), a, a);
+  GraphDef more;
+  ASSERT_TRUE(root.ToGraphDef(&more, mark).ok());
+  ASSERT_TRUE(session->Extend(more).ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {"b"}, {}, &out).ok());
+  EXPECT_EQ(out[0].scalar<float>(), 4.f);
+  EXPECT_EQ(session->Extend(more).code(), absl::StatusCode::kInvalidArgument);  // dup
+}
+
+TEST(LocalSessionTest, TimeoutGivesDeadlineExceededAndSessionSurvives) {
+  Scope root = Scope::NewRootScope();
+  ops::Recv(root.WithOpName("r"), DT_FLOAT, "never_sent", "/job:a/replica:0/task:0/device:CPU:0",
+            "/job:localhost/replica:0/task:0/device:CPU:0");
+  ops::Const(root.WithOpName("c"), 1.0f);
+  auto session = MakeSession(root);
+  RunOptions ro;
+  ro.timeout = absl::Milliseconds(50);
+  std::vector<Tensor> out;
+  absl::Status s = session->Run(ro, {}, {"r"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("timed out after 50ms"));
+  ASSERT_TRUE(session->Run({}, {"c"}, {}, &out).ok());
+}
+
+TEST(LocalSessionTest, CloseRefusesFurtherCalls) {
+  Scope root = Scope::NewRootScope();
+  ops::Const(root.WithOpName("c"), 1.0f);
+  auto session = MakeSession(root);
+  ASSERT_TRUE(session->Close().ok());
+  std::vector<Tensor> out;
+  EXPECT_EQ(session->Run({}, {"c"}, {}, &out).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(session->Close().ok());
+}
+
+TEST(LocalSessionTest, CloseCancelsARunningStep) {
+  Scope root = Scope::NewRootScope();
+  ops::Recv(root.WithOpName("r"), DT_FLOAT, "t", "/job:a/replica:0/task:0/device:CPU:0",
+            "/job:localhost/replica:0/task:0/device:CPU:0");
+  auto session = MakeSession(root);
+  absl::Status s;
+  std::thread runner([&] {
+    std::vector<Tensor> out;
+    RunOptions ro;
+    ro.timeout = absl::Seconds(30);
+    s = session->Run(ro, {}, {"r"}, {}, &out);
+  });
+  absl::SleepFor(absl::Milliseconds(30));
+  ASSERT_TRUE(session->Close().ok());
+  runner.join();
+  EXPECT_TRUE(absl::IsCancelled(s) || absl::IsFailedPrecondition(s)) << s;
+}
+
+TEST(LocalSessionTest, GlobalStepIncrements) {
+  Scope root = Scope::NewRootScope();
+  auto step = ops::GetOrCreateGlobalStep(root);
+  auto again = ops::GetOrCreateGlobalStep(root.NewSubScope("train"));
+  EXPECT_EQ(step.handle, again.handle);
+  auto inc = ops::IncrementGlobalStep(root.WithOpName("inc"), step);
+  (void)inc;
+  auto init = ops::GlobalVariablesInitializer(root);
+  auto session = MakeSession(root);
+  ASSERT_TRUE(session->Run({}, {}, {init.name()}, nullptr).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(session->Run({}, {}, {"inc"}, nullptr).ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {"global_step/read"}, {}, &out).ok());
+  EXPECT_EQ(out[0].scalar<int64_t>(), 3);
+}
+
+TEST(LocalSessionTest, SendRecvInOneStep) {
+  Scope root = Scope::NewRootScope();
+  const std::string dev = "/job:localhost/replica:0/task:0/device:CPU:0";
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
+  // Recv comes first in the graph: it waits until Send runs.
+  auto r = ops::Recv(root.WithOpName("recv"), DT_FLOAT, "x:0", dev, dev, 7);
+  ops::Add(root.WithOpName("out"), r, 1.0f);
+  ops::Send(root.WithOpName("send"), x, "x:0", dev, dev, 7);
+  auto session = MakeSession(root);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({{"x", Tensor(4.f)}}, {"out"}, {"send"}, &out).ok());
+  EXPECT_EQ(out[0].scalar<float>(), 5.f);
+}
+
+}  // namespace
+}  // namespace cohort
