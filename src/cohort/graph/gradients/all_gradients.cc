@@ -6,6 +6,9 @@ namespace cohort {
 
 absl::Status RegisterAllGradients(GradientRegistry* r) {
   COHORT_RETURN_IF_ERROR(RegisterArrayGradients(r));
+  COHORT_RETURN_IF_ERROR(RegisterMathGradients(r));
+  COHORT_RETURN_IF_ERROR(RegisterNnGradients(r));
+  COHORT_RETURN_IF_ERROR(RegisterShapeGradients(r));
   return absl::OkStatus();
 }
 

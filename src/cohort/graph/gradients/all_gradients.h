@@ -14,6 +14,13 @@ namespace cohort {
 absl::Status RegisterAllGradients(GradientRegistry* registry);
 // Identity (passes the gradient through), Const/Placeholder (none).
 absl::Status RegisterArrayGradients(GradientRegistry* registry);
+// Add, Sub, Mul, Div, Pow, Maximum, Minimum, Neg, Square, Sqrt, Exp, Log,
+// AddN, Cast, Select, MatMul, Sum, Mean, Max (comparisons: none).
+absl::Status RegisterMathGradients(GradientRegistry* registry);
+// Relu, Sigmoid, Tanh, Softmax and the softmax cross-entropy losses.
+absl::Status RegisterNnGradients(GradientRegistry* registry);
+// Reshape, Concat, Slice, Fill (shape-only and random ops: none).
+absl::Status RegisterShapeGradients(GradientRegistry* registry);
 
 }  // namespace cohort
 
