@@ -157,7 +157,9 @@ int RunChild(const Flags& flags) {
     out["depart"] = times->depart;
   } else {
     double seconds = 3;
-    absl::SimpleAtod(flags.Get("seconds", "3"), &seconds);
+    if (!absl::SimpleAtod(flags.Get("seconds", "3"), &seconds)) {
+      seconds = 3;
+    }
     auto ops = ThroughputClient(**agent, index, seconds);
     if (!ops.ok()) {
       std::cerr << "child " << index << ": " << ops.status() << "\n";
@@ -226,8 +228,8 @@ absl::StatusOr<std::vector<Json>> RunClients(
     std::vector<Child> children;
     for (int i = 0; i < n; ++i) {
       std::vector<std::string> args = child_args;
-      args.insert(args.end(), {"--coordinator", target, "--task",
-                               std::to_string(i)});
+      args.insert(args.end(),
+                  {"--coordinator", target, "--task", std::to_string(i)});
       auto child = SpawnChild(args);
       if (!child.ok()) return child.status();
       children.push_back(*child);
@@ -277,7 +279,7 @@ absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartService(int n) {
 absl::Status BenchBarrier(int n, bool processes, int rounds, int rep) {
   COHORT_ASSIGN_OR_RETURN(auto server, StartService(n));
   auto barrier_fn = [rounds](CoordinationAgent& agent,
-                            int) -> absl::StatusOr<Json> {
+                             int) -> absl::StatusOr<Json> {
     COHORT_ASSIGN_OR_RETURN(BarrierTimes t, BarrierClient(agent, rounds));
     Json out;
     out["arrive"] = t.arrive;
@@ -294,8 +296,10 @@ absl::Status BenchBarrier(int n, bool processes, int rounds, int rep) {
   for (int r = 0; r < rounds; ++r) {
     int64_t last_arrive = 0, last_depart = 0;
     for (const Json& res : results) {
-      last_arrive = std::max<int64_t>(last_arrive, res["arrive"][r].get<int64_t>());
-      last_depart = std::max<int64_t>(last_depart, res["depart"][r].get<int64_t>());
+      last_arrive =
+          std::max<int64_t>(last_arrive, res["arrive"][r].get<int64_t>());
+      last_depart =
+          std::max<int64_t>(last_depart, res["depart"][r].get<int64_t>());
     }
     if (r >= 2) {
       release.push_back((last_depart - last_arrive) / 1e3);
@@ -323,9 +327,8 @@ absl::Status BenchThroughput(int n, bool processes, double seconds, int rep) {
     out["ops"] = ops;
     return out;
   };
-  const std::vector<std::string> child_args = {"--child", "throughput",
-                                               "--seconds",
-                                               absl::StrCat(seconds)};
+  const std::vector<std::string> child_args = {
+      "--child", "throughput", "--seconds", absl::StrCat(seconds)};
   auto run = RunClients(server->target(), n, processes, child_args, tp_fn);
   if (!run.ok()) return run.status();
   std::vector<Json> results = std::move(*run);
@@ -396,11 +399,15 @@ int RunCoordBench(const std::vector<std::string>& args) {
   const bool quick = flags.Has("quick");
   const int reps = flags.GetInt("reps", quick ? 1 : 3);
   double seconds = quick ? 1 : 3;
-  if (flags.Has("seconds")) absl::SimpleAtod(flags.Get("seconds", "3"), &seconds);
+  if (flags.Has("seconds") &&
+      !absl::SimpleAtod(flags.Get("seconds", "3"), &seconds)) {
+    seconds = 3;
+  }
   const std::string only = flags.Get("only", "barrier,throughput,rtt,register");
   const std::string mode = flags.Get("client-mode", "both");
   std::vector<int> sizes;
-  for (absl::string_view s : absl::StrSplit(flags.Get("sizes", "2,8,32,128"), ',')) {
+  for (absl::string_view s :
+       absl::StrSplit(flags.Get("sizes", "2,8,32,128"), ',')) {
     int v;
     if (absl::SimpleAtoi(s, &v)) sizes.push_back(v);
   }
@@ -412,7 +419,8 @@ int RunCoordBench(const std::vector<std::string>& args) {
   };
   auto check = [](const absl::Status& s, const std::string& what) {
     if (!s.ok()) {
-      Json line = {{"suite", "coord"}, {"metric", what},
+      Json line = {{"suite", "coord"},
+                   {"metric", what},
                    {"error", std::string(s.message())}};
       std::cout << line.dump() << std::endl;
     }

@@ -27,28 +27,37 @@ struct Service {
 
 Service StartService(int tasks, int heartbeat_ms,
                      const std::vector<std::string>& extra = {}, int port = 0) {
-  std::vector<std::string> argv = {kTaskBinary, "serve", "--jobs",
+  std::vector<std::string> argv = {kTaskBinary,
+                                   "serve",
+                                   "--jobs",
                                    absl::StrCat("worker=", tasks),
                                    "--heartbeat-timeout-ms",
-                                   std::to_string(heartbeat_ms), "--port",
+                                   std::to_string(heartbeat_ms),
+                                   "--port",
                                    std::to_string(port)};
   argv.insert(argv.end(), extra.begin(), extra.end());
   Service service;
   service.process = std::make_unique<TestProcess>(argv);
   std::string line = service.process->WaitForLine("PORT ");
   EXPECT_FALSE(line.empty()) << "service did not start";
-  if (!line.empty()) absl::SimpleAtoi(line.substr(5), &service.port);
+  if (!line.empty() && !absl::SimpleAtoi(line.substr(5), &service.port)) {
+    service.port = 0;
+  }
   return service;
 }
 
-std::unique_ptr<TestProcess> StartTask(int port, int index, int heartbeat_ms,
-                                       const std::string& actions,
-                                       const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> argv = {kTaskBinary, "task", "--coordinator",
-                                   absl::StrCat("127.0.0.1:", port), "--task",
+std::unique_ptr<TestProcess> StartTask(
+    int port, int index, int heartbeat_ms, const std::string& actions,
+    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {kTaskBinary,
+                                   "task",
+                                   "--coordinator",
+                                   absl::StrCat("127.0.0.1:", port),
+                                   "--task",
                                    absl::StrCat("worker:", index),
                                    "--heartbeat-timeout-ms",
-                                   std::to_string(heartbeat_ms), "--actions",
+                                   std::to_string(heartbeat_ms),
+                                   "--actions",
                                    actions};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return std::make_unique<TestProcess>(argv);
@@ -105,8 +114,8 @@ TEST(CoordMultiprocessTest, RestartWithNewIncarnationIsRejected) {
 TEST(CoordMultiprocessTest, RestartAcceptedWhenRecoverable) {
   Service service = StartService(2, 2000, {"--recoverable-jobs", "worker"});
   auto t0 = StartTask(service.port, 0, 2000, "wait");
-  auto t1 = StartTask(service.port, 1, 2000,
-                      "get:go:20000,barrier:b:20000,shutdown");
+  auto t1 =
+      StartTask(service.port, 1, 2000, "get:go:20000,barrier:b:20000,shutdown");
   ASSERT_THAT(t0->WaitForLine("CONNECTED"), Not(IsEmpty()));
   ASSERT_THAT(t1->WaitForLine("CONNECTED"), Not(IsEmpty()));
   t0->Kill9();
@@ -170,8 +179,8 @@ TEST(CoordMultiprocessTest, WrongTokenIsUnauthenticated) {
   auto missing = StartTask(service.port, 0, 2000, "");
   EXPECT_THAT(missing->WaitForLine("CONNECT"),
               HasSubstr("CONNECT_ERROR unauthenticated"));
-  auto right = StartTask(service.port, 0, 2000, "shutdown",
-                         {"--token", "right-token"});
+  auto right =
+      StartTask(service.port, 0, 2000, "shutdown", {"--token", "right-token"});
   EXPECT_THAT(right->WaitForLine("CONNECT"), HasSubstr("CONNECTED"));
 }
 

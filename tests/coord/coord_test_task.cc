@@ -79,14 +79,17 @@ int Serve(std::map<std::string, std::string> flags) {
   }
   int timeout_ms = 1000;
   if (flags.count("heartbeat-timeout-ms")) {
-    absl::SimpleAtoi(flags["heartbeat-timeout-ms"], &timeout_ms);
+    if (!absl::SimpleAtoi(flags["heartbeat-timeout-ms"], &timeout_ms)) {
+      timeout_ms = 1000;
+    }
   }
   options.service.heartbeat_timeout = absl::Milliseconds(timeout_ms);
   if (flags.count("recoverable-jobs")) {
     options.service.recoverable_jobs.insert(flags["recoverable-jobs"]);
   }
   options.security.job_token = flags["token"];
-  options.address = absl::StrCat("127.0.0.1:", flags.count("port") ? flags["port"] : "0");
+  options.address =
+      absl::StrCat("127.0.0.1:", flags.count("port") ? flags["port"] : "0");
   auto server = cohort::coord::CoordinationServer::Start(options);
   if (!server.ok()) {
     Print(absl::StrCat("SERVE_ERROR ", Describe(server.status())));
@@ -106,7 +109,9 @@ int Task(std::map<std::string, std::string> flags) {
   cohort::SetLogTaskPrefix(flags["task"]);
   int timeout_ms = 1000;
   if (flags.count("heartbeat-timeout-ms")) {
-    absl::SimpleAtoi(flags["heartbeat-timeout-ms"], &timeout_ms);
+    if (!absl::SimpleAtoi(flags["heartbeat-timeout-ms"], &timeout_ms)) {
+      timeout_ms = 1000;
+    }
   }
   options.heartbeat_timeout = absl::Milliseconds(timeout_ms);
   options.register_timeout = absl::Seconds(20);
@@ -118,7 +123,8 @@ int Task(std::map<std::string, std::string> flags) {
   auto client =
       cohort::coord::NewGrpcCoordinationClient(flags["coordinator"], security);
   if (!client.ok()) return 2;
-  auto agent = cohort::coord::CoordinationAgent::Create(options, std::move(*client));
+  auto agent =
+      cohort::coord::CoordinationAgent::Create(options, std::move(*client));
   if (!agent.ok()) return 2;
   absl::Status connected = (*agent)->Connect();
   if (!connected.ok()) {
@@ -131,7 +137,9 @@ int Task(std::map<std::string, std::string> flags) {
     std::vector<std::string> parts = absl::StrSplit(action, ':');
     if (parts[0] == "barrier") {
       int ms = 10000;
-      if (parts.size() > 2) absl::SimpleAtoi(parts[2], &ms);
+      if (parts.size() > 2 && !absl::SimpleAtoi(parts[2], &ms)) {
+        ms = 10000;
+      }
       absl::Status s =
           (*agent)->WaitAtBarrier(parts[1], absl::Milliseconds(ms));
       Print(absl::StrCat("BARRIER ", parts[1], " ",
@@ -141,10 +149,13 @@ int Task(std::map<std::string, std::string> flags) {
       Print(absl::StrCat("SET ", parts[1], " ", s.ok() ? "OK" : Describe(s)));
     } else if (parts[0] == "get") {
       int ms = 10000;
-      if (parts.size() > 2) absl::SimpleAtoi(parts[2], &ms);
+      if (parts.size() > 2 && !absl::SimpleAtoi(parts[2], &ms)) {
+        ms = 10000;
+      }
       auto v = (*agent)->GetKeyValue(parts[1], absl::Milliseconds(ms));
-      Print(absl::StrCat("GET ", parts[1], " ",
-                         v.ok() ? *v : absl::StrCat("ERROR ", Describe(v.status()))));
+      Print(absl::StrCat(
+          "GET ", parts[1], " ",
+          v.ok() ? *v : absl::StrCat("ERROR ", Describe(v.status()))));
     } else if (parts[0] == "shutdown") {
       absl::Status s = (*agent)->Shutdown();
       Print(absl::StrCat("SHUTDOWN ",
