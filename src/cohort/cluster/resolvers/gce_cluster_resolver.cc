@@ -163,7 +163,8 @@ void RegisterGceResolver(ResolverRegistry* registry) {
   reg.name = "gce";
   reg.description =
       "Compute Engine instance group: COHORT_GCE_INSTANCE_GROUP, "
-      "COHORT_GCE_PROJECT/ZONE (default: metadata server), COHORT_GCE_PORT";
+      "COHORT_GCE_PROJECT/ZONE (default: metadata server), COHORT_GCE_PORT, "
+      "COHORT_GCE_ACCESS_TOKEN (default: metadata server)";
   reg.factory = [](Env* env)
       -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
     GceClusterResolver::Options options;
@@ -181,6 +182,12 @@ void RegisterGceResolver(ResolverRegistry* registry) {
       options.zone = *v;
     }
     if (auto v = env->GetVar("COHORT_GCE_TASK_TYPE")) options.task_type = *v;
+    if (auto v = env->GetVar("COHORT_GCE_ACCESS_TOKEN"); v && !v->empty()) {
+      options.access_token = *v;
+    }
+    if (auto v = env->GetVar("COHORT_GCE_COMPUTE_API_URL"); v && !v->empty()) {
+      options.compute_api_url = *v;
+    }
     for (auto [var, target] :
          {std::pair<const char*, int*>{"COHORT_GCE_PORT", &options.port}}) {
       if (auto v = env->GetVar(var); v && !v->empty()) {

@@ -102,7 +102,8 @@ class GceClusterResolver : public ClusterResolver {
 // Registers "gce" (never auto-detected). The factory reads
 // COHORT_GCE_INSTANCE_GROUP (required), COHORT_GCE_PROJECT, COHORT_GCE_ZONE
 // (default: metadata server), COHORT_GCE_PORT (8470), COHORT_GCE_TASK_TYPE
-// ("worker") and COHORT_GCE_TASK_ID (0).
+// ("worker"), COHORT_GCE_TASK_ID (0), COHORT_GCE_ACCESS_TOKEN (default: the
+// metadata server's) and COHORT_GCE_COMPUTE_API_URL.
 void RegisterGceResolver(ResolverRegistry* registry);
 
 }  // namespace cohort

@@ -152,9 +152,20 @@ TEST_F(GceClusterResolverTest, RegistryFactoryReadsVariables) {
   r = registry.Create("gce", &env_);
   EXPECT_THAT(r.status().message(), HasSubstr("COHORT_GCE_PORT=\"x\""));
   env_.SetVar("COHORT_GCE_PORT", "2222");
+  env_.SetVar("COHORT_GCE_INSTANCE_GROUP", "group");
+  env_.SetVar("COHORT_GCE_PROJECT", "p");
+  env_.SetVar("COHORT_GCE_ZONE", "z");
+  env_.SetVar("COHORT_GCE_ACCESS_TOKEN", "md-token");
+  env_.SetVar("COHORT_GCE_COMPUTE_API_URL", compute_.api_url());
+  metadata_.FailAll("the token was given: must not be queried");
   r = registry.Create("gce", &env_);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)->name(), "gce");
+  auto spec = (*r)->cluster_spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->ToJson(), Json::parse(R"({"worker":
+      ["10.1.2.3:2222", "10.10.3.4:2222", "10.3.4.5:2222"]})"));
+  EXPECT_EQ(metadata_.request_count(), 0);
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ absl::StatusOr<KubernetesApiConfig> LoadInClusterKubernetesConfig(
 // of $KUBECONFIG, else $HOME/.kube/config. Uses the current context's
 // cluster (server, certificate-authority[-data], insecure-skip-tls-verify)
 // and user (token, tokenFile, client-certificate[-data]/client-key[-data]).
-// Inline *-data values are written to private temporary files. The file may
+// Inline *-data values are written to private (0600) temporary files under
+// $TMPDIR (or /tmp), which are left in place for the process. The file may
 // be YAML (the block-style subset kubectl writes) or JSON.
 // FailedPrecondition/InvalidArgument naming the file and the missing entry.
 absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(

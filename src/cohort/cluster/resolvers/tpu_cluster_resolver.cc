@@ -213,6 +213,9 @@ void RegisterTpuResolver(ResolverRegistry* registry) {
     if (auto v = env->GetVar("COHORT_TPU_ZONE"); v && !v->empty()) {
       options.client.zone = *v;
     }
+    if (auto v = env->GetVar("COHORT_TPU_ACCESS_TOKEN"); v && !v->empty()) {
+      options.client.access_token = *v;
+    }
     COHORT_ASSIGN_OR_RETURN(auto r, TpuClusterResolver::Create(env, options));
     return std::unique_ptr<ClusterResolver>(std::move(r));
   };

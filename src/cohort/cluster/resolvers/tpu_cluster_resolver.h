@@ -135,7 +135,7 @@ class TpuClusterResolver : public ClusterResolver {
 
 // Registers "tpu" (never auto-detected): TPU_NAME /
 // KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS / TPU_CONFIG, COHORT_TPU_PROJECT,
-// COHORT_TPU_ZONE.
+// COHORT_TPU_ZONE, COHORT_TPU_ACCESS_TOKEN (default: the metadata server's).
 void RegisterTpuResolver(ResolverRegistry* registry);
 
 }  // namespace cohort
