@@ -14,6 +14,7 @@
 
 #include "bench/barrier/barrier_bench.h"
 #include "bench/coord/coord_bench.h"
+#include "bench/graph/graph_bench.h"
 #include "tools/cohort/commands.h"
 
 namespace cohort::tools {
@@ -32,6 +33,9 @@ const BenchSuite kSuites[] = {
     {"barrier", "barrier execution mode: barrier and allGather (64 B) latency "
                 "for gangs of 2, 4, 8 processes, with the gloo peer",
      &bench::RunBarrierBench},
+    {"graph", "graph engine: MatMul float32 GFLOP/s (256, 1024, 2048) against "
+              "NumPy, LocalSession per-run overhead (10-node callable)",
+     &bench::RunGraphBench},
 };
 
 void ListSuites(std::ostream& out) {

@@ -1,0 +1,255 @@
+#include "bench/graph/graph_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cohort/base/json.h"
+#include "cohort/graph/builder.h"
+#include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/kernels/elementwise_ops.h"
+#include "cohort/graph/kernels/math_ops.h"
+#include "cohort/graph/kernels/reduction_ops.h"
+#include "cohort/graph/local_session.h"
+
+#ifndef COHORT_BENCH_GRAPH_DIR
+#define COHORT_BENCH_GRAPH_DIR "bench/graph"
+#endif
+
+namespace cohort::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Flags {
+  int reps = 3;
+  std::vector<int> sizes = {256, 1024, 2048};
+  double min_seconds = 0.5;
+  int runs = 20000;
+  bool matmul = true;
+  bool session = true;
+  std::string python = "/usr/bin/python3";
+  std::string numpy_script = std::string(COHORT_BENCH_GRAPH_DIR) + "/numpy_matmul.py";
+};
+
+void Emit(const std::string& metric, const Json& params, double value,
+          const std::string& unit, int rep) {
+  Json j = {{"suite", "graph"}, {"metric", metric}, {"params", params},
+            {"value", value},   {"unit", unit},     {"rep", rep}};
+  std::cout << j.dump() << std::endl;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+bool ParseFlags(const std::vector<std::string>& args, Flags* f) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
+    if (a == "--reps") {
+      if (!absl::SimpleAtoi(value(), &f->reps) || f->reps < 1) return false;
+    } else if (a == "--sizes") {
+      f->sizes.clear();
+      for (absl::string_view s : absl::StrSplit(value(), ',', absl::SkipEmpty())) {
+        int n = 0;
+        if (!absl::SimpleAtoi(s, &n) || n < 1) return false;
+        f->sizes.push_back(n);
+      }
+    } else if (a == "--min-seconds") {
+      if (!absl::SimpleAtod(value(), &f->min_seconds)) return false;
+    } else if (a == "--runs") {
+      if (!absl::SimpleAtoi(value(), &f->runs) || f->runs < 1) return false;
+    } else if (a == "--only") {
+      std::string v = value();
+      f->matmul = v.find("matmul") != std::string::npos;
+      f->session = v.find("session") != std::string::npos;
+    } else if (a == "--python") {
+      f->python = value();
+    } else if (a == "--numpy-script") {
+      f->numpy_script = value();
+    } else if (a == "--quick") {
+      f->reps = 1;
+      f->sizes = {256};
+      f->min_seconds = 0.1;
+      f->runs = 2000;
+    } else {
+      std::cerr << "cohort bench graph: unknown flag '" << a << "'\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Runs NumPy's script; returns GFLOP/s per size (empty when unavailable).
+std::map<int, std::vector<double>> RunNumpy(const Flags& f) {
+  std::map<int, std::vector<double>> out;
+  std::string sizes;
+  for (int n : f.sizes) absl::StrAppend(&sizes, sizes.empty() ? "" : ",", n);
+  std::string cmd = absl::StrCat("'", f.python, "' '", f.numpy_script, "' --sizes ", sizes,
+                                 " --reps ", f.reps, " --min-seconds ", f.min_seconds);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    std::cerr << "cohort bench graph: cannot run '" << cmd << "'; NumPy figures skipped\n";
+    return out;
+  }
+  char buf[4096];
+  while (fgets(buf, sizeof(buf), p) != nullptr) {
+    auto j = ParseJson(buf, "numpy_matmul.py output");
+    if (!j.ok()) continue;
+    std::cout << j->dump() << std::endl;  // Pass NumPy's line through.
+    out[(*j)["params"]["n"].get<int>()].push_back((*j)["value"].get<double>());
+  }
+  int rc = pclose(p);
+  if (rc != 0 || out.empty()) {
+    std::cerr << "cohort bench graph: '" << cmd << "' exited with status " << rc
+              << " (is python3-numpy installed? check --python); NumPy figures "
+                 "skipped\n";
+  }
+  return out;
+}
+
+int BenchMatMul(const Flags& f) {
+  const int threads = static_cast<int>(std::thread::hardware_concurrency());
+  std::map<int, std::vector<double>> ours;
+  for (int n : f.sizes) {
+    Scope root = Scope::NewRootScope();
+    auto a = ops::Placeholder(root.WithOpName("a"), DT_FLOAT, {n, n});
+    auto b = ops::Placeholder(root.WithOpName("b"), DT_FLOAT, {n, n});
+    ops::MatMul(root.WithOpName("c"), a, b);
+    GraphDef g;
+    if (!root.ToGraphDef(&g).ok()) {
+      std::cerr << "building the MatMul graph: " << root.status() << "\n";
+      return 1;
+    }
+    auto session = LocalSession::Create(g);
+    if (!session.ok()) {
+      std::cerr << "creating the session: " << session.status() << "\n";
+      return 1;
+    }
+    auto handle = (*session)->MakeCallable({{"a", "b"}, {"c:0"}, {}, {}});
+    if (!handle.ok()) {
+      std::cerr << "making the callable: " << handle.status() << "\n";
+      return 1;
+    }
+    Tensor av(DT_FLOAT, TensorShape({n, n})), bv(DT_FLOAT, TensorShape({n, n}));
+    for (int64_t i = 0; i < av.NumElements(); ++i) {
+      av.data<float>()[i] = static_cast<float>((i * 7919) % 1000) / 1000.f;
+      bv.data<float>()[i] = static_cast<float>((i * 104729) % 1000) / 1000.f;
+    }
+    std::vector<Tensor> out;
+    absl::Status s = (*session)->RunCallable(*handle, {av, bv}, &out);  // warm-up
+    if (!s.ok()) {
+      std::cerr << "running MatMul: " << s << "\n";
+      return 1;
+    }
+    for (int rep = 0; rep < f.reps; ++rep) {
+      int iters = 0;
+      auto start = Clock::now();
+      double elapsed = 0;
+      do {
+        s = (*session)->RunCallable(*handle, {av, bv}, &out);
+        if (!s.ok()) {
+          std::cerr << "running MatMul: " << s << "\n";
+          return 1;
+        }
+        ++iters;
+        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      } while (elapsed < f.min_seconds);
+      double gflops = 2.0 * n * n * static_cast<double>(n) * iters / elapsed / 1e9;
+      ours[n].push_back(gflops);
+      Emit("matmul_gflops", {{"n", n}, {"dtype", "float32"}, {"threads", threads}},
+           gflops, "GFLOP/s", rep);
+    }
+  }
+  std::map<int, std::vector<double>> numpy = RunNumpy(f);
+  for (int n : f.sizes) {
+    auto it = numpy.find(n);
+    if (it == numpy.end() || Median(it->second) <= 0) continue;
+    Emit("matmul_vs_numpy_ratio", {{"n", n}, {"dtype", "float32"}, {"threads", threads}},
+         Median(ours[n]) / Median(it->second), "x", 0);
+  }
+  return 0;
+}
+
+int BenchSession(const Flags& f) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({}));
+  Output y = x;
+  for (int i = 0; i < 9; ++i) {
+    y = i % 2 == 0 ? ops::Add(root, y, y) : ops::Mul(root, y, x);
+  }
+  GraphDef g;
+  if (!root.ToGraphDef(&g).ok() || g.node_size() != 10) {
+    std::cerr << "building the scalar graph: " << root.status() << "\n";
+    return 1;
+  }
+  auto session = LocalSession::Create(g);
+  if (!session.ok()) {
+    std::cerr << "creating the session: " << session.status() << "\n";
+    return 1;
+  }
+  auto handle = (*session)->MakeCallable({{"x"}, {y.name()}, {}, {}});
+  if (!handle.ok()) {
+    std::cerr << "making the callable: " << handle.status() << "\n";
+    return 1;
+  }
+  const std::vector<Tensor> feeds = {Tensor(1.0f)};
+  std::vector<Tensor> out;
+  for (int i = 0; i < 1000; ++i) {
+    absl::Status s = (*session)->RunCallable(*handle, feeds, &out);
+    if (!s.ok()) {
+      std::cerr << "running the scalar graph: " << s << "\n";
+      return 1;
+    }
+  }
+  for (int rep = 0; rep < f.reps; ++rep) {
+    std::vector<double> us(f.runs);
+    for (int i = 0; i < f.runs; ++i) {
+      auto start = Clock::now();
+      absl::Status s = (*session)->RunCallable(*handle, feeds, &out);
+      us[i] = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      if (!s.ok()) {
+        std::cerr << "running the scalar graph: " << s << "\n";
+        return 1;
+      }
+    }
+    std::sort(us.begin(), us.end());
+    Json params = {{"nodes", 10}, {"path", "callable"}};
+    Emit("session_run_overhead_p50", params, us[us.size() / 2], "us", rep);
+    Emit("session_run_overhead_p99", params, us[us.size() * 99 / 100], "us", rep);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunGraphBench(const std::vector<std::string>& args) {
+  Flags f;
+  if (!ParseFlags(args, &f)) {
+    std::cerr << "usage: cohort bench graph [--reps N] [--only matmul,session] "
+                 "[--sizes 256,1024,2048] [--min-seconds S] [--runs N] "
+                 "[--python PATH] [--numpy-script PATH] [--quick]\n";
+    return 2;
+  }
+  if (f.matmul) {
+    if (int rc = BenchMatMul(f); rc != 0) return rc;
+  }
+  if (f.session) {
+    if (int rc = BenchSession(f); rc != 0) return rc;
+  }
+  return 0;
+}
+
+}  // namespace cohort::bench

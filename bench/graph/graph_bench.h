@@ -1,0 +1,36 @@
+// `cohort bench graph`: the dataflow engine's benchmark suite.
+//
+// Prints JSON lines (DESIGN.md format, suite "graph"):
+//   matmul_gflops (GFLOP/s; n=256|1024|2048, dtype=float32, threads=T):
+//       C = A * B of two n x n float32 matrices through a LocalSession
+//       callable (the MatMul kernel: an Eigen tensor contraction on the
+//       device's thread pool); 2 n^3 flops per product; each rep times as
+//       many products as fit in --min-seconds after one warm-up.
+//   numpy_matmul_gflops (GFLOP/s; same n): NumPy's np.matmul in the same
+//       run, from bench/graph/numpy_matmul.py run with --python (default
+//       /usr/bin/python3, Debian's python3-numpy); skipped with a note on
+//       stderr when NumPy is missing.
+//   matmul_vs_numpy_ratio (x; n): median cohort GFLOP/s / median NumPy
+//       GFLOP/s (target >= 0.8).
+//   session_run_overhead_p50 / _p99 (us; nodes=10, path=callable): the
+//       wall time of one RunCallable on a 10-node scalar float graph (a
+//       Placeholder and nine chained Add/Mul nodes), --runs runs per rep
+//       after 1,000 warm-up runs (target p50 < 20 us).
+//
+//   cohort bench graph [--reps 3] [--only matmul,session] [--sizes 256,1024,2048]
+//                      [--min-seconds 0.5] [--runs 20000] [--python PATH]
+//                      [--numpy-script PATH] [--quick]
+#ifndef COHORT_BENCH_GRAPH_GRAPH_BENCH_H_
+#define COHORT_BENCH_GRAPH_GRAPH_BENCH_H_
+
+#include <string>
+#include <vector>
+
+namespace cohort::bench {
+
+// Runs the suite with `args` (the flags above); returns the exit code.
+int RunGraphBench(const std::vector<std::string>& args);
+
+}  // namespace cohort::bench
+
+#endif  // COHORT_BENCH_GRAPH_GRAPH_BENCH_H_
