@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/barrier/barrier_task_context.h"
 #include "cohort/barrier/launcher.h"
@@ -96,7 +96,8 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
 double Percentile(std::vector<double> xs, double p) {
   std::sort(xs.begin(), xs.end());
   const long k = std::lround(p / 100.0 * static_cast<double>(xs.size() - 1));
-  return xs[std::min<size_t>(xs.size() - 1, static_cast<size_t>(std::max(0L, k)))];
+  return xs[std::min<size_t>(xs.size() - 1,
+                             static_cast<size_t>(std::max(0L, k)))];
 }
 
 double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
@@ -125,13 +126,13 @@ int RunChild(const Flags& f) {
     return absl::OkStatus();
   };
   std::vector<double> barrier_us, gather_us;
-  absl::Status s =
-      time_loop(f.iters, 20, [&] { return task.Barrier(); }, barrier_us);
+  absl::Status s = time_loop(
+      f.iters, 20, [&] { return task.Barrier(); }, barrier_us);
   const std::string message(64, 's');
   if (s.ok()) {
     s = time_loop(
-        f.gather_iters, 10,
-        [&] { return task.AllGather(message).status(); }, gather_us);
+        f.gather_iters, 10, [&] { return task.AllGather(message).status(); },
+        gather_us);
   }
   if (!s.ok()) {
     std::cerr << s.message() << std::endl;
@@ -141,8 +142,10 @@ int RunChild(const Flags& f) {
   const int world = task.num_tasks();
   auto emit = [&](const char* metric, Json params, double value) {
     params["world"] = world;
-    Json line{{"suite", "barrier"}, {"metric", metric},
-              {"params", params},   {"value", Round3(value)},
+    Json line{{"suite", "barrier"},
+              {"metric", metric},
+              {"params", params},
+              {"value", Round3(value)},
               {"unit", "us"}};
     std::cout << kResultTag << JsonDump(line) << std::endl;
   };
@@ -162,9 +165,7 @@ std::vector<std::string> SelfCommand() {
   return {exe};
 }
 
-void PrintLine(const Json& line) {
-  std::cout << JsonDump(line) << std::endl;
-}
+void PrintLine(const Json& line) { std::cout << JsonDump(line) << std::endl; }
 
 int RunGangs(const Flags& f) {
   int rc = 0;
@@ -201,9 +202,9 @@ int RunGangs(const Flags& f) {
       absl::MutexLock lock(&mu);
       if (!result.ok() || !result->succeeded || results.empty()) {
         rc = 1;
-        const std::string why =
-            !result.ok() ? std::string(result.status().message())
-                         : absl::StrJoin(messages, "\n");
+        const std::string why = !result.ok()
+                                    ? std::string(result.status().message())
+                                    : absl::StrJoin(messages, "\n");
         PrintLine(Json{{"suite", "barrier"},
                        {"error", why},
                        {"params", {{"world", world}}},
@@ -214,8 +215,8 @@ int RunGangs(const Flags& f) {
         if (!line.ok()) continue;
         (*line)["rep"] = rep;
         (*line)["note"] =
-            "processes started by cohort launch; gRPC to a coordinator in "
-            "the launcher";
+            "processes started by cohort launch; TCP transport to the "
+            "coordinator in the launcher";
         PrintLine(*line);
       }
       if (result.ok()) {
@@ -232,9 +233,8 @@ int RunGangs(const Flags& f) {
 void RunPeer(const Flags& f) {
   std::string script = f.peer_script;
   if (script.empty()) {
-    for (const char* candidate :
-         {"../shared/bench-peers/gloo_bench.py",
-          "/work/shared/bench-peers/gloo_bench.py"}) {
+    for (const char* candidate : {"../shared/bench-peers/gloo_bench.py",
+                                  "/work/shared/bench-peers/gloo_bench.py"}) {
       if (access(candidate, R_OK) == 0) {
         script = candidate;
         break;
@@ -243,8 +243,9 @@ void RunPeer(const Flags& f) {
   }
   if (script.empty() || access(script.c_str(), R_OK) != 0) {
     PrintLine(Json{{"suite", "gloo"},
-                   {"error", "peer kit not found (gloo_bench.py); pass "
-                             "--peer-script PATH"}});
+                   {"error",
+                    "peer kit not found (gloo_bench.py); pass "
+                    "--peer-script PATH"}});
     return;
   }
   if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
@@ -258,8 +259,8 @@ void RunPeer(const Flags& f) {
   std::vector<std::string> sizes;
   for (int n : f.sizes) sizes.push_back(std::to_string(n));
   const std::string command = absl::StrCat(
-      "/usr/bin/python3 '", script, "' --world-sizes ", absl::StrJoin(sizes, ","),
-      " --reps ", f.reps, " 2>/dev/null");
+      "/usr/bin/python3 '", script, "' --world-sizes ",
+      absl::StrJoin(sizes, ","), " --reps ", f.reps, " 2>/dev/null");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
     PrintLine(Json{{"suite", "gloo"}, {"error", "cannot run " + command}});

@@ -2,10 +2,10 @@
 //
 // For each gang size N (default 2, 4, 8) and repetition, `cohort launch`'s
 // library starts N processes (this binary re-executed with --child) against
-// a coordinator in this process, exactly as a user's job runs. Partition 0
-// times back-to-back syncs after a warm-up barrier, like the peer kit's
-// gloo_bench.py, and the suite prints JSON lines (DESIGN.md format, suite
-// "barrier") with the peer kit's metric names and params:
+// a coordinator in this process (its TCP transport), exactly as a user's job
+// runs. Partition 0 times back-to-back syncs after a warm-up barrier, like
+// the peer kit's gloo_bench.py, and the suite prints JSON lines (DESIGN.md
+// format, suite "barrier") with the peer kit's metric names and params:
 //   barrier_p50 / barrier_p99                       (us; world=N)
 //   all_gather_object_p50 / all_gather_object_p99   (us; bytes=64, world=N)
 //       AllGather of a 64-byte string, the analogue of gloo's

@@ -31,9 +31,9 @@ int main() {
   }
 
   // Phase 2: share a result; the answer is ordered by partition id.
-  const std::string mine =
-      absl::StrCat("partition ", task.partition_id(), " sum=",
-                   task.partition_id() * (task.partition_id() + 1) / 2);
+  const std::string mine = absl::StrCat(
+      "partition ", task.partition_id(),
+      " sum=", task.partition_id() * (task.partition_id() + 1) / 2);
   absl::StatusOr<std::vector<std::string>> all = task.AllGather(mine);
   if (!all.ok()) {
     std::cerr << "allGather failed: " << all.status().message() << std::endl;
@@ -45,7 +45,8 @@ int main() {
     return 1;
   }
   if (task.partition_id() == 0) {
-    for (const std::string& m : *all) std::cout << "gathered: " << m << std::endl;
+    for (const std::string& m : *all)
+      std::cout << "gathered: " << m << std::endl;
     for (const auto& info : task.GetTaskInfos()) {
       std::cout << "task address: " << info.address << std::endl;
     }

@@ -28,7 +28,8 @@ int main() {
   const std::string task_name(name);
   cohort::coord::CoordinationAgentOptions options;
   options.task.job = task_name.substr(0, task_name.find(':'));
-  options.task.index = std::atoi(task_name.substr(task_name.find(':') + 1).c_str());
+  options.task.index =
+      std::atoi(task_name.substr(task_name.find(':') + 1).c_str());
   options.heartbeat_timeout = absl::Seconds(heartbeat_s);
   options.register_timeout = absl::Seconds(10);
   auto client = cohort::coord::NewGrpcCoordinationClient(address, {});

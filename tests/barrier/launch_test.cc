@@ -59,7 +59,8 @@ class LaunchTest : public ::testing::Test {
     for (const std::string& a :
          {std::string("/bin/sh"), std::string("-c"),
           "C=" + cohort_ + "; D=" + dir_ +
-              "; P=$COHORT_PARTITION_ID; A=$COHORT_ATTEMPT_NUMBER; " + script}) {
+              "; P=$COHORT_PARTITION_ID; A=$COHORT_ATTEMPT_NUMBER; " +
+              script}) {
       argv.push_back(a);
     }
     return Launch(argv);
@@ -80,7 +81,8 @@ class LaunchTest : public ::testing::Test {
     r.elapsed = absl::Now() - start;
     return r;
   }
-  LaunchRun Launch(const std::vector<std::string>& flags, const std::string& script) {
+  LaunchRun Launch(const std::vector<std::string>& flags,
+                   const std::string& script) {
     const absl::Time start = absl::Now();
     auto p = Start(flags, script);
     if (p == nullptr) return LaunchRun{};
@@ -108,9 +110,9 @@ std::vector<std::string> Tagged(const std::string& output,
 // within one second of each other, and allGather is ordered by partition.
 TEST_F(LaunchTest, GlobalSyncAndOrderedAllGather) {
   LaunchRun r = Launch({"-n", "4"},
-                 "sleep 0.$(( (P * 3) % 5 )); $C task barrier || exit 1; "
-                 "echo left=$(date +%s%N); "
-                 "echo gathered=$($C task allgather $P)");
+                       "sleep 0.$(( (P * 3) % 5 )); $C task barrier || exit 1; "
+                       "echo left=$(date +%s%N); "
+                       "echo gathered=$($C task allgather $P)");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> left = Tagged(r.output, "left=");
   ASSERT_EQ(left.size(), 4u) << r.output;
@@ -133,22 +135,25 @@ TEST_F(LaunchTest, GlobalSyncAndOrderedAllGather) {
 // processes; the epoch advances with each.
 TEST_F(LaunchTest, SeveralBarriersThenAllGather) {
   LaunchRun r = Launch({"-n", "3"},
-                 "$C task barrier && $C task barrier && "
-                 "echo gathered=$($C task allgather p$P) && "
-                 "echo epoch=$(cat $COHORT_BARRIER_EPOCH_FILE) && "
-                 "echo info=$($C task info)");
+                       "$C task barrier && $C task barrier && "
+                       "echo gathered=$($C task allgather p$P) && "
+                       "echo epoch=$(cat $COHORT_BARRIER_EPOCH_FILE) && "
+                       "echo info=$($C task info)");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(Tagged(r.output, "gathered="),
               ::testing::Each(std::string(R"(["p0","p1","p2"])")));
   EXPECT_THAT(Tagged(r.output, "epoch="), ::testing::Each(std::string("3")));
-  EXPECT_THAT(r.output, HasSubstr(R"([worker:2] info={"attempt_number":0,"num_tasks":3,"partition_id":2,"task_infos":[{"address":"127.0.0.1:)"));
+  EXPECT_THAT(
+      r.output,
+      HasSubstr(
+          R"([worker:2] info={"attempt_number":0,"num_tasks":3,"partition_id":2,"task_infos":[{"address":"127.0.0.1:)"));
 }
 
 // Spark #3: partition 0 calls barrier, the others allGather: the job fails.
 TEST_F(LaunchTest, MixedMethodsFailTheJob) {
   LaunchRun r = Launch({"-n", "3"},
-                 "if [ $P = 0 ]; then exec $C task barrier; fi; "
-                 "exec $C task allgather x");
+                       "if [ $P = 0 ]; then exec $C task barrier; fi; "
+                       "exec $C task allgather x");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("Different barrier sync types found"));
 }
@@ -156,8 +161,9 @@ TEST_F(LaunchTest, MixedMethodsFailTheJob) {
 // Spark #6 and #7: one task never calls barrier; the coordinator's timeout
 // fails the others with Spark's message, naming the missing partition.
 TEST_F(LaunchTest, TaskThatNeverCallsBarrierTimesOut) {
-  LaunchRun r = Launch({"-n", "3", "--barrier-timeout", "1"},
-                 "if [ $P = 2 ]; then exec sleep 30; fi; exec $C task barrier");
+  LaunchRun r =
+      Launch({"-n", "3", "--barrier-timeout", "1"},
+             "if [ $P = 2 ]; then exec sleep 30; fi; exec $C task barrier");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.output,
               HasSubstr("The coordinator didn't get all barrier sync requests "
@@ -170,8 +176,8 @@ TEST_F(LaunchTest, TaskThatNeverCallsBarrierTimesOut) {
 // Spark #8: one task skips its first barrier; the second sync times out.
 TEST_F(LaunchTest, UnequalNumberOfBarrierCallsTimesOut) {
   LaunchRun r = Launch({"-n", "3", "--barrier-timeout", "1"},
-                 "$C task barrier || exit 1; "
-                 "if [ $P = 0 ]; then exit 0; fi; exec $C task barrier");
+                       "$C task barrier || exit 1; "
+                       "if [ $P = 0 ]; then exit 0; fi; exec $C task barrier");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("for barrier epoch 1"));
   EXPECT_THAT(r.output, HasSubstr("did not arrive: [0]"));
@@ -181,8 +187,8 @@ TEST_F(LaunchTest, UnequalNumberOfBarrierCallsTimesOut) {
 // 365-day timeout; they are stopped at once and the summary names the task.
 TEST_F(LaunchTest, FailureWhileOthersWaitStopsEveryone) {
   LaunchRun r = Launch({"-n", "4"},
-                 "if [ $P = 1 ]; then echo giving up; exit 3; fi; "
-                 "exec $C task barrier");
+                       "if [ $P = 1 ]; then echo giving up; exit 3; fi; "
+                       "exec $C task barrier");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_THAT(r.output, HasSubstr("attempt 0 failed: task worker:1"));
   EXPECT_THAT(r.output, HasSubstr("exited with code 3"));
@@ -204,9 +210,9 @@ TEST_F(LaunchTest, SlotsCheckFailsBeforeStarting) {
 // syncs start from epoch 0 in a fresh barrier state.
 TEST_F(LaunchTest, WholeGangRetryWithNextAttemptNumber) {
   LaunchRun r = Launch({"-n", "3", "--max-restarts", "2"},
-                 "$C task barrier || exit 1; "
-                 "if [ $A = 0 ] && [ $P = 1 ]; then exit 7; fi; "
-                 "echo gathered=$($C task allgather a$A)");
+                       "$C task barrier || exit 1; "
+                       "if [ $A = 0 ] && [ $P = 1 ]; then exit 7; fi; "
+                       "echo gathered=$($C task allgather a$A)");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("restarting the whole gang as attempt 1"));
   EXPECT_THAT(Tagged(r.output, "gathered="),
@@ -217,9 +223,9 @@ TEST_F(LaunchTest, WholeGangRetryWithNextAttemptNumber) {
 // Spark #28: two failures in one attempt cause one retry.
 TEST_F(LaunchTest, TwoFailuresCauseOneRetry) {
   LaunchRun r = Launch({"-n", "3", "--max-restarts", "3"},
-                 "echo $A >> $D/attempts.$P; "
-                 "if [ $A = 0 ] && [ $P != 0 ]; then exit 5; fi; "
-                 "exec $C task barrier");
+                       "echo $A >> $D/attempts.$P; "
+                       "if [ $A = 0 ] && [ $P != 0 ]; then exit 5; fi; "
+                       "exec $C task barrier");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ifstream in(dir_ + "/attempts.0");
   std::string content((std::istreambuf_iterator<char>(in)),
@@ -250,7 +256,8 @@ TEST_F(LaunchTest, InterruptStopsEveryTask) {
   LaunchRun r = Finish(*p, start);
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_THAT(r.output, HasSubstr("interrupted"));
-  for (int pid : pids) EXPECT_NE(kill(pid, 0), 0) << "task " << pid << " survived";
+  for (int pid : pids)
+    EXPECT_NE(kill(pid, 0), 0) << "task " << pid << " survived";
 }
 
 // A task whose heartbeats stop (SIGSTOP) while its process lives is failed
@@ -289,8 +296,10 @@ TEST_F(LaunchTest, ExamplesRun) {
   r = Finish(*sh, start);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[worker:1] passed the barrier"));
-  EXPECT_THAT(r.output, HasSubstr(
-      R"([worker:0] everyone said: ["hello from worker:0","hello from worker:1"])"));
+  EXPECT_THAT(
+      r.output,
+      HasSubstr(
+          R"([worker:0] everyone said: ["hello from worker:0","hello from worker:1"])"));
 }
 
 }  // namespace

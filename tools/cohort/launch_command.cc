@@ -66,8 +66,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
   auto* ps_opt = launch->add_option("--ps", flags->ps, "number of ps tasks");
   auto* eval_opt = launch->add_flag("--evaluator", flags->evaluator,
                                     "add an evaluator task (evaluator:0)");
-  n_opt->excludes(chief_opt)->excludes(workers_opt)->excludes(ps_opt)->excludes(
-      eval_opt);
+  n_opt->excludes(chief_opt)
+      ->excludes(workers_opt)
+      ->excludes(ps_opt)
+      ->excludes(eval_opt);
   launch->add_option("--slots", flags->slots,
                      "task slots on this machine; a job needing more fails "
                      "before starting anything (default: no limit)");
@@ -88,8 +90,9 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
                      "directory for per-task logs (default: a new directory "
                      "under $TMPDIR or /tmp)");
   launch->add_flag("--quiet", flags->quiet, "no progress lines");
-  launch->add_option("command", flags->command,
-                     "the program and its arguments, after --")
+  launch
+      ->add_option("command", flags->command,
+                   "the program and its arguments, after --")
       ->required();
 
   launch->callback([flags, &exit_code] {
@@ -110,8 +113,8 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     char self[4096];
     const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (len > 0) {
-      options.extra_env.push_back(
-          "COHORT_BIN=" + std::string(self, static_cast<size_t>(len)));
+      options.extra_env.push_back("COHORT_BIN=" +
+                                  std::string(self, static_cast<size_t>(len)));
     }
 
     barrier::Launcher launcher(Env::Default(), options);

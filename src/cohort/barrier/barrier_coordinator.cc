@@ -90,11 +90,11 @@ void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
     const std::string gang_name =
         GangName(request.stage_id, request.stage_attempt);
     if (shutting_down_) {
-      replies.emplace_back(std::move(done),
-                           absl::UnavailableError(absl::StrCat(
-                               "barrier coordinator is shutting down; ",
-                               gang_name, " partition ", request.partition_id,
-                               " cannot sync")));
+      replies.emplace_back(
+          std::move(done),
+          absl::UnavailableError(absl::StrCat(
+              "barrier coordinator is shutting down; ", gang_name,
+              " partition ", request.partition_id, " cannot sync")));
     } else if (request.num_tasks <= 0 || request.partition_id < 0 ||
                request.partition_id >= request.num_tasks) {
       replies.emplace_back(
@@ -146,8 +146,8 @@ void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
             std::move(done),
             absl::FailedPreconditionError(absl::StrCat(
                 "partition ", request.partition_id, " of ", gang_name,
-                " is already waiting for barrier epoch ", gang.epoch,
-                " (task ", request.task_attempt_id,
+                " is already waiting for barrier epoch ", gang.epoch, " (task ",
+                request.task_attempt_id,
                 " sent a second request); a task may run one sync at a time "
                 "and each partition id must belong to one task")));
       } else {
@@ -160,8 +160,8 @@ void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
               " barrier epoch ", gang.epoch, ": ", absl::StrJoin(names, ", "),
               ". Please use the same barrier sync type within a single sync "
               "(partition ",
-              request.partition_id, " called ",
-              SyncMethodName(request.method), ")."));
+              request.partition_id, " called ", SyncMethodName(request.method),
+              ")."));
           for (const Pending& p : gang.requesters) pending_.erase(p.request_id);
           FailGangLocked(gang, status, replies);
           replies.emplace_back(std::move(done), status);
@@ -239,11 +239,11 @@ void BarrierCoordinator::ClearStage(int64_t stage_id, int stage_attempt,
     Gang& gang = gangs_[{stage_id, stage_attempt}];
     if (!gang.failure.ok()) return;
     for (const Pending& p : gang.requesters) pending_.erase(p.request_id);
-    FailGangLocked(gang,
-                   absl::AbortedError(absl::StrCat(
-                       GangName(stage_id, stage_attempt),
-                       " was stopped: ", reason)),
-                   replies);
+    FailGangLocked(
+        gang,
+        absl::AbortedError(absl::StrCat(GangName(stage_id, stage_attempt),
+                                        " was stopped: ", reason)),
+        replies);
   }
   for (auto& [d, result] : replies) d(std::move(result));
 }
@@ -256,7 +256,8 @@ std::optional<GangSnapshot> BarrierCoordinator::Snapshot(int64_t stage_id,
   GangSnapshot s;
   s.num_tasks = it->second.num_tasks;
   s.epoch = it->second.epoch;
-  for (const Pending& p : it->second.requesters) s.waiting.push_back(p.partition_id);
+  for (const Pending& p : it->second.requesters)
+    s.waiting.push_back(p.partition_id);
   std::sort(s.waiting.begin(), s.waiting.end());
   s.failure = it->second.failure;
   return s;

@@ -198,7 +198,7 @@ TEST_F(BarrierCoordinatorTest, NumTasksMustMatch) {
   EXPECT_EQ(a1.Wait().status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(a1.Wait().status().message(), HasSubstr("Number of tasks"));
   EXPECT_FALSE(a0.ready());  // only the mismatching requester fails
-  coordinator_.reset();       // answers a0 before it goes out of scope
+  coordinator_.reset();      // answers a0 before it goes out of scope
 }
 
 TEST_F(BarrierCoordinatorTest, PartitionOutOfRangeFails) {

@@ -36,11 +36,11 @@ class SyncReactor final : public grpc::ServerUnaryReactor {
     } else if (proto.method() == cohort::BARRIER) {
       request.method = SyncMethod::kBarrier;
     } else {
-      Finish(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("barrier sync request from partition ",
-                       proto.partition_id(),
-                       " has no method (BARRIER or ALL_GATHER)")));
+      Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("barrier sync request from partition ",
+                                    proto.partition_id(),
+                                    " has no method (BARRIER or ALL_GATHER)")));
       return;
     }
     coordinator_->Sync(request_id_, std::move(request),

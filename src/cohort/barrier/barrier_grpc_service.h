@@ -30,9 +30,10 @@ class BarrierGrpcService final
   explicit BarrierGrpcService(BarrierCoordinator* coordinator)
       : coordinator_(coordinator) {}
 
-  grpc::ServerUnaryReactor* Sync(grpc::CallbackServerContext* context,
-                                 const cohort::BarrierSyncRequest* request,
-                                 cohort::BarrierSyncResponse* response) override;
+  grpc::ServerUnaryReactor* Sync(
+      grpc::CallbackServerContext* context,
+      const cohort::BarrierSyncRequest* request,
+      cohort::BarrierSyncResponse* response) override;
 
  private:
   BarrierCoordinator* const coordinator_;

@@ -11,16 +11,16 @@
 #include <cstdio>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
 #include "cohort/barrier/barrier_tcp_server.h"
+#include "cohort/base/status.h"
 #include "cohort/rpc/status_conversion.h"
 #include "cohort/rpc/transport.h"
-#include "cohort/base/status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace cohort::barrier {
@@ -68,8 +68,8 @@ absl::Status WriteEpochFile(int* fd, const std::string& path, int64_t epoch) {
     }
   }
   char text[32];
-  const int len = snprintf(text, sizeof(text), "%-20lld\n",
-                           static_cast<long long>(epoch));
+  const int len =
+      snprintf(text, sizeof(text), "%-20lld\n", static_cast<long long>(epoch));
   if (pwrite(*fd, text, static_cast<size_t>(len), 0) != len) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot write barrier epoch file ", path, ": ", strerror(errno)));
@@ -123,7 +123,8 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::FromEnv(
       t.has_value()) {
     options.tcp_address = *t;
   }
-  if (std::optional<std::string> f = env->GetVar(kEnvEpochFile); f.has_value()) {
+  if (std::optional<std::string> f = env->GetVar(kEnvEpochFile);
+      f.has_value()) {
     options.epoch_file = *f;
   }
   if (std::optional<std::string> t = env->GetVar(kEnvTimeout); t.has_value()) {
@@ -154,14 +155,14 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::Create(
   }
   if (!options.task_addresses.empty() &&
       static_cast<int>(options.task_addresses.size()) != options.num_tasks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "barrier task context: ", options.task_addresses.size(),
-        " task address(es) for ", options.num_tasks,
-        " task(s); check COHORT_TASK_ADDRESSES"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("barrier task context: ", options.task_addresses.size(),
+                     " task address(es) for ", options.num_tasks,
+                     " task(s); check COHORT_TASK_ADDRESSES"));
   }
-  COHORT_ASSIGN_OR_RETURN(
-      std::shared_ptr<grpc::Channel> channel,
-      rpc::CreateChannel(options.coordinator_address, rpc::TransportSecurity{}));
+  COHORT_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                          rpc::CreateChannel(options.coordinator_address,
+                                             rpc::TransportSecurity{}));
   std::unique_ptr<BarrierTaskContext> ctx(
       new BarrierTaskContext(std::move(options)));
   ctx->channel_ = std::move(channel);
@@ -175,9 +176,8 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::Create(
       if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &epoch) ||
           epoch < 0) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "barrier task context: epoch file ", ctx->options_.epoch_file,
-            " (", kEnvEpochFile, ") does not hold a barrier epoch: \"", *text,
-            "\""));
+            "barrier task context: epoch file ", ctx->options_.epoch_file, " (",
+            kEnvEpochFile, ") does not hold a barrier epoch: \"", *text, "\""));
       }
       absl::MutexLock lock(&ctx->mu_);
       ctx->epoch_ = epoch;
@@ -296,22 +296,23 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::TcpSyncLocked(
     absl::MutexLock lock(&mu_);
     tcp_in_flight_ = false;
     // A sync that did not get its answer leaves the stream unusable.
-    if (!result.ok() && (cancel_requested_.load() ||
-                         result.status().code() == absl::StatusCode::kCancelled ||
-                         result.status().code() == absl::StatusCode::kUnavailable ||
-                         result.status().code() == absl::StatusCode::kInternal ||
-                         (absl::IsDeadlineExceeded(result.status()) &&
-                          result.status().message().find(
-                              "coordinator didn't get") ==
-                              absl::string_view::npos))) {
+    if (!result.ok() &&
+        (cancel_requested_.load() ||
+         result.status().code() == absl::StatusCode::kCancelled ||
+         result.status().code() == absl::StatusCode::kUnavailable ||
+         result.status().code() == absl::StatusCode::kInternal ||
+         (absl::IsDeadlineExceeded(result.status()) &&
+          result.status().message().find("coordinator didn't get") ==
+              absl::string_view::npos))) {
       close(tcp_fd_);
       tcp_fd_ = -1;
     }
   }
   if (cancel_requested_.load()) {
     return absl::CancelledError(absl::StrCat(
-        where, " was cancelled: the task is being stopped (the coordinator "
-               "withdraws its request)"));
+        where,
+        " was cancelled: the task is being stopped (the coordinator "
+        "withdraws its request)"));
   }
   if (!result.ok()) {
     return absl::Status(result.status().code(),
@@ -323,8 +324,8 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::TcpSyncLocked(
     new_epoch = ++epoch_;
   }
   if (!options_.epoch_file.empty()) {
-    COHORT_RETURN_IF_ERROR(
-        Annotate(WriteEpochFile(&epoch_fd_, options_.epoch_file, new_epoch), where));
+    COHORT_RETURN_IF_ERROR(Annotate(
+        WriteEpochFile(&epoch_fd_, options_.epoch_file, new_epoch), where));
   }
   return result;
 }
@@ -387,12 +388,14 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
   // The synchronous call polls on this thread: no thread hand-off on the
   // hot path. The RPC deadline bounds the wait.
   const grpc::Status rpc_status = stub_->stub->Sync(&rpc, request, &response);
-  const bool cancel_sent = cancel_requested_.load() &&
-                           rpc_status.error_code() == grpc::StatusCode::CANCELLED;
+  const bool cancel_sent =
+      cancel_requested_.load() &&
+      rpc_status.error_code() == grpc::StatusCode::CANCELLED;
   if (cancel_sent) {
     return absl::CancelledError(absl::StrCat(
-        where, " was cancelled: the task is being stopped (the coordinator "
-               "withdraws its request)"));
+        where,
+        " was cancelled: the task is being stopped (the coordinator "
+        "withdraws its request)"));
   }
   if (!rpc_status.ok()) {
     absl::Status status = rpc::FromGrpcStatus(rpc_status);
@@ -405,10 +408,10 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
     if (status.code() == absl::StatusCode::kDeadlineExceeded &&
         status.message().find("coordinator didn't get") ==
             absl::string_view::npos) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          where, ": no answer from the barrier coordinator at ",
-          options_.coordinator_address, " within ", absl::FormatDuration(wait),
-          ": ", status.message()));
+      return absl::DeadlineExceededError(
+          absl::StrCat(where, ": no answer from the barrier coordinator at ",
+                       options_.coordinator_address, " within ",
+                       absl::FormatDuration(wait), ": ", status.message()));
     }
     return absl::Status(status.code(),
                         absl::StrCat(where, ": ", status.message()));
@@ -419,8 +422,8 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
     new_epoch = ++epoch_;
   }
   if (!options_.epoch_file.empty()) {
-    COHORT_RETURN_IF_ERROR(Annotate(WriteEpochFile(&epoch_fd_, options_.epoch_file, new_epoch),
-                                    where));
+    COHORT_RETURN_IF_ERROR(Annotate(
+        WriteEpochFile(&epoch_fd_, options_.epoch_file, new_epoch), where));
   }
   std::vector<std::string> result(response.messages().begin(),
                                   response.messages().end());

@@ -1,10 +1,11 @@
 // BarrierTaskContext: the task side of barrier execution mode (Spark's
 // BarrierTaskContext). Every task of a gang started by `cohort launch` can
 //
-//   COHORT_ASSIGN_OR_RETURN(BarrierTaskContext* ctx, BarrierTaskContext::Get());
-//   COHORT_RETURN_IF_ERROR(ctx->Barrier());           // wait for every task
-//   COHORT_ASSIGN_OR_RETURN(std::vector<std::string> all,
-//                           ctx->AllGather("my part"));  // ordered by partition
+//   COHORT_ASSIGN_OR_RETURN(BarrierTaskContext* ctx,
+//   BarrierTaskContext::Get()); COHORT_RETURN_IF_ERROR(ctx->Barrier()); // wait
+//   for every task COHORT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+//                           ctx->AllGather("my part"));  // ordered by
+//                           partition
 //
 // Get() reads the environment the launcher sets (kEnv* below). A task's
 // syncs are numbered by a local epoch that advances only when a sync
@@ -136,7 +137,8 @@ class BarrierTaskContext {
 
   // Like Barrier(), and returns every task's message ordered by partition
   // id. The result is this caller's own copy.
-  absl::StatusOr<std::vector<std::string>> AllGather(const std::string& message);
+  absl::StatusOr<std::vector<std::string>> AllGather(
+      const std::string& message);
 
   // Makes a blocked or later sync return Cancelled at once. Thread-safe;
   // never blocks.

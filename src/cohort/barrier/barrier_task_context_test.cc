@@ -34,8 +34,8 @@ class Gang {
   explicit Gang(int num_tasks, absl::Duration timeout = absl::Seconds(30),
                 bool tcp = false)
       : num_tasks_(num_tasks),
-        coordinator_(std::make_unique<BarrierCoordinator>(Env::Default(),
-                                                          timeout)) {
+        coordinator_(
+            std::make_unique<BarrierCoordinator>(Env::Default(), timeout)) {
     auto server = BarrierServer::Start(coordinator_.get());
     EXPECT_TRUE(server.ok()) << server.status();
     server_ = std::move(server).value();
@@ -111,8 +111,7 @@ TEST(BarrierTaskContextTest, AllGatherOrderedByPartition) {
 TEST(BarrierTaskContextTest, MixedMethodsFail) {
   Gang gang(3);
   gang.Run([&](int p, BarrierTaskContext& ctx) {
-    absl::Status status =
-        p == 0 ? ctx.Barrier() : ctx.AllGather("x").status();
+    absl::Status status = p == 0 ? ctx.Barrier() : ctx.AllGather("x").status();
     // Whoever arrives after the state was cleared gets Aborted with the
     // same reason; everyone sees the reason.
     EXPECT_FALSE(status.ok());
@@ -326,8 +325,9 @@ TEST(BarrierTaskContextTest, EpochFileCarriesTheEpochAcrossContexts) {
   BarrierCoordinator coordinator(Env::Default(), absl::Seconds(30));
   auto server = BarrierServer::Start(&coordinator);
   ASSERT_TRUE(server.ok());
-  const std::string file = absl::StrCat(
-      ::testing::TempDir(), "/epoch-", getpid(), "-", absl::ToUnixNanos(absl::Now()));
+  const std::string file =
+      absl::StrCat(::testing::TempDir(), "/epoch-", getpid(), "-",
+                   absl::ToUnixNanos(absl::Now()));
   BarrierTaskContext::Options o;
   o.coordinator_address = (*server)->address();
   o.num_tasks = 1;

@@ -22,11 +22,13 @@ namespace cohort::barrier {
 namespace {
 
 void PutU32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  for (int i = 0; i < 4; ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 uint32_t GetU32(const char* p) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
   return v;
 }
 // Requests larger than this are refused (a bad client, not a barrier).
@@ -36,7 +38,8 @@ constexpr uint32_t kMaxFrame = 64u << 20;
 bool WriteAll(int fd, const std::string& data) {
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    const ssize_t n =
+        send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
     if (n > 0) {
       done += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
@@ -84,14 +87,18 @@ absl::StatusOr<std::unique_ptr<BarrierTcpServer>> BarrierTcpServer::Start(
     BarrierCoordinator* coordinator, const std::string& host) {
   std::unique_ptr<BarrierTcpServer> s(new BarrierTcpServer());
   s->coordinator_ = coordinator;
-  s->listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  s->listen_fd_ =
+      socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   socklen_t len = sizeof(addr);
-  if (s->listen_fd_ < 0 || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
-      bind(s->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+  if (s->listen_fd_ < 0 ||
+      inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
+      bind(s->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+          0 ||
       listen(s->listen_fd_, 1024) != 0 ||
-      getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) !=
+          0) {
     return absl::UnavailableError(absl::StrCat(
         "barrier TCP server cannot listen on ", host, ":0: ", strerror(errno)));
   }
@@ -162,7 +169,8 @@ void BarrierTcpServer::OnReadable(const std::shared_ptr<Connection>& c) {
     }
     if (c->buffer.size() < 4 + size) break;
     cohort::BarrierSyncRequest proto;
-    const bool parsed = proto.ParseFromArray(c->buffer.data() + 4, static_cast<int>(size));
+    const bool parsed =
+        proto.ParseFromArray(c->buffer.data() + 4, static_cast<int>(size));
     c->buffer.erase(0, 4 + size);
     const uint64_t id = coordinator_->NewRequestId();
     std::shared_ptr<Connection> conn = c;
@@ -180,8 +188,9 @@ void BarrierTcpServer::OnReadable(const std::shared_ptr<Connection>& c) {
     request.barrier_epoch = proto.barrier_epoch();
     request.partition_id = proto.partition_id();
     request.message = std::move(*proto.mutable_message());
-    request.method = proto.method() == cohort::ALL_GATHER ? SyncMethod::kAllGather
-                                                          : SyncMethod::kBarrier;
+    request.method = proto.method() == cohort::ALL_GATHER
+                         ? SyncMethod::kAllGather
+                         : SyncMethod::kBarrier;
     {
       absl::MutexLock lock(&conn->mu);
       conn->pending = id;
@@ -234,13 +243,15 @@ absl::StatusOr<int> TcpConnect(const std::string& address) {
   addr.sin_family = AF_INET;
   if (colon == std::string::npos ||
       !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+      inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) !=
+          1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "barrier TCP address \"", address, "\" is not IPv4 host:port"));
   }
   addr.sin_port = htons(static_cast<uint16_t>(port));
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (fd < 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
     if (fd >= 0) close(fd);
     return absl::UnavailableError(absl::StrCat(
@@ -268,13 +279,15 @@ absl::StatusOr<std::vector<std::string>> TcpSync(int fd, int wake_fd,
     if (in.size() >= 5) {
       const uint32_t size = GetU32(in.data() + 1);
       if (in.size() >= 5 + size) {
-        const auto code = static_cast<absl::StatusCode>(static_cast<uint8_t>(in[0]));
+        const auto code =
+            static_cast<absl::StatusCode>(static_cast<uint8_t>(in[0]));
         if (code != absl::StatusCode::kOk) {
           return absl::Status(code, in.substr(5, size));
         }
         cohort::BarrierSyncResponse response;
         if (!response.ParseFromArray(in.data() + 5, static_cast<int>(size))) {
-          return absl::InternalError("malformed answer from the barrier coordinator");
+          return absl::InternalError(
+              "malformed answer from the barrier coordinator");
         }
         return std::vector<std::string>(response.messages().begin(),
                                         response.messages().end());
@@ -286,7 +299,8 @@ absl::StatusOr<std::vector<std::string>> TcpSync(int fd, int wake_fd,
           "no answer from the barrier coordinator before the deadline");
     }
     pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    const int64_t ms = std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30);
+    const int64_t ms =
+        std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30);
     const int r = poll(p, 2, static_cast<int>(ms));
     if (r < 0 && errno == EINTR) continue;
     if (r > 0 && (p[1].revents & POLLIN)) {

@@ -19,8 +19,8 @@
 #include "absl/time/clock.h"
 #include "cohort/barrier/barrier_coordinator.h"
 #include "cohort/barrier/barrier_grpc_service.h"
-#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/barrier/barrier_task_context.h"
+#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/barrier/process.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
@@ -66,9 +66,9 @@ struct TaskOutput {
 
 absl::StatusOr<std::vector<TaskSpec>> PlanTasks(const LaunchOptions& options) {
   if (options.num_workers < 0 || options.num_ps < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "task counts must not be negative (workers ", options.num_workers,
-        ", ps ", options.num_ps, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("task counts must not be negative (workers ",
+                     options.num_workers, ", ps ", options.num_ps, ")"));
   }
   std::vector<TaskSpec> tasks;
   int partition = 0;
@@ -210,11 +210,13 @@ std::string Launcher::barrier_address() const {
   return impl_->barrier_address;
 }
 
-void Launcher::Impl::ReadOutput(Running* task, std::atomic<int64_t>* abandon_at) {
+void Launcher::Impl::ReadOutput(Running* task,
+                                std::atomic<int64_t>* abandon_at) {
   FILE* log = fopen(task->log_path.c_str(), "a");
   if (log == nullptr) {
     Message(absl::StrCat("cannot open ", task->log_path, ": ", strerror(errno),
-                         "; ", task->spec.Name(), "'s output goes only to the "
+                         "; ", task->spec.Name(),
+                         "'s output goes only to the "
                          "console"));
   }
   const std::string prefix = absl::StrCat("[", task->spec.Name(), "] ");
@@ -298,8 +300,8 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
   for (int i = 0; i < n; ++i) {
     const TaskSpec& spec = tasks[i];
     std::vector<std::string> vars = options.extra_env;
-    vars.push_back(
-        absl::StrCat("TF_CONFIG=", JsonDump(MakeTfConfig(tasks, addresses, spec))));
+    vars.push_back(absl::StrCat(
+        "TF_CONFIG=", JsonDump(MakeTfConfig(tasks, addresses, spec))));
     vars.push_back(absl::StrCat(kEnvTaskName, "=", spec.Name()));
     vars.push_back(absl::StrCat(kEnvAttemptNumber, "=", attempt));
     vars.push_back(absl::StrCat(kEnvStageId, "=", kStageId));
@@ -308,13 +310,15 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
           absl::StrCat(kEnvCoordinationAddress, "=", coordination->target()));
     }
     if (spec.partition_id >= 0) {
-      vars.push_back(absl::StrCat(kEnvBarrierAddress, "=", coordinator_address));
-      vars.push_back(absl::StrCat(kEnvBarrierTcpAddress, "=",
-                                  tcp_server->address()));
+      vars.push_back(
+          absl::StrCat(kEnvBarrierAddress, "=", coordinator_address));
+      vars.push_back(
+          absl::StrCat(kEnvBarrierTcpAddress, "=", tcp_server->address()));
       vars.push_back(absl::StrCat(kEnvPartitionId, "=", spec.partition_id));
       vars.push_back(absl::StrCat(kEnvNumTasks, "=", gang_size));
-      vars.push_back(absl::StrCat(kEnvTaskAttemptId, "=",
-                                  int64_t{attempt} * gang_size + spec.partition_id));
+      vars.push_back(
+          absl::StrCat(kEnvTaskAttemptId, "=",
+                       int64_t{attempt} * gang_size + spec.partition_id));
       vars.push_back(absl::StrCat(kEnvTaskAddresses, "=",
                                   absl::StrJoin(gang_addresses, ",")));
       vars.push_back(absl::StrCat(
@@ -325,32 +329,30 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
       unlink(epoch_file.c_str());  // a reused --log-dir starts at epoch 0
       vars.push_back(absl::StrCat(kEnvEpochFile, "=", epoch_file));
     } else {
-      for (const char* name :
-           {kEnvBarrierAddress, kEnvBarrierTcpAddress, kEnvPartitionId,
-            kEnvNumTasks, kEnvTaskAttemptId,
-            kEnvTaskAddresses, kEnvTimeout, kEnvEpochFile}) {
+      for (const char* name : {kEnvBarrierAddress, kEnvBarrierTcpAddress,
+                               kEnvPartitionId, kEnvNumTasks, kEnvTaskAttemptId,
+                               kEnvTaskAddresses, kEnvTimeout, kEnvEpochFile}) {
         vars.push_back(name);  // not a gang member: remove inherited values
       }
     }
     absl::StatusOr<std::unique_ptr<Subprocess>> process =
         Subprocess::Spawn(options.command, EnvironmentWith(vars));
     if (!process.ok()) {
-      spawn_error = Annotate(process.status(),
-                             absl::StrCat("starting ", spec.Name(), " of attempt ",
-                                          attempt));
+      spawn_error = Annotate(
+          process.status(),
+          absl::StrCat("starting ", spec.Name(), " of attempt ", attempt));
       break;
     }
     auto task = std::make_unique<Running>();
     task->spec = spec;
     task->process = std::move(process).value();
-    task->log_path = absl::StrCat(result.log_dir, "/", spec.job, "-", spec.index,
-                                  ".attempt-", attempt, ".log");
+    task->log_path = absl::StrCat(result.log_dir, "/", spec.job, "-",
+                                  spec.index, ".attempt-", attempt, ".log");
     task->output = std::make_shared<TaskOutput>();
     task->started = env->Now();
     Running* raw = task.get();
-    task->reader = std::thread([this, raw, &abandon_output] {
-      ReadOutput(raw, &abandon_output);
-    });
+    task->reader = std::thread(
+        [this, raw, &abandon_output] { ReadOutput(raw, &abandon_output); });
     task->waiter = std::thread([this, raw, attempt, i] {
       ExitInfo exit = raw->process->Wait();
       PushEvent(Event{Event::kExit, attempt, i, exit, env->Now()});
@@ -426,9 +428,9 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     Message(absl::StrCat("attempt ", attempt, ": started ", n, " task(s): ",
                          absl::StrJoin(running, ", ",
                                        [](std::string* out, const auto& t) {
-                                         absl::StrAppend(out, t->spec.Name(),
-                                                         " (pid ",
-                                                         t->process->pid(), ")");
+                                         absl::StrAppend(
+                                             out, t->spec.Name(), " (pid ",
+                                             t->process->pid(), ")");
                                        }),
                          "; logs in ", result.log_dir));
   }
@@ -543,20 +545,22 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     if (attempt == 0) return spawn_error;
     result.failure_summary = spawn_error.ToString();
     result.exit_code = 1;
-    Message(absl::StrCat("attempt ", attempt, " failed: ", spawn_error.ToString()));
+    Message(
+        absl::StrCat("attempt ", attempt, " failed: ", spawn_error.ToString()));
     return Outcome::kFailed;
   }
   if (outcome == Outcome::kFailed && root_cause >= 0) {
     const Running& t = *running[root_cause];
     std::vector<std::string> lines;
-    lines.push_back(absl::StrCat(
-        "attempt ", attempt, " failed: task ", t.spec.Name(), " (pid ",
-        t.process->pid(), ") ", root_reason, " at ", FormatWallTime(root_when),
-        ", ",
-        absl::FormatDuration(
-            absl::Trunc(root_when - t.started, absl::Milliseconds(1))),
-        " after it started"));
-    if (!result.failure_summary.empty()) lines.push_back(result.failure_summary);
+    lines.push_back(
+        absl::StrCat("attempt ", attempt, " failed: task ", t.spec.Name(),
+                     " (pid ", t.process->pid(), ") ", root_reason, " at ",
+                     FormatWallTime(root_when), ", ",
+                     absl::FormatDuration(absl::Trunc(root_when - t.started,
+                                                      absl::Milliseconds(1))),
+                     " after it started"));
+    if (!result.failure_summary.empty())
+      lines.push_back(result.failure_summary);
     {
       absl::MutexLock lock(&t.output->mu);
       lines.push_back(absl::StrCat("last ", t.output->tail.size(),
@@ -585,14 +589,14 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
         "--max-restarts must not be negative, got ", options.max_restarts));
   }
   if (options.barrier_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--barrier-timeout must be positive, got ",
-        absl::FormatDuration(options.barrier_timeout)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--barrier-timeout must be positive, got ",
+                     absl::FormatDuration(options.barrier_timeout)));
   }
   COHORT_ASSIGN_OR_RETURN(tasks, PlanTasks(options));
-  gang_size = static_cast<int>(std::count_if(
-      tasks.begin(), tasks.end(),
-      [](const TaskSpec& t) { return t.partition_id >= 0; }));
+  gang_size = static_cast<int>(
+      std::count_if(tasks.begin(), tasks.end(),
+                    [](const TaskSpec& t) { return t.partition_id >= 0; }));
   const int needed = static_cast<int>(tasks.size());
   if (options.slots >= 0 && needed > options.slots) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -608,12 +612,12 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
   result.log_dir = options.log_dir;
   if (result.log_dir.empty()) {
     const char* tmp = getenv("TMPDIR");
-    std::string templ =
-        absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/cohort-launch-XXXXXX");
+    std::string templ = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp",
+                                     "/cohort-launch-XXXXXX");
     if (mkdtemp(templ.data()) == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot create a log directory from ", templ, ": ", strerror(errno),
-          "; pass --log-dir"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create a log directory from ", templ, ": ",
+                       strerror(errno), "; pass --log-dir"));
     }
     result.log_dir = templ;
   } else {
@@ -622,10 +626,10 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
 
   coordinator =
       std::make_unique<BarrierCoordinator>(env, options.barrier_timeout);
-  COHORT_ASSIGN_OR_RETURN(server, BarrierServer::Start(coordinator.get(),
-                                                       options.host, 0));
-  COHORT_ASSIGN_OR_RETURN(tcp_server,
-                          BarrierTcpServer::Start(coordinator.get(), options.host));
+  COHORT_ASSIGN_OR_RETURN(
+      server, BarrierServer::Start(coordinator.get(), options.host, 0));
+  COHORT_ASSIGN_OR_RETURN(
+      tcp_server, BarrierTcpServer::Start(coordinator.get(), options.host));
   {
     absl::MutexLock lock(&mu);
     barrier_address = server->address();
@@ -667,7 +671,8 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
     }
     const int next = tracker.StartNextAttempt();
     Message(absl::StrCat("restarting the whole gang as attempt ", next, " (",
-                         tracker.restarts_left(), " restart(s) left after this)"));
+                         tracker.restarts_left(),
+                         " restart(s) left after this)"));
   }
   tcp_server.reset();
   server.reset();

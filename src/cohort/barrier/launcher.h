@@ -22,14 +22,15 @@
 //
 // Failure handling: when a task of the current attempt exits non-zero or by
 // a signal, or the coordination service puts it in ERROR (its heartbeats
-// stopped for heartbeat_timeout, or it reported an error), the launcher stops every task of that attempt (SIGTERM to each
-// task's process group, SIGKILL after `stop_grace`), clears the attempt's
-// barrier state, prints one root-cause summary (task, exit code or signal,
-// when, last lines of its log) and, while restarts remain, starts the whole
-// gang again with the next attempt number. Failures reported for an older
-// attempt, and further failures of an attempt that is already failing, never
-// cause another retry. The job succeeds when every chief, worker and
-// evaluator task exits 0 (ps tasks are then stopped).
+// stopped for heartbeat_timeout, or it reported an error), the launcher stops
+// every task of that attempt (SIGTERM to each task's process group, SIGKILL
+// after `stop_grace`), clears the attempt's barrier state, prints one
+// root-cause summary (task, exit code or signal, when, last lines of its log)
+// and, while restarts remain, starts the whole gang again with the next attempt
+// number. Failures reported for an older attempt, and further failures of an
+// attempt that is already failing, never cause another retry. The job succeeds
+// when every chief, worker and evaluator task exits 0 (ps tasks are then
+// stopped).
 //
 // Thread safety: Run() is called once, from one thread; Stop() may be called
 // from any thread (e.g. a signal-watching thread) at any time.
@@ -165,8 +166,8 @@ class Launcher {
   // Runs the job to the end and blocks until then. A finished job, failed or
   // not, is a LaunchResult; an error status means nothing could be started:
   // InvalidArgument for bad options, FailedPrecondition when the job needs
-  // more slots than `slots` (nothing is started), NotFound when the program does not exist,
-  // Unavailable when no port could be bound.
+  // more slots than `slots` (nothing is started), NotFound when the program
+  // does not exist, Unavailable when no port could be bound.
   absl::StatusOr<LaunchResult> Run();
 
   // Stops every task cleanly (SIGTERM, then SIGKILL after stop_grace) and

@@ -223,8 +223,9 @@ TEST_F(LauncherTest, TwoFailuresInOneAttemptCauseOneRetry) {
 TEST_F(LauncherTest, GivesUpAndStopsTheOtherTasks) {
   options_.num_workers = 3;
   options_.max_restarts = 1;
-  Script("if [ $COHORT_PARTITION_ID = 0 ]; then echo last words; exit 5; fi; "
-         "exec sleep 60");
+  Script(
+      "if [ $COHORT_PARTITION_ID = 0 ]; then echo last words; exit 5; fi; "
+      "exec sleep 60");
   Launcher launcher(Env::Default(), options_);
   const absl::Time start = absl::Now();
   auto result = launcher.Run();
@@ -233,7 +234,8 @@ TEST_F(LauncherTest, GivesUpAndStopsTheOtherTasks) {
   EXPECT_EQ(result->exit_code, 5);
   EXPECT_EQ(result->attempts, 2);
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
-  EXPECT_THAT(result->failure_summary, HasSubstr("attempt 1 failed: task worker:0"));
+  EXPECT_THAT(result->failure_summary,
+              HasSubstr("attempt 1 failed: task worker:0"));
   EXPECT_THAT(result->failure_summary, HasSubstr("| last words"));
   EXPECT_THAT(result->failure_summary, HasSubstr("stopped 2 other task(s)"));
   EXPECT_THAT(Messages(), HasSubstr("giving up after 2 attempt(s)"));
@@ -246,15 +248,17 @@ TEST_F(LauncherTest, KilledBySignalIsAFailure) {
   auto result = launcher.Run();
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->exit_code, 128 + 9);
-  EXPECT_THAT(result->failure_summary, HasSubstr("killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(result->failure_summary,
+              HasSubstr("killed by signal 9 (SIGKILL)"));
 }
 
 // A task that ignores SIGTERM is killed after the grace period.
 TEST_F(LauncherTest, TaskIgnoringSigtermIsKilledAfterGrace) {
   options_.num_workers = 2;
   options_.stop_grace = absl::Milliseconds(300);
-  Script("if [ $COHORT_PARTITION_ID = 1 ]; then exit 2; fi; "
-         "trap '' TERM; sleep 60 & wait; sleep 60");
+  Script(
+      "if [ $COHORT_PARTITION_ID = 1 ]; then exit 2; fi; "
+      "trap '' TERM; sleep 60 & wait; sleep 60");
   Launcher launcher(Env::Default(), options_);
   const absl::Time start = absl::Now();
   auto result = launcher.Run();
@@ -298,8 +302,10 @@ TEST_F(LauncherTest, PsTasksAreStoppedWhenTheGangSucceeds) {
   auto result = launcher.Run();
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(result->succeeded) << Messages();
-  EXPECT_THAT(Output(), HasSubstr("[chief:0] {\"cluster\":{\"chief\":[\"127.0.0.1:"));
-  EXPECT_THAT(Output(), HasSubstr("\"task\":{\"index\":0,\"type\":\"worker\"}"));
+  EXPECT_THAT(Output(),
+              HasSubstr("[chief:0] {\"cluster\":{\"chief\":[\"127.0.0.1:"));
+  EXPECT_THAT(Output(),
+              HasSubstr("\"task\":{\"index\":0,\"type\":\"worker\"}"));
 }
 
 TEST_F(LauncherTest, MissingProgramIsNotFound) {

@@ -53,14 +53,17 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   posix_spawnattr_setsigmask(&attr, &empty_mask);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
+                                      POSIX_SPAWN_SETSIGMASK |
                                       POSIX_SPAWN_SETSIGDEF);
 
   std::vector<char*> c_argv;
-  for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    c_argv.push_back(const_cast<char*>(a.c_str()));
   c_argv.push_back(nullptr);
   std::vector<char*> c_env;
-  for (const std::string& e : env) c_env.push_back(const_cast<char*>(e.c_str()));
+  for (const std::string& e : env)
+    c_env.push_back(const_cast<char*>(e.c_str()));
   c_env.push_back(nullptr);
 
   pid_t pid = 0;
@@ -71,9 +74,9 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   close(fds[1]);
   if (rc != 0) {
     close(fds[0]);
-    const std::string msg = absl::StrCat("cannot start ", argv[0], ": ",
-                                         strerror(rc),
-                                         "; check the program path and PATH");
+    const std::string msg =
+        absl::StrCat("cannot start ", argv[0], ": ", strerror(rc),
+                     "; check the program path and PATH");
     if (rc == ENOENT) return absl::NotFoundError(msg);
     return absl::InternalError(msg);
   }
@@ -123,17 +126,16 @@ absl::StatusOr<int> PickFreePort(const std::string& host) {
   addr.sin_port = 0;
   if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
     close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot pick a port on \"", host,
-                     "\": not an IPv4 address"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot pick a port on \"", host, "\": not an IPv4 address"));
   }
   socklen_t len = sizeof(addr);
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     const int err = errno;
     close(fd);
-    return absl::UnavailableError(absl::StrCat(
-        "cannot bind a free port on ", host, ": ", strerror(err)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot bind a free port on ", host, ": ", strerror(err)));
   }
   close(fd);
   return static_cast<int>(ntohs(addr.sin_port));

@@ -40,7 +40,8 @@ class Subprocess {
   // program does not exist, Internal on other spawn failures (both name the
   // program). Never blocks.
   static absl::StatusOr<std::unique_ptr<Subprocess>> Spawn(
-      const std::vector<std::string>& argv, const std::vector<std::string>& env);
+      const std::vector<std::string>& argv,
+      const std::vector<std::string>& env);
 
   // Closes the pipe. Does not kill or wait for the process.
   ~Subprocess();
