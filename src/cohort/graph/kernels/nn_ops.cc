@@ -150,8 +150,9 @@ absl::Status XentShape(InferenceContext* c) {
 
 template <typename T>
 absl::Status RegisterTyped(KernelRegistry* r) {
-  const DataType t = DataTypeToEnum<T>::value;
-  auto def = [t](const char* op) { return KernelDefBuilder(op).TypeConstraint("T", t); };
+  auto def = [](const char* op) {
+    return KernelDefBuilder(op).TypeConstraint("T", DataTypeToEnum<T>::value);
+  };
   COHORT_RETURN_IF_ERROR((r->Register<UnaryCwiseOp<T, T, ReluFunctor<T>>>(def("Relu"))));
   COHORT_RETURN_IF_ERROR(
       (r->Register<UnaryCwiseOp<T, T, SigmoidFunctor<T>>>(def("Sigmoid"))));

@@ -254,8 +254,9 @@ absl::Status MatMulShape(InferenceContext* c) {
 
 template <typename T>
 absl::Status RegisterTyped(KernelRegistry* r) {
-  const DataType t = DataTypeToEnum<T>::value;
-  auto def = [t](const char* op) { return KernelDefBuilder(op).TypeConstraint("T", t); };
+  auto def = [](const char* op) {
+    return KernelDefBuilder(op).TypeConstraint("T", DataTypeToEnum<T>::value);
+  };
   COHORT_RETURN_IF_ERROR((r->Register<ReductionOp<T, ReduceKind::kSum>>(def("Sum"))));
   COHORT_RETURN_IF_ERROR((r->Register<ReductionOp<T, ReduceKind::kMean>>(def("Mean"))));
   COHORT_RETURN_IF_ERROR((r->Register<ReductionOp<T, ReduceKind::kMax>>(def("Max"))));

@@ -517,8 +517,9 @@ absl::Status ConcatOffsetShape(InferenceContext* c) {
 
 template <typename T>
 absl::Status RegisterTyped(KernelRegistry* r) {
-  const DataType t = DataTypeToEnum<T>::value;
-  auto def = [t](const char* op) { return KernelDefBuilder(op).TypeConstraint("T", t); };
+  auto def = [](const char* op) {
+    return KernelDefBuilder(op).TypeConstraint("T", DataTypeToEnum<T>::value);
+  };
   COHORT_RETURN_IF_ERROR(r->Register<FillOp<T>>(def("Fill")));
   COHORT_RETURN_IF_ERROR((r->Register<ConstantLikeOp<T, 0>>(def("ZerosLike"))));
   COHORT_RETURN_IF_ERROR((r->Register<ConstantLikeOp<T, 1>>(def("OnesLike"))));

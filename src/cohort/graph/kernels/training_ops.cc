@@ -168,8 +168,9 @@ class ApplyAdamOp : public OpKernel {
 
 template <typename T>
 absl::Status RegisterTyped(KernelRegistry* r) {
-  const DataType t = DataTypeToEnum<T>::value;
-  auto def = [t](const char* op) { return KernelDefBuilder(op).TypeConstraint("T", t); };
+  auto def = [](const char* op) {
+    return KernelDefBuilder(op).TypeConstraint("T", DataTypeToEnum<T>::value);
+  };
   COHORT_RETURN_IF_ERROR(
       r->Register<ApplyGradientDescentOp<T>>(def("ApplyGradientDescent")));
   COHORT_RETURN_IF_ERROR(r->Register<ApplyMomentumOp<T>>(def("ApplyMomentum")));
