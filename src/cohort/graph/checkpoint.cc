@@ -224,7 +224,10 @@ absl::Status Saver::Restore(const std::string& path,
   absl::flat_hash_set<std::string> wanted(names.begin(), names.end());
   std::vector<std::pair<std::shared_ptr<Var>, Tensor>> assignments;
   absl::flat_hash_set<std::string> found;
-  for (auto& [name, value] : entries) {
+  for (auto& entry : entries) {
+    // Not a structured binding: clang 14 cannot capture those in lambdas.
+    const std::string& name = entry.first;
+    const Tensor& value = entry.second;
     if (!wanted.empty() && !wanted.contains(name)) continue;
     found.insert(name);
     DataType dtype = value.dtype();
