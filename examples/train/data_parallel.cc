@@ -1,0 +1,432 @@
+#include "examples/train/data_parallel.h"
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "cohort/base/env.h"
+#include "cohort/base/status.h"
+#include "cohort/graph.pb.h"
+#include "cohort/graph/builder.h"
+#include "cohort/graph/checkpoint.h"
+#include "cohort/graph/crc32c.h"
+#include "cohort/graph/gradients.h"
+#include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/kernels/elementwise_ops.h"
+#include "cohort/graph/kernels/math_ops.h"
+#include "cohort/graph/kernels/nn_ops.h"
+#include "cohort/graph/kernels/random_ops.h"
+#include "cohort/graph/kernels/reduction_ops.h"
+#include "cohort/graph/kernels/state_ops.h"
+#include "cohort/graph/kernels/training_ops.h"
+#include "cohort/graph/local_session.h"
+
+namespace cohort::examples {
+namespace {
+
+// Normals from mt19937_64 by Box-Muller (std::normal_distribution's
+// algorithm is implementation-defined; this is the same everywhere).
+class Normals {
+ public:
+  explicit Normals(uint64_t seed) : rng_(seed) {}
+  float Next() {
+    if (have_spare_) {
+      have_spare_ = false;
+      return spare_;
+    }
+    double u1, u2;
+    do {
+      u1 = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+    } while (u1 <= 0);
+    u2 = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = static_cast<float>(r * std::sin(2 * M_PI * u2));
+    have_spare_ = true;
+    return static_cast<float>(r * std::cos(2 * M_PI * u2));
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  bool have_spare_ = false;
+  float spare_ = 0;
+};
+
+Dataset Generate(int n, const TrainOptions& o, const std::vector<float>& t1,
+                 const std::vector<float>& t2, int teacher_hidden, Normals& rng) {
+  Dataset d;
+  d.x = Tensor(DT_FLOAT, TensorShape({n, o.features}));
+  d.labels = Tensor(DT_INT32, TensorShape({n}));
+  float* x = d.x.data<float>();
+  int32_t* y = d.labels.data<int32_t>();
+  std::vector<float> h(teacher_hidden);
+  std::vector<float> logits(o.classes);
+  for (int i = 0; i < n; ++i) {
+    float* row = x + static_cast<int64_t>(i) * o.features;
+    for (int j = 0; j < o.features; ++j) row[j] = rng.Next();
+    for (int k = 0; k < teacher_hidden; ++k) {
+      float s = 0;
+      for (int j = 0; j < o.features; ++j) s += row[j] * t1[j * teacher_hidden + k];
+      h[k] = std::max(s, 0.f);
+    }
+    int best = 0;
+    for (int c = 0; c < o.classes; ++c) {
+      float s = 0;
+      for (int k = 0; k < teacher_hidden; ++k) s += h[k] * t2[k * o.classes + c];
+      logits[c] = s;
+      if (s > logits[best]) best = c;
+    }
+    y[i] = best;
+  }
+  return d;
+}
+
+// Rows [begin, begin + count) of `d` as new tensors.
+Dataset Rows(const Dataset& d, int begin, int count) {
+  const int64_t f = d.x.dim_size(1);
+  Dataset out;
+  out.x = Tensor(DT_FLOAT, TensorShape({count, f}));
+  out.labels = Tensor(DT_INT32, TensorShape({count}));
+  std::copy_n(d.x.data<float>() + begin * f, count * f, out.x.data<float>());
+  std::copy_n(d.labels.data<int32_t>() + begin, count, out.labels.data<int32_t>());
+  return out;
+}
+
+// The classifier graph and the session running it.
+struct Model {
+  std::unique_ptr<LocalSession> session;
+  LocalSession::CallableHandle grad_step = 0;  // x, labels -> loss, grads
+  LocalSession::CallableHandle apply = 0;      // mean grads -> (update)
+  LocalSession::CallableHandle eval = 0;       // x, labels -> loss, logits
+  LocalSession::CallableHandle params = 0;     // -> parameter values
+  std::vector<std::string> var_names;
+  std::vector<TensorShape> var_shapes;
+};
+
+absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {-1, o.features});
+  auto labels = ops::Placeholder(root.WithOpName("labels"), DT_INT32, {-1});
+  Scope init = root.NewSubScope("init_values");
+  // He-style scaling: std sqrt(2 / fan_in) for W1, sqrt(1 / fan_in) for W2.
+  auto w1 = ops::MakeVariable(
+      root, "w1",
+      ops::Mul(init,
+               ops::RandomNormal(init, Tensor::Vec<int32_t>({o.features, o.hidden}),
+                                 DT_FLOAT, o.weight_seed, 1),
+               static_cast<float>(std::sqrt(2.0 / o.features))));
+  auto b1 = ops::MakeVariable(root, "b1", Tensor::Filled<float>(TensorShape({o.hidden}), 0.f));
+  auto w2 = ops::MakeVariable(
+      root, "w2",
+      ops::Mul(init,
+               ops::RandomNormal(init, Tensor::Vec<int32_t>({o.hidden, o.classes}),
+                                 DT_FLOAT, o.weight_seed, 2),
+               static_cast<float>(std::sqrt(1.0 / o.hidden))));
+  auto b2 = ops::MakeVariable(root, "b2", Tensor::Filled<float>(TensorShape({o.classes}), 0.f));
+  auto h = ops::Relu(root, ops::Add(root, ops::MatMul(root, x, w1.value), b1.value));
+  auto logits = ops::Add(root.WithOpName("logits"), ops::MatMul(root, h, w2.value), b2.value);
+  auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
+  auto loss = ops::Mean(root.WithOpName("loss"), xent.loss, 0);
+
+  const std::vector<ops::Variable> vars = {w1, b1, w2, b2};
+  Model m;
+  m.var_names = {"w1", "b1", "w2", "b2"};
+  m.var_shapes = {TensorShape({o.features, o.hidden}), TensorShape({o.hidden}),
+                  TensorShape({o.hidden, o.classes}), TensorShape({o.classes})};
+  std::vector<Output> values;
+  for (const auto& v : vars) values.push_back(v.value);
+  std::vector<Output> grads;
+  COHORT_RETURN_IF_ERROR(AddSymbolicGradients(root, {loss}, values, &grads));
+
+  // The update is fed the gang's mean gradients through placeholders.
+  std::vector<Operation> updates;
+  std::vector<std::string> grad_fetches, mean_feeds, param_fetches;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const std::string& name = m.var_names[i];
+    grad_fetches.push_back(grads[i].name());
+    param_fetches.push_back(values[i].name());
+    Scope s = root.NewSubScope("update_" + name);
+    auto mean = ops::Placeholder(s.WithOpName("mean_grad"), DT_FLOAT, m.var_shapes[i]);
+    mean_feeds.push_back(mean.name());
+    if (o.momentum > 0) {
+      auto accum = ops::MakeVariable(root, name + "_momentum",
+                                     Tensor::Filled<float>(m.var_shapes[i], 0.f));
+      updates.push_back(
+          ops::ApplyMomentum(s, vars[i].handle, accum.handle, o.learning_rate, mean, o.momentum));
+    } else {
+      updates.push_back(ops::ApplyGradientDescent(s, vars[i].handle, o.learning_rate, mean));
+    }
+  }
+  ops::NoOp(root.WithOpName("train").WithControlDependencies(updates));
+  ops::GlobalVariablesInitializer(root);
+
+  GraphDef g;
+  COHORT_RETURN_IF_ERROR(root.ToGraphDef(&g));
+  SessionOptions so;
+  so.num_threads = o.threads;
+  COHORT_ASSIGN_OR_RETURN(m.session, LocalSession::Create(g, so));
+  COHORT_RETURN_IF_ERROR(m.session->Run({}, {}, {"init"}, nullptr));
+
+  CallableOptions c;
+  c.feeds = {"x", "labels"};
+  c.fetches = {loss.name()};
+  c.fetches.insert(c.fetches.end(), grad_fetches.begin(), grad_fetches.end());
+  COHORT_ASSIGN_OR_RETURN(m.grad_step, m.session->MakeCallable(c));
+  c.fetches = {loss.name(), logits.name()};
+  COHORT_ASSIGN_OR_RETURN(m.eval, m.session->MakeCallable(c));
+  c = CallableOptions();
+  c.feeds = mean_feeds;
+  c.targets = {"train"};
+  COHORT_ASSIGN_OR_RETURN(m.apply, m.session->MakeCallable(c));
+  c = CallableOptions();
+  c.fetches = param_fetches;
+  COHORT_ASSIGN_OR_RETURN(m.params, m.session->MakeCallable(c));
+  return m;
+}
+
+// AllGathers this task's parameter checksum; FailedPrecondition naming the
+// partitions that disagree with partition 0.
+absl::StatusOr<uint32_t> CheckParametersAgree(Model& m, const Collective& gang,
+                                              const std::string& when) {
+  std::vector<Tensor> params;
+  COHORT_RETURN_IF_ERROR(m.session->RunCallable(m.params, {}, &params));
+  const uint32_t mine = ParameterChecksum(params);
+  COHORT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                          gang.all_gather(absl::StrFormat("%08x", mine)));
+  std::string differing;
+  for (size_t p = 1; p < all.size(); ++p) {
+    if (all[p] != all[0]) absl::StrAppend(&differing, " partition ", p, "=", all[p]);
+  }
+  if (!differing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "parameters differ across tasks ", when, ": partition 0 has checksum ", all[0], ";",
+        differing, " (this task, partition ", gang.partition_id,
+        ", has ", absl::StrFormat("%08x", mine),
+        "); every task must build the same graph with the same seeds and flags"));
+  }
+  return mine;
+}
+
+}  // namespace
+
+SyntheticData MakeSyntheticData(const TrainOptions& o) {
+  Normals rng(o.data_seed);
+  const int teacher_hidden = 16;
+  std::vector<float> t1(static_cast<size_t>(o.features) * teacher_hidden);
+  std::vector<float> t2(static_cast<size_t>(teacher_hidden) * o.classes);
+  for (float& v : t1) v = rng.Next();
+  for (float& v : t2) v = rng.Next();
+  SyntheticData s;
+  s.train = Generate(o.train_examples, o, t1, t2, teacher_hidden, rng);
+  s.heldout = Generate(o.heldout_examples, o, t1, t2, teacher_hidden, rng);
+  return s;
+}
+
+absl::StatusOr<Dataset> Shard(const Dataset& d, int partition, int num_tasks) {
+  if (num_tasks <= 0 || partition < 0 || partition >= num_tasks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard: partition ", partition, " is outside [0, ", num_tasks, ")"));
+  }
+  const int64_t n = d.size();
+  const int begin = static_cast<int>(partition * n / num_tasks);
+  const int end = static_cast<int>((partition + 1) * n / num_tasks);
+  if (end <= begin) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard: partition ", partition, " of ", num_tasks, " gets no examples out of ", n,
+        "; use more examples or fewer tasks"));
+  }
+  return Rows(d, begin, end - begin);
+}
+
+std::string EncodeTensors(const std::vector<Tensor>& tensors) {
+  AttrValue::ListValue list;
+  for (const Tensor& t : tensors) t.AsProto(list.add_tensor());
+  return list.SerializeAsString();
+}
+
+absl::StatusOr<std::vector<Tensor>> DecodeTensors(const std::string& bytes,
+                                                  const std::string& from) {
+  AttrValue::ListValue list;
+  if (!list.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensors from ", from, ": ", bytes.size(),
+        " bytes do not parse as an AttrValue.ListValue of TensorProtos"));
+  }
+  std::vector<Tensor> out;
+  for (int i = 0; i < list.tensor_size(); ++i) {
+    absl::StatusOr<Tensor> t = Tensor::FromProto(list.tensor(i));
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", i, " from ", from, ": ", t.status().message()));
+    }
+    out.push_back(*std::move(t));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> MeanInOrder(
+    const std::vector<std::vector<Tensor>>& parts) {
+  if (parts.empty()) return absl::InvalidArgumentError("mean of no tensor lists");
+  const std::vector<Tensor>& first = parts[0];
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (parts[p].size() != first.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "list ", p, " has ", parts[p].size(), " tensors, list 0 has ", first.size()));
+    }
+    for (size_t i = 0; i < first.size(); ++i) {
+      const Tensor& t = parts[p][i];
+      if (t.dtype() != DT_FLOAT || t.shape() != first[i].shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor ", i, " of list ", p, " is ", DataTypeName(t.dtype()), " ",
+            t.shape().DebugString(), "; expected float ", first[i].shape().DebugString()));
+      }
+    }
+  }
+  const float scale = 1.0f / static_cast<float>(parts.size());
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < first.size(); ++i) {
+    Tensor sum = first[i].DeepCopy();
+    float* s = sum.data<float>();
+    const int64_t n = sum.NumElements();
+    for (size_t p = 1; p < parts.size(); ++p) {
+      const float* v = parts[p][i].data<float>();
+      for (int64_t k = 0; k < n; ++k) s[k] += v[k];
+    }
+    for (int64_t k = 0; k < n; ++k) s[k] *= scale;
+    out.push_back(std::move(sum));
+  }
+  return out;
+}
+
+uint32_t ParameterChecksum(const std::vector<Tensor>& params) {
+  uint32_t crc = 0;
+  for (const Tensor& t : params) {
+    crc = crc32c::Extend(crc, static_cast<const char*>(t.raw_data()), t.TotalBytes());
+  }
+  return crc;
+}
+
+absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
+                                                    const Collective& gang,
+                                                    std::ostream& log) {
+  const bool chief = gang.partition_id == 0;
+  const SyntheticData data = MakeSyntheticData(o);
+  COHORT_ASSIGN_OR_RETURN(Dataset shard, Shard(data.train, gang.partition_id, gang.num_tasks));
+  if (o.batch <= 0 || o.batch > shard.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch ", o.batch, " must be in [1, ", shard.size(),
+        "] (the examples of partition ", gang.partition_id, "'s shard)"));
+  }
+  COHORT_ASSIGN_OR_RETURN(Model m, BuildModel(o));
+  COHORT_RETURN_IF_ERROR(CheckParametersAgree(m, gang, "after initialisation").status());
+  if (chief) {
+    log << "training: " << gang.num_tasks << " tasks, " << data.train.size()
+        << " training examples (" << shard.size() << " per shard), batch " << o.batch
+        << " per task (" << o.batch * gang.num_tasks << " global), hidden " << o.hidden
+        << ", lr " << o.learning_rate << ", momentum " << o.momentum << ", " << o.steps
+        << " steps" << std::endl;
+  }
+
+  TrainReport report;
+  Env* env = Env::Default();
+  const absl::Time start = env->Now();
+  absl::Time window_start = start;
+  int window_steps = 0;
+  int offset = 0;
+  std::vector<Tensor> out;
+  for (int step = 1; step <= o.steps; ++step) {
+    if (offset + o.batch > shard.size()) offset = 0;
+    Dataset batch = Rows(shard, offset, o.batch);
+    offset += o.batch;
+    COHORT_RETURN_IF_ERROR(
+        Annotate(m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
+                 absl::StrCat("step ", step, ": forward and gradients")));
+    absl::StatusOr<std::vector<std::string>> gathered = gang.all_gather(EncodeTensors(out));
+    if (!gathered.ok()) {
+      return Annotate(gathered.status(),
+                      absl::StrCat("step ", step, ": exchanging gradients"));
+    }
+    std::vector<std::vector<Tensor>> grads;
+    double loss_sum = 0;
+    for (size_t p = 0; p < gathered->size(); ++p) {
+      COHORT_ASSIGN_OR_RETURN(
+          std::vector<Tensor> t,
+          DecodeTensors((*gathered)[p], absl::StrCat("partition ", p, " at step ", step)));
+      if (t.size() != 1 + m.var_names.size() || t[0].dtype() != DT_FLOAT ||
+          t[0].NumElements() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "step ", step, ": partition ", p, " sent ", t.size(),
+            " tensors; expected a float loss and ", m.var_names.size(), " gradients"));
+      }
+      loss_sum += t[0].scalar<float>();
+      t.erase(t.begin());
+      grads.push_back(std::move(t));
+    }
+    const double loss = loss_sum / static_cast<double>(gathered->size());
+    if (step == 1) report.initial_loss = loss;
+    report.final_train_loss = loss;
+    absl::StatusOr<std::vector<Tensor>> mean = MeanInOrder(grads);
+    if (!mean.ok()) {
+      return Annotate(mean.status(), absl::StrCat("step ", step, ": averaging gradients"));
+    }
+    COHORT_RETURN_IF_ERROR(Annotate(m.session->RunCallable(m.apply, *mean, nullptr),
+                                    absl::StrCat("step ", step, ": applying the update")));
+    ++window_steps;
+    if (chief && o.log_every > 0 && (step % o.log_every == 0 || step == o.steps)) {
+      const double secs = absl::ToDoubleSeconds(env->Now() - window_start);
+      const double eps =
+          secs > 0 ? window_steps * static_cast<double>(o.batch) * gang.num_tasks / secs : 0;
+      log << absl::StrFormat("step %d/%d loss %.4f examples/s %.0f", step, o.steps, loss, eps)
+          << std::endl;
+      window_start = env->Now();
+      window_steps = 0;
+    }
+  }
+  const double secs = absl::ToDoubleSeconds(env->Now() - start);
+  if (secs > 0) {
+    report.steps_per_second = o.steps / secs;
+    report.examples_per_second =
+        o.steps * static_cast<double>(o.batch) * gang.num_tasks / secs;
+  }
+
+  COHORT_ASSIGN_OR_RETURN(report.checksum,
+                          CheckParametersAgree(m, gang, absl::StrCat("after step ", o.steps)));
+
+  // Held-out evaluation (every task: the parameters are identical).
+  COHORT_RETURN_IF_ERROR(Annotate(
+      m.session->RunCallable(m.eval, {data.heldout.x, data.heldout.labels}, &out),
+      "held-out evaluation"));
+  report.heldout_loss = out[0].scalar<float>();
+  const auto logits = out[1].matrix<float>();
+  const int32_t* y = data.heldout.labels.data<int32_t>();
+  int correct = 0;
+  for (int i = 0; i < data.heldout.size(); ++i) {
+    int best = 0;
+    for (int c = 1; c < o.classes; ++c) {
+      if (logits(i, c) > logits(i, best)) best = c;
+    }
+    correct += best == y[i];
+  }
+  report.heldout_accuracy = data.heldout.size() > 0
+                                ? static_cast<double>(correct) / data.heldout.size()
+                                : 0;
+
+  if (chief && !o.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.checkpoint_dir, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot create --checkpoint-dir ", o.checkpoint_dir, ": ", ec.message()));
+    }
+    Saver saver(m.session->device()->resource_manager());
+    COHORT_ASSIGN_OR_RETURN(report.checkpoint_path, saver.Save(o.checkpoint_dir, o.steps));
+  }
+  return report;
+}
+
+}  // namespace cohort::examples

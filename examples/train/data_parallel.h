@@ -1,0 +1,126 @@
+// Synchronous data-parallel training of a two-layer classifier across the
+// tasks of a `cohort launch` gang (barrier execution mode).
+//
+//   cohort launch -n 2 -- build/bin/train_data_parallel --steps 300
+//
+// Every task
+//  1. generates the same synthetic dataset (seeded; labels come from a
+//     random "teacher" network, so the task is not linearly separable) and
+//     keeps its shard: the contiguous block of training examples
+//     [p * N / n, (p + 1) * N / n) for partition p of n tasks;
+//  2. builds the same graph: Relu(x W1 + b1) W2 + b2, sparse softmax
+//     cross-entropy, symbolic gradients, and an optimizer (momentum, or plain
+//     gradient descent for --momentum 0) fed by placeholders; the weights
+//     start from seeded RandomNormal, so they are identical everywhere;
+//  3. each step runs the forward+gradient callable on its next mini-batch,
+//     AllGathers [loss, dW1, db1, dW2, db2] (TensorProtos in an
+//     AttrValue.ListValue), sums the gathered gradients in partition-id
+//     order, divides by n, and feeds the mean to the update callable. Every
+//     task does the same float operations in the same order on the same
+//     bytes, so the parameters stay bit-identical (checked at start and end
+//     with an AllGather of a crc32c of the parameters).
+//
+// Errors are Status values naming the step, partition and tensor involved;
+// a sync failure (another task died) comes back from AllGather.
+//
+// Thread safety: the functions are thread-compatible; RunDataParallelTraining
+// uses the context's syncs sequentially and blocks until training ends.
+#ifndef COHORT_EXAMPLES_TRAIN_DATA_PARALLEL_H_
+#define COHORT_EXAMPLES_TRAIN_DATA_PARALLEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cohort/graph/tensor.h"
+
+namespace cohort::examples {
+
+struct TrainOptions {
+  int steps = 300;
+  float learning_rate = 0.1f;
+  float momentum = 0.9f;  // 0: ApplyGradientDescent.
+  int batch = 64;         // Examples per task per step.
+  int hidden = 64;
+  int features = 16;
+  int classes = 4;
+  int train_examples = 16384;
+  int heldout_examples = 4096;
+  uint64_t data_seed = 1234;
+  int64_t weight_seed = 99;
+  int log_every = 50;
+  // Threads of each task's session pool.
+  int threads = 1;
+  std::string checkpoint_dir;  // Chief saves here when non-empty.
+};
+
+// The synthetic dataset (row-major x [n, features], labels [n]).
+struct Dataset {
+  Tensor x;
+  Tensor labels;
+  int size() const { return x.IsInitialized() ? static_cast<int>(x.dim_size(0)) : 0; }
+};
+
+// Training set (first) and held-out set, identical for equal options.
+struct SyntheticData {
+  Dataset train;
+  Dataset heldout;
+};
+SyntheticData MakeSyntheticData(const TrainOptions& options);
+
+// Rows [partition * n / num_tasks, (partition + 1) * n / num_tasks) of `d`.
+// InvalidArgument when the partition is out of range or the shard is empty.
+absl::StatusOr<Dataset> Shard(const Dataset& d, int partition, int num_tasks);
+
+// Encodes tensors as a serialized AttrValue.ListValue of TensorProtos.
+std::string EncodeTensors(const std::vector<Tensor>& tensors);
+// InvalidArgument naming `from` when the bytes do not parse or a tensor
+// does not convert.
+absl::StatusOr<std::vector<Tensor>> DecodeTensors(const std::string& bytes,
+                                                  const std::string& from);
+
+// The element-wise mean of float tensor lists, summed in the order given
+// (so every caller with the same input gets the same bits).
+// InvalidArgument naming the list index and tensor when counts, dtypes or
+// shapes disagree with parts[0].
+absl::StatusOr<std::vector<Tensor>> MeanInOrder(
+    const std::vector<std::vector<Tensor>>& parts);
+
+// crc32c over the raw bytes of the tensors, in order.
+uint32_t ParameterChecksum(const std::vector<Tensor>& params);
+
+// What the gang needs from barrier execution mode (BarrierTaskContext has
+// these; tests may pass a fake).
+struct Collective {
+  int partition_id = 0;
+  int num_tasks = 1;
+  std::function<absl::StatusOr<std::vector<std::string>>(const std::string&)>
+      all_gather;
+};
+
+struct TrainReport {
+  double initial_loss = 0;  // Global mean loss of step 1 (before any update).
+  double final_train_loss = 0;  // Global mean loss of the last step.
+  double heldout_loss = 0;
+  double heldout_accuracy = 0;
+  double steps_per_second = 0;
+  double examples_per_second = 0;  // Across the whole gang.
+  uint32_t checksum = 0;
+  std::string checkpoint_path;  // Chief only, when saved.
+};
+
+// Trains as one task of the gang. Progress lines go to `log` on the chief
+// (partition 0) only. FailedPrecondition when the tasks' parameters differ
+// (start or end), naming the partitions; errors of the syncs and the
+// session otherwise. Every task computes the held-out figures.
+absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& options,
+                                                    const Collective& gang,
+                                                    std::ostream& log);
+
+}  // namespace cohort::examples
+
+#endif  // COHORT_EXAMPLES_TRAIN_DATA_PARALLEL_H_
