@@ -1,0 +1,131 @@
+// Tests of the data-parallel job: its building blocks in process, and the
+// whole job as a real gang of two processes started by `cohort launch` (the
+// binary next to this test in <build>/bin).
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cohort/barrier/process.h"
+#include "examples/train/data_parallel.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::examples {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(DataParallelTest, SyntheticDataIsDeterministicAndShardsPartitionIt) {
+  TrainOptions o;
+  o.train_examples = 101;
+  o.heldout_examples = 10;
+  SyntheticData a = MakeSyntheticData(o), b = MakeSyntheticData(o);
+  EXPECT_TRUE(a.train.x.Equals(b.train.x));
+  EXPECT_TRUE(a.train.labels.Equals(b.train.labels));
+  EXPECT_TRUE(a.heldout.x.Equals(b.heldout.x));
+  int total = 0;
+  for (int p = 0; p < 3; ++p) {
+    absl::StatusOr<Dataset> s = Shard(a.train, p, 3);
+    ASSERT_TRUE(s.ok()) << s.status();
+    // The shard is the contiguous block starting at row p * 101 / 3.
+    const int begin = p * 101 / 3;
+    EXPECT_EQ(s->x.data<float>()[0], a.train.x.data<float>()[begin * o.features]);
+    total += s->size();
+  }
+  EXPECT_EQ(total, 101);
+  EXPECT_FALSE(Shard(a.train, 3, 3).ok());
+}
+
+TEST(DataParallelTest, TensorsRoundTripAndMeanIsOrdered) {
+  Tensor g0 = Tensor::Vec<float>({1.f, 2.f}), g1 = Tensor::Vec<float>({3.f, 6.f});
+  absl::StatusOr<std::vector<Tensor>> back =
+      DecodeTensors(EncodeTensors({g0, Tensor(0.5f)}), "test");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_TRUE((*back)[0].Equals(g0));
+  absl::StatusOr<std::vector<Tensor>> mean = MeanInOrder({{g0}, {g1}});
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  EXPECT_TRUE((*mean)[0].Equals(Tensor::Vec<float>({2.f, 4.f})));
+  absl::StatusOr<std::vector<Tensor>> bad =
+      MeanInOrder({{g0}, {Tensor::Vec<float>({1.f})}});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("list 1"));
+  EXPECT_FALSE(DecodeTensors("\xff\xff", "partition 1").ok());
+}
+
+std::string BinDir() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
+  return path.substr(0, path.rfind('/'));
+}
+
+// Runs argv to completion; returns (shell exit code, stdout + stderr).
+std::pair<int, std::string> RunToEnd(const std::vector<std::string>& argv,
+                                     const std::vector<std::string>& env = {}) {
+  auto p = barrier::Subprocess::Spawn(argv, barrier::EnvironmentWith(env));
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return {-1, ""};
+  std::string output;
+  char buf[4096];
+  for (ssize_t n; (n = read((*p)->output_fd(), buf, sizeof(buf))) > 0;) {
+    output.append(buf, static_cast<size_t>(n));
+  }
+  return {(*p)->Wait().ShellCode(), output};
+}
+
+// The value after `key` on the chief's "final:" line, or -1.
+double FinalFigure(const std::string& output, const std::string& key) {
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (line.find("[worker:0] final:") == absl::string_view::npos) continue;
+    const size_t at = line.find(key + " ");
+    double v;
+    if (at == absl::string_view::npos) return -1;
+    std::vector<std::string> rest = absl::StrSplit(line.substr(at + key.size() + 1), ' ');
+    return absl::SimpleAtod(rest[0], &v) ? v : -1;
+  }
+  return -1;
+}
+
+TEST(DataParallelJobTest, TwoTasksTrainToTheSameParametersAndLowerLoss) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/train_dp_test.", getpid(), ".",
+                                       absl::ToUnixNanos(absl::Now()));
+  const std::string bin = BinDir();
+  auto [code, output] = RunToEnd(
+      {bin + "/cohort", "launch", "-n", "2", "--quiet", "--barrier-timeout", "60",
+       "--log-dir", dir + "/logs", "--", bin + "/train_data_parallel", "--steps", "150",
+       "--log-every", "50", "--checkpoint-dir", dir + "/ckpt", "--target-loss", "0.6"});
+  ASSERT_EQ(code, 0) << output;
+  // The job checks the parameters' checksums across tasks; it says so.
+  EXPECT_THAT(output, HasSubstr("[worker:0] parameters identical across 2 tasks: checksum"));
+  EXPECT_THAT(output, HasSubstr("[worker:0] step 150/150 loss"));
+  EXPECT_THAT(output, HasSubstr("checkpoint: " + dir + "/ckpt/model.ckpt-150"));
+  const double initial = FinalFigure(output, "(initial");
+  const double train = FinalFigure(output, "train_loss");
+  const double heldout = FinalFigure(output, "heldout_loss");
+  const double accuracy = FinalFigure(output, "heldout_accuracy");
+  // Four classes: chance is log(4) = 1.386 and 25% accuracy.
+  EXPECT_GT(initial, 1.0) << output;
+  EXPECT_GE(train, 0) << output;
+  EXPECT_LT(train, 0.6) << output;
+  EXPECT_GE(heldout, 0) << output;
+  EXPECT_LT(heldout, 0.6) << output;
+  EXPECT_GT(accuracy, 0.75) << output;
+}
+
+TEST(DataParallelJobTest, OutsideALaunchItNamesTheMissingVariable) {
+  auto [code, output] =
+      RunToEnd({BinDir() + "/train_data_parallel", "--steps", "1"},
+               {"COHORT_BARRIER_ADDRESS", "COHORT_PARTITION_ID", "COHORT_NUM_TASKS"});
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("COHORT_"));
+  EXPECT_THAT(output, HasSubstr("cohort launch -n 2"));
+}
+
+}  // namespace
+}  // namespace cohort::examples
