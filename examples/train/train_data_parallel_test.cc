@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier/process.h"
 #include "examples/train/data_parallel.h"
@@ -87,13 +88,13 @@ double FinalFigure(const std::string& output, const std::string& key) {
     double v;
     if (at == absl::string_view::npos) return -1;
     std::vector<std::string> rest = absl::StrSplit(line.substr(at + key.size() + 1), ' ');
-    return absl::SimpleAtod(rest[0], &v) ? v : -1;
+    return absl::SimpleAtod(absl::StripSuffix(rest[0], ")"), &v) ? v : -1;
   }
   return -1;
 }
 
 TEST(DataParallelJobTest, TwoTasksTrainToTheSameParametersAndLowerLoss) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/train_dp_test.", getpid(), ".",
+  const std::string dir = absl::StrCat(::testing::TempDir(), "train_dp_test.", getpid(), ".",
                                        absl::ToUnixNanos(absl::Now()));
   const std::string bin = BinDir();
   auto [code, output] = RunToEnd(
