@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# The main job. Until the training job exists: build, then resolve an example
-# TF_CONFIG cluster with `cohort resolve`.
+# The main job: build, then train a two-layer classifier data-parallel on a
+# local gang of 2 processes started by `cohort launch` (docs/training.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh -DCOHORT_BUILD_TESTS=OFF
-TF_CONFIG="$(cat examples/tf_config_example.json)" build/bin/cohort resolve --resolver tf_config
+run_dir="build/main_job"
+rm -rf "$run_dir"
+mkdir -p "$run_dir"
+set +e
+build/bin/cohort launch -n 2 --barrier-timeout 120 --log-dir "$run_dir/logs" -- \
+  build/bin/train_data_parallel --steps 300 --log-every 50 \
+  --checkpoint-dir "$run_dir/checkpoint"
+status=$?
+set -e
+echo "main job: exit status $status (task logs in $run_dir/logs)"
+exit "$status"
