@@ -30,6 +30,8 @@
 namespace cohort::examples {
 namespace {
 
+constexpr double kTwoPi = 6.283185307179586;
+
 // Normals from mt19937_64 by Box-Muller (std::normal_distribution's
 // algorithm is implementation-defined; this is the same everywhere).
 class Normals {
@@ -46,9 +48,9 @@ class Normals {
     } while (u1 <= 0);
     u2 = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
     const double r = std::sqrt(-2.0 * std::log(u1));
-    spare_ = static_cast<float>(r * std::sin(2 * M_PI * u2));
+    spare_ = static_cast<float>(r * std::sin(kTwoPi * u2));
     have_spare_ = true;
-    return static_cast<float>(r * std::cos(2 * M_PI * u2));
+    return static_cast<float>(r * std::cos(kTwoPi * u2));
   }
 
  private:
