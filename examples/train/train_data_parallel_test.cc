@@ -3,6 +3,7 @@
 // binary next to this test in <build>/bin).
 #include <unistd.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,49 @@ TEST(DataParallelTest, TensorsRoundTripAndMeanIsOrdered) {
   EXPECT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("list 1"));
   EXPECT_FALSE(DecodeTensors("\xff\xff", "partition 1").ok());
+}
+
+// A gang of two whose other task reports different parameters: the
+// training must refuse to go on, naming the partition and checksums.
+TEST(DataParallelTest, DifferingParametersAreReported) {
+  TrainOptions o;
+  o.train_examples = 256;
+  o.heldout_examples = 16;
+  o.steps = 2;
+  o.log_every = 0;
+  Collective gang;
+  gang.partition_id = 0;
+  gang.num_tasks = 2;
+  gang.all_gather = [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
+    // Checksums are 8 hex digits; gradient messages are longer.
+    if (m.size() == 8) return std::vector<std::string>{m, "deadbeef"};
+    return std::vector<std::string>{m, m};
+  };
+  std::ostringstream log;
+  absl::StatusOr<TrainReport> r = RunDataParallelTraining(o, gang, log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("partition 1=deadbeef"));
+}
+
+// With a fake gang whose other task mirrors this one, training runs the
+// same arithmetic as a real gang of two and lowers the loss.
+TEST(DataParallelTest, MirroredGangTrains) {
+  TrainOptions o;
+  o.steps = 60;
+  o.log_every = 0;
+  Collective gang;
+  gang.partition_id = 0;
+  gang.num_tasks = 2;
+  gang.all_gather = [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
+    return std::vector<std::string>{m, m};
+  };
+  std::ostringstream log;
+  absl::StatusOr<TrainReport> r = RunDataParallelTraining(o, gang, log);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->initial_loss, 1.0);
+  EXPECT_LT(r->heldout_loss, 0.6);
+  EXPECT_LT(r->final_train_loss, r->initial_loss);
 }
 
 std::string BinDir() {
