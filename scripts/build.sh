@@ -8,5 +8,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DCOHORT_THREAD_SAFETY=ON "$@" >/dev/null
+  -DCOHORT_THREAD_SAFETY=ON -DCOHORT_BUILD_TESTS=ON "$@" >/dev/null
 cmake --build build -j"$(nproc)"
