@@ -16,6 +16,12 @@ std::string FormatMasterUrl(absl::string_view master,
   return std::string(master);
 }
 
+std::optional<std::string> RpcLayerOr(
+    const std::optional<std::string>& rpc_layer,
+    const std::optional<std::string>& fallback) {
+  return rpc_layer.has_value() && !rpc_layer->empty() ? rpc_layer : fallback;
+}
+
 AcceleratorCounts CountAccelerators(const std::vector<DeviceInfo>& devices,
                                     const std::optional<std::string>& task_type,
                                     const std::optional<int64_t>& task_id) {
@@ -64,6 +70,38 @@ absl::StatusOr<AcceleratorCounts> ClusterResolver::num_accelerators(
                                  master_url, "\" for resolver ", name()));
   }
   return CountAccelerators(*devices, task_type, task_id);
+}
+
+absl::StatusOr<std::string> ClusterResolverWithTaskAttributes::master(
+    std::optional<std::string> task_type, std::optional<int64_t> task_id,
+    std::optional<std::string> rpc_layer) {
+  // Defaults are taken before cluster_spec(), which may reset the attributes
+  // (Slurm).
+  if (!task_type.has_value()) task_type = task_type_;
+  if (!task_id.has_value()) task_id = task_id_;
+  if (!task_type.has_value() || !task_id.has_value()) return std::string();
+  COHORT_ASSIGN_OR_RETURN(ClusterSpec spec, cluster_spec());
+  COHORT_ASSIGN_OR_RETURN(std::string address,
+                          spec.task_address(*task_type, *task_id));
+  return FormatMasterUrl(address, RpcLayerOr(rpc_layer, rpc_layer_));
+}
+
+absl::Status ClusterResolverWithTaskAttributes::set_task_type(
+    std::optional<std::string> v) {
+  task_type_ = std::move(v);
+  return absl::OkStatus();
+}
+
+absl::Status ClusterResolverWithTaskAttributes::set_task_id(
+    std::optional<int64_t> v) {
+  task_id_ = v;
+  return absl::OkStatus();
+}
+
+absl::Status ClusterResolverWithTaskAttributes::set_rpc_layer(
+    std::optional<std::string> v) {
+  rpc_layer_ = std::move(v);
+  return absl::OkStatus();
 }
 
 }  // namespace cohort

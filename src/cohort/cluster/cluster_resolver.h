@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +50,12 @@ using AcceleratorCounts = std::map<std::string, int>;
 // absent.
 std::string FormatMasterUrl(absl::string_view master,
                             const std::optional<std::string>& rpc_layer);
+
+// Python's `rpc_layer or fallback`: `rpc_layer` when set and non-empty, else
+// `fallback`.
+std::optional<std::string> RpcLayerOr(
+    const std::optional<std::string>& rpc_layer,
+    const std::optional<std::string>& fallback);
 
 // Counts `devices` by type, leaving out CPU and XLA_CPU. When both task_type
 // and task_id are given, keeps only names containing "/job:<type>" and
@@ -107,6 +114,47 @@ class ClusterResolver {
 
  protected:
   DeviceLister* device_lister_ = nullptr;
+};
+
+// A resolver that stores this task's type, id and rpc layer as attributes:
+// the getters return them and the setters replace them (always OK).
+// Resolvers with other rules override only what differs (GCE refuses
+// set_task_type; TFConfig's getters fall back to TF_CONFIG; Union's to its
+// first resolver).
+class ClusterResolverWithTaskAttributes : public ClusterResolver {
+ public:
+  // The shared rule (GCE, Kubernetes, Slurm): task_type and task_id default
+  // to the attributes, read before anything else; "" when either is still
+  // unset. Otherwise calls cluster_spec() (errors returned as they are), looks
+  // the task up in it (InvalidArgument for an unknown job or index) and
+  // prefixes the address with `rpc_layer` when non-empty, else with the
+  // rpc_layer attribute (none when that is unset or empty).
+  absl::StatusOr<std::string> master(
+      std::optional<std::string> task_type = std::nullopt,
+      std::optional<int64_t> task_id = std::nullopt,
+      std::optional<std::string> rpc_layer = std::nullopt) override;
+
+  std::optional<std::string> task_type() override { return task_type_; }
+  std::optional<int64_t> task_id() override { return task_id_; }
+  std::optional<std::string> rpc_layer() override { return rpc_layer_; }
+  absl::Status set_task_type(std::optional<std::string> v) override;
+  absl::Status set_task_id(std::optional<int64_t> v) override;
+  absl::Status set_rpc_layer(std::optional<std::string> v) override;
+
+ protected:
+  ClusterResolverWithTaskAttributes() = default;
+  ClusterResolverWithTaskAttributes(std::optional<std::string> task_type,
+                                    std::optional<int64_t> task_id,
+                                    std::optional<std::string> rpc_layer)
+      : task_type_(std::move(task_type)),
+        task_id_(task_id),
+        rpc_layer_(std::move(rpc_layer)) {}
+
+  // The stored attributes; subclasses read and set them directly where their
+  // own rules (overridden getters or setters) must be bypassed.
+  std::optional<std::string> task_type_;
+  std::optional<int64_t> task_id_;
+  std::optional<std::string> rpc_layer_;
 };
 
 }  // namespace cohort

@@ -79,5 +79,60 @@ TEST(ClusterResolverTest, DefaultNumAcceleratorsListsThroughMaster) {
   EXPECT_NE(failed.status().message().find("grpc://m:1"), std::string::npos);
 }
 
+// A resolver with stored attributes whose cluster_spec() resets them, as
+// Slurm's does: master() must take its defaults before calling it.
+class AttributeResolver : public ClusterResolverWithTaskAttributes {
+ public:
+  AttributeResolver()
+      : ClusterResolverWithTaskAttributes(std::string("worker"), 1,
+                                          std::string("grpc")) {}
+  std::string name() const override { return "attributes"; }
+  absl::StatusOr<ClusterSpec> cluster_spec() override {
+    ++spec_calls;
+    task_type_ = std::string("ps");
+    task_id_ = 0;
+    ClusterSpec spec;
+    spec.SetJob("worker", std::vector<std::string>{"w0:1", "w1:1"});
+    spec.SetJob("ps", std::vector<std::string>{"p0:1"});
+    return spec;
+  }
+  int spec_calls = 0;
+};
+
+TEST(ClusterResolverWithTaskAttributesTest, MasterDefaultsFromAttributes) {
+  AttributeResolver r;
+  EXPECT_EQ(*r.master(), "grpc://w1:1");  // defaults read before the reset
+  EXPECT_EQ(r.task_type(), std::string("ps"));
+  EXPECT_EQ(*r.master(std::string("worker"), 0, std::string("")),
+            "grpc://w0:1");  // empty layer: the attribute's
+  EXPECT_EQ(*r.master(std::string("worker"), 0, std::string("http")),
+            "http://w0:1");
+  EXPECT_TRUE(r.set_rpc_layer(std::nullopt).ok());
+  EXPECT_EQ(*r.master(std::string("worker"), 1), "w1:1");
+  EXPECT_EQ(r.master(std::string("chief"), 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ClusterResolverWithTaskAttributesTest, EmptyWithoutTaskAndSetters) {
+  AttributeResolver r;
+  EXPECT_TRUE(r.set_task_type(std::nullopt).ok());
+  EXPECT_EQ(*r.master(), "");
+  EXPECT_EQ(*r.master(std::nullopt, 0), "");
+  EXPECT_EQ(r.spec_calls, 0);  // "" without looking the cluster up
+  EXPECT_TRUE(r.set_task_id(std::nullopt).ok());
+  EXPECT_EQ(r.task_id(), std::nullopt);
+  EXPECT_TRUE(r.set_rpc_layer(std::string("grpc+verbs")).ok());
+  EXPECT_EQ(r.rpc_layer(), std::string("grpc+verbs"));
+  EXPECT_EQ(*r.master(std::string("ps"), 0), "grpc+verbs://p0:1");
+}
+
+TEST(ClusterResolverTest, RpcLayerOrFallsBackOnUnsetOrEmpty) {
+  const std::optional<std::string> fallback = std::string("grpc");
+  EXPECT_EQ(RpcLayerOr(std::nullopt, fallback), fallback);
+  EXPECT_EQ(RpcLayerOr(std::string(""), fallback), fallback);
+  EXPECT_EQ(RpcLayerOr(std::string("http"), fallback), std::string("http"));
+  EXPECT_EQ(RpcLayerOr(std::string(""), std::nullopt), std::nullopt);
+}
+
 }  // namespace
 }  // namespace cohort

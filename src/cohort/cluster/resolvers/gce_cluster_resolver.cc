@@ -15,12 +15,11 @@
 namespace cohort {
 
 GceClusterResolver::GceClusterResolver(Env* env, Options options)
-    : options_(std::move(options)),
+    : ClusterResolverWithTaskAttributes(options.task_type, options.task_id,
+                                        options.rpc_layer),
+      options_(std::move(options)),
       metadata_(env, options_.metadata),
-      http_(options_.http),
-      task_type_(options_.task_type),
-      task_id_(options_.task_id),
-      rpc_layer_(options_.rpc_layer) {
+      http_(options_.http) {
   while (!options_.compute_api_url.empty() &&
          options_.compute_api_url.back() == '/') {
     options_.compute_api_url.pop_back();
@@ -142,20 +141,6 @@ absl::StatusOr<ClusterSpec> GceClusterResolver::cluster_spec() {
   ClusterSpec spec;
   spec.SetJob(task_type_.value_or(""), workers);
   return spec;
-}
-
-absl::StatusOr<std::string> GceClusterResolver::master(
-    std::optional<std::string> task_type, std::optional<int64_t> task_id,
-    std::optional<std::string> rpc_layer) {
-  if (!task_type.has_value()) task_type = task_type_;
-  if (!task_id.has_value()) task_id = task_id_;
-  if (!task_type.has_value() || !task_id.has_value()) return std::string();
-  COHORT_ASSIGN_OR_RETURN(ClusterSpec spec, cluster_spec());
-  COHORT_ASSIGN_OR_RETURN(std::string address,
-                          spec.task_address(*task_type, *task_id));
-  std::optional<std::string> layer =
-      rpc_layer.has_value() && !rpc_layer->empty() ? rpc_layer : rpc_layer_;
-  return FormatMasterUrl(address, layer);
 }
 
 void RegisterGceResolver(ResolverRegistry* registry) {

@@ -38,7 +38,7 @@ class ResolverRegistry;
 inline constexpr char kDefaultComputeApiUrl[] =
     "https://compute.googleapis.com/compute/v1";
 
-class GceClusterResolver : public ClusterResolver {
+class GceClusterResolver : public ClusterResolverWithTaskAttributes {
  public:
   struct Options {
     std::optional<std::string> project;  // unset: metadata project/project-id
@@ -65,27 +65,13 @@ class GceClusterResolver : public ClusterResolver {
   // 1 + pages + instances REST calls, each bounded by the HTTP timeouts.
   // Errors name the URL, the HTTP status and body, and what to check.
   absl::StatusOr<ClusterSpec> cluster_spec() override;
-  // "" when task type or id (argument, else attribute) is unset; an empty
-  // rpc layer gives the bare address.
-  absl::StatusOr<std::string> master(
-      std::optional<std::string> task_type = std::nullopt,
-      std::optional<int64_t> task_id = std::nullopt,
-      std::optional<std::string> rpc_layer = std::nullopt) override;
+  // master(): ClusterResolverWithTaskAttributes's rule: "" when task type or
+  // id (argument, else attribute) is unset; an empty rpc layer gives the bare
+  // address.
 
-  std::optional<std::string> task_type() override { return task_type_; }
-  std::optional<int64_t> task_id() override { return task_id_; }
-  std::optional<std::string> rpc_layer() override { return rpc_layer_; }
   // Always FailedPrecondition "You cannot reset the task_type of the
   // GCEClusterResolver after it has been created."
   absl::Status set_task_type(std::optional<std::string> v) override;
-  absl::Status set_task_id(std::optional<int64_t> v) override {
-    task_id_ = v;
-    return absl::OkStatus();
-  }
-  absl::Status set_rpc_layer(std::optional<std::string> v) override {
-    rpc_layer_ = std::move(v);
-    return absl::OkStatus();
-  }
 
  private:
   GceClusterResolver(Env* env, Options options);
@@ -94,9 +80,6 @@ class GceClusterResolver : public ClusterResolver {
   Options options_;
   GceMetadataClient metadata_;
   HttpClient http_;
-  std::optional<std::string> task_type_;
-  std::optional<int64_t> task_id_;
-  std::optional<std::string> rpc_layer_;
 };
 
 // Registers "gce" (never auto-detected). The factory reads

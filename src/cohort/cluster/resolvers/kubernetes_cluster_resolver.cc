@@ -418,10 +418,11 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
 
 KubernetesClusterResolver::KubernetesClusterResolver(Options options,
                                                      KubernetesApiConfig api)
-    : options_(std::move(options)),
+    : ClusterResolverWithTaskAttributes(std::nullopt, std::nullopt,
+                                        options.rpc_layer),
+      options_(std::move(options)),
       api_(std::move(api)),
-      http_(api_.http),
-      rpc_layer_(options_.rpc_layer) {
+      http_(api_.http) {
   while (!api_.server.empty() && api_.server.back() == '/') {
     api_.server.pop_back();
   }
@@ -518,20 +519,6 @@ absl::StatusOr<ClusterSpec> KubernetesClusterResolver::cluster_spec() {
     spec.SetJob(job, addresses);
   }
   return spec;
-}
-
-absl::StatusOr<std::string> KubernetesClusterResolver::master(
-    std::optional<std::string> task_type, std::optional<int64_t> task_id,
-    std::optional<std::string> rpc_layer) {
-  if (!task_type.has_value()) task_type = task_type_;
-  if (!task_id.has_value()) task_id = task_id_;
-  if (!task_type.has_value() || !task_id.has_value()) return std::string();
-  COHORT_ASSIGN_OR_RETURN(ClusterSpec spec, cluster_spec());
-  COHORT_ASSIGN_OR_RETURN(std::string address,
-                          spec.task_address(*task_type, *task_id));
-  std::optional<std::string> layer =
-      rpc_layer.has_value() && !rpc_layer->empty() ? rpc_layer : rpc_layer_;
-  return FormatMasterUrl(address, layer);
 }
 
 void RegisterKubernetesResolver(ResolverRegistry* registry) {

@@ -73,7 +73,7 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
 absl::StatusOr<Json> ParseKubeconfigText(absl::string_view text,
                                          absl::string_view what);
 
-class KubernetesClusterResolver : public ClusterResolver {
+class KubernetesClusterResolver : public ClusterResolverWithTaskAttributes {
  public:
   enum class ExecutableLocation { kWithinCluster, kOffCluster };
 
@@ -103,27 +103,8 @@ class KubernetesClusterResolver : public ClusterResolver {
   // One REST call per selector; blocks up to the HTTP timeouts each.
   // Unavailable/other HTTP errors name the URL and what to check.
   absl::StatusOr<ClusterSpec> cluster_spec() override;
-  // "" while task type or id (argument, else attribute) is unknown.
-  absl::StatusOr<std::string> master(
-      std::optional<std::string> task_type = std::nullopt,
-      std::optional<int64_t> task_id = std::nullopt,
-      std::optional<std::string> rpc_layer = std::nullopt) override;
-
-  std::optional<std::string> task_type() override { return task_type_; }
-  std::optional<int64_t> task_id() override { return task_id_; }
-  std::optional<std::string> rpc_layer() override { return rpc_layer_; }
-  absl::Status set_task_type(std::optional<std::string> v) override {
-    task_type_ = std::move(v);
-    return absl::OkStatus();
-  }
-  absl::Status set_task_id(std::optional<int64_t> v) override {
-    task_id_ = v;
-    return absl::OkStatus();
-  }
-  absl::Status set_rpc_layer(std::optional<std::string> v) override {
-    rpc_layer_ = std::move(v);
-    return absl::OkStatus();
-  }
+  // master(): ClusterResolverWithTaskAttributes's rule ("" while task type
+  // or id, argument else attribute, is unknown).
 
   const KubernetesApiConfig& api() const { return api_; }
 
@@ -133,9 +114,6 @@ class KubernetesClusterResolver : public ClusterResolver {
   Options options_;
   KubernetesApiConfig api_;
   HttpClient http_;
-  std::optional<std::string> task_type_;
-  std::optional<int64_t> task_id_;
-  std::optional<std::string> rpc_layer_;
 };
 
 // Registers "kubernetes" (in-cluster; detected by KUBERNETES_SERVICE_HOST).

@@ -6,13 +6,13 @@ namespace cohort {
 
 SimpleClusterResolver::SimpleClusterResolver(ClusterSpec cluster_spec,
                                              Options options)
-    : spec_(std::move(cluster_spec)),
+    : ClusterResolverWithTaskAttributes(std::move(options.task_type),
+                                        options.task_id,
+                                        std::move(options.rpc_layer)),
+      spec_(std::move(cluster_spec)),
       master_(std::move(options.master)),
-      task_type_(std::move(options.task_type)),
-      task_id_(options.task_id),
       environment_(std::move(options.environment)),
-      num_accelerators_(std::move(options.num_accelerators)),
-      rpc_layer_(std::move(options.rpc_layer)) {}
+      num_accelerators_(std::move(options.num_accelerators)) {}
 
 absl::StatusOr<std::string> SimpleClusterResolver::master(
     std::optional<std::string> task_type, std::optional<int64_t> task_id,
@@ -21,22 +21,7 @@ absl::StatusOr<std::string> SimpleClusterResolver::master(
   if (task_type.has_value() && task_id.has_value()) {
     COHORT_ASSIGN_OR_RETURN(address, TaskAddress(spec_, *task_type, *task_id));
   }
-  return FormatMasterUrl(
-      address, rpc_layer.has_value() && !rpc_layer->empty() ? rpc_layer
-                                                            : rpc_layer_);
-}
-
-absl::Status SimpleClusterResolver::set_task_type(std::optional<std::string> v) {
-  task_type_ = std::move(v);
-  return absl::OkStatus();
-}
-absl::Status SimpleClusterResolver::set_task_id(std::optional<int64_t> v) {
-  task_id_ = v;
-  return absl::OkStatus();
-}
-absl::Status SimpleClusterResolver::set_rpc_layer(std::optional<std::string> v) {
-  rpc_layer_ = std::move(v);
-  return absl::OkStatus();
+  return FormatMasterUrl(address, RpcLayerOr(rpc_layer, rpc_layer_));
 }
 
 }  // namespace cohort

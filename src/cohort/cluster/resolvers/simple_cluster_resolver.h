@@ -13,7 +13,7 @@
 
 namespace cohort {
 
-class SimpleClusterResolver : public ClusterResolver {
+class SimpleClusterResolver : public ClusterResolverWithTaskAttributes {
  public:
   struct Options {
     // Returned by master() when no task is named ("" by default).
@@ -40,12 +40,6 @@ class SimpleClusterResolver : public ClusterResolver {
       std::optional<std::string> task_type = std::nullopt,
       std::optional<int64_t> task_id = std::nullopt,
       std::optional<std::string> rpc_layer = std::nullopt) override;
-  std::optional<std::string> task_type() override { return task_type_; }
-  std::optional<int64_t> task_id() override { return task_id_; }
-  std::optional<std::string> rpc_layer() override { return rpc_layer_; }
-  absl::Status set_task_type(std::optional<std::string> v) override;
-  absl::Status set_task_id(std::optional<int64_t> v) override;
-  absl::Status set_rpc_layer(std::optional<std::string> v) override;
   std::optional<std::string> environment() override { return environment_; }
   // The constructor's value; arguments are ignored (TensorFlow's behaviour).
   absl::StatusOr<AcceleratorCounts> num_accelerators(
@@ -57,11 +51,8 @@ class SimpleClusterResolver : public ClusterResolver {
  private:
   ClusterSpec spec_;
   std::string master_;
-  std::optional<std::string> task_type_;
-  std::optional<int64_t> task_id_;
   std::string environment_;
   AcceleratorCounts num_accelerators_;
-  std::optional<std::string> rpc_layer_;
 };
 
 }  // namespace cohort

@@ -229,34 +229,6 @@ absl::StatusOr<ClusterSpec> SlurmClusterResolver::cluster_spec() {
   return spec;
 }
 
-absl::StatusOr<std::string> SlurmClusterResolver::master(
-    std::optional<std::string> task_type, std::optional<int64_t> task_id,
-    std::optional<std::string> rpc_layer) {
-  if (!task_type.has_value()) task_type = task_type_;
-  if (!task_id.has_value()) task_id = task_id_;
-  if (!task_type.has_value() || !task_id.has_value()) return std::string();
-  COHORT_ASSIGN_OR_RETURN(ClusterSpec spec, cluster_spec());
-  COHORT_ASSIGN_OR_RETURN(std::string address,
-                          spec.task_address(*task_type, *task_id));
-  // Python: `rpc_layer or self.rpc_layer`.
-  std::optional<std::string> layer =
-      rpc_layer.has_value() && !rpc_layer->empty() ? rpc_layer : rpc_layer_;
-  return FormatMasterUrl(address, layer);
-}
-
-absl::Status SlurmClusterResolver::set_task_type(std::optional<std::string> v) {
-  task_type_ = std::move(v);
-  return absl::OkStatus();
-}
-absl::Status SlurmClusterResolver::set_task_id(std::optional<int64_t> v) {
-  task_id_ = v;
-  return absl::OkStatus();
-}
-absl::Status SlurmClusterResolver::set_rpc_layer(std::optional<std::string> v) {
-  rpc_layer_ = std::move(v);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<AcceleratorCounts> SlurmClusterResolver::num_accelerators(
     std::optional<std::string>, std::optional<int64_t>) {
   return AcceleratorCounts{{"GPU", gpus_per_task_}};

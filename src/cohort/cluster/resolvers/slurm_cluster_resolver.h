@@ -47,7 +47,7 @@ namespace cohort {
 
 class ResolverRegistry;
 
-class SlurmClusterResolver : public ClusterResolver {
+class SlurmClusterResolver : public ClusterResolverWithTaskAttributes {
  public:
   struct Options {
     // job name -> task count; default {"worker": SLURM_STEP_NUM_TASKS}.
@@ -79,20 +79,10 @@ class SlurmClusterResolver : public ClusterResolver {
   // auto_set_gpu, CUDA_VISIBLE_DEVICES. FailedPrecondition when SLURM_PROCID
   // is outside every job.
   absl::StatusOr<ClusterSpec> cluster_spec() override;
-  // "" when task type or id (argument, else attribute) is unknown; otherwise
-  // recomputes the spec (resetting the attributes) and formats the task's
-  // address with `rpc_layer` or the attribute.
-  absl::StatusOr<std::string> master(
-      std::optional<std::string> task_type = std::nullopt,
-      std::optional<int64_t> task_id = std::nullopt,
-      std::optional<std::string> rpc_layer = std::nullopt) override;
-
-  std::optional<std::string> task_type() override { return task_type_; }
-  std::optional<int64_t> task_id() override { return task_id_; }
-  std::optional<std::string> rpc_layer() override { return rpc_layer_; }
-  absl::Status set_task_type(std::optional<std::string> v) override;
-  absl::Status set_task_id(std::optional<int64_t> v) override;
-  absl::Status set_rpc_layer(std::optional<std::string> v) override;
+  // master(): ClusterResolverWithTaskAttributes's rule: "" when task type or
+  // id (argument, else attribute) is unknown; otherwise recomputes the spec
+  // (resetting the attributes) and formats the task's address with
+  // `rpc_layer` or the attribute.
 
   // {"GPU": gpus_per_task}; arguments ignored (as TensorFlow does).
   absl::StatusOr<AcceleratorCounts> num_accelerators(
@@ -118,9 +108,6 @@ class SlurmClusterResolver : public ClusterResolver {
   int gpus_per_node_ = 0;
   int gpus_per_task_ = 0;
   bool auto_set_gpu_ = true;
-  std::optional<std::string> task_type_;
-  std::optional<int64_t> task_id_;
-  std::optional<std::string> rpc_layer_;
 };
 
 // Counts GPUs as TensorFlow's Slurm resolver does: entries of

@@ -128,10 +128,10 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view text,
 }
 
 TFConfigClusterResolver::TFConfigClusterResolver(Env* env, Options options)
-    : env_(env),
-      task_type_(std::move(options.task_type)),
-      task_id_(options.task_id),
-      rpc_layer_(std::move(options.rpc_layer)),
+    : ClusterResolverWithTaskAttributes(std::move(options.task_type),
+                                        options.task_id,
+                                        std::move(options.rpc_layer)),
+      env_(env),
       environment_(std::move(options.environment)) {}
 
 absl::StatusOr<TfConfig> TFConfigClusterResolver::LoadConfig() {
@@ -201,21 +201,6 @@ std::optional<std::string> TFConfigClusterResolver::rpc_layer() {
   if (rpc_layer_.has_value()) return rpc_layer_;
   auto config = LoadConfig();
   return config.ok() ? config->rpc_layer : std::nullopt;
-}
-
-absl::Status TFConfigClusterResolver::set_task_type(
-    std::optional<std::string> v) {
-  task_type_ = std::move(v);
-  return absl::OkStatus();
-}
-absl::Status TFConfigClusterResolver::set_task_id(std::optional<int64_t> v) {
-  task_id_ = v;
-  return absl::OkStatus();
-}
-absl::Status TFConfigClusterResolver::set_rpc_layer(
-    std::optional<std::string> v) {
-  rpc_layer_ = std::move(v);
-  return absl::OkStatus();
 }
 
 absl::StatusOr<AcceleratorCounts> TFConfigClusterResolver::num_accelerators(

@@ -48,7 +48,7 @@ struct TfConfig {
 absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view text,
                                        absl::string_view what = "TF_CONFIG");
 
-class TFConfigClusterResolver : public ClusterResolver {
+class TFConfigClusterResolver : public ClusterResolverWithTaskAttributes {
  public:
   struct Options {
     std::optional<std::string> task_type;
@@ -84,9 +84,7 @@ class TFConfigClusterResolver : public ClusterResolver {
   std::optional<std::string> task_type() override;
   std::optional<int64_t> task_id() override;
   std::optional<std::string> rpc_layer() override;
-  absl::Status set_task_type(std::optional<std::string> v) override;
-  absl::Status set_task_id(std::optional<int64_t> v) override;
-  absl::Status set_rpc_layer(std::optional<std::string> v) override;
+  // The setters (inherited) set the overrides.
   // Only the constructor/override value (nullopt by default); TF_CONFIG's
   // "environment" is for the distribute coordinator.
   std::optional<std::string> environment() override { return environment_; }
@@ -99,9 +97,6 @@ class TFConfigClusterResolver : public ClusterResolver {
   Env* env_;
 
  private:
-  std::optional<std::string> task_type_;
-  std::optional<int64_t> task_id_;
-  std::optional<std::string> rpc_layer_;
   std::optional<std::string> environment_;
 };
 

@@ -60,7 +60,7 @@ absl::StatusOr<int> VerifyAndReturnSameCoreCount(
 // newest revision (older ones probed the metadata server).
 inline bool IsRunningInGce() { return true; }
 
-class TpuClusterResolver : public ClusterResolver {
+class TpuClusterResolver : public ClusterResolverWithTaskAttributes {
  public:
   struct Options {
     // Client options: tpu / tpu_list, zone, project, token, URLs.
@@ -88,22 +88,6 @@ class TpuClusterResolver : public ClusterResolver {
       std::optional<int64_t> task_id = std::nullopt,
       std::optional<std::string> rpc_layer = std::nullopt) override;
 
-  std::optional<std::string> task_type() override { return task_type_; }
-  std::optional<int64_t> task_id() override { return task_id_; }
-  std::optional<std::string> rpc_layer() override { return rpc_layer_; }
-  absl::Status set_task_type(std::optional<std::string> v) override {
-    task_type_ = std::move(v);
-    return absl::OkStatus();
-  }
-  absl::Status set_task_id(std::optional<int64_t> v) override {
-    task_id_ = v;
-    return absl::OkStatus();
-  }
-  absl::Status set_rpc_layer(std::optional<std::string> v) override {
-    rpc_layer_ = std::move(v);
-    return absl::OkStatus();
-  }
-
   // {"TPU": cores per host} from the device listing through master();
   // DeadlineExceeded is retried kTpuConnectRetries times, then
   // FailedPrecondition "Failed to connect to master...". A local TPU counts
@@ -126,9 +110,6 @@ class TpuClusterResolver : public ClusterResolver {
   TpuClusterResolver() = default;
 
   std::unique_ptr<CloudTpuClient> client_;
-  std::optional<std::string> task_type_;
-  std::optional<int64_t> task_id_;
-  std::optional<std::string> rpc_layer_;
   std::optional<std::string> coordinator_name_;
   std::optional<std::string> coordinator_address_;
 };

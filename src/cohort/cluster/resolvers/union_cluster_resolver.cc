@@ -44,7 +44,10 @@ UnionClusterResolver::Create(
 UnionClusterResolver::UnionClusterResolver(
     std::vector<std::unique_ptr<ClusterResolver>> resolvers,
     Overrides overrides)
-    : resolvers_(std::move(resolvers)), overrides_(std::move(overrides)) {}
+    : ClusterResolverWithTaskAttributes(std::move(overrides.task_type),
+                                        overrides.task_id,
+                                        std::move(overrides.rpc_layer)),
+      resolvers_(std::move(resolvers)) {}
 
 absl::StatusOr<ClusterSpec> UnionClusterResolver::cluster_spec() {
   std::vector<ClusterSpec> specs;
@@ -116,41 +119,26 @@ absl::StatusOr<std::string> UnionClusterResolver::master(
     COHORT_ASSIGN_OR_RETURN(
         std::string address,
         TaskAddress(spec, *task_type, *task_id));
-    return FormatMasterUrl(address, rpc_layer.has_value() && !rpc_layer->empty()
-                                        ? rpc_layer
-                                        : overrides_.rpc_layer);
+    return FormatMasterUrl(address, RpcLayerOr(rpc_layer, rpc_layer_));
   }
   return resolvers_[0]->master(std::nullopt, std::nullopt, rpc_layer);
 }
 
 std::optional<std::string> UnionClusterResolver::task_type() {
-  if (overrides_.task_type.has_value()) return overrides_.task_type;
+  if (task_type_.has_value()) return task_type_;
   return resolvers_[0]->task_type();
 }
 
 std::optional<int64_t> UnionClusterResolver::task_id() {
   // Deliberately `has_value()`, not TensorFlow's truthiness: an override of 0
   // is a real task id.
-  if (overrides_.task_id.has_value()) return overrides_.task_id;
+  if (task_id_.has_value()) return task_id_;
   return resolvers_[0]->task_id();
 }
 
 std::optional<std::string> UnionClusterResolver::rpc_layer() {
-  if (overrides_.rpc_layer.has_value()) return overrides_.rpc_layer;
+  if (rpc_layer_.has_value()) return rpc_layer_;
   return resolvers_[0]->rpc_layer();
-}
-
-absl::Status UnionClusterResolver::set_task_type(std::optional<std::string> v) {
-  overrides_.task_type = std::move(v);
-  return absl::OkStatus();
-}
-absl::Status UnionClusterResolver::set_task_id(std::optional<int64_t> v) {
-  overrides_.task_id = v;
-  return absl::OkStatus();
-}
-absl::Status UnionClusterResolver::set_rpc_layer(std::optional<std::string> v) {
-  overrides_.rpc_layer = std::move(v);
-  return absl::OkStatus();
 }
 
 std::optional<std::string> UnionClusterResolver::environment() {

@@ -31,7 +31,7 @@
 
 namespace cohort {
 
-class UnionClusterResolver : public ClusterResolver {
+class UnionClusterResolver : public ClusterResolverWithTaskAttributes {
  public:
   struct Overrides {
     std::optional<std::string> task_type;
@@ -57,12 +57,11 @@ class UnionClusterResolver : public ClusterResolver {
       std::optional<std::string> task_type = std::nullopt,
       std::optional<int64_t> task_id = std::nullopt,
       std::optional<std::string> rpc_layer = std::nullopt) override;
+  // The override when set (has_value, so a task id of 0 counts), else the
+  // first resolver's value. The setters (inherited) set the overrides.
   std::optional<std::string> task_type() override;
   std::optional<int64_t> task_id() override;
   std::optional<std::string> rpc_layer() override;
-  absl::Status set_task_type(std::optional<std::string> v) override;
-  absl::Status set_task_id(std::optional<int64_t> v) override;
-  absl::Status set_rpc_layer(std::optional<std::string> v) override;
   std::optional<std::string> environment() override;
   absl::StatusOr<AcceleratorCounts> num_accelerators(
       std::optional<std::string> task_type = std::nullopt,
@@ -75,7 +74,6 @@ class UnionClusterResolver : public ClusterResolver {
                        Overrides overrides);
 
   std::vector<std::unique_ptr<ClusterResolver>> resolvers_;
-  Overrides overrides_;
 };
 
 }  // namespace cohort
