@@ -39,6 +39,7 @@ TEST(FakeEnv, SleepForWaitsForAdvance) {
     env.SleepFor(absl::Seconds(10));
     woke.Notify();
   });
+  env.BlockUntilSleepers(1);
   env.AdvanceTime(absl::Seconds(5));
   EXPECT_FALSE(woke.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
   env.AdvanceTime(absl::Seconds(5));

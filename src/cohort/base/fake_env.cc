@@ -28,7 +28,17 @@ void FakeEnv::SleepFor(absl::Duration d) {
   auto reached = [this, wake]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return now_ >= wake;
   };
+  ++sleepers_;
   mu_.Await(absl::Condition(&reached));
+  --sleepers_;
+}
+
+void FakeEnv::BlockUntilSleepers(int n) {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return sleepers_ >= n;
+  };
+  mu_.Await(absl::Condition(&enough));
 }
 
 bool FakeEnv::AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,

@@ -29,6 +29,9 @@ class FakeEnv : public Env {
 
   void AdvanceTime(absl::Duration d);
   void SetTime(absl::Time t);
+  // Blocks until at least `n` threads are inside SleepFor, so a test can
+  // advance the clock knowing where the sleepers' wake-up times lie.
+  void BlockUntilSleepers(int n);
 
   void SetFile(const std::string& path, std::string contents);
   // Scripts the output of RunCommand for a program (argv[0]). A non-OK
@@ -51,6 +54,7 @@ class FakeEnv : public Env {
  private:
   absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
+  int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::string, std::less<>> vars_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> files_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::StatusOr<std::string>> commands_
