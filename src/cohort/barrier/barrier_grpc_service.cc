@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "cohort/barrier/barrier_sync_proto.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/status_conversion.h"
 #include "cohort/rpc/transport.h"
@@ -23,27 +24,12 @@ class SyncReactor final : public grpc::ServerUnaryReactor {
         request_id_(coordinator->NewRequestId()) {}
 
   void Start(const cohort::BarrierSyncRequest& proto) {
-    SyncRequest request;
-    request.num_tasks = proto.num_tasks();
-    request.stage_id = proto.stage_id();
-    request.stage_attempt = proto.stage_attempt();
-    request.task_attempt_id = proto.task_attempt_id();
-    request.barrier_epoch = proto.barrier_epoch();
-    request.partition_id = proto.partition_id();
-    request.message = proto.message();
-    if (proto.method() == cohort::ALL_GATHER) {
-      request.method = SyncMethod::kAllGather;
-    } else if (proto.method() == cohort::BARRIER) {
-      request.method = SyncMethod::kBarrier;
-    } else {
-      Finish(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                       absl::StrCat("barrier sync request from partition ",
-                                    proto.partition_id(),
-                                    " has no method (BARRIER or ALL_GATHER)")));
+    absl::StatusOr<SyncRequest> request = SyncRequestFromProto(proto);
+    if (!request.ok()) {
+      Finish(rpc::ToGrpcStatus(request.status()));
       return;
     }
-    coordinator_->Sync(request_id_, std::move(request),
+    coordinator_->Sync(request_id_, *std::move(request),
                        [this](absl::StatusOr<SyncResult> result) {
                          Complete(std::move(result));
                        });

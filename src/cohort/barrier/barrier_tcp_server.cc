@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.pb.h"
+#include "cohort/barrier/barrier_sync_proto.h"
 #include "cohort/base/logging.h"
 
 namespace cohort::barrier {
@@ -174,28 +175,21 @@ void BarrierTcpServer::OnReadable(const std::shared_ptr<Connection>& c) {
     c->buffer.erase(0, 4 + size);
     const uint64_t id = coordinator_->NewRequestId();
     std::shared_ptr<Connection> conn = c;
-    if (!parsed || (proto.method() != cohort::BARRIER &&
-                    proto.method() != cohort::ALL_GATHER)) {
+    if (!parsed) {
       conn->Reply(id, absl::InvalidArgumentError(
                           "barrier TCP server: malformed sync request"));
       continue;
     }
-    SyncRequest request;
-    request.num_tasks = proto.num_tasks();
-    request.stage_id = proto.stage_id();
-    request.stage_attempt = proto.stage_attempt();
-    request.task_attempt_id = proto.task_attempt_id();
-    request.barrier_epoch = proto.barrier_epoch();
-    request.partition_id = proto.partition_id();
-    request.message = std::move(*proto.mutable_message());
-    request.method = proto.method() == cohort::ALL_GATHER
-                         ? SyncMethod::kAllGather
-                         : SyncMethod::kBarrier;
+    absl::StatusOr<SyncRequest> request = SyncRequestFromProto(std::move(proto));
+    if (!request.ok()) {
+      conn->Reply(id, request.status());
+      continue;
+    }
     {
       absl::MutexLock lock(&conn->mu);
       conn->pending = id;
     }
-    coordinator_->Sync(id, std::move(request),
+    coordinator_->Sync(id, *std::move(request),
                        [conn, id](absl::StatusOr<SyncResult> result) {
                          conn->Reply(id, result);
                        });

@@ -145,10 +145,9 @@ absl::Status CoordinationService::BarrierStatus(absl::StatusCode code,
   return status;
 }
 
-absl::Status CoordinationService::StopCancelled() const {
-  absl::Status status(absl::StatusCode::kCancelled,
-                      "the coordination service stopped (the job is over or "
-                      "its host process is exiting)");
+absl::Status CoordinationService::ServiceStoppedStatus(
+    absl::StatusCode code, absl::string_view message) const {
+  absl::Status status(code, message);
   CoordinationServiceError payload;
   payload.set_service_incarnation(incarnation_);
   payload.set_service_stopped(true);
@@ -157,16 +156,18 @@ absl::Status CoordinationService::StopCancelled() const {
   return status;
 }
 
+absl::Status CoordinationService::StopCancelled() const {
+  return ServiceStoppedStatus(
+      absl::StatusCode::kCancelled,
+      "the coordination service stopped (the job is over or its host process "
+      "is exiting)");
+}
+
 absl::Status CoordinationService::StoppedError() const {
-  absl::Status status(absl::StatusCode::kInternal,
-                      "the coordination service has stopped (its process is "
-                      "shutting down); the job cannot coordinate any more");
-  CoordinationServiceError payload;
-  payload.set_service_incarnation(incarnation_);
-  payload.set_service_stopped(true);
-  status.SetPayload(kCoordinationErrorUrl,
-                    absl::Cord(payload.SerializeAsString()));
-  return status;
+  return ServiceStoppedStatus(
+      absl::StatusCode::kInternal,
+      "the coordination service has stopped (its process is shutting down); "
+      "the job cannot coordinate any more");
 }
 
 absl::Status CoordinationService::UnknownTaskError(const TaskId& task) const {

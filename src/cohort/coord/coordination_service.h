@@ -274,6 +274,9 @@ class CoordinationService {
                      bool reported = false) const;
   absl::Status BarrierStatus(absl::StatusCode code, const std::string& message,
                              const Barrier& barrier) const;
+  // `code` + `message` with the service-stopped payload (this incarnation).
+  absl::Status ServiceStoppedStatus(absl::StatusCode code,
+                                    absl::string_view message) const;
   absl::Status StoppedError() const;
   absl::Status StopCancelled() const;
   absl::Status ServiceRestartedError(const TaskId& task,
