@@ -170,6 +170,17 @@ absl::Status CoordinationService::StoppedError() const {
       "the job cannot coordinate any more");
 }
 
+absl::Status CoordinationService::CallerStatusLocked(
+    const TaskId& task, const Task* t, uint64_t service_incarnation,
+    bool long_poll) const {
+  if (stopped_) return long_poll ? StopCancelled() : StoppedError();
+  if (service_incarnation != 0 && service_incarnation != incarnation_) {
+    return ServiceRestartedError(task, service_incarnation);
+  }
+  if (t == nullptr) return UnknownTaskError(task);
+  return absl::OkStatus();
+}
+
 absl::Status CoordinationService::UnknownTaskError(const TaskId& task) const {
   std::vector<std::string> jobs;
   for (const auto& [job, count] : options_.jobs) {
@@ -304,10 +315,8 @@ void CoordinationService::RegisterTaskAsync(
   {
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
-    if (stopped_) {
-      result = StoppedError();
-    } else if (t == nullptr) {
-      result = UnknownTaskError(task);
+    if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
+      result = std::move(caller);
     } else if (t->state == TaskState::kConnected &&
                t->incarnation == incarnation) {
       // A retry of a registration that succeeded.
@@ -394,13 +403,10 @@ absl::StatusOr<uint64_t> CoordinationService::Heartbeat(
   {
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
-    if (stopped_) {
-      result = StoppedError();
-    } else if (service_incarnation != 0 &&
-               service_incarnation != incarnation_) {
-      result = ServiceRestartedError(task, service_incarnation);
-    } else if (t == nullptr) {
-      result = UnknownTaskError(task);
+    if (absl::Status caller =
+            CallerStatusLocked(task, t, service_incarnation);
+        !caller.ok()) {
+      result = std::move(caller);
     } else if (t->state == TaskState::kError) {
       result = Error(absl::StatusCode::kAborted,
                      absl::StrCat("task ", task.ToString(), " is in error: ",
@@ -469,10 +475,8 @@ void CoordinationService::ShutdownTaskAsync(const TaskId& task,
   {
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
-    if (stopped_) {
-      result = StoppedError();
-    } else if (t == nullptr) {
-      result = UnknownTaskError(task);
+    if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
+      result = std::move(caller);
     } else if (t->shut_down) {
       // Idempotent.
     } else if (options_.shutdown_barrier_timeout <= absl::ZeroDuration() ||
@@ -557,10 +561,8 @@ absl::Status CoordinationService::ResetTask(const TaskId& task) {
   {
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
-    if (stopped_) {
-      result = StoppedError();
-    } else if (t == nullptr) {
-      result = UnknownTaskError(task);
+    if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
+      result = std::move(caller);
     } else {
       if (t->heartbeat_timer != 0) {
         timer_->Cancel(t->heartbeat_timer);
@@ -591,10 +593,8 @@ absl::Status CoordinationService::ReportErrorToService(
   {
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
-    if (stopped_) {
-      result = StoppedError();
-    } else if (t == nullptr) {
-      result = UnknownTaskError(task);
+    if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
+      result = std::move(caller);
     } else if (t->state != TaskState::kConnected) {
       result = Error(absl::StatusCode::kFailedPrecondition,
                      absl::StrCat("task ", task.ToString(),
@@ -669,13 +669,10 @@ void CoordinationService::PollForErrorAsync(const TaskId& task,
   {
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
-    if (stopped_) {
-      result = StopCancelled();
-    } else if (service_incarnation != 0 &&
-               service_incarnation != incarnation_) {
-      result = ServiceRestartedError(task, service_incarnation);
-    } else if (t == nullptr) {
-      result = UnknownTaskError(task);
+    if (absl::Status caller =
+            CallerStatusLocked(task, t, service_incarnation, /*long_poll=*/true);
+        !caller.ok()) {
+      result = std::move(caller);
     } else if (!propagated_error_.ok() && !t->recoverable) {
       result = propagated_error_;
     } else if (t->state == TaskState::kError) {
@@ -850,10 +847,8 @@ void CoordinationService::GetAliveTasksAsync(const TaskId& requester,
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(requester);
     auto ids = ResolveTasksLocked(tasks, "GetAliveTasks");
-    if (stopped_) {
-      error = StoppedError();
-    } else if (t == nullptr) {
-      error = UnknownTaskError(requester);
+    if (absl::Status caller = CallerStatusLocked(requester, t); !caller.ok()) {
+      error = std::move(caller);
     } else if (!ids.ok()) {
       error = ids.status();
     } else if (ids->count(requester) == 0) {
@@ -1058,10 +1053,8 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
     Task* t = FindTaskLocked(task);
     auto it = barriers_.find(id);
     bool create = false;
-    if (stopped_) {
-      result = StoppedError();
-    } else if (t == nullptr) {
-      result = UnknownTaskError(task);
+    if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
+      result = std::move(caller);
     } else if (id.empty()) {
       result = Error(absl::StatusCode::kInvalidArgument,
                      "barrier id is empty");
@@ -1236,10 +1229,8 @@ absl::Status CoordinationService::CancelBarrier(const std::string& id,
     const std::string cancelled_message =
         absl::StrCat("barrier '", id, "' (#", counter, ") was cancelled by task ",
                      task.ToString());
-    if (stopped_) {
-      result = StoppedError();
-    } else if (FindTaskLocked(task) == nullptr) {
-      result = UnknownTaskError(task);
+    if (absl::Status caller = CallerStatusLocked(task, FindTaskLocked(task)); !caller.ok()) {
+      result = std::move(caller);
     } else if (it != barriers_.end() && it->second.counter == counter) {
       Barrier& b = it->second;
       if (b.done) {

@@ -282,6 +282,15 @@ class CoordinationService {
   absl::Status ServiceRestartedError(const TaskId& task,
                                      uint64_t known_incarnation) const;
   absl::Status UnknownTaskError(const TaskId& task) const;
+  // The first check every task-facing call makes: the service stopped
+  // (StoppedError, or StopCancelled for a long poll), the caller knows an
+  // older service incarnation (ServiceRestartedError; 0 skips the check),
+  // or `t` (the caller's task, looked up) is null (UnknownTaskError).
+  // OK when none applies.
+  absl::Status CallerStatusLocked(const TaskId& task, const Task* t,
+                                  uint64_t service_incarnation = 0,
+                                  bool long_poll = false) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Task* FindTaskLocked(const TaskId& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsRecoverable(const TaskId& task) const;
