@@ -1,5 +1,6 @@
 # Finds the Debian 12 packages cohort builds against (scripts/setup.sh installs them).
 find_package(Threads REQUIRED)
+find_package(OpenSSL REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(absl CONFIG REQUIRED)

@@ -32,7 +32,11 @@ int main() {
       std::atoi(task_name.substr(task_name.find(':') + 1).c_str());
   options.heartbeat_timeout = absl::Seconds(heartbeat_s);
   options.register_timeout = absl::Seconds(10);
-  auto client = cohort::coord::NewGrpcCoordinationClient(address, {});
+  cohort::rpc::TransportSecurity security;
+  if (const char* token = std::getenv(cohort::rpc::kJobTokenEnvVar)) {
+    security.job_token = token;
+  }
+  auto client = cohort::coord::NewGrpcCoordinationClient(address, security);
   if (!client.ok()) return 3;
   auto agent =
       cohort::coord::CoordinationAgent::Create(options, std::move(*client));

@@ -1,44 +1,91 @@
-// Flags shared by the commands that talk to a coordination service
-// (`cohort status`, `cohort kv`, `cohort coordinator`): the transport
-// security and the job token.
+// Flags shared by the commands that talk to or serve a coordination service
+// (`cohort status`, `cohort kv`, `cohort coordinator`, `cohort launch`): the
+// transport security and the job token.
 //
-//   --token T        (default: $COHORT_JOB_TOKEN)
+//   --token-file F   the job token, read from a file (first line)
+//   --token T        the same, but visible to every local user in `ps`:
+//                    accepted with a warning
+//   (neither)        $COHORT_JOB_TOKEN, as `cohort launch` gives its tasks
 //   --tls-ca FILE    turns TLS on; --tls-cert/--tls-key: own identity
+//   --tls-client-certs  (servers) require client certificates from the CA
+//   --insecure       (servers) allow listening beyond loopback with neither
+//                    a token nor TLS
 #ifndef COHORT_TOOLS_COHORT_COORD_CLIENT_FLAGS_H_
 #define COHORT_TOOLS_COHORT_COORD_CLIENT_FLAGS_H_
 
-#include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "cohort/base/env.h"
+#include "cohort/base/status.h"
 #include "cohort/rpc/transport.h"
 
 namespace cohort::tools {
 
 struct CoordSecurityFlags {
   std::string token;
+  std::string token_file;
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
+  bool tls_client_certs = false;
+  bool insecure = false;
 
-  void Add(CLI::App* command) {
+  // `server`: also the flags only a server has.
+  void Add(CLI::App* command, bool server = false) {
+    command->add_option("--token-file", token_file,
+                        "file holding the per-job token (default: "
+                        "$COHORT_JOB_TOKEN)");
     command->add_option("--token", token,
-                        "per-job token (default: $COHORT_JOB_TOKEN)");
+                        "per-job token; visible in `ps`, prefer --token-file");
     command->add_option("--tls-ca", tls_ca, "CA certificate (PEM): enables TLS");
     command->add_option("--tls-cert", tls_cert, "certificate (PEM)");
     command->add_option("--tls-key", tls_key, "private key (PEM)");
+    if (server) {
+      command->add_flag("--tls-client-certs", tls_client_certs,
+                        "require client certificates signed by --tls-ca");
+      command->add_flag("--insecure", insecure,
+                        "allow serving beyond loopback with neither a token "
+                        "nor TLS");
+    }
   }
 
-  rpc::TransportSecurity Security() const {
+  // The security the flags ask for. InvalidArgument when both token flags
+  // are given; NotFound/InvalidArgument when the token file cannot be read
+  // or is empty.
+  absl::StatusOr<rpc::TransportSecurity> Security(Env* env = Env::Default())
+      const {
     rpc::TransportSecurity security;
-    security.job_token = token;
-    if (security.job_token.empty()) {
-      const char* env = std::getenv("COHORT_JOB_TOKEN");
-      if (env != nullptr) security.job_token = env;
+    if (!token.empty() && !token_file.empty()) {
+      return absl::InvalidArgumentError(
+          "give the job token once: --token-file or --token, not both");
+    }
+    if (!token_file.empty()) {
+      COHORT_ASSIGN_OR_RETURN(std::string text, env->ReadFile(token_file));
+      security.job_token = std::string(
+          absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
+      if (security.job_token.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--token-file ", token_file, " is empty; expected the job token "
+            "on its first line"));
+      }
+    } else if (!token.empty()) {
+      std::cerr << "warning: --token puts the job token in the process list "
+                   "(`ps`) for every local user to read; use --token-file "
+                   "or $COHORT_JOB_TOKEN\n";
+      security.job_token = token;
+    } else {
+      security.job_token = env->GetVar(rpc::kJobTokenEnvVar).value_or("");
     }
     security.ca_cert_file = tls_ca;
     security.cert_file = tls_cert;
     security.key_file = tls_key;
+    security.require_client_cert = tls_client_certs;
+    security.insecure = insecure;
     return security;
   }
 };

@@ -3,7 +3,8 @@
 //   cohort coordinator (--cluster JSON | --tf-config) [--port P] [--host H]
 //       [--heartbeat-timeout 10s] [--shutdown-barrier-timeout 0s]
 //       [--recoverable-jobs a,b] [--allow-reconnect] [--register-with-barrier]
-//       [--exit-when-finished] [--token T] [--tls-ca F --tls-cert F --tls-key F]
+//       [--exit-when-finished] [--token-file F] [--insecure]
+//       [--tls-ca F --tls-cert F --tls-key F [--tls-client-certs]]
 //
 // The job's tasks come from the cluster spec (`--cluster` takes the JSON
 // form {"worker": ["h:p", ...], ...}; `--tf-config` reads $TF_CONFIG). The
@@ -97,7 +98,7 @@ absl::Status Run(const CoordinatorOptions& o) {
   }
   options.service.allow_new_incarnation_to_reconnect = o.allow_reconnect;
   options.service.register_with_barrier = o.register_with_barrier;
-  options.security = o.security.Security();
+  COHORT_ASSIGN_OR_RETURN(options.security, o.security.Security());
   if (options.security.tls() &&
       (options.security.cert_file.empty() || options.security.key_file.empty())) {
     return absl::InvalidArgumentError(
@@ -180,7 +181,7 @@ void RegisterCoordinatorCommand(CLI::App& app, int& exit_code) {
                     "registration waits until every task registered");
   command->add_flag("--exit-when-finished", options->exit_when_finished,
                     "exit once every task shut down cleanly");
-  options->security.Add(command);
+  options->security.Add(command, /*server=*/true);
   command->callback([options, &exit_code] {
     absl::Status status = Run(*options);
     if (!status.ok()) {

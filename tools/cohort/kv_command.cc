@@ -5,7 +5,7 @@
 //   cohort kv add KEY DELTA               atomic increment; prints the result
 //   cohort kv ls DIR                      KEY=VALUE lines under DIR/
 //   cohort kv rm KEY                      deletes KEY and everything under it
-// Every form takes --coordinator HOST:PORT, --token and the TLS flags. Values
+// Every form takes --coordinator HOST:PORT, --token-file and the TLS flags. Values
 // written by `add` are 8-byte big-endian integers and print as numbers.
 // Exit code 1 with the reason on stderr on any failure (2 when `get` finds
 // no such key).
@@ -37,9 +37,11 @@ struct KvOptions {
 };
 
 absl::Status Run(const KvOptions& o) {
+  COHORT_ASSIGN_OR_RETURN(rpc::TransportSecurity security,
+                          o.security.Security());
   COHORT_ASSIGN_OR_RETURN(
       auto client,
-      coord::NewGrpcCoordinationClient(o.coordinator, o.security.Security()));
+      coord::NewGrpcCoordinationClient(o.coordinator, security));
   const absl::Duration rpc_timeout = absl::Seconds(10);
   if (o.action == "get") {
     if (o.wait.empty()) {

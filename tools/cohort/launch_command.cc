@@ -49,6 +49,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     double stop_grace_s = 5;
     double heartbeat_timeout_s = 10;
     std::string log_dir;
+    std::string token_file;
     bool quiet = false;
     std::vector<std::string> command;
   };
@@ -90,6 +91,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
                      "directory for per-task logs (default: a new directory "
                      "under $TMPDIR or /tmp)");
   launch->add_flag("--quiet", flags->quiet, "no progress lines");
+  launch->add_option("--token-file", flags->token_file,
+                     "the job token every server of the job requires "
+                     "(default: a fresh random one, written to "
+                     "LOG_DIR/job-token)");
   launch
       ->add_option("command", flags->command,
                    "the program and its arguments, after --")
@@ -109,6 +114,21 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     options.log_dir = flags->log_dir;
     options.progress = !flags->quiet;
     options.command = flags->command;
+    if (!flags->token_file.empty()) {
+      absl::StatusOr<std::string> token =
+          Env::Default()->ReadFile(flags->token_file);
+      std::string line = token.ok() ? token->substr(0, token->find('\n')) : "";
+      if (!token.ok() || line.empty()) {
+        std::cerr << "cohort launch: --token-file " << flags->token_file
+                  << ": "
+                  << (token.ok() ? "empty; expected the token on its first line"
+                                 : std::string(token.status().message()))
+                  << std::endl;
+        exit_code = 1;
+        return;
+      }
+      options.job_token = line;
+    }
     // Tasks find this very binary in COHORT_BIN (for `cohort task ...`).
     char self[4096];
     const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);

@@ -1,7 +1,7 @@
 // `cohort status`: shows a job as its coordination service sees it.
 //
 //   cohort status --coordinator HOST:PORT [--watch] [--format text|json]
-//                 [--token T] [--tls-ca F]
+//                 [--token-file F] [--tls-ca F]
 //
 // Prints every task (state, incarnation, heartbeat age, error) and every
 // barrier in progress (who arrived, who is missing). `--watch` redraws on
@@ -147,9 +147,11 @@ absl::Status Run(const StatusOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--format: expected text or json, got ", o.format));
   }
+  COHORT_ASSIGN_OR_RETURN(rpc::TransportSecurity security,
+                          o.security.Security());
   COHORT_ASSIGN_OR_RETURN(
       auto client,
-      coord::NewGrpcCoordinationClient(o.coordinator, o.security.Security()));
+      coord::NewGrpcCoordinationClient(o.coordinator, security));
   int64_t printed_version = -1;
   const bool tty = isatty(STDOUT_FILENO);
   while (true) {

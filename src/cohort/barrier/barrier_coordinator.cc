@@ -34,8 +34,9 @@ const char* SyncMethodName(SyncMethod method) {
   return "UNKNOWN";
 }
 
-BarrierCoordinator::BarrierCoordinator(Env* env, absl::Duration sync_timeout)
-    : env_(env), sync_timeout_(sync_timeout) {
+BarrierCoordinator::BarrierCoordinator(Env* env, absl::Duration sync_timeout,
+                                       size_t max_sync_bytes)
+    : env_(env), sync_timeout_(sync_timeout), max_sync_bytes_(max_sync_bytes) {
   COHORT_CHECK(sync_timeout > absl::ZeroDuration())
       << "barrier sync timeout must be positive";
   timer_thread_ = std::thread([this] { TimerLoop(); });
@@ -64,6 +65,41 @@ BarrierCoordinator::~BarrierCoordinator() {
   timer_thread_.join();
 }
 
+absl::Status BarrierCoordinator::OpenGang(int64_t stage_id, int stage_attempt,
+                                          int num_tasks) {
+  if (num_tasks <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open ", GangName(stage_id, stage_attempt),
+                     " with ", num_tasks, " task(s): need at least one"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = gangs_.try_emplace({stage_id, stage_attempt});
+  if (!inserted) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        GangName(stage_id, stage_attempt), " is already open"));
+  }
+  it->second.num_tasks = num_tasks;
+  it->second.messages.assign(num_tasks, std::string());
+  return absl::OkStatus();
+}
+
+void BarrierCoordinator::CloseGang(int64_t stage_id, int stage_attempt,
+                                   const std::string& reason) {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = gangs_.find({stage_id, stage_attempt});
+    if (it == gangs_.end()) return;
+    FailGangLocked(it->second,
+                   absl::AbortedError(absl::StrCat(
+                       GangName(stage_id, stage_attempt),
+                       " was closed: ", reason)),
+                   replies);
+    gangs_.erase(it);
+  }
+  for (auto& [d, result] : replies) d(std::move(result));
+}
+
 uint64_t BarrierCoordinator::NewRequestId() {
   absl::MutexLock lock(&mu_);
   return next_request_id_++;
@@ -72,14 +108,86 @@ uint64_t BarrierCoordinator::NewRequestId() {
 void BarrierCoordinator::FailGangLocked(Gang& gang, const absl::Status& status,
                                         std::vector<Reply>& replies) {
   for (Pending& p : gang.requesters) {
+    pending_.erase(p.request_id);
     replies.emplace_back(std::move(p.done), status);
   }
   gang.requesters.clear();
   gang.methods.clear();
   std::fill(gang.messages.begin(), gang.messages.end(), std::string());
+  gang.message_bytes = 0;
   gang.deadline = absl::InfiniteFuture();
   gang.epoch = -1;
   gang.failure = status;
+}
+
+absl::Status BarrierCoordinator::CheckRequestLocked(
+    const Gang& gang, const SyncRequest& request,
+    const std::string& gang_name) const {
+  if (!gang.failure.ok()) {
+    return absl::AbortedError(absl::StrCat(
+        "barrier sync of ", gang_name, " from partition ",
+        request.partition_id, " (task ", request.task_attempt_id,
+        ") refused: the barrier state was cleared by an earlier failure: ",
+        gang.failure.message()));
+  }
+  if (request.num_tasks != gang.num_tasks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Number of tasks of ", gang_name, " is ", gang.num_tasks, " from Task ",
+        request.task_attempt_id, " (partition ", request.partition_id,
+        "), but now is ", request.num_tasks,
+        "; every task of a gang must report the same number of tasks"));
+  }
+  if (request.partition_id < 0 || request.partition_id >= gang.num_tasks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "barrier sync of ", gang_name, ": partition id ", request.partition_id,
+        " is out of range for ", gang.num_tasks,
+        " task(s); check COHORT_PARTITION_ID and COHORT_NUM_TASKS"));
+  }
+  if (request.barrier_epoch != gang.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "The request to sync of ", gang_name, " with barrier epoch ",
+        request.barrier_epoch, " has already finished. Maybe task ",
+        request.task_attempt_id, " is not properly killed. (partition ",
+        request.partition_id, "; the current epoch is ", gang.epoch, ")"));
+  }
+  if (std::any_of(gang.requesters.begin(), gang.requesters.end(),
+                  [&](const Pending& p) {
+                    return p.partition_id == request.partition_id;
+                  })) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "partition ", request.partition_id, " of ", gang_name,
+        " is already waiting for barrier epoch ", gang.epoch, " (task ",
+        request.task_attempt_id,
+        " sent a second request); a task may run one sync at a time and "
+        "each partition id must belong to one task"));
+  }
+  // Checked against what this side allows, not what the peer announces:
+  // the answer to every requester carries all messages of the sync.
+  if (request.message.size() > max_sync_bytes_ - gang.message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "allGather() message of partition ", request.partition_id, " of ",
+        gang_name, " is ", request.message.size(), " bytes; with the ",
+        gang.message_bytes, " bytes already gathered for barrier epoch ",
+        gang.epoch, " the sync would exceed its cap of ", max_sync_bytes_,
+        " bytes; send large data another way (files, a collective)"));
+  }
+  return absl::OkStatus();
+}
+
+void BarrierCoordinator::CompleteSyncLocked(Gang& gang,
+                                            std::vector<Reply>& replies) {
+  // Everyone is here: hand each requester its own copy of the messages
+  // (SPARK-40932), then start the next epoch.
+  for (Pending& p : gang.requesters) {
+    pending_.erase(p.request_id);
+    replies.emplace_back(std::move(p.done), SyncResult(gang.messages));
+  }
+  gang.requesters.clear();
+  gang.methods.clear();
+  std::fill(gang.messages.begin(), gang.messages.end(), std::string());
+  gang.message_bytes = 0;
+  gang.deadline = absl::InfiniteFuture();
+  ++gang.epoch;
 }
 
 void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
@@ -89,112 +197,58 @@ void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
     absl::MutexLock lock(&mu_);
     const std::string gang_name =
         GangName(request.stage_id, request.stage_attempt);
+    const GangKey key{request.stage_id, request.stage_attempt};
+    auto it = gangs_.find(key);
+    absl::Status refused;
     if (shutting_down_) {
-      replies.emplace_back(
-          std::move(done),
-          absl::UnavailableError(absl::StrCat(
-              "barrier coordinator is shutting down; ", gang_name,
-              " partition ", request.partition_id, " cannot sync")));
-    } else if (request.num_tasks <= 0 || request.partition_id < 0 ||
-               request.partition_id >= request.num_tasks) {
-      replies.emplace_back(
-          std::move(done),
-          absl::InvalidArgumentError(absl::StrCat(
-              "barrier sync of ", gang_name, ": partition id ",
-              request.partition_id, " is out of range for ", request.num_tasks,
-              " task(s); check COHORT_PARTITION_ID and COHORT_NUM_TASKS")));
+      refused = absl::UnavailableError(
+          absl::StrCat("barrier coordinator is shutting down; ", gang_name,
+                       " partition ", request.partition_id, " cannot sync"));
+    } else if (it == gangs_.end()) {
+      refused = absl::NotFoundError(absl::StrCat(
+          "barrier sync from partition ", request.partition_id, ": ",
+          gang_name,
+          " is not running on this coordinator (finished, or never "
+          "started); check COHORT_STAGE_ID and COHORT_ATTEMPT_NUMBER, or "
+          "whether this task belongs to an attempt that was stopped"));
     } else {
-      const GangKey key{request.stage_id, request.stage_attempt};
-      auto [it, inserted] = gangs_.try_emplace(key);
+      refused = CheckRequestLocked(it->second, request, gang_name);
+    }
+    if (!refused.ok()) {
+      replies.emplace_back(std::move(done), std::move(refused));
+    } else {
       Gang& gang = it->second;
-      if (inserted) {
-        gang.num_tasks = request.num_tasks;
-        gang.messages.assign(request.num_tasks, std::string());
-      }
-      if (!gang.failure.ok()) {
-        replies.emplace_back(
-            std::move(done),
-            absl::AbortedError(absl::StrCat(
-                "barrier sync of ", gang_name, " from partition ",
-                request.partition_id, " (task ", request.task_attempt_id,
-                ") refused: the barrier state was cleared by an earlier "
-                "failure: ",
-                gang.failure.message())));
-      } else if (request.num_tasks != gang.num_tasks) {
-        replies.emplace_back(
-            std::move(done),
-            absl::InvalidArgumentError(absl::StrCat(
-                "Number of tasks of ", gang_name, " is ", gang.num_tasks,
-                " from Task ", request.task_attempt_id, " (partition ",
-                request.partition_id, "), but now is ", request.num_tasks,
-                "; every task of a gang must report the same number of "
-                "tasks")));
-      } else if (request.barrier_epoch != gang.epoch) {
-        replies.emplace_back(
-            std::move(done),
-            absl::FailedPreconditionError(absl::StrCat(
-                "The request to sync of ", gang_name, " with barrier epoch ",
-                request.barrier_epoch, " has already finished. Maybe task ",
-                request.task_attempt_id, " is not properly killed. (partition ",
-                request.partition_id, "; the current epoch is ", gang.epoch,
-                ")")));
-      } else if (std::any_of(gang.requesters.begin(), gang.requesters.end(),
-                             [&](const Pending& p) {
-                               return p.partition_id == request.partition_id;
-                             })) {
-        replies.emplace_back(
-            std::move(done),
-            absl::FailedPreconditionError(absl::StrCat(
-                "partition ", request.partition_id, " of ", gang_name,
-                " is already waiting for barrier epoch ", gang.epoch, " (task ",
-                request.task_attempt_id,
-                " sent a second request); a task may run one sync at a time "
-                "and each partition id must belong to one task")));
+      gang.methods.insert(request.method);
+      if (gang.methods.size() > 1) {
+        std::vector<std::string> names;
+        for (SyncMethod m : gang.methods) names.push_back(SyncMethodName(m));
+        const absl::Status status = absl::InvalidArgumentError(absl::StrCat(
+            "Different barrier sync types found for the sync ", gang_name,
+            " barrier epoch ", gang.epoch, ": ", absl::StrJoin(names, ", "),
+            ". Please use the same barrier sync type within a single sync "
+            "(partition ",
+            request.partition_id, " called ", SyncMethodName(request.method),
+            ")."));
+        FailGangLocked(gang, status, replies);
+        replies.emplace_back(std::move(done), status);
       } else {
-        gang.methods.insert(request.method);
-        if (gang.methods.size() > 1) {
-          std::vector<std::string> names;
-          for (SyncMethod m : gang.methods) names.push_back(SyncMethodName(m));
-          const absl::Status status = absl::InvalidArgumentError(absl::StrCat(
-              "Different barrier sync types found for the sync ", gang_name,
-              " barrier epoch ", gang.epoch, ": ", absl::StrJoin(names, ", "),
-              ". Please use the same barrier sync type within a single sync "
-              "(partition ",
-              request.partition_id, " called ", SyncMethodName(request.method),
-              ")."));
-          for (const Pending& p : gang.requesters) pending_.erase(p.request_id);
-          FailGangLocked(gang, status, replies);
-          replies.emplace_back(std::move(done), status);
-        } else {
-          if (gang.requesters.empty()) {
-            gang.deadline = env_->Now() + sync_timeout_;
-            // Wake the timer thread only when it would sleep past this
-            // deadline (keeps the common path free of a thread wake-up).
-            if (gang.deadline < timer_wake_) {
-              timer_wake_ = gang.deadline;
-              ++timer_generation_;
-            }
+        if (gang.requesters.empty()) {
+          gang.deadline = env_->Now() + sync_timeout_;
+          // Wake the timer thread only when it would sleep past this
+          // deadline (keeps the common path free of a thread wake-up).
+          if (gang.deadline < timer_wake_) {
+            timer_wake_ = gang.deadline;
+            ++timer_generation_;
           }
-          gang.messages[request.partition_id] = std::move(request.message);
-          gang.requesters.push_back(Pending{request_id, request.partition_id,
-                                            request.task_attempt_id,
-                                            std::move(done)});
-          pending_[request_id] = key;
-          if (static_cast<int>(gang.requesters.size()) == gang.num_tasks) {
-            // Everyone is here: hand each requester its own copy of the
-            // messages (SPARK-40932), then start the next epoch.
-            for (Pending& p : gang.requesters) {
-              pending_.erase(p.request_id);
-              replies.emplace_back(std::move(p.done),
-                                   SyncResult(gang.messages));
-            }
-            gang.requesters.clear();
-            gang.methods.clear();
-            std::fill(gang.messages.begin(), gang.messages.end(),
-                      std::string());
-            gang.deadline = absl::InfiniteFuture();
-            ++gang.epoch;
-          }
+        }
+        gang.message_bytes += request.message.size();
+        gang.messages[request.partition_id] = std::move(request.message);
+        gang.requesters.push_back(Pending{request_id, request.partition_id,
+                                          request.task_attempt_id,
+                                          std::move(done)});
+        pending_[request_id] = key;
+        if (static_cast<int>(gang.requesters.size()) == gang.num_tasks) {
+          CompleteSyncLocked(gang, replies);
         }
       }
     }
@@ -213,7 +267,9 @@ void BarrierCoordinator::Cancel(uint64_t request_id) {
     if (pit == pending_.end()) return;
     key = pit->second;
     pending_.erase(pit);
-    Gang& gang = gangs_[key];
+    auto git = gangs_.find(key);
+    if (git == gangs_.end()) return;
+    Gang& gang = git->second;
     auto it = std::find_if(
         gang.requesters.begin(), gang.requesters.end(),
         [&](const Pending& p) { return p.request_id == request_id; });
@@ -221,6 +277,7 @@ void BarrierCoordinator::Cancel(uint64_t request_id) {
     done = std::move(it->done);
     partition = it->partition_id;
     epoch = gang.epoch;
+    gang.message_bytes -= gang.messages[partition].size();
     gang.messages[partition].clear();
     gang.requesters.erase(it);
     // The sync's timer keeps running: it measures the sync, not a requester.
@@ -236,9 +293,9 @@ void BarrierCoordinator::ClearStage(int64_t stage_id, int stage_attempt,
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
-    Gang& gang = gangs_[{stage_id, stage_attempt}];
-    if (!gang.failure.ok()) return;
-    for (const Pending& p : gang.requesters) pending_.erase(p.request_id);
+    auto it = gangs_.find({stage_id, stage_attempt});
+    if (it == gangs_.end() || !it->second.failure.ok()) return;
+    Gang& gang = it->second;
     FailGangLocked(
         gang,
         absl::AbortedError(absl::StrCat(GangName(stage_id, stage_attempt),
@@ -286,10 +343,7 @@ void BarrierCoordinator::TimerLoop() {
       for (auto& [key, gang] : gangs_) {
         if (gang.deadline > now) continue;
         std::vector<bool> arrived(gang.num_tasks, false);
-        for (const Pending& p : gang.requesters) {
-          arrived[p.partition_id] = true;
-          pending_.erase(p.request_id);
-        }
+        for (const Pending& p : gang.requesters) arrived[p.partition_id] = true;
         std::vector<int> missing;
         for (int i = 0; i < gang.num_tasks; ++i) {
           if (!arrived[i]) missing.push_back(i);

@@ -2,7 +2,10 @@
 // BarrierCoordinator), independent of any transport.
 //
 // A gang of `num_tasks` tasks, identified by (stage_id, stage_attempt), runs
-// a sequence of global syncs. In each sync every task calls Barrier() or
+// a sequence of global syncs. Gangs exist only between OpenGang() and
+// CloseGang(), called by whoever started the tasks (the launcher): a request
+// never creates state, so nothing a peer sends sizes an allocation, and the
+// state of finished attempts is freed. In each sync every task calls Barrier() or
 // AllGather(message); when all have arrived, every caller gets the messages
 // of all tasks ordered by partition id and the gang's epoch advances by one.
 // The coordinator keeps one state per (stage, attempt) and enforces Spark's
@@ -10,7 +13,10 @@
 //   - one method per sync: a mix of BARRIER and ALL_GATHER fails every pending
 //     requester ("Different barrier sync types found ...") and clears the
 //     state (InvalidArgument);
+//   - a request for a gang that is not open fails (NotFound);
 //   - num_tasks must match the gang's (InvalidArgument, only that requester);
+//   - the messages of one sync may total at most `max_sync_bytes`
+//     (InvalidArgument, only the requester that would exceed it);
 //   - a request whose epoch is not the current one fails only that requester
 //     ("... has already finished. Maybe task T is not properly killed.";
 //     FailedPrecondition);
@@ -91,14 +97,30 @@ struct GangSnapshot {
 
 class BarrierCoordinator {
  public:
+  // Default cap on the bytes of one sync's messages together: what one
+  // AllGather answer may carry, below the transports' 64 MiB frame cap.
+  static constexpr size_t kDefaultMaxSyncBytes = size_t{60} << 20;
+
   // `env` must outlive the coordinator. `sync_timeout` must be positive
   // (Spark's spark.barrier.sync.timeout; its default is 365 days).
-  BarrierCoordinator(Env* env, absl::Duration sync_timeout);
+  BarrierCoordinator(Env* env, absl::Duration sync_timeout,
+                     size_t max_sync_bytes = kDefaultMaxSyncBytes);
   // Fails every pending request with Unavailable and joins the timer thread.
   ~BarrierCoordinator();
 
   BarrierCoordinator(const BarrierCoordinator&) = delete;
   BarrierCoordinator& operator=(const BarrierCoordinator&) = delete;
+
+  // Opens the gang (stage_id, stage_attempt) of `num_tasks` tasks at epoch
+  // 0. InvalidArgument when num_tasks is not positive; AlreadyExists when
+  // the gang is open. Never blocks.
+  absl::Status OpenGang(int64_t stage_id, int stage_attempt, int num_tasks);
+
+  // Fails the gang's pending requests with Aborted naming `reason` and
+  // forgets it; later requests for it fail with NotFound. No-op when it is
+  // not open. Never blocks.
+  void CloseGang(int64_t stage_id, int stage_attempt,
+                 const std::string& reason);
 
   // A fresh id for Sync() and Cancel(). Never blocks.
   uint64_t NewRequestId();
@@ -106,8 +128,9 @@ class BarrierCoordinator {
   // Joins `request` to its gang's current sync; calls `done` exactly once
   // (see the file comment for when and where). `request_id` comes from
   // NewRequestId() and lets the caller withdraw the request with Cancel().
-  // Never blocks. Errors (through `done`): InvalidArgument for a bad
-  // partition id, a num_tasks mismatch or mixed methods; FailedPrecondition
+  // Never blocks. Errors (through `done`): NotFound when the gang is not
+  // open; InvalidArgument for a bad partition id, a num_tasks mismatch,
+  // mixed methods or messages over max_sync_bytes; FailedPrecondition
   // for a stale epoch or a partition that is already waiting in this sync;
   // DeadlineExceeded on the sync timeout; Aborted when the gang's state was
   // cleared earlier or the gang was stopped with ClearStage; Cancelled after
@@ -151,6 +174,8 @@ class BarrierCoordinator {
     std::set<SyncMethod> methods;
     // When the current sync times out; InfiniteFuture when idle.
     absl::Time deadline = absl::InfiniteFuture();
+    // Bytes of `messages` together (bounded by max_sync_bytes_).
+    size_t message_bytes = 0;
     // Set when the state was cleared; every later request fails with it.
     absl::Status failure;
   };
@@ -159,12 +184,22 @@ class BarrierCoordinator {
   using Reply = std::pair<SyncDone, absl::StatusOr<SyncResult>>;
 
   // Fails every pending requester of `gang` with `status` and clears it.
-  static void FailGangLocked(Gang& gang, const absl::Status& status,
-                             std::vector<Reply>& replies);
+  void FailGangLocked(Gang& gang, const absl::Status& status,
+                      std::vector<Reply>& replies)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks `request` against the gang's state; the error to answer, if any.
+  absl::Status CheckRequestLocked(const Gang& gang, const SyncRequest& request,
+                                  const std::string& gang_name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands every requester its copy of the messages and starts the next
+  // epoch.
+  void CompleteSyncLocked(Gang& gang, std::vector<Reply>& replies)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
 
   Env* const env_;
   const absl::Duration sync_timeout_;
+  const size_t max_sync_bytes_;
 
   absl::Mutex mu_;
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;

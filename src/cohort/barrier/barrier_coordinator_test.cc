@@ -67,6 +67,9 @@ class BarrierCoordinatorTest : public ::testing::Test {
   void Send(const SyncRequest& r, Answer& a) {
     coordinator_->Sync(coordinator_->NewRequestId(), r, a.Callback());
   }
+  void Open(int num_tasks, int attempt = 0) {
+    ASSERT_TRUE(coordinator_->OpenGang(0, attempt, num_tasks).ok());
+  }
   GangSnapshot Snap(int attempt = 0) {
     auto s = coordinator_->Snapshot(0, attempt);
     EXPECT_TRUE(s.has_value());
@@ -80,6 +83,7 @@ class BarrierCoordinatorTest : public ::testing::Test {
 
 // Spark #14: one task, epoch 0 -> epoch 1, clean state.
 TEST_F(BarrierCoordinatorTest, OneTaskAdvancesEpoch) {
+  Open(1);
   Answer a;
   Send(Req(1, 0, 0), a);
   ASSERT_TRUE(a.ready());
@@ -92,6 +96,7 @@ TEST_F(BarrierCoordinatorTest, OneTaskAdvancesEpoch) {
 
 // Spark #15: three tasks; the epoch advances only when all three arrive.
 TEST_F(BarrierCoordinatorTest, ThreeTasksAdvanceTogether) {
+  Open(3);
   Answer a0, a1, a2;
   Send(Req(3, 0, 0), a0);
   Send(Req(3, 2, 0), a2);
@@ -109,6 +114,7 @@ TEST_F(BarrierCoordinatorTest, ThreeTasksAdvanceTogether) {
 
 // Spark #16: a request with epoch -1 fails with "already finished".
 TEST_F(BarrierCoordinatorTest, EpochMinusOneFails) {
+  Open(1);
   Answer a;
   Send(Req(1, 0, -1), a);
   absl::StatusOr<SyncResult> r = a.Wait();
@@ -121,6 +127,7 @@ TEST_F(BarrierCoordinatorTest, EpochMinusOneFails) {
 // Spark #17: after a completed sync, epoch 0 is stale; only that requester
 // fails and the gang keeps working.
 TEST_F(BarrierCoordinatorTest, StaleEpochFailsOnlyThatRequester) {
+  Open(2);
   Answer first0, first1;
   Send(Req(2, 0, 0), first0);
   Send(Req(2, 1, 0), first1);
@@ -143,6 +150,7 @@ TEST_F(BarrierCoordinatorTest, StaleEpochFailsOnlyThatRequester) {
 
 // Spark #2: allGather results are ordered by partition id, not arrival.
 TEST_F(BarrierCoordinatorTest, AllGatherOrderedByPartition) {
+  Open(4);
   Answer a[4];
   for (int p : {3, 1, 0, 2}) {
     Send(Req(4, p, 0, SyncMethod::kAllGather, std::to_string(p)), a[p]);
@@ -157,6 +165,7 @@ TEST_F(BarrierCoordinatorTest, AllGatherOrderedByPartition) {
 // Spark #12 (SPARK-40932): a later barrier does not change an earlier
 // allGather's result, and the barrier's own result has no stale messages.
 TEST_F(BarrierCoordinatorTest, AllGatherResultIsACopy) {
+  Open(2);
   Answer g0, g1;
   Send(Req(2, 0, 0, SyncMethod::kAllGather, "0"), g0);
   Send(Req(2, 1, 0, SyncMethod::kAllGather, "1"), g1);
@@ -175,6 +184,7 @@ TEST_F(BarrierCoordinatorTest, AllGatherResultIsACopy) {
 // Spark #3: mixing BARRIER and ALL_GATHER in one sync fails every pending
 // requester and clears the state, so late requests fail too.
 TEST_F(BarrierCoordinatorTest, MixedMethodsFailEveryone) {
+  Open(3);
   Answer a0, a1, late;
   Send(Req(3, 0, 0, SyncMethod::kBarrier), a0);
   Send(Req(3, 1, 0, SyncMethod::kAllGather, "x"), a1);
@@ -192,6 +202,7 @@ TEST_F(BarrierCoordinatorTest, MixedMethodsFailEveryone) {
 }
 
 TEST_F(BarrierCoordinatorTest, NumTasksMustMatch) {
+  Open(2);
   Answer a0, a1;
   Send(Req(2, 0, 0), a0);
   Send(Req(3, 1, 0), a1);
@@ -202,6 +213,7 @@ TEST_F(BarrierCoordinatorTest, NumTasksMustMatch) {
 }
 
 TEST_F(BarrierCoordinatorTest, PartitionOutOfRangeFails) {
+  Open(2);
   Answer a;
   Send(Req(2, 2, 0), a);
   EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kInvalidArgument);
@@ -213,12 +225,16 @@ TEST_F(BarrierCoordinatorTest, PartitionOutOfRangeFails) {
 // and the state is cleared so a late request fails.
 TEST_F(BarrierCoordinatorTest, TimeoutFailsPendingAndNamesMissingPartitions) {
   coordinator_ = std::make_unique<BarrierCoordinator>(&env_, absl::Seconds(2));
+  Open(3);
   Answer a0, a2;
+  const absl::Time deadline = env_.Now() + absl::Seconds(2);
   Send(Req(3, 0, 0), a0);
   env_.AdvanceTime(absl::Milliseconds(1500));
   Send(Req(3, 2, 0), a2);
   env_.AdvanceTime(absl::Milliseconds(400));  // 1.9 s after the first
-  absl::SleepFor(absl::Milliseconds(20));     // let the timer thread look
+  // The timer thread is parked on the first request's deadline, which has
+  // not passed: nobody may have been failed yet.
+  env_.BlockUntilAwaiting(deadline);
   EXPECT_FALSE(a0.ready());
   env_.AdvanceTime(absl::Milliseconds(200));
   for (Answer* a : {&a0, &a2}) {
@@ -241,6 +257,7 @@ TEST_F(BarrierCoordinatorTest, TimeoutFailsPendingAndNamesMissingPartitions) {
 // The timer covers each sync from its first request, not the whole job.
 TEST_F(BarrierCoordinatorTest, TimerRestartsForEachSync) {
   coordinator_ = std::make_unique<BarrierCoordinator>(&env_, absl::Seconds(2));
+  Open(2);
   for (int epoch = 0; epoch < 3; ++epoch) {
     Answer a0, a1;
     Send(Req(2, 0, epoch), a0);
@@ -254,6 +271,7 @@ TEST_F(BarrierCoordinatorTest, TimerRestartsForEachSync) {
 
 // A withdrawn request (its task was killed) no longer counts as arrived.
 TEST_F(BarrierCoordinatorTest, CancelWithdrawsRequest) {
+  Open(2);
   Answer a0, a1, a0again;
   const uint64_t id0 = coordinator_->NewRequestId();
   coordinator_->Sync(id0, Req(2, 0, 0), a0.Callback());
@@ -269,6 +287,7 @@ TEST_F(BarrierCoordinatorTest, CancelWithdrawsRequest) {
 }
 
 TEST_F(BarrierCoordinatorTest, ClearStageAbortsPendingAndLaterRequests) {
+  Open(2);
   Answer a0, late;
   Send(Req(2, 0, 0), a0);
   coordinator_->ClearStage(0, 0, "task worker:1 exited with code 3");
@@ -282,6 +301,8 @@ TEST_F(BarrierCoordinatorTest, ClearStageAbortsPendingAndLaterRequests) {
 // Attempts are separate gangs: a new attempt starts at epoch 0 even after the
 // old one failed.
 TEST_F(BarrierCoordinatorTest, AttemptsAreIndependent) {
+  Open(2);
+  Open(2, /*attempt=*/1);
   coordinator_->ClearStage(0, 0, "retrying");
   Answer a0, a1;
   Send(Req(2, 0, 0, SyncMethod::kBarrier, "", /*attempt=*/1), a0);
@@ -292,6 +313,7 @@ TEST_F(BarrierCoordinatorTest, AttemptsAreIndependent) {
 }
 
 TEST_F(BarrierCoordinatorTest, SecondRequestFromSamePartitionFails) {
+  Open(2);
   Answer a, b;
   Send(Req(2, 0, 0), a);
   Send(Req(2, 0, 0), b);
@@ -301,10 +323,85 @@ TEST_F(BarrierCoordinatorTest, SecondRequestFromSamePartitionFails) {
 }
 
 TEST_F(BarrierCoordinatorTest, ShutdownFailsPending) {
+  Open(2);
   Answer a;
   Send(Req(2, 0, 0), a);
   coordinator_.reset();
   EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kUnavailable);
+}
+
+// Nothing a peer sends creates state: a request for a gang nobody opened
+// (here announcing 2^31-1 tasks, the launcher-killing frame of issue 9) is
+// refused without allocating anything for it.
+TEST_F(BarrierCoordinatorTest, RequestForAnUnopenedGangIsNotFound) {
+  Open(2);
+  Answer a;
+  SyncRequest hostile = Req(2147483647, 0, 0);
+  hostile.stage_attempt = 7;
+  Send(hostile, a);
+  EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(a.Wait().status().message(), HasSubstr("Stage 0 (Attempt 7)"));
+  EXPECT_FALSE(coordinator_->Snapshot(0, 7).has_value());
+  // The announced size is checked against the open gang's, not believed.
+  Answer b;
+  Send(Req(2147483647, 0, 0), b);
+  EXPECT_EQ(b.Wait().status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Snap().num_tasks, 2);
+}
+
+TEST_F(BarrierCoordinatorTest, OpenGangRefusesBadSizesAndDuplicates) {
+  EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->OpenGang(0, 0, 0)));
+  EXPECT_TRUE(absl::IsInvalidArgument(coordinator_->OpenGang(0, 0, -3)));
+  Open(2);
+  EXPECT_TRUE(absl::IsAlreadyExists(coordinator_->OpenGang(0, 0, 2)));
+}
+
+TEST_F(BarrierCoordinatorTest, CloseGangAbortsPendingAndForgetsTheGang) {
+  Open(2);
+  Answer a0, late;
+  Send(Req(2, 0, 0), a0);
+  coordinator_->CloseGang(0, 0, "attempt 0 ended");
+  EXPECT_EQ(a0.Wait().status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(a0.Wait().status().message(), HasSubstr("attempt 0 ended"));
+  EXPECT_FALSE(coordinator_->Snapshot(0, 0).has_value());
+  Send(Req(2, 1, 0), late);
+  EXPECT_EQ(late.Wait().status().code(), absl::StatusCode::kNotFound);
+  coordinator_->CloseGang(0, 0, "again");  // no-op
+  // The same attempt can be opened afresh.
+  Open(2);
+  EXPECT_EQ(Snap().epoch, 0);
+}
+
+TEST_F(BarrierCoordinatorTest, MessagesOfOneSyncAreCapped) {
+  coordinator_ = std::make_unique<BarrierCoordinator>(&env_, absl::Seconds(5),
+                                                      /*max_sync_bytes=*/10);
+  Open(3);
+  Answer a0, a1, a1again, a2;
+  Send(Req(3, 0, 0, SyncMethod::kAllGather, "123456"), a0);
+  Send(Req(3, 1, 0, SyncMethod::kAllGather, "12345"), a1);
+  EXPECT_EQ(a1.Wait().status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a1.Wait().status().message(),
+              HasSubstr("would exceed its cap of 10 bytes"));
+  EXPECT_FALSE(a0.ready()) << "only the requester over the cap fails";
+  Send(Req(3, 1, 0, SyncMethod::kAllGather, "1234"), a1again);
+  Send(Req(3, 2, 0, SyncMethod::kAllGather, ""), a2);
+  ASSERT_TRUE(a0.Wait().ok());
+  EXPECT_THAT(*a0.Wait(), ElementsAre("123456", "1234", ""));
+}
+
+TEST_F(BarrierCoordinatorTest, CancelReturnsTheWithdrawnMessageBytes) {
+  coordinator_ = std::make_unique<BarrierCoordinator>(&env_, absl::Seconds(5),
+                                                      /*max_sync_bytes=*/10);
+  Open(2);
+  Answer a0, a0again, a1;
+  const uint64_t id0 = coordinator_->NewRequestId();
+  coordinator_->Sync(id0, Req(2, 0, 0, SyncMethod::kAllGather, "12345678"),
+                     a0.Callback());
+  coordinator_->Cancel(id0);
+  EXPECT_EQ(a0.Wait().status().code(), absl::StatusCode::kCancelled);
+  Send(Req(2, 0, 0, SyncMethod::kAllGather, "12345"), a0again);
+  Send(Req(2, 1, 0, SyncMethod::kAllGather, "12345"), a1);
+  EXPECT_TRUE(a1.Wait().ok()) << a1.Wait().status();
 }
 
 }  // namespace

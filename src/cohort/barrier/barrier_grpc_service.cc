@@ -81,6 +81,13 @@ grpc::ServerUnaryReactor* BarrierGrpcService::Sync(
     grpc::CallbackServerContext* context,
     const cohort::BarrierSyncRequest* request,
     cohort::BarrierSyncResponse* response) {
+  absl::Status auth = rpc::CheckJobToken(*context, job_token_);
+  if (!auth.ok()) {
+    // Refused before the coordinator sees anything of the request.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(rpc::ToGrpcStatus(auth));
+    return reactor;
+  }
   auto* reactor = new SyncReactor(coordinator_, response);
   reactor->Start(*request);
   return reactor;
@@ -88,15 +95,14 @@ grpc::ServerUnaryReactor* BarrierGrpcService::Sync(
 
 absl::StatusOr<std::unique_ptr<BarrierServer>> BarrierServer::Start(
     BarrierCoordinator* coordinator, const std::string& host, int port,
-    const std::vector<grpc::Service*>& extra_services) {
+    const rpc::TransportSecurity& security) {
   std::unique_ptr<BarrierServer> server(new BarrierServer());
-  server->service_ = std::make_unique<BarrierGrpcService>(coordinator);
-  std::vector<grpc::Service*> services = extra_services;
-  services.push_back(server->service_.get());
+  server->service_ =
+      std::make_unique<BarrierGrpcService>(coordinator, security.job_token);
   COHORT_ASSIGN_OR_RETURN(
       rpc::GrpcServer grpc_server,
-      rpc::StartGrpcServer(absl::StrCat(host, ":", port), services,
-                           rpc::TransportSecurity{}));
+      rpc::StartGrpcServer(absl::StrCat(host, ":", port),
+                           {server->service_.get()}, security));
   server->server_ = std::move(grpc_server.server);
   server->address_ = absl::StrCat(host, ":", grpc_server.port);
   return server;

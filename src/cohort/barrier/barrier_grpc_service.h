@@ -2,10 +2,12 @@
 // cohort.BarrierCoordinatorService). It only converts: each Sync RPC becomes
 // one BarrierCoordinator::Sync whose reactor stays parked in the coordinator
 // until the sync completes, fails or times out. A cancelled RPC (the task
-// died or cancelled its call) withdraws its request from the sync.
+// died or cancelled its call) withdraws its request from the sync. A call
+// without the job token is answered Unauthenticated and never reaches the
+// coordinator.
 //
 //   BarrierCoordinator coordinator(Env::Default(), absl::Seconds(30));
-//   BarrierGrpcService service(&coordinator);
+//   BarrierGrpcService service(&coordinator, job_token);
 //   grpc::ServerBuilder builder;  builder.RegisterService(&service); ...
 //
 // Thread safety: thread-safe; the coordinator must outlive the server.
@@ -20,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "cohort/barrier.grpc.pb.h"
 #include "cohort/barrier/barrier_coordinator.h"
+#include "cohort/rpc/transport.h"
 #include "grpcpp/grpcpp.h"
 
 namespace cohort::barrier {
@@ -27,8 +30,9 @@ namespace cohort::barrier {
 class BarrierGrpcService final
     : public cohort::BarrierCoordinatorService::CallbackService {
  public:
-  explicit BarrierGrpcService(BarrierCoordinator* coordinator)
-      : coordinator_(coordinator) {}
+  // An empty `job_token` accepts every caller.
+  BarrierGrpcService(BarrierCoordinator* coordinator, std::string job_token)
+      : coordinator_(coordinator), job_token_(std::move(job_token)) {}
 
   grpc::ServerUnaryReactor* Sync(
       grpc::CallbackServerContext* context,
@@ -37,18 +41,19 @@ class BarrierGrpcService final
 
  private:
   BarrierCoordinator* const coordinator_;
+  const std::string job_token_;
 };
 
 // A gRPC server on `host:port` (port 0: chosen by the OS) that serves only
 // the barrier coordinator. Used by `cohort launch`, tests and benchmarks.
 class BarrierServer {
  public:
-  // Starts serving the coordinator, plus `extra_services` (not owned; they
-  // must outlive the server) on the same port. Unavailable naming the
-  // address when it cannot bind. Never blocks beyond the bind.
+  // Starts serving the coordinator with `security` (the job token every
+  // call must carry, TLS). Errors as rpc::StartGrpcServer. Never blocks
+  // beyond the bind.
   static absl::StatusOr<std::unique_ptr<BarrierServer>> Start(
-      BarrierCoordinator* coordinator, const std::string& host = "127.0.0.1",
-      int port = 0, const std::vector<grpc::Service*>& extra_services = {});
+      BarrierCoordinator* coordinator, const std::string& host, int port,
+      const rpc::TransportSecurity& security);
   // Shuts the server down (pending syncs are cancelled) and waits for it.
   ~BarrierServer();
 

@@ -17,7 +17,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
-#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/status_conversion.h"
 #include "cohort/rpc/transport.h"
@@ -127,6 +126,7 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::FromEnv(
       f.has_value()) {
     options.epoch_file = *f;
   }
+  options.job_token = env->GetVar(rpc::kJobTokenEnvVar).value_or("");
   if (std::optional<std::string> t = env->GetVar(kEnvTimeout); t.has_value()) {
     double seconds;
     if (!absl::SimpleAtod(*t, &seconds) || !(seconds > 0) ||
@@ -160,12 +160,15 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::Create(
                      " task address(es) for ", options.num_tasks,
                      " task(s); check COHORT_TASK_ADDRESSES"));
   }
-  COHORT_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                          rpc::CreateChannel(options.coordinator_address,
-                                             rpc::TransportSecurity{}));
+  rpc::TransportSecurity security;
+  security.job_token = options.job_token;
+  COHORT_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::Channel> channel,
+      rpc::CreateChannel(options.coordinator_address, security));
   std::unique_ptr<BarrierTaskContext> ctx(
       new BarrierTaskContext(std::move(options)));
   ctx->channel_ = std::move(channel);
+  ctx->security_ = std::move(security);
   ctx->stub_ = std::make_unique<StubHolder>();
   ctx->stub_->stub = cohort::BarrierCoordinatorService::NewStub(ctx->channel_);
   if (!ctx->options_.epoch_file.empty()) {
@@ -209,8 +212,6 @@ BarrierTaskContext::~BarrierTaskContext() {
   }
   if (wake_fd_ >= 0) close(wake_fd_);
   if (epoch_fd_ >= 0) close(epoch_fd_);
-  absl::MutexLock lock(&mu_);
-  if (tcp_fd_ >= 0) close(tcp_fd_);
 }
 
 void BarrierTaskContext::WatchForCancel() {
@@ -231,7 +232,7 @@ void BarrierTaskContext::CancelInFlight() {
   if (current_rpc_ != nullptr) current_rpc_->TryCancel();
   // Wakes a TCP sync blocked in poll(); the server sees the connection end
   // and withdraws the request.
-  if (tcp_in_flight_ && tcp_fd_ >= 0) shutdown(tcp_fd_, SHUT_RDWR);
+  if (tcp_in_flight_ && tcp_ != nullptr) tcp_->Shutdown();
 }
 
 int64_t BarrierTaskContext::epoch() const {
@@ -276,37 +277,57 @@ void BarrierTaskContext::CancelFromSignalHandler() {
 absl::StatusOr<std::vector<std::string>> BarrierTaskContext::TcpSyncLocked(
     const std::string& where, const cohort::BarrierSyncRequest& request,
     absl::Duration wait) {
-  int fd;
+  const absl::Time deadline = absl::Now() + wait;
+  bool connected;
   {
     absl::MutexLock lock(&mu_);
-    if (tcp_fd_ < 0) {
-      absl::StatusOr<int> connected = TcpConnect(options_.tcp_address);
-      if (!connected.ok()) return Annotate(connected.status(), where);
-      tcp_fd_ = *connected;
+    connected = tcp_ != nullptr;
+  }
+  if (!connected) {
+    // Outside the lock (a cancel must not wait for a connect). Syncs are
+    // sequential, so no other thread creates tcp_ meanwhile. Bounded by the
+    // sync's own deadline: a coordinator that accepts but never answers the
+    // handshake cannot hang the task.
+    absl::StatusOr<std::unique_ptr<rpc::FramedClient>> client =
+        rpc::FramedClient::Connect(options_.tcp_address, options_.job_token,
+                                   deadline);
+    if (!client.ok()) {
+      return Annotate(client.status(),
+                      absl::StrCat(where, ": barrier coordinator"));
     }
-    fd = tcp_fd_;
+    absl::MutexLock lock(&mu_);
+    tcp_ = std::move(client).value();
+  }
+  rpc::FramedClient* client;
+  {
+    absl::MutexLock lock(&mu_);
+    client = tcp_.get();
     tcp_in_flight_ = true;
   }
-  absl::StatusOr<std::vector<std::string>> result =
+  absl::StatusOr<std::string> reply =
       cancel_requested_.load()
           ? absl::CancelledError("cancelled")
-          : TcpSync(fd, wake_fd_, request.SerializeAsString(),
-                    absl::Now() + wait);
+          : client->Call(request.SerializeAsString(), deadline, wake_fd_);
   {
     absl::MutexLock lock(&mu_);
     tcp_in_flight_ = false;
     // A sync that did not get its answer leaves the stream unusable.
-    if (!result.ok() &&
-        (cancel_requested_.load() ||
-         result.status().code() == absl::StatusCode::kCancelled ||
-         result.status().code() == absl::StatusCode::kUnavailable ||
-         result.status().code() == absl::StatusCode::kInternal ||
-         (absl::IsDeadlineExceeded(result.status()) &&
-          result.status().message().find("coordinator didn't get") ==
-              absl::string_view::npos))) {
-      close(tcp_fd_);
-      tcp_fd_ = -1;
+    if (client->broken()) tcp_.reset();
+  }
+  absl::StatusOr<std::vector<std::string>> result;
+  if (reply.ok()) {
+    cohort::BarrierSyncResponse response;
+    if (!response.ParseFromString(*reply)) {
+      absl::MutexLock lock(&mu_);
+      tcp_.reset();
+      return absl::DataLossError(absl::StrCat(
+          where, ": the barrier coordinator at ", options_.tcp_address,
+          " answered with bytes that are not a BarrierSyncResponse"));
     }
+    result = std::vector<std::string>(response.messages().begin(),
+                                      response.messages().end());
+  } else {
+    result = reply.status();
   }
   if (cancel_requested_.load()) {
     return absl::CancelledError(absl::StrCat(
@@ -385,6 +406,7 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::Sync(
     return TcpSyncLocked(where, request, wait);
   }
   rpc.set_deadline(absl::ToChronoTime(absl::Now() + wait));
+  rpc::AttachJobToken(&rpc, security_);
   // The synchronous call polls on this thread: no thread hand-off on the
   // hot path. The RPC deadline bounds the wait.
   const grpc::Status rpc_status = stub_->stub->Sync(&rpc, request, &response);

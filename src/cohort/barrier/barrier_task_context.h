@@ -41,6 +41,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
+#include "cohort/rpc/framed_client.h"
+#include "cohort/rpc/transport.h"
 
 namespace grpc {
 class Channel;
@@ -98,6 +100,8 @@ class BarrierTaskContext {
     // When set: the epoch starts from this file's content (0 when missing)
     // and is written back after every successful sync.
     std::string epoch_file;
+    // The job's token (rpc::kJobTokenEnvVar), proven on both transports.
+    std::string job_token;
   };
 
   // The process's context, created on first use from the launcher's
@@ -163,6 +167,7 @@ class BarrierTaskContext {
 
   const Options options_;
   std::shared_ptr<grpc::Channel> channel_;
+  rpc::TransportSecurity security_;
   std::unique_ptr<StubHolder> stub_;
   // Written by CancelFromSignalHandler() and the destructor.
   int wake_fd_ = -1;
@@ -178,9 +183,9 @@ class BarrierTaskContext {
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   // The in-flight call's context, for cancellation.
   grpc::ClientContext* current_rpc_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // The TCP transport's connection (-1: not connected) and whether a sync
-  // is using it.
-  int tcp_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  // The TCP transport's connection (null: not connected yet, or dropped
+  // after a transport failure) and whether a sync is using it.
+  std::unique_ptr<rpc::FramedClient> tcp_ ABSL_GUARDED_BY(mu_);
   bool tcp_in_flight_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -29,23 +29,43 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+constexpr char kToken[] = "gang-token";
+
+rpc::TransportSecurity TokenSecurity() {
+  rpc::TransportSecurity security;
+  security.job_token = kToken;
+  return security;
+}
+
+std::unique_ptr<BarrierServer> StartServer(BarrierCoordinator* coordinator) {
+  auto server = BarrierServer::Start(coordinator, "127.0.0.1", 0,
+                                     TokenSecurity());
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(server).value() : nullptr;
+}
+
+std::unique_ptr<BarrierTcpServer> StartTcpServer(
+    BarrierCoordinator* coordinator) {
+  rpc::FramedServerOptions options;
+  options.job_token = kToken;
+  auto server = BarrierTcpServer::Start(coordinator, options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(server).value() : nullptr;
+}
+
 class Gang {
  public:
   explicit Gang(int num_tasks, absl::Duration timeout = absl::Seconds(30),
-                bool tcp = false)
+                bool tcp = false, const std::string& token = kToken)
       : num_tasks_(num_tasks),
         coordinator_(
             std::make_unique<BarrierCoordinator>(Env::Default(), timeout)) {
-    auto server = BarrierServer::Start(coordinator_.get());
-    EXPECT_TRUE(server.ok()) << server.status();
-    server_ = std::move(server).value();
-    if (tcp) {
-      auto tcp_server = BarrierTcpServer::Start(coordinator_.get());
-      EXPECT_TRUE(tcp_server.ok()) << tcp_server.status();
-      tcp_server_ = std::move(tcp_server).value();
-    }
+    EXPECT_TRUE(coordinator_->OpenGang(0, 0, num_tasks).ok());
+    server_ = StartServer(coordinator_.get());
+    if (tcp) tcp_server_ = StartTcpServer(coordinator_.get());
     for (int p = 0; p < num_tasks; ++p) {
       BarrierTaskContext::Options o;
+      o.job_token = token;
       o.coordinator_address = server_->address();
       if (tcp) o.tcp_address = tcp_server_->address();
       o.partition_id = p;
@@ -81,19 +101,48 @@ class Gang {
   std::vector<std::unique_ptr<BarrierTaskContext>> contexts_;
 };
 
-// Spark #1: tasks arrive up to 500 ms apart; all leave within a bounded
-// window after the last arrival.
-TEST(BarrierTaskContextTest, GlobalSyncReleasesEveryoneTogether) {
-  Gang gang(4);
-  std::vector<absl::Time> left(4);
+// Spark #1: tasks arrive up to 500 ms apart (the spread only varies the
+// order); nobody leaves before the last one has arrived.
+void ExpectReleasedTogether(Gang& gang, int num_tasks) {
+  std::vector<absl::Time> arrived(num_tasks), left(num_tasks);
   gang.Run([&](int p, BarrierTaskContext& ctx) {
     std::mt19937 rng(p);
     absl::SleepFor(absl::Milliseconds(rng() % 500));
+    arrived[p] = absl::Now();
     EXPECT_TRUE(ctx.Barrier().ok());
     left[p] = absl::Now();
   });
-  auto [lo, hi] = std::minmax_element(left.begin(), left.end());
-  EXPECT_LE(*hi - *lo, absl::Seconds(1));
+  const absl::Time last_arrival =
+      *std::max_element(arrived.begin(), arrived.end());
+  for (int p = 0; p < num_tasks; ++p) {
+    EXPECT_GE(left[p], last_arrival) << "partition " << p << " left early";
+  }
+}
+
+TEST(BarrierTaskContextTest, GlobalSyncReleasesEveryoneTogether) {
+  Gang gang(4);
+  ExpectReleasedTogether(gang, 4);
+}
+
+TEST(BarrierTaskContextTcpTest, GlobalSyncReleasesEveryoneTogether) {
+  Gang gang(4, absl::Seconds(30), /*tcp=*/true);
+  ExpectReleasedTogether(gang, 4);
+}
+
+// Both transports refuse a task without the job's token before the
+// coordinator sees its request.
+TEST(BarrierTaskContextTest, WrongTokenIsUnauthenticatedOnBothTransports) {
+  for (bool tcp : {false, true}) {
+    Gang gang(2, absl::Seconds(30), tcp, /*token=*/"not-the-token");
+    absl::Status status = gang.task(0).Barrier();
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated)
+        << (tcp ? "tcp: " : "grpc: ") << status;
+    EXPECT_THAT(status.message(), HasSubstr("partition 0"));
+    auto snapshot = gang.coordinator().Snapshot(0, 0);
+    ASSERT_TRUE(snapshot.has_value());
+    EXPECT_TRUE(snapshot->waiting.empty());
+    EXPECT_EQ(snapshot->epoch, 0);
+  }
 }
 
 // Spark #2: allGather returns every message ordered by partition id.
@@ -222,9 +271,11 @@ void CancelOnSignal(int) { BarrierTaskContext::CancelFromSignalHandler(); }
 // The same through a signal handler and the context from the environment.
 TEST(BarrierTaskContextTest, SignalHandlerCancelsTheProcessContext) {
   BarrierCoordinator coordinator(Env::Default(), absl::Seconds(30));
-  auto server = BarrierServer::Start(&coordinator);
-  ASSERT_TRUE(server.ok());
-  setenv(kEnvBarrierAddress, (*server)->address().c_str(), 1);
+  ASSERT_TRUE(coordinator.OpenGang(0, 0, 2).ok());
+  std::unique_ptr<BarrierServer> server = StartServer(&coordinator);
+  ASSERT_NE(server, nullptr);
+  setenv(kEnvBarrierAddress, server->address().c_str(), 1);
+  setenv(rpc::kJobTokenEnvVar, kToken, 1);
   setenv(kEnvPartitionId, "1", 1);
   setenv(kEnvNumTasks, "2", 1);
   auto ctx = BarrierTaskContext::Get();
@@ -314,6 +365,7 @@ TEST(BarrierTaskContextTest, FromEnvNamesMissingVariable) {
   EXPECT_THAT(ctx.status().message(), HasSubstr("partition id 3"));
   env.SetVar(kEnvPartitionId, "2");
   env.SetVar(kEnvAttemptNumber, "4");
+  env.SetVar(rpc::kJobTokenEnvVar, "from-env");
   ctx = BarrierTaskContext::FromEnv(&env);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   EXPECT_EQ((*ctx)->attempt_number(), 4);
@@ -323,13 +375,15 @@ TEST(BarrierTaskContextTest, FromEnvNamesMissingVariable) {
 // Successive processes of one task continue the epoch through the file.
 TEST(BarrierTaskContextTest, EpochFileCarriesTheEpochAcrossContexts) {
   BarrierCoordinator coordinator(Env::Default(), absl::Seconds(30));
-  auto server = BarrierServer::Start(&coordinator);
-  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE(coordinator.OpenGang(0, 0, 1).ok());
+  std::unique_ptr<BarrierServer> server = StartServer(&coordinator);
+  ASSERT_NE(server, nullptr);
   const std::string file =
       absl::StrCat(::testing::TempDir(), "/epoch-", getpid(), "-",
                    absl::ToUnixNanos(absl::Now()));
   BarrierTaskContext::Options o;
-  o.coordinator_address = (*server)->address();
+  o.coordinator_address = server->address();
+  o.job_token = kToken;
   o.num_tasks = 1;
   o.epoch_file = file;
   for (int round = 0; round < 3; ++round) {

@@ -1,74 +1,66 @@
-// BarrierTcpServer: a second, low-latency transport for the same
-// BarrierCoordinator, used by tasks of `cohort launch` on this machine.
+// BarrierTcpServer: the low-latency transport for a BarrierCoordinator, used
+// by the tasks of `cohort launch`: barrier.proto's messages over cohort's
+// framed TCP transport (rpc/framed_server.h), which authenticates every
+// connection with the job token and bounds frames, connections and queued
+// replies.
 //
-// Why: a unary gRPC call costs ~45x a raw loopback TCP round trip on the
-// 2-core machines this project targets (docs/barrier.md, "Benchmark"), and a
-// barrier is nothing but round trips. The wire format is the same protobuf
-// messages as barrier.proto, framed on one TCP connection per task:
-//   request:  u32 length (little endian) + BarrierSyncRequest
-//   response: u8 status code + u32 length + (BarrierSyncResponse if the code
-//             is OK, else the error message)
-// A task has at most one sync in flight per connection. A connection that
-// closes while its request is parked withdraws the request (like a
-// cancelled RPC), which is how a killed or cancelled task leaves a sync.
+// Why not gRPC: a unary gRPC call costs ~45x a raw loopback TCP round trip
+// on the 2-core machines this project targets (docs/barrier.md), and a
+// barrier is nothing but round trips.
 //
-// One thread runs an epoll loop that accepts, reads and hands complete
-// requests to the coordinator; replies are written by whichever thread
-// completes the sync (small writes to a socket buffer; never under the
-// coordinator's lock).
+// Protocol on an authenticated connection: a request frame is a serialized
+// BarrierSyncRequest; its reply frame carries a BarrierSyncResponse when the
+// code is OK, else the coordinator's error message. A task has at most one
+// sync in flight per connection. A connection that closes while its request
+// is parked withdraws the request (like a cancelled RPC), which is how a
+// killed or cancelled task leaves a sync. A frame that is not a
+// BarrierSyncRequest, or a second request while one is parked, closes the
+// connection (logged with the peer's address); other connections and the
+// job are untouched.
 //
 // Thread safety: thread-safe; the coordinator must outlive the server.
 #ifndef COHORT_BARRIER_BARRIER_TCP_SERVER_H_
 #define COHORT_BARRIER_BARRIER_TCP_SERVER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/barrier/barrier_coordinator.h"
+#include "cohort/rpc/framed_server.h"
 
 namespace cohort::barrier {
 
-class BarrierTcpServer {
+class BarrierTcpServer : private rpc::FramedServer::Handler {
  public:
-  // Listens on host:0 (the OS picks the port). Unavailable when it cannot.
+  // Listens on options.host:0 (options.job_token is required of clients).
+  // Errors as rpc::FramedServer::Start.
   static absl::StatusOr<std::unique_ptr<BarrierTcpServer>> Start(
-      BarrierCoordinator* coordinator, const std::string& host = "127.0.0.1");
-  // Stops the loop, closes every connection (withdrawing parked requests).
-  ~BarrierTcpServer();
+      BarrierCoordinator* coordinator, rpc::FramedServerOptions options);
+  // Stops serving; parked requests are withdrawn from their syncs.
+  ~BarrierTcpServer() override;
 
   // "host:port".
-  const std::string& address() const { return address_; }
-
-  struct Connection;
+  const std::string& address() const { return server_->address(); }
 
  private:
-  BarrierTcpServer() = default;
-  void Loop();
-  void OnReadable(const std::shared_ptr<Connection>& c);
-  void Close(const std::shared_ptr<Connection>& c);
+  explicit BarrierTcpServer(BarrierCoordinator* coordinator)
+      : coordinator_(coordinator) {}
 
-  BarrierCoordinator* coordinator_ = nullptr;
-  std::string address_;
-  int listen_fd_ = -1;
-  int epoll_fd_ = -1;
-  int stop_fd_ = -1;
-  std::thread loop_;
-  // Owned by the loop thread.
-  absl::flat_hash_map<int, std::shared_ptr<Connection>> connections_;
+  void OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
+                 std::string request) override;
+  void OnClose(const std::shared_ptr<rpc::FramedConnection>& c) override;
+
+  BarrierCoordinator* const coordinator_;
+  absl::Mutex mu_;
+  // Connection id -> its parked request's id.
+  absl::flat_hash_map<uint64_t, uint64_t> parked_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<rpc::FramedServer> server_;
 };
-
-// Client side: one blocking sync over an established connection `fd`.
-// Waits for the answer or until `wake_fd` becomes readable (cancellation:
-// returns Cancelled and the caller must close `fd`) or `deadline` passes.
-absl::StatusOr<std::vector<std::string>> TcpSync(int fd, int wake_fd,
-                                                 const std::string& request,
-                                                 absl::Time deadline);
-// Connects to "host:port" with TCP_NODELAY. Unavailable naming the address.
-absl::StatusOr<int> TcpConnect(const std::string& address);
 
 }  // namespace cohort::barrier
 

@@ -1,5 +1,6 @@
 #include "cohort/barrier/launcher.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -25,6 +27,8 @@
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_server.h"
+#include "cohort/rpc/frame.h"
+#include "cohort/rpc/transport.h"
 
 namespace cohort::barrier {
 namespace {
@@ -50,6 +54,26 @@ absl::Status MakeDirs(const std::string& path) {
                          strerror(errno), "; check --log-dir"));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+// Writes `contents` to a new file at `path` readable by the owner only.
+absl::Status WritePrivateFile(const std::string& path,
+                              const std::string& contents) {
+  unlink(path.c_str());  // a reused --log-dir: never write through a link
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create ", path, ": ", strerror(errno), "; check --log-dir"));
+  }
+  const bool ok = write(fd, contents.data(), contents.size()) ==
+                  static_cast<ssize_t>(contents.size());
+  close(fd);
+  if (!ok) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": ", strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -187,6 +211,7 @@ struct Launcher::Impl {
   // Serialises the output and message sinks.
   absl::Mutex out_mu;
 
+  rpc::TransportSecurity security;
   std::unique_ptr<BarrierCoordinator> coordinator;
   std::unique_ptr<BarrierServer> server;
   std::unique_ptr<BarrierTcpServer> tcp_server;
@@ -268,6 +293,18 @@ void Launcher::Impl::ReadOutput(Running* task,
 absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     int attempt, AttemptTracker& tracker, LaunchResult& result) {
   const int n = static_cast<int>(tasks.size());
+  // The coordinator serves only the gang this attempt starts, with the size
+  // the launcher chose; the gang's state is freed when the attempt ends,
+  // whichever way it ends.
+  COHORT_RETURN_IF_ERROR(coordinator->OpenGang(kStageId, attempt, gang_size));
+  struct CloseGangOnExit {
+    BarrierCoordinator* coordinator;
+    int attempt;
+    ~CloseGangOnExit() {
+      coordinator->CloseGang(kStageId, attempt,
+                             absl::StrCat("attempt ", attempt, " ended"));
+    }
+  } close_gang{coordinator.get(), attempt};
   std::vector<std::string> addresses;
   for (int i = 0; i < n; ++i) {
     COHORT_ASSIGN_OR_RETURN(int port, PickFreePort(options.host));
@@ -289,6 +326,7 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     co.address = absl::StrCat(options.host, ":0");
     co.service.env = env;
     co.service.heartbeat_timeout = options.heartbeat_timeout;
+    co.security = security;
     for (const TaskSpec& t : tasks) ++co.service.jobs[t.job];
     COHORT_ASSIGN_OR_RETURN(coordination,
                             coord::CoordinationServer::Start(std::move(co)));
@@ -303,6 +341,9 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     vars.push_back(absl::StrCat(
         "TF_CONFIG=", JsonDump(MakeTfConfig(tasks, addresses, spec))));
     vars.push_back(absl::StrCat(kEnvTaskName, "=", spec.Name()));
+    // Tasks prove the token to every server of the job; the environment
+    // (unlike argv) is not visible to other users in `ps`.
+    vars.push_back(absl::StrCat(rpc::kJobTokenEnvVar, "=", security.job_token));
     vars.push_back(absl::StrCat(kEnvAttemptNumber, "=", attempt));
     vars.push_back(absl::StrCat(kEnvStageId, "=", kStageId));
     if (coordination != nullptr) {
@@ -624,19 +665,28 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
     COHORT_RETURN_IF_ERROR(MakeDirs(result.log_dir));
   }
 
+  // Every server of the job checks one token: the user's, or a fresh random
+  // one that the tasks learn through their environment and the user through
+  // a file only they can read (for `cohort status --token-file`).
+  security.job_token = options.job_token.empty()
+                           ? absl::BytesToHexString(rpc::RandomNonce())
+                           : options.job_token;
+  COHORT_RETURN_IF_ERROR(
+      WritePrivateFile(result.log_dir + "/job-token", security.job_token + "\n"));
   coordinator =
       std::make_unique<BarrierCoordinator>(env, options.barrier_timeout);
   COHORT_ASSIGN_OR_RETURN(
-      server, BarrierServer::Start(coordinator.get(), options.host, 0));
+      server,
+      BarrierServer::Start(coordinator.get(), options.host, 0, security));
+  rpc::FramedServerOptions tcp_options;
+  tcp_options.host = options.host;
+  tcp_options.job_token = security.job_token;
   COHORT_ASSIGN_OR_RETURN(
-      tcp_server, BarrierTcpServer::Start(coordinator.get(), options.host));
+      tcp_server, BarrierTcpServer::Start(coordinator.get(), tcp_options));
   {
     absl::MutexLock lock(&mu);
     barrier_address = server->address();
   }
-  // TODO(barrier): host a CoordinationService for the job here (and pass
-  // its address to the tasks) once cohort/coord's embedding API lands;
-  // until then lost heartbeats are not detected, only task exits.
 
   AttemptTracker tracker(options.max_restarts);
   while (true) {

@@ -9,7 +9,8 @@
 //   absl::StatusOr<LaunchResult> result = launcher.Run();   // blocks
 //
 // What a task gets: TF_CONFIG (cluster of 127.0.0.1 addresses on free ports,
-// and its own task), COHORT_TASK_NAME ("worker:1"), the address of the job's
+// and its own task), COHORT_TASK_NAME ("worker:1"), the job token
+// (COHORT_JOB_TOKEN, required by every server of the job), the address of the job's
 // coordination service (kEnvCoordinationAddress; one service per attempt,
 // hosted by the launcher), and for gang members (chief and workers) the
 // BarrierTaskContext variables (barrier_task_context.h).
@@ -88,6 +89,9 @@ struct LaunchOptions {
   int summary_lines = 10;
   // Print a progress line (at most once a second, when it changes).
   bool progress = true;
+  // The job token every server of the job requires; empty: a fresh random
+  // one. Tasks get it as COHORT_JOB_TOKEN.
+  std::string job_token;
   // Extra "KEY=VALUE" entries for every task's environment.
   std::vector<std::string> extra_env;
   // Sinks; each call gets one complete line without its newline. Defaults:

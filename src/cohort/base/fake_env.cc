@@ -41,15 +41,33 @@ void FakeEnv::BlockUntilSleepers(int n) {
   mu_.Await(absl::Condition(&enough));
 }
 
+void FakeEnv::BlockUntilAwaiting(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto parked = [this, deadline]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return await_deadlines_.count(deadline) > 0;
+  };
+  mu_.Await(absl::Condition(&parked));
+}
+
 bool FakeEnv::AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
                                 absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    await_deadlines_.insert(deadline);
+  }
   // The fake clock moves without touching `mu`, so `mu` alone cannot wake us
   // when the deadline passes: re-check every millisecond of real time.
+  bool met = true;
   while (!cond.Eval()) {
-    if (Now() >= deadline) return false;
+    if (Now() >= deadline) {
+      met = false;
+      break;
+    }
     mu->AwaitWithTimeout(cond, absl::Milliseconds(1));
   }
-  return true;
+  absl::MutexLock lock(&mu_);
+  await_deadlines_.erase(await_deadlines_.find(deadline));
+  return met;
 }
 
 std::optional<std::string> FakeEnv::GetVar(absl::string_view name) {

@@ -14,6 +14,7 @@
 #define COHORT_BASE_FAKE_ENV_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ class FakeEnv : public Env {
   // Blocks until at least `n` threads are inside SleepFor, so a test can
   // advance the clock knowing where the sleepers' wake-up times lie.
   void BlockUntilSleepers(int n);
+  // Blocks until some thread is parked in AwaitWithDeadline with exactly
+  // `deadline`, so a test advances the clock only once the code under test
+  // waits on it.
+  void BlockUntilAwaiting(absl::Time deadline);
 
   void SetFile(const std::string& path, std::string contents);
   // Scripts the output of RunCommand for a program (argv[0]). A non-OK
@@ -55,6 +60,8 @@ class FakeEnv : public Env {
   absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  // Deadlines of the threads inside AwaitWithDeadline.
+  std::multiset<absl::Time> await_deadlines_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string, std::less<>> vars_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> files_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::StatusOr<std::string>> commands_

@@ -44,7 +44,10 @@ void CoordinationServer::Stop() {
     if (stopped_) return;
     stopped_ = true;
   }
-  service_->Stop();
+  // Start() may have failed half-way (e.g. the address was refused): stop
+  // only what exists.
+  if (service_ != nullptr) service_->Stop();
+  if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::seconds(1));
   server_->Wait();

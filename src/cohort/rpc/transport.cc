@@ -4,13 +4,19 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/rpc/socket.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 
 namespace cohort::rpc {
 namespace {
+
+int ToMs(absl::Duration d) {
+  return static_cast<int>(absl::ToInt64Milliseconds(d));
+}
 
 absl::StatusOr<std::string> ReadPem(const std::string& path,
                                     const char* what) {
@@ -27,7 +33,14 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
 grpc::ChannelArguments DefaultChannelArguments() {
   grpc::ChannelArguments args;
   // Large KV values and status listings; no compression on loopback.
-  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // Keepalive pings find a silently partitioned connection (packets dropped,
+  // no reset) even while a long poll is parked on it, within
+  // kKeepaliveTime + kKeepaliveTimeout, below the default heartbeat timeout.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ToMs(kKeepaliveTime));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ToMs(kKeepaliveTimeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
@@ -98,6 +111,16 @@ absl::Status CheckJobToken(const grpc::ServerContextBase& context,
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& address, const std::vector<grpc::Service*>& services,
     const TransportSecurity& security) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  if (security.job_token.empty() && !security.tls() && !security.insecure &&
+      !IsLoopbackHost(host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to serve on ", address,
+        " (beyond loopback) with neither a job token nor TLS: anyone who "
+        "can reach it could join or change the job. Set a token "
+        "(COHORT_JOB_TOKEN or --token-file), TLS (--tls-ca/--tls-cert/"
+        "--tls-key), or pass --insecure"));
+  }
   std::shared_ptr<grpc::ServerCredentials> credentials;
   if (security.tls()) {
     grpc::SslServerCredentialsOptions options(
@@ -119,7 +142,24 @@ absl::StatusOr<GrpcServer> StartGrpcServer(
   grpc::ServerBuilder builder;
   GrpcServer result;
   builder.AddListeningPort(address, credentials, &result.port);
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // Clients ping every kKeepaliveTime; accept that, and ping them in turn so
+  // that a vanished client's parked calls are cancelled.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ToMs(kKeepaliveTime));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             ToMs(kKeepaliveTimeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      ToMs(kKeepaliveTime / 2));
+  // Bounds on what one peer can hold: streams per connection, and the
+  // memory all connections together may use for their buffers.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             kMaxConcurrentStreams);
+  grpc::ResourceQuota quota("cohort-grpc-server");
+  quota.Resize(kServerMemoryQuotaBytes);
+  builder.SetResourceQuota(quota);
   for (grpc::Service* service : services) builder.RegisterService(service);
   result.server = builder.BuildAndStart();
   if (result.server == nullptr || result.port == 0) {

@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/server.h"
@@ -34,6 +35,15 @@
 namespace cohort::rpc {
 
 inline constexpr char kJobTokenMetadataKey[] = "cohort-job-token";
+// Environment variable that hands the job token to tasks and CLI commands.
+inline constexpr char kJobTokenEnvVar[] = "COHORT_JOB_TOKEN";
+
+// Limits applied to every channel and server.
+inline constexpr int kMaxMessageBytes = 64 << 20;
+inline constexpr int kMaxConcurrentStreams = 4096;
+inline constexpr size_t kServerMemoryQuotaBytes = size_t{1} << 30;
+inline constexpr absl::Duration kKeepaliveTime = absl::Seconds(4);
+inline constexpr absl::Duration kKeepaliveTimeout = absl::Seconds(4);
 
 struct TransportSecurity {
   // TLS is on when ca_cert_file is set. Server side: cert_file and key_file
@@ -48,6 +58,9 @@ struct TransportSecurity {
   bool require_client_cert = false;
   // Empty: no token is sent or required.
   std::string job_token;
+  // Server side: allow listening beyond loopback with neither a token nor
+  // TLS (the user asked with --insecure).
+  bool insecure = false;
 
   bool tls() const { return !ca_cert_file.empty(); }
 };
@@ -73,7 +86,10 @@ struct GrpcServer {
 
 // Builds and starts a server listening on `address` ("127.0.0.1:0" lets the
 // OS choose the port) serving `services` (not owned; they must outlive the
-// server). Unavailable when the address cannot be bound, naming it.
+// server), with keepalive and the limits above. Unavailable when the address
+// cannot be bound, naming it. InvalidArgument when `address` is beyond
+// loopback and `security` has neither a token nor TLS, unless `insecure`.
+// Every service must call CheckJobToken on every call.
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& address, const std::vector<grpc::Service*>& services,
     const TransportSecurity& security);

@@ -1,0 +1,119 @@
+#include "cohort/rpc/frame.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "cohort/base/logging.h"
+#include "cohort/rpc/coding.h"
+#include "openssl/crypto.h"
+#include "openssl/evp.h"
+#include "openssl/hmac.h"
+
+namespace cohort::rpc {
+namespace {
+
+// Binds a proof to this protocol, so an HMAC of the same token computed for
+// another purpose is never a valid hello.
+constexpr absl::string_view kHelloLabel = "cohort-framed/1 hello ";
+
+}  // namespace
+
+void AppendFrame(std::string* out, absl::string_view payload) {
+  PutFixed32(out, static_cast<uint32_t>(payload.size()));
+  out->append(payload.data(), payload.size());
+}
+
+void AppendReplyFrame(std::string* out, absl::StatusCode code,
+                      absl::string_view body) {
+  PutFixed32(out, static_cast<uint32_t>(body.size() + 1));
+  out->push_back(static_cast<char>(code));
+  out->append(body.data(), body.size());
+}
+
+FrameReader::Result FrameReader::Next(std::string* payload,
+                                      uint64_t* announced) {
+  if (buffered() < 4) return Result::kNeedMore;
+  const uint32_t size = DecodeFixed32(buffer_.data() + offset_);
+  if (size > max_frame_) {
+    if (announced != nullptr) *announced = size;
+    return Result::kTooLarge;
+  }
+  if (buffered() < 4 + size) return Result::kNeedMore;
+  payload->assign(buffer_, offset_ + 4, size);
+  offset_ += 4 + size;
+  // Compact once the consumed prefix dominates: amortised O(1) per byte,
+  // instead of moving the tail after every frame.
+  if (offset_ == buffer_.size()) {
+    buffer_.clear();
+    offset_ = 0;
+  } else if (offset_ > buffer_.size() / 2) {
+    buffer_.erase(0, offset_);
+    offset_ = 0;
+  }
+  return Result::kFrame;
+}
+
+std::string GreetingPayload(absl::string_view nonce) {
+  return absl::StrCat(kGreetingMagic, nonce);
+}
+
+absl::StatusOr<std::string> ParseGreeting(absl::string_view payload) {
+  if (payload.size() != kGreetingMagic.size() + kNonceBytes ||
+      payload.substr(0, kGreetingMagic.size()) != kGreetingMagic) {
+    return absl::InvalidArgumentError(
+        "the server's first frame is not a cohort framed-transport greeting "
+        "(is the address that of another service?)");
+  }
+  return std::string(payload.substr(kGreetingMagic.size()));
+}
+
+std::string HelloProof(absl::string_view token, absl::string_view nonce) {
+  const std::string message = absl::StrCat(kHelloLabel, nonce);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  const unsigned char* ok =
+      HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+           reinterpret_cast<const unsigned char*>(message.data()),
+           message.size(), mac, &mac_len);
+  COHORT_CHECK(ok != nullptr && mac_len == kProofBytes)
+      << "HMAC-SHA256 failed";
+  return std::string(reinterpret_cast<const char*>(mac), mac_len);
+}
+
+bool VerifyHello(absl::string_view token, absl::string_view nonce,
+                 absl::string_view proof) {
+  if (token.empty()) return true;
+  if (proof.size() != kProofBytes) return false;
+  const std::string expected = HelloProof(token, nonce);
+  return CRYPTO_memcmp(expected.data(), proof.data(), kProofBytes) == 0;
+}
+
+std::string RandomNonce() {
+  std::string nonce(kNonceBytes, '\0');
+  size_t done = 0;
+  while (done < nonce.size()) {
+    const ssize_t n = getrandom(nonce.data() + done, nonce.size() - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    COHORT_CHECK(n > 0) << "getrandom failed: " << strerror(errno);
+    done += static_cast<size_t>(n);
+  }
+  return nonce;
+}
+
+absl::StatusOr<std::string> ParseReply(std::string payload) {
+  const int code = payload.empty() ? -1 : static_cast<uint8_t>(payload[0]);
+  if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::DataLossError(absl::StrCat(
+        "malformed reply frame (", payload.size(),
+        " bytes, status code byte ", code, "): the peer is not a cohort "
+        "framed server or the stream is corrupt"));
+  }
+  payload.erase(0, 1);
+  if (code == 0) return payload;
+  return absl::Status(static_cast<absl::StatusCode>(code), payload);
+}
+
+}  // namespace cohort::rpc

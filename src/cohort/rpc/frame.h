@@ -1,0 +1,94 @@
+// The wire format of cohort's framed transport (FramedServer/FramedClient):
+// pure functions over bytes, tested and fuzzed on their own.
+//
+// Every frame is a u32 little-endian length followed by that many bytes.
+// A connection runs:
+//   server -> client  greeting: kGreetingMagic + 32-byte random nonce
+//   client -> server  hello:    HMAC-SHA256(job token, kHelloLabel + nonce)
+//   server -> client  reply:    OK, or Unauthenticated and the server closes
+//   then any number of request frames (client -> server), each answered by
+//   one reply frame (server -> client), in order.
+// A reply frame's payload is a u8 absl::StatusCode followed by the body: the
+// answer when the code is OK, the error message otherwise.
+//
+// The token never crosses the wire, and a proof is good for one nonce only,
+// so neither a local sniffer nor a replay of a captured hello gets in.
+//
+// Thread safety: FrameReader is thread-compatible; the rest is stateless.
+#ifndef COHORT_RPC_FRAME_H_
+#define COHORT_RPC_FRAME_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace cohort::rpc {
+
+inline constexpr absl::string_view kGreetingMagic = "cohort-framed/1";
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kProofBytes = 32;
+// The largest frame a client may send before it has authenticated.
+inline constexpr size_t kMaxHandshakeFrame = 64;
+// The largest frame a client accepts during the handshake (a greeting or a
+// refusal with its message).
+inline constexpr size_t kMaxHandshakeReply = 1024;
+// Default cap on any frame after the handshake, both directions.
+inline constexpr size_t kDefaultMaxFrame = size_t{64} << 20;
+
+// Appends one frame holding `payload`.
+void AppendFrame(std::string* out, absl::string_view payload);
+// Appends one reply frame: code byte + body.
+void AppendReplyFrame(std::string* out, absl::StatusCode code,
+                      absl::string_view body);
+
+// Splits a byte stream into frames, refusing any frame longer than
+// `max_frame` before buffering it.
+class FrameReader {
+ public:
+  explicit FrameReader(size_t max_frame) : max_frame_(max_frame) {}
+
+  void set_max_frame(size_t max_frame) { max_frame_ = max_frame; }
+  void Append(const char* data, size_t size) { buffer_.append(data, size); }
+  // Bytes received but not yet returned as frames.
+  size_t buffered() const { return buffer_.size() - offset_; }
+
+  enum class Result { kNeedMore, kFrame, kTooLarge };
+  // kFrame: the next frame's payload is in *payload. kTooLarge: the next
+  // frame announces more than max_frame bytes (its length is in
+  // *announced); the stream cannot be resynchronised and must be closed.
+  Result Next(std::string* payload, uint64_t* announced = nullptr);
+
+ private:
+  size_t max_frame_;
+  std::string buffer_;
+  size_t offset_ = 0;  // start of the unread bytes in buffer_
+};
+
+// The greeting payload for `nonce` (kNonceBytes).
+std::string GreetingPayload(absl::string_view nonce);
+// The nonce of a greeting. InvalidArgument when it is not one (wrong magic
+// or length: the peer is not a cohort framed server).
+absl::StatusOr<std::string> ParseGreeting(absl::string_view payload);
+
+// kProofBytes of HMAC-SHA256(token, kHelloLabel + nonce).
+std::string HelloProof(absl::string_view token, absl::string_view nonce);
+// Constant-time check of a client's hello. An empty `token` accepts anything
+// (a server explicitly started without authentication).
+bool VerifyHello(absl::string_view token, absl::string_view nonce,
+                 absl::string_view proof);
+
+// kNonceBytes from the kernel's CSPRNG.
+std::string RandomNonce();
+
+// A reply payload as a status: the body when the code is OK, else
+// Status(code, body). DataLoss for an empty payload or a code byte that is
+// not an absl::StatusCode.
+absl::StatusOr<std::string> ParseReply(std::string payload);
+
+}  // namespace cohort::rpc
+
+#endif  // COHORT_RPC_FRAME_H_

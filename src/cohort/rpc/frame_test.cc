@@ -1,0 +1,135 @@
+#include "cohort/rpc/frame.h"
+
+#include <string>
+
+#include "cohort/rpc/coding.h"
+#include "gtest/gtest.h"
+
+namespace cohort::rpc {
+namespace {
+
+TEST(CodingTest, Fixed32RoundTripsLittleEndian) {
+  std::string out;
+  PutFixed32(&out, 0x01020304u);
+  ASSERT_EQ(out, std::string("\x04\x03\x02\x01", 4));
+  EXPECT_EQ(DecodeFixed32(out.data()), 0x01020304u);
+  out.clear();
+  PutFixed32(&out, 0xffffffffu);
+  EXPECT_EQ(DecodeFixed32(out.data()), 0xffffffffu);
+}
+
+TEST(FrameReaderTest, SplitsAStreamFedOneByteAtATime) {
+  std::string stream;
+  AppendFrame(&stream, "first");
+  AppendFrame(&stream, "");
+  AppendFrame(&stream, std::string(1000, 'x'));
+  FrameReader reader(4096);
+  std::vector<std::string> frames;
+  std::string payload;
+  for (char c : stream) {
+    reader.Append(&c, 1);
+    while (reader.Next(&payload) == FrameReader::Result::kFrame) {
+      frames.push_back(payload);
+    }
+  }
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0], "first");
+  EXPECT_EQ(frames[1], "");
+  EXPECT_EQ(frames[2], std::string(1000, 'x'));
+  EXPECT_EQ(reader.buffered(), 0u);
+}
+
+TEST(FrameReaderTest, RefusesAnOversizedFrameFromItsHeaderAlone) {
+  // The 2 GiB announcement must be refused from the 4 header bytes, before
+  // anything of that size is buffered or allocated.
+  std::string header;
+  PutFixed32(&header, 0x7fffffffu);
+  FrameReader reader(1 << 20);
+  reader.Append(header.data(), header.size());
+  std::string payload;
+  uint64_t announced = 0;
+  EXPECT_EQ(reader.Next(&payload, &announced),
+            FrameReader::Result::kTooLarge);
+  EXPECT_EQ(announced, 0x7fffffffu);
+  EXPECT_TRUE(payload.empty());
+}
+
+TEST(FrameReaderTest, FrameAtTheCapIsAcceptedOneAboveIsNot) {
+  std::string stream;
+  AppendFrame(&stream, std::string(16, 'a'));
+  FrameReader at(16);
+  at.Append(stream.data(), stream.size());
+  std::string payload;
+  EXPECT_EQ(at.Next(&payload), FrameReader::Result::kFrame);
+  FrameReader below(15);
+  below.Append(stream.data(), stream.size());
+  EXPECT_EQ(below.Next(&payload), FrameReader::Result::kTooLarge);
+}
+
+TEST(FrameReaderTest, PartialFrameNeedsMore) {
+  std::string stream;
+  AppendFrame(&stream, "hello");
+  FrameReader reader(64);
+  reader.Append(stream.data(), stream.size() - 1);
+  std::string payload;
+  EXPECT_EQ(reader.Next(&payload), FrameReader::Result::kNeedMore);
+  reader.Append(stream.data() + stream.size() - 1, 1);
+  EXPECT_EQ(reader.Next(&payload), FrameReader::Result::kFrame);
+  EXPECT_EQ(payload, "hello");
+}
+
+TEST(GreetingTest, RoundTripsAndRejectsOtherBytes) {
+  const std::string nonce = RandomNonce();
+  ASSERT_EQ(nonce.size(), kNonceBytes);
+  absl::StatusOr<std::string> parsed = ParseGreeting(GreetingPayload(nonce));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, nonce);
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseGreeting("HTTP/1.1 200 OK").status()));
+  std::string wrong_magic = GreetingPayload(nonce);
+  wrong_magic[0] = 'X';
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseGreeting(wrong_magic).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ParseGreeting(GreetingPayload(nonce.substr(1))).status()));
+}
+
+TEST(HelloTest, ProofHoldsOnlyForTheSameTokenAndNonce) {
+  const std::string nonce = RandomNonce();
+  const std::string other_nonce = RandomNonce();
+  ASSERT_NE(nonce, other_nonce);
+  const std::string proof = HelloProof("job-token", nonce);
+  EXPECT_EQ(proof.size(), kProofBytes);
+  EXPECT_TRUE(VerifyHello("job-token", nonce, proof));
+  EXPECT_FALSE(VerifyHello("job-tokeN", nonce, proof));
+  EXPECT_FALSE(VerifyHello("job-token", other_nonce, proof));  // replay
+  EXPECT_FALSE(VerifyHello("job-token", nonce, proof.substr(1)));
+  EXPECT_FALSE(VerifyHello("job-token", nonce, ""));
+  // A server without a token accepts any hello.
+  EXPECT_TRUE(VerifyHello("", nonce, "anything"));
+}
+
+TEST(ReplyTest, DecodesBodiesAndErrorsAndRejectsBadCodes) {
+  std::string frame;
+  AppendReplyFrame(&frame, absl::StatusCode::kOk, "body");
+  FrameReader reader(64);
+  reader.Append(frame.data(), frame.size());
+  std::string payload;
+  ASSERT_EQ(reader.Next(&payload), FrameReader::Result::kFrame);
+  absl::StatusOr<std::string> ok = ParseReply(payload);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, "body");
+
+  frame.clear();
+  AppendReplyFrame(&frame, absl::StatusCode::kAborted, "stage stopped");
+  reader.Append(frame.data(), frame.size());
+  ASSERT_EQ(reader.Next(&payload), FrameReader::Result::kFrame);
+  absl::StatusOr<std::string> error = ParseReply(payload);
+  EXPECT_EQ(error.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(error.status().message(), "stage stopped");
+
+  EXPECT_TRUE(absl::IsDataLoss(ParseReply("").status()));
+  EXPECT_TRUE(absl::IsDataLoss(ParseReply(std::string(1, '\x11')).status()));
+  EXPECT_TRUE(absl::IsDataLoss(ParseReply(std::string(1, '\xff')).status()));
+}
+
+}  // namespace
+}  // namespace cohort::rpc

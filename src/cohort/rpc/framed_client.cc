@@ -1,0 +1,132 @@
+#include "cohort/rpc/framed_client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cohort/base/status.h"
+
+namespace cohort::rpc {
+
+absl::StatusOr<std::unique_ptr<FramedClient>> FramedClient::Connect(
+    const std::string& address, const std::string& job_token,
+    absl::Time deadline, size_t max_frame_bytes) {
+  COHORT_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(address, deadline));
+  std::unique_ptr<FramedClient> client(
+      new FramedClient(std::move(fd), address, max_frame_bytes));
+  // The greeting is tiny: refuse anything larger before buffering it.
+  client->reader_.set_max_frame(kMaxHandshakeReply);
+  COHORT_ASSIGN_OR_RETURN(std::string greeting,
+                          client->ReadFrame(deadline, -1));
+  absl::StatusOr<std::string> nonce = ParseGreeting(greeting);
+  if (!nonce.ok()) {
+    return Annotate(nonce.status(), absl::StrCat("connecting to ", address));
+  }
+  std::string hello;
+  AppendFrame(&hello, HelloProof(job_token, *nonce));
+  COHORT_RETURN_IF_ERROR(client->WriteAll(hello));
+  COHORT_ASSIGN_OR_RETURN(std::string reply, client->ReadFrame(deadline, -1));
+  absl::StatusOr<std::string> accepted = ParseReply(std::move(reply));
+  if (!accepted.ok()) {
+    return Annotate(accepted.status(), absl::StrCat("server ", address));
+  }
+  client->reader_.set_max_frame(max_frame_bytes);
+  return client;
+}
+
+absl::Status FramedClient::Broken(absl::Status status) {
+  broken_.store(true);
+  return status;
+}
+
+void FramedClient::Shutdown() {
+  broken_.store(true);
+  shutdown(fd_.get(), SHUT_RDWR);
+}
+
+absl::Status FramedClient::WriteAll(absl::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    // Blocking send: the server reads every connection without blocking, so
+    // this waits only for a full socket buffer to drain.
+    const ssize_t n =
+        send(fd_.get(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return Broken(SocketError("lost the connection to", errno, address_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FramedClient::ReadFrame(absl::Time deadline,
+                                                    int wake_fd) {
+  std::string payload;
+  char buf[65536];
+  while (true) {
+    uint64_t announced = 0;
+    switch (reader_.Next(&payload, &announced)) {
+      case FrameReader::Result::kFrame:
+        return payload;
+      case FrameReader::Result::kTooLarge:
+        return Broken(absl::DataLossError(absl::StrCat(
+            "the server at ", address_, " sent a frame of ", announced,
+            " bytes, over this client's cap; closing the connection")));
+      case FrameReader::Result::kNeedMore:
+        break;
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return Broken(absl::DeadlineExceededError(absl::StrCat(
+          "no answer from ", address_, " before the deadline")));
+    }
+    pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int64_t ms =
+        std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30);
+    const int r = poll(p, wake_fd >= 0 ? 2 : 1, static_cast<int>(ms));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Broken(SocketError("poll() on", errno, address_));
+    if (wake_fd >= 0 && (p[1].revents & POLLIN)) {
+      return Broken(absl::CancelledError(
+          absl::StrCat("call to ", address_, " cancelled")));
+    }
+    if (r == 0) continue;
+    const ssize_t n = read(fd_.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Broken(SocketError("lost the connection to", errno, address_));
+    if (n == 0) {
+      return Broken(absl::UnavailableError(
+          absl::StrCat("the server at ", address_, " closed the connection")));
+    }
+    reader_.Append(buf, static_cast<size_t>(n));
+  }
+}
+
+absl::StatusOr<std::string> FramedClient::Call(absl::string_view request,
+                                               absl::Time deadline,
+                                               int wake_fd) {
+  if (broken_.load()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the connection to ", address_, " is broken; connect again"));
+  }
+  std::string frame;
+  frame.reserve(request.size() + 4);
+  AppendFrame(&frame, request);
+  COHORT_RETURN_IF_ERROR(WriteAll(frame));
+  COHORT_ASSIGN_OR_RETURN(std::string reply, ReadFrame(deadline, wake_fd));
+  absl::StatusOr<std::string> parsed = ParseReply(std::move(reply));
+  if (!parsed.ok() && absl::IsDataLoss(parsed.status())) {
+    return Broken(Annotate(parsed.status(), absl::StrCat("server ", address_)));
+  }
+  return parsed;
+}
+
+}  // namespace cohort::rpc

@@ -1,0 +1,77 @@
+// FramedClient: the client side of cohort's framed transport (frame.h,
+// framed_server.h): one connection, one request at a time.
+//
+//   COHORT_ASSIGN_OR_RETURN(auto client,
+//       FramedClient::Connect("127.0.0.1:4100", token, absl::Now() + 10s));
+//   absl::StatusOr<std::string> answer =
+//       client->Call(request, absl::Now() + 30s, wake_fd);
+//
+// Call() returns the server's reply: its body, or the server's error status
+// (code and message as the handler gave them). When the failure is the
+// connection's own (cannot write, closed, malformed or oversized reply,
+// deadline, cancellation), the client is broken(): the stream may hold a
+// late reply, so the caller must connect again.
+//
+// Thread safety: Call() and Connect() are not to be called concurrently on
+// one client; Shutdown() may be called from any thread at any time.
+#ifndef COHORT_RPC_FRAMED_CLIENT_H_
+#define COHORT_RPC_FRAMED_CLIENT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "cohort/rpc/frame.h"
+#include "cohort/rpc/socket.h"
+
+namespace cohort::rpc {
+
+class FramedClient {
+ public:
+  // Connects to "host:port" and proves `job_token` by `deadline`.
+  // Unavailable when the server cannot be reached; Unauthenticated when it
+  // refuses the token; DeadlineExceeded when the handshake is not done by
+  // the deadline; InvalidArgument for a malformed address or a peer that is
+  // not a cohort framed server. Every message names the address.
+  static absl::StatusOr<std::unique_ptr<FramedClient>> Connect(
+      const std::string& address, const std::string& job_token,
+      absl::Time deadline, size_t max_frame_bytes = kDefaultMaxFrame);
+
+  // Sends `request` and waits for its reply until `deadline`, or until
+  // `wake_fd` (if >= 0) becomes readable: Cancelled. Blocks. Transport
+  // errors: Unavailable (connection lost), DeadlineExceeded, Cancelled,
+  // DataLoss (malformed or oversized reply); each leaves broken() set.
+  absl::StatusOr<std::string> Call(absl::string_view request,
+                                   absl::Time deadline, int wake_fd = -1);
+
+  // Wakes a blocked Call() (it returns Unavailable) and breaks the client;
+  // the server sees the connection end. Thread-safe, never blocks.
+  void Shutdown();
+
+  bool broken() const { return broken_.load(); }
+  const std::string& address() const { return address_; }
+
+ private:
+  FramedClient(UniqueFd fd, std::string address, size_t max_frame_bytes)
+      : fd_(std::move(fd)),
+        address_(std::move(address)),
+        reader_(max_frame_bytes) {}
+
+  // Reads until one frame is complete. Errors as Call()'s.
+  absl::StatusOr<std::string> ReadFrame(absl::Time deadline, int wake_fd);
+  absl::Status WriteAll(absl::string_view bytes);
+  absl::Status Broken(absl::Status status);
+
+  const UniqueFd fd_;
+  const std::string address_;
+  FrameReader reader_;
+  // Set by Shutdown() from any thread and by failed calls.
+  std::atomic<bool> broken_{false};
+};
+
+}  // namespace cohort::rpc
+
+#endif  // COHORT_RPC_FRAMED_CLIENT_H_

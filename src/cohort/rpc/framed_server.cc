@@ -1,0 +1,423 @@
+#include "cohort/rpc/framed_server.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cohort/base/logging.h"
+#include "cohort/base/status.h"
+
+namespace cohort::rpc {
+namespace {
+
+constexpr uint64_t kListenerTag = 0;
+constexpr uint64_t kWakeTag = 1;
+constexpr uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP;
+
+}  // namespace
+
+// --- FramedConnection -----------------------------------------------------
+
+FramedConnection::FramedConnection(FramedServer* server, int fd, uint64_t id,
+                                   std::string peer,
+                                   size_t max_handshake_frame)
+    : server_(server),
+      fd_(fd),
+      id_(id),
+      peer_(std::move(peer)),
+      reader_(max_handshake_frame) {}
+
+void FramedConnection::Reply(absl::StatusCode code, absl::string_view body) {
+  std::string frame;
+  frame.reserve(body.size() + 5);
+  AppendReplyFrame(&frame, code, body);
+  Send(frame);
+}
+
+void FramedConnection::Close(std::string reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_ || broken_) return;
+    MarkBrokenLocked(std::move(reason));
+  }
+  server_->ReportBroken(id_);
+}
+
+void FramedConnection::Send(absl::string_view frames) {
+  bool report = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_ || broken_) return;
+    if (out_.size() - out_offset_ + frames.size() >
+        server_->options_.max_queued_reply_bytes) {
+      MarkBrokenLocked(absl::StrCat(
+          "the client does not read its replies (",
+          out_.size() - out_offset_ + frames.size(),
+          " bytes queued, cap ", server_->options_.max_queued_reply_bytes,
+          ")"));
+      report = true;
+    } else {
+      out_.append(frames.data(), frames.size());
+      report = !FlushLocked();
+    }
+  }
+  // Outside the lock: the loop may be closing this very connection.
+  if (report) server_->ReportBroken(id_);
+}
+
+void FramedConnection::MarkBrokenLocked(std::string reason) {
+  broken_ = true;
+  broken_reason_ = std::move(reason);
+}
+
+bool FramedConnection::FlushLocked() {
+  while (out_offset_ < out_.size()) {
+    const ssize_t n = send(fd_, out_.data() + out_offset_,
+                           out_.size() - out_offset_, MSG_NOSIGNAL);
+    if (n > 0) {
+      out_offset_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    MarkBrokenLocked(
+        SocketError("cannot write a reply to", errno, peer_).ToString());
+    return false;
+  }
+  const bool pending = out_offset_ < out_.size();
+  if (!pending) {
+    out_.clear();
+    out_offset_ = 0;
+  }
+  if (pending != want_write_) {
+    // A reader too slow for the socket buffer: let the loop finish the write
+    // when the socket drains, instead of blocking this (replying) thread.
+    want_write_ = pending;
+    epoll_event ev{};
+    ev.events = kReadEvents | (pending ? EPOLLOUT : 0);
+    ev.data.u64 = id_;
+    epoll_ctl(server_->epoll_fd_.get(), EPOLL_CTL_MOD, fd_, &ev);
+  }
+  return true;
+}
+
+// --- FramedServer ---------------------------------------------------------
+
+FramedServer::FramedServer(FramedServerOptions options, Handler* handler)
+    : options_(std::move(options)), handler_(handler) {}
+
+absl::StatusOr<std::unique_ptr<FramedServer>> FramedServer::Start(
+    FramedServerOptions options, Handler* handler) {
+  if (options.job_token.empty() && !options.insecure &&
+      !IsLoopbackHost(options.host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.name, ": refusing to listen on ", options.host,
+        " (beyond loopback) without a job token; set one (COHORT_JOB_TOKEN "
+        "or --token-file) or pass --insecure"));
+  }
+  if (options.max_connections <= 0 || options.max_unauthenticated <= 0 ||
+      options.max_frame_bytes < kMaxHandshakeFrame ||
+      options.handshake_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.name, ": connection caps, frame cap and handshake timeout "
+        "must be positive"));
+  }
+  std::unique_ptr<FramedServer> s(new FramedServer(std::move(options), handler));
+  {
+    absl::StatusOr<Listener> listener = ListenTcp(s->options_.host);
+    if (!listener.ok()) {
+      return Annotate(listener.status(), s->options_.name);
+    }
+    s->listen_fd_ = std::move(listener->fd);
+    s->address_ = listener->address;
+  }
+  s->epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  s->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  s->spare_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!s->epoll_fd_.valid() || !s->wake_fd_.valid()) {
+    return SocketError("epoll/eventfd for", errno, s->options_.name);
+  }
+  for (auto [fd, tag] : {std::pair{s->listen_fd_.get(), kListenerTag},
+                         std::pair{s->wake_fd_.get(), kWakeTag}}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag;
+    if (epoll_ctl(s->epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return SocketError("epoll_ctl for", errno, s->options_.name);
+    }
+  }
+  FramedServer* raw = s.get();
+  s->loop_ = std::thread([raw] { raw->Loop(); });
+  return s;
+}
+
+FramedServer::~FramedServer() {
+  stopping_.store(true);
+  Wake();
+  if (loop_.joinable()) loop_.join();
+  while (!connections_.empty()) {
+    std::shared_ptr<FramedConnection> c = connections_.begin()->second;
+    CloseConnection(c, "");
+  }
+}
+
+void FramedServer::Wake() {
+  const uint64_t one = 1;
+  // A full counter (never in practice) still leaves the fd readable.
+  ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
+  (void)ignored;
+}
+
+void FramedServer::ReportBroken(uint64_t id) {
+  {
+    absl::MutexLock lock(&broken_mu_);
+    broken_.push_back(id);
+  }
+  Wake();
+}
+
+void FramedServer::Loop() {
+  epoll_event events[64];
+  absl::Time next_deadline = absl::InfiniteFuture();
+  while (!stopping_.load()) {
+    int timeout_ms = -1;
+    if (next_deadline != absl::InfiniteFuture()) {
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(
+          absl::ToInt64Milliseconds(next_deadline - absl::Now()) + 1, 0,
+          1 << 30));
+    }
+    const int n = epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      COHORT_LOG(ERROR) << options_.name << ": epoll_wait failed: "
+                        << strerror(errno) << "; the server stops serving";
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      if (tag == kListenerTag) {
+        Accept();
+      } else if (tag == kWakeTag) {
+        uint64_t count;
+        ssize_t ignored = read(wake_fd_.get(), &count, sizeof(count));
+        (void)ignored;
+      } else if (auto it = connections_.find(tag); it != connections_.end()) {
+        std::shared_ptr<FramedConnection> c = it->second;
+        OnEvent(c, events[i].events);
+      }
+    }
+    std::vector<uint64_t> broken;
+    {
+      absl::MutexLock lock(&broken_mu_);
+      broken.swap(broken_);
+    }
+    for (uint64_t id : broken) {
+      auto it = connections_.find(id);
+      if (it == connections_.end()) continue;
+      std::shared_ptr<FramedConnection> c = it->second;
+      std::string why;
+      {
+        absl::MutexLock lock(&c->mu_);
+        why = c->broken_reason_;
+      }
+      CloseConnection(c, why);
+    }
+    next_deadline = CloseExpiredHandshakes(absl::Now());
+  }
+}
+
+void FramedServer::Accept() {
+  while (true) {
+    int fd = accept4(listen_fd_.get(), nullptr, nullptr,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && errno == EINTR) continue;
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare_fd_.valid()) {
+      // Out of fds: the pending connection would keep the listener readable
+      // and spin this loop. Free the spare, take it, drop it, re-arm.
+      spare_fd_.reset();
+      UniqueFd shed(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      COHORT_LOG(WARNING) << options_.name << ": out of file descriptors; "
+                          << "dropped a connection from "
+                          << (shed.valid() ? PeerName(shed.get()) : "?");
+      shed.reset();
+      spare_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+      continue;
+    }
+    if (fd < 0) return;  // EAGAIN: nothing more to accept
+    UniqueFd owned(fd);
+    const std::string peer = PeerName(fd);
+    if (static_cast<int>(connections_.size()) >= options_.max_connections) {
+      COHORT_LOG(WARNING) << options_.name << ": refusing a connection from "
+                          << peer << ": " << connections_.size()
+                          << " connections open (cap "
+                          << options_.max_connections << ")";
+      continue;
+    }
+    while (unauthenticated_ >= options_.max_unauthenticated &&
+           !handshaking_.empty()) {
+      const uint64_t oldest = handshaking_.front();
+      handshaking_.pop_front();
+      auto it = connections_.find(oldest);
+      if (it == connections_.end() || it->second->authenticated_) continue;
+      std::shared_ptr<FramedConnection> victim = it->second;
+      CloseConnection(victim,
+                      absl::StrCat("still unauthenticated when ",
+                                   options_.max_unauthenticated,
+                                   " handshakes were pending (cap)"));
+    }
+    TuneTcpSocket(fd);
+    const uint64_t id = next_id_++;
+    auto c = std::shared_ptr<FramedConnection>(new FramedConnection(
+        this, owned.release(), id, peer, kMaxHandshakeFrame));
+    c->handshake_deadline_ = absl::Now() + options_.handshake_timeout;
+    c->nonce_ = RandomNonce();
+    epoll_event ev{};
+    ev.events = kReadEvents;
+    ev.data.u64 = id;
+    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      COHORT_LOG(WARNING) << options_.name << ": cannot watch the connection "
+                          << "from " << peer << ": " << strerror(errno);
+      close(fd);
+      continue;
+    }
+    connections_[id] = c;
+    handshaking_.push_back(id);
+    ++unauthenticated_;
+    num_connections_.store(static_cast<int>(connections_.size()));
+    std::string greeting;
+    AppendFrame(&greeting, GreetingPayload(c->nonce_));
+    c->Send(greeting);
+  }
+}
+
+void FramedServer::OnEvent(const std::shared_ptr<FramedConnection>& c,
+                           uint32_t events) {
+  if (events & EPOLLOUT) {
+    bool ok;
+    {
+      absl::MutexLock lock(&c->mu_);
+      ok = c->FlushLocked();
+    }
+    if (!ok) ReportBroken(c->id());
+  }
+  if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return;
+  std::string ended;  // set when the peer closed or the socket failed
+  const bool open = ReadFrames(*c, &ended);
+  // Frames that arrived before an EOF are still served.
+  std::string payload;
+  while (true) {
+    uint64_t announced = 0;
+    const FrameReader::Result r = c->reader_.Next(&payload, &announced);
+    if (r == FrameReader::Result::kNeedMore) break;
+    if (r == FrameReader::Result::kTooLarge) {
+      CloseConnection(
+          c, absl::StrCat("sent a frame of ", announced, " bytes (cap ",
+                          c->authenticated_ ? options_.max_frame_bytes
+                                            : kMaxHandshakeFrame,
+                          c->authenticated_ ? ")" : " before authenticating)"));
+      return;
+    }
+    std::string why;
+    if (!HandleFrame(c, std::move(payload), &why)) {
+      CloseConnection(c, why);
+      return;
+    }
+  }
+  if (!open) CloseConnection(c, ended);
+}
+
+bool FramedServer::ReadFrames(FramedConnection& c, std::string* ended) {
+  char buf[65536];
+  // Read at most a frame's worth beyond the cap per event: the reader then
+  // either hands out frames or reports kTooLarge, so a peer can never make
+  // this side buffer more than one capped frame.
+  const size_t cap =
+      (c.authenticated_ ? options_.max_frame_bytes : kMaxHandshakeFrame) + 8;
+  while (c.reader_.buffered() < cap) {
+    const ssize_t n = read(c.fd_, buf, sizeof(buf));
+    if (n > 0) {
+      c.reader_.Append(buf, static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < sizeof(buf)) return true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    // EOF is a client's normal goodbye: nothing to log. A reset is logged.
+    ended->clear();
+    if (n < 0 && errno != ECONNRESET) {
+      *ended = SocketError("read from", errno, c.peer()).ToString();
+    }
+    return false;
+  }
+  return true;
+}
+
+bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
+                               std::string payload, std::string* why) {
+  if (c->authenticated_) {
+    handler_->OnRequest(c, std::move(payload));
+    return true;
+  }
+  if (!VerifyHello(options_.job_token, c->nonce_, payload)) {
+    std::string reply;
+    AppendReplyFrame(&reply, absl::StatusCode::kUnauthenticated,
+                     absl::StrCat(options_.name,
+                                  ": wrong or missing job token; check "
+                                  "COHORT_JOB_TOKEN / --token-file of the "
+                                  "client"));
+    c->Send(reply);
+    *why = "failed authentication (wrong or missing job token)";
+    return false;
+  }
+  c->authenticated_ = true;
+  --unauthenticated_;
+  c->reader_.set_max_frame(options_.max_frame_bytes);
+  std::string ok;
+  AppendReplyFrame(&ok, absl::StatusCode::kOk, "");
+  c->Send(ok);
+  return true;
+}
+
+void FramedServer::CloseConnection(const std::shared_ptr<FramedConnection>& c,
+                                   const std::string& why) {
+  if (connections_.erase(c->id()) == 0) return;
+  num_connections_.store(static_cast<int>(connections_.size()));
+  if (!c->authenticated_) --unauthenticated_;
+  if (!why.empty()) {
+    COHORT_LOG(WARNING) << options_.name << ": closing the connection from "
+                        << c->peer() << ": " << why;
+  }
+  {
+    absl::MutexLock lock(&c->mu_);
+    c->closed_ = true;
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->fd_, nullptr);
+    close(c->fd_);
+  }
+  if (c->authenticated_) handler_->OnClose(c);
+}
+
+absl::Time FramedServer::CloseExpiredHandshakes(absl::Time now) {
+  while (!handshaking_.empty()) {
+    auto it = connections_.find(handshaking_.front());
+    if (it == connections_.end() || it->second->authenticated_) {
+      handshaking_.pop_front();
+      continue;
+    }
+    std::shared_ptr<FramedConnection> c = it->second;
+    if (c->handshake_deadline_ > now) return c->handshake_deadline_;
+    handshaking_.pop_front();
+    CloseConnection(c, absl::StrCat("did not authenticate within ",
+                                    absl::FormatDuration(
+                                        options_.handshake_timeout)));
+  }
+  return absl::InfiniteFuture();
+}
+
+}  // namespace cohort::rpc

@@ -1,0 +1,213 @@
+// FramedServer: cohort's one non-gRPC server transport, for the hot paths
+// where a gRPC unary call costs too much (barrier syncs today; tensors and
+// fast control paths next). Frames, handshake and replies are in frame.h.
+//
+//   class Echo : public FramedServer::Handler {
+//     void OnRequest(const std::shared_ptr<FramedConnection>& c,
+//                    std::string request) override {
+//       c->Reply(absl::StatusCode::kOk, request);
+//     }
+//     void OnClose(const std::shared_ptr<FramedConnection>&) override {}
+//   };
+//   FramedServerOptions options;
+//   options.job_token = token;
+//   COHORT_ASSIGN_OR_RETURN(auto server, FramedServer::Start(options, &echo));
+//
+// Security and bounds, all enforced before anything is allocated for a peer:
+//   - every connection must prove the job token (HMAC over a fresh nonce)
+//     within `handshake_timeout`, sending at most kMaxHandshakeFrame bytes;
+//     a wrong proof is answered Unauthenticated and closed; no request of an
+//     unauthenticated peer ever reaches the handler;
+//   - frames longer than `max_frame_bytes` close the connection;
+//   - at most `max_connections` connections, of which at most
+//     `max_unauthenticated` may still be in their handshake (the oldest such
+//     is dropped for a new one);
+//   - replies are queued and written without blocking; a connection whose
+//     unsent replies exceed `max_queued_reply_bytes`, or whose socket fails,
+//     is closed, so one slow or dead reader never stalls the others;
+//   - accepted sockets have TCP keepalive on, so a silently partitioned peer
+//     is dropped by the kernel.
+// Every connection that is dropped for misbehaving is logged with its peer
+// address; nothing a peer sends affects other connections.
+//
+// Threads: one loop thread accepts, reads, runs the handshake and calls the
+// handler (OnRequest, OnClose). Handlers must not block; they reply later
+// from any thread through FramedConnection::Reply.
+//
+// Thread safety: thread-safe. The handler must outlive the server.
+#ifndef COHORT_RPC_FRAMED_SERVER_H_
+#define COHORT_RPC_FRAMED_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cohort/rpc/frame.h"
+#include "cohort/rpc/socket.h"
+
+namespace cohort::rpc {
+
+struct FramedServerOptions {
+  // Used in log lines and errors ("barrier TCP server").
+  std::string name = "framed server";
+  // IPv4 address to listen on; the port is chosen by the OS.
+  std::string host = "127.0.0.1";
+  // The secret every client must prove. Empty accepts any client, which
+  // Start() refuses beyond loopback unless `insecure` is set.
+  std::string job_token;
+  bool insecure = false;
+  size_t max_frame_bytes = kDefaultMaxFrame;
+  int max_connections = 1024;
+  int max_unauthenticated = 64;
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  size_t max_queued_reply_bytes = size_t{256} << 20;
+};
+
+// One client connection, as the handler sees it.
+class FramedConnection {
+ public:
+  uint64_t id() const { return id_; }
+  // "a.b.c.d:port" of the client.
+  const std::string& peer() const { return peer_; }
+
+  // Queues one reply frame and writes what the socket takes now; the loop
+  // writes the rest. Never blocks. A reply to a closed connection is
+  // dropped (the handler's OnClose has run or is about to run). If the
+  // queue would exceed the cap or the socket fails, the connection is
+  // closed. Thread-safe.
+  void Reply(absl::StatusCode code, absl::string_view body);
+
+  // Drops the connection (a peer that broke the handler's protocol); the
+  // loop logs `reason` with the peer's address and calls OnClose. Replies
+  // not yet written are discarded. Thread-safe, never blocks.
+  void Close(std::string reason);
+
+ private:
+  friend class FramedServer;
+  FramedConnection(class FramedServer* server, int fd, uint64_t id,
+                   std::string peer, size_t max_handshake_frame);
+
+  // Appends `frames` to the queue and writes what the socket takes. On
+  // overflow or a socket error, marks the connection broken and asks the
+  // loop to close it.
+  void Send(absl::string_view frames);
+  // Writes queued bytes; arms or disarms EPOLLOUT. Returns false (with
+  // broken_reason_ set) when the connection must close.
+  bool FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkBrokenLocked(std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  FramedServer* const server_;
+  // Valid until the loop closes it (under mu_, setting closed_); only the
+  // loop thread reads from it.
+  const int fd_;
+  const uint64_t id_;
+  const std::string peer_;
+
+  // Loop thread only.
+  FrameReader reader_;
+  bool authenticated_ = false;
+  absl::Time handshake_deadline_;
+  std::string nonce_;
+
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string out_ ABSL_GUARDED_BY(mu_);
+  size_t out_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  bool want_write_ ABSL_GUARDED_BY(mu_) = false;
+  // Set once the connection must go; the loop closes it.
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  std::string broken_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+class FramedServer {
+ public:
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    // A request from an authenticated connection. Loop thread; must not
+    // block. Reply (now or later, from any thread) with c->Reply().
+    virtual void OnRequest(const std::shared_ptr<FramedConnection>& c,
+                           std::string request) = 0;
+    // The connection is gone (peer closed, error, misbehaviour, server
+    // stop); replies to it are dropped from now on. Called once per
+    // authenticated connection, on the loop thread or in ~FramedServer.
+    virtual void OnClose(const std::shared_ptr<FramedConnection>& c) = 0;
+  };
+
+  // Listens on options.host:0. InvalidArgument for bad options (or an empty
+  // token beyond loopback without `insecure`); Unavailable when it cannot
+  // listen. Never blocks beyond the bind.
+  static absl::StatusOr<std::unique_ptr<FramedServer>> Start(
+      FramedServerOptions options, Handler* handler);
+  // Stops the loop and closes every connection (OnClose for each).
+  ~FramedServer();
+
+  FramedServer(const FramedServer&) = delete;
+  FramedServer& operator=(const FramedServer&) = delete;
+
+  // "host:port" with the bound port.
+  const std::string& address() const { return address_; }
+  // Open connections, authenticated or not (for tests and status).
+  int num_connections() const { return num_connections_.load(); }
+
+ private:
+  friend class FramedConnection;
+  FramedServer(FramedServerOptions options, Handler* handler);
+
+  void Loop();
+  void Accept();
+  void OnEvent(const std::shared_ptr<FramedConnection>& c, uint32_t events);
+  // Reads what is there and handles complete frames; false: close.
+  bool ReadFrames(FramedConnection& c, std::string* why);
+  bool HandleFrame(const std::shared_ptr<FramedConnection>& c,
+                   std::string payload, std::string* why);
+  void CloseConnection(const std::shared_ptr<FramedConnection>& c,
+                       const std::string& why);
+  // Closes handshakes past their deadline; returns the next deadline.
+  absl::Time CloseExpiredHandshakes(absl::Time now);
+  // Asks the loop to close connection `id` (from any thread).
+  void ReportBroken(uint64_t id);
+  void Wake();
+
+  const FramedServerOptions options_;
+  Handler* const handler_;
+  std::string address_;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd wake_fd_;
+  std::thread loop_;
+  // Publishes connections_.size() to other threads (relaxed is enough: it is
+  // a statistic).
+  std::atomic<int> num_connections_{0};
+  std::atomic<bool> stopping_{false};
+
+  // Loop thread only (and the destructor after the loop ended).
+  absl::flat_hash_map<uint64_t, std::shared_ptr<FramedConnection>>
+      connections_;
+  uint64_t next_id_ = 2;  // 0 and 1 tag the listener and the wake fd
+  // Ids of connections in their handshake, oldest first (entries of
+  // connections that finished it or closed are skipped lazily).
+  std::deque<uint64_t> handshaking_;
+  int unauthenticated_ = 0;
+  // Held open so that accept() can shed a connection when fds run out.
+  UniqueFd spare_fd_;
+
+  // Connections that other threads found broken; the loop closes them.
+  absl::Mutex broken_mu_;
+  std::vector<uint64_t> broken_ ABSL_GUARDED_BY(broken_mu_);
+};
+
+}  // namespace cohort::rpc
+
+#endif  // COHORT_RPC_FRAMED_SERVER_H_

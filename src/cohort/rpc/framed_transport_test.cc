@@ -1,0 +1,321 @@
+// FramedServer and FramedClient over real loopback sockets, including the
+// hostile peers the server must survive: no token, a wrong token, oversized
+// frames, silent connections, connection floods and clients that never read.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "cohort/rpc/coding.h"
+#include "cohort/rpc/framed_client.h"
+#include "cohort/rpc/framed_server.h"
+#include "gtest/gtest.h"
+
+namespace cohort::rpc {
+namespace {
+
+constexpr char kToken[] = "s3cret-job-token";
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+// Echoes each request; "big:N" answers N bytes. Counts what it sees.
+class EchoHandler : public FramedServer::Handler {
+ public:
+  void OnRequest(const std::shared_ptr<FramedConnection>& c,
+                 std::string request) override {
+    requests.fetch_add(1);
+    if (request.rfind("big:", 0) == 0) {
+      c->Reply(absl::StatusCode::kOk,
+               std::string(std::stoul(request.substr(4)), 'b'));
+    } else if (request == "fail") {
+      c->Reply(absl::StatusCode::kFailedPrecondition, "asked to fail");
+    } else {
+      c->Reply(absl::StatusCode::kOk, request);
+    }
+  }
+  void OnClose(const std::shared_ptr<FramedConnection>&) override {
+    closes.fetch_add(1);
+  }
+  std::atomic<int> requests{0};
+  std::atomic<int> closes{0};
+};
+
+std::unique_ptr<FramedServer> StartServer(EchoHandler* handler,
+                                          FramedServerOptions options = {}) {
+  if (options.job_token.empty() && !options.insecure) {
+    options.job_token = kToken;
+  }
+  options.name = "test server";
+  auto server = FramedServer::Start(options, handler);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(server).value() : nullptr;
+}
+
+// A raw TCP client for hostile tests.
+UniqueFd RawConnect(const std::string& address) {
+  auto fd = ConnectTcp(address, absl::Now() + kWait);
+  EXPECT_TRUE(fd.ok()) << fd.status();
+  return fd.ok() ? std::move(fd).value() : UniqueFd();
+}
+
+void RawWrite(int fd, const std::string& bytes) {
+  ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+// Reads until EOF (true) or the deadline (false), discarding data.
+bool WaitForEof(int fd, absl::Duration within) {
+  const absl::Time deadline = absl::Now() + within;
+  char buf[65536];
+  while (absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+  }
+  return false;
+}
+
+// Reads one frame from a raw fd (blocking, test only).
+std::string RawReadFrame(int fd) {
+  FrameReader reader(kDefaultMaxFrame);
+  std::string payload;
+  char c;
+  while (reader.Next(&payload) != FrameReader::Result::kFrame) {
+    if (read(fd, &c, 1) != 1) return "<eof>";
+    reader.Append(&c, 1);
+  }
+  return payload;
+}
+
+// Authenticates a raw connection like FramedClient does.
+void RawHandshake(int fd, const std::string& token) {
+  absl::StatusOr<std::string> nonce = ParseGreeting(RawReadFrame(fd));
+  ASSERT_TRUE(nonce.ok()) << nonce.status();
+  std::string hello;
+  AppendFrame(&hello, HelloProof(token, *nonce));
+  RawWrite(fd, hello);
+  ASSERT_TRUE(ParseReply(RawReadFrame(fd)).ok());
+}
+
+template <typename Pred>
+bool WaitUntil(Pred pred, absl::Duration within = kWait) {
+  const absl::Time deadline = absl::Now() + within;
+  while (!pred()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(2));  // polling a condition, not timing
+  }
+  return true;
+}
+
+TEST(FramedTransportTest, CallsAreAnsweredInOrderWithServerErrors) {
+  EchoHandler handler;
+  auto server = StartServer(&handler);
+  ASSERT_NE(server, nullptr);
+  auto client =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (int i = 0; i < 100; ++i) {
+    auto answer = (*client)->Call(std::to_string(i), absl::Now() + kWait);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(*answer, std::to_string(i));
+  }
+  auto failed = (*client)->Call("fail", absl::Now() + kWait);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(failed.status().message(), "asked to fail");
+  EXPECT_FALSE((*client)->broken()) << "a server error keeps the stream usable";
+  auto big = (*client)->Call("big:3000000", absl::Now() + kWait);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->size(), 3000000u);
+}
+
+TEST(FramedTransportTest, WrongOrMissingTokenIsRefusedBeforeAnyRequest) {
+  EchoHandler handler;
+  auto server = StartServer(&handler);
+  ASSERT_NE(server, nullptr);
+  for (const std::string token : {"", "wrong", "s3cret-job-tokeN"}) {
+    auto client =
+        FramedClient::Connect(server->address(), token, absl::Now() + kWait);
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated)
+        << "token \"" << token << "\": " << client.status();
+  }
+  // A raw peer that skips the handshake and sends a request frame: its
+  // bytes are taken as a (wrong) proof and it is dropped.
+  UniqueFd raw = RawConnect(server->address());
+  RawReadFrame(raw.get());
+  std::string request;
+  AppendFrame(&request, "intruder request");
+  RawWrite(raw.get(), request);
+  EXPECT_TRUE(WaitForEof(raw.get(), kWait));
+  EXPECT_EQ(handler.requests.load(), 0);
+  EXPECT_EQ(handler.closes.load(), 0) << "OnClose is for accepted peers only";
+}
+
+TEST(FramedTransportTest, OversizedFrameClosesOnlyThatConnection) {
+  EchoHandler handler;
+  auto server = StartServer(&handler, [] {
+    FramedServerOptions o;
+    o.max_frame_bytes = 1 << 20;
+    return o;
+  }());
+  ASSERT_NE(server, nullptr);
+  auto good =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(good.ok()) << good.status();
+
+  // Before authenticating: a 12-byte frame announcing 2 GiB.
+  UniqueFd early = RawConnect(server->address());
+  std::string hostile;
+  PutFixed32(&hostile, 0x7fffffffu);
+  hostile += std::string(8, '\0');
+  RawWrite(early.get(), hostile);
+  EXPECT_TRUE(WaitForEof(early.get(), kWait));
+
+  // After authenticating: a frame one byte over the cap.
+  UniqueFd late = RawConnect(server->address());
+  RawHandshake(late.get(), kToken);
+  std::string over;
+  PutFixed32(&over, (1u << 20) + 1);
+  RawWrite(late.get(), over);
+  EXPECT_TRUE(WaitForEof(late.get(), kWait));
+
+  auto answer = (*good)->Call("still here", absl::Now() + kWait);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(*answer, "still here");
+  EXPECT_TRUE(WaitUntil([&] { return handler.closes.load() == 1; }));
+}
+
+TEST(FramedTransportTest, SilentConnectionIsClosedAfterTheHandshakeTimeout) {
+  EchoHandler handler;
+  FramedServerOptions options;
+  options.handshake_timeout = absl::Milliseconds(200);
+  auto server = StartServer(&handler, options);
+  ASSERT_NE(server, nullptr);
+  UniqueFd silent = RawConnect(server->address());
+  EXPECT_TRUE(WaitForEof(silent.get(), kWait));
+  EXPECT_TRUE(WaitUntil([&] { return server->num_connections() == 0; }));
+}
+
+TEST(FramedTransportTest, HandshakeFloodEvictsTheOldestAndCapsConnections) {
+  EchoHandler handler;
+  FramedServerOptions options;
+  options.max_unauthenticated = 2;
+  options.max_connections = 3;
+  auto server = StartServer(&handler, options);
+  ASSERT_NE(server, nullptr);
+  UniqueFd first = RawConnect(server->address());
+  ASSERT_TRUE(WaitUntil([&] { return server->num_connections() == 1; }));
+  UniqueFd second = RawConnect(server->address());
+  ASSERT_TRUE(WaitUntil([&] { return server->num_connections() == 2; }));
+  UniqueFd third = RawConnect(server->address());
+  // The third handshake pushed out the oldest one.
+  EXPECT_TRUE(WaitForEof(first.get(), kWait));
+  EXPECT_TRUE(WaitUntil([&] { return server->num_connections() == 2; }));
+
+  // A legitimate client still gets in (evicting another idle handshake),
+  // and the total stays within max_connections.
+  auto client =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(client.ok()) << client.status();
+  UniqueFd fourth = RawConnect(server->address());
+  UniqueFd fifth = RawConnect(server->address());
+  EXPECT_TRUE(WaitUntil([&] { return server->num_connections() <= 3; }));
+  auto answer = (*client)->Call("ping", absl::Now() + kWait);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(server->num_connections(), 3);
+}
+
+TEST(FramedTransportTest, ClientThatNeverReadsIsDroppedAndOthersAreServed) {
+  EchoHandler handler;
+  FramedServerOptions options;
+  options.max_queued_reply_bytes = 4 << 20;
+  auto server = StartServer(&handler, options);
+  ASSERT_NE(server, nullptr);
+  UniqueFd hog = RawConnect(server->address());
+  RawHandshake(hog.get(), kToken);
+  auto good =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(good.ok()) << good.status();
+  // 64 requests for 1 MiB each, never reading the replies.
+  std::string requests;
+  for (int i = 0; i < 64; ++i) AppendFrame(&requests, "big:1048576");
+  RawWrite(hog.get(), requests);
+  ASSERT_TRUE(WaitUntil([&] { return handler.closes.load() == 1; }))
+      << "the server must drop a client whose replies pile up";
+  auto answer = (*good)->Call("ping", absl::Now() + kWait);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(*answer, "ping");
+}
+
+TEST(FramedTransportTest, ClientRefusesAnOversizedReply) {
+  EchoHandler handler;
+  auto server = StartServer(&handler);
+  ASSERT_NE(server, nullptr);
+  auto client = FramedClient::Connect(server->address(), kToken,
+                                      absl::Now() + kWait, /*max_frame=*/1024);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto answer = (*client)->Call("big:2048", absl::Now() + kWait);
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kDataLoss)
+      << answer.status();
+  EXPECT_TRUE((*client)->broken());
+}
+
+TEST(FramedTransportTest, ShutdownWakesABlockedCall) {
+  // A handler that never replies: the call can end only by Shutdown().
+  class Silent : public EchoHandler {
+    void OnRequest(const std::shared_ptr<FramedConnection>&,
+                   std::string) override {
+      requests.fetch_add(1);
+    }
+  } handler;
+  auto server = StartServer(&handler);
+  ASSERT_NE(server, nullptr);
+  auto client =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::thread stopper([&] {
+    // Shut down only once the request is parked in the server.
+    WaitUntil([&] { return handler.requests.load() == 1; });
+    (*client)->Shutdown();
+  });
+  auto answer = (*client)->Call("never answered", absl::Now() + kWait);
+  stopper.join();
+  EXPECT_FALSE(answer.ok());
+  EXPECT_NE(answer.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE((*client)->broken());
+  EXPECT_TRUE(WaitUntil([&] { return handler.closes.load() == 1; }));
+}
+
+TEST(FramedTransportTest, NoTokenBeyondLoopbackNeedsInsecure) {
+  EchoHandler handler;
+  FramedServerOptions options;
+  options.host = "0.0.0.0";
+  auto refused = FramedServer::Start(options, &handler);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("--insecure"), std::string::npos);
+  options.insecure = true;
+  auto allowed = FramedServer::Start(options, &handler);
+  EXPECT_TRUE(allowed.ok()) << allowed.status();
+  options.insecure = false;
+  options.job_token = kToken;
+  auto with_token = FramedServer::Start(options, &handler);
+  EXPECT_TRUE(with_token.ok()) << with_token.status();
+}
+
+TEST(FramedTransportTest, ConnectToNothingIsUnavailableNamingTheAddress) {
+  auto listener = ListenTcp("127.0.0.1");
+  ASSERT_TRUE(listener.ok());
+  const std::string address = listener->address;
+  listener->fd.reset();  // nobody listens there now
+  auto client = FramedClient::Connect(address, kToken, absl::Now() + kWait);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(client.status().message().find(address), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cohort::rpc

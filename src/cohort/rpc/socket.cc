@@ -1,0 +1,157 @@
+#include "cohort/rpc/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace cohort::rpc {
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = fd;
+}
+
+absl::Status SocketError(absl::string_view what, int err,
+                         absl::string_view peer) {
+  const std::string message =
+      absl::StrCat(what, peer.empty() ? "" : " ", peer, ": ", strerror(err));
+  switch (err) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case EPIPE:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EADDRINUSE:
+    case EADDRNOTAVAIL:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  HostPort hp;
+  in_addr ignored;
+  if (colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &hp.port) || hp.port < 0 ||
+      hp.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", address, "\" is not IPv4 host:port"));
+  }
+  hp.host = std::string(address.substr(0, colon));
+  if (inet_pton(AF_INET, hp.host.c_str(), &ignored) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address \"", address, "\" is not IPv4 host:port (host \"", hp.host,
+        "\" is not a dotted IPv4 address)"));
+  }
+  return hp;
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr addr;
+  const std::string h(host);
+  return inet_pton(AF_INET, h.c_str(), &addr) == 1 &&
+         (ntohl(addr.s_addr) >> 24) == 127;
+}
+
+absl::StatusOr<Listener> ListenTcp(const std::string& host) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot listen on \"", host, "\": not a dotted IPv4 address"));
+  }
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return SocketError("socket() for", errno, host);
+  socklen_t len = sizeof(addr);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(fd.get(), 1024) != 0 ||
+      getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return SocketError("cannot listen on", errno, absl::StrCat(host, ":0"));
+  }
+  return Listener{std::move(fd), absl::StrCat(host, ":", ntohs(addr.sin_port))};
+}
+
+void TuneTcpSocket(int fd, absl::Duration keepalive_idle) {
+  // Failures only lose an optimisation (latency) or an early detection that
+  // the application-level deadlines still provide, so they are not errors.
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  int idle = std::max<int>(1, absl::ToInt64Seconds(keepalive_idle));
+  int interval = 1;
+  int probes = 3;
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+}
+
+absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address,
+                                    absl::Time deadline) {
+  auto hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(hp->port));
+  inet_pton(AF_INET, hp->host.c_str(), &addr.sin_addr);
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return SocketError("socket() for", errno, address);
+  // Non-blocking connect, so that the deadline bounds a SYN into a black hole.
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+          0 &&
+      errno != EINPROGRESS) {
+    return SocketError("cannot connect to", errno, address);
+  }
+  while (true) {
+    pollfd p{fd.get(), POLLOUT, 0};
+    const int64_t ms = std::clamp<int64_t>(
+        absl::ToInt64Milliseconds(deadline - absl::Now()) + 1, 0, 1 << 30);
+    const int r = poll(&p, 1, static_cast<int>(ms));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return SocketError("poll() while connecting to", errno, address);
+    if (r == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot connect to ", address, ": no answer by the "
+                       "deadline (is the server running and reachable?)"));
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return SocketError("cannot connect to", err, address);
+    break;
+  }
+  const int flags = fcntl(fd.get(), F_GETFL);
+  fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  TuneTcpSocket(fd.get());
+  return fd;
+}
+
+std::string PeerName(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  char text[INET_ADDRSTRLEN];
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      addr.sin_family != AF_INET ||
+      inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text)) == nullptr) {
+    return "unknown peer";
+  }
+  return absl::StrCat(text, ":", ntohs(addr.sin_port));
+}
+
+}  // namespace cohort::rpc

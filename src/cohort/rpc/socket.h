@@ -1,0 +1,83 @@
+// Sockets for cohort's own transports: an owning fd type, one builder for
+// errors from syscalls, and the few TCP operations the framed transport
+// needs (listen, connect with a deadline, peer names). gloo's tcp/socket.cc
+// and LevelDB's PosixError are the precedent.
+//
+// Thread safety: free functions are thread-safe; UniqueFd is
+// thread-compatible.
+#ifndef COHORT_RPC_SOCKET_H_
+#define COHORT_RPC_SOCKET_H_
+
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace cohort::rpc {
+
+// Owns a file descriptor and closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    reset(other.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// The one builder for syscall failures: "<what> <peer>: <strerror>". The
+// code is Unavailable for connection-level errors (refused, reset, broken
+// pipe, unreachable, timed out) and Internal otherwise.
+absl::Status SocketError(absl::string_view what, int err,
+                         absl::string_view peer);
+
+// "host:port" split into its parts. InvalidArgument naming `address` when it
+// is not IPv4 "a.b.c.d:port" with a port in 0..65535.
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
+
+// True for 127.0.0.0/8, "localhost" and "::1".
+bool IsLoopbackHost(absl::string_view host);
+
+// A listening, non-blocking TCP socket on host:0 (the OS picks the port).
+struct Listener {
+  UniqueFd fd;
+  std::string address;  // "host:port" with the bound port
+};
+absl::StatusOr<Listener> ListenTcp(const std::string& host);
+
+// Connects to "host:port" by `deadline`, with TCP_NODELAY and keepalive.
+// The fd is blocking. Unavailable naming the address when the connection is
+// refused or times out; InvalidArgument for a malformed address.
+absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address,
+                                    absl::Time deadline);
+
+// Sets TCP_NODELAY and TCP keepalive (a silent peer is dropped by the kernel
+// after about `keepalive_idle` + 3 probes 1 s apart).
+void TuneTcpSocket(int fd, absl::Duration keepalive_idle = absl::Seconds(10));
+
+// "a.b.c.d:port" of the peer, or "unknown peer".
+std::string PeerName(int fd);
+
+}  // namespace cohort::rpc
+
+#endif  // COHORT_RPC_SOCKET_H_
