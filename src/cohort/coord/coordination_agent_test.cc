@@ -90,7 +90,7 @@ TEST(CoordinationAgentTest, SameTasksOverGrpc) {
     return absl::OkStatus();
   });
   for (const auto& s : results) EXPECT_TRUE(s.ok()) << s;
-  auto leader = (*cluster)->service()->kv().TryGet("leader");
+  auto leader = (*cluster)->service()->TryGetKeyValue("leader");
   ASSERT_TRUE(leader.ok());
 }
 
@@ -269,7 +269,7 @@ TEST(CoordinationAgentTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
   auto cluster = InProcessCluster::Create(
       ServiceOptions(1, Env::Default(), absl::Seconds(10)), options);
   ASSERT_TRUE(cluster.ok());
-  ASSERT_TRUE((*cluster)->service()->kv().Insert("secret", "s3cr3t-value", false).ok());
+  ASSERT_TRUE((*cluster)->service()->InsertKeyValue("secret", "s3cr3t-value", false).ok());
   for (std::string token : {"wrong", ""}) {
     rpc::TransportSecurity security;
     security.job_token = token;

@@ -166,7 +166,7 @@ void CoordinationRpcHandler::GetJobStatus(const GetJobStatusRequest& request,
 void CoordinationRpcHandler::InsertKeyValue(
     const InsertKeyValueRequest& request, InsertKeyValueResponse* response,
     StatusCallback done) {
-  done(Mark(service_->kv().Insert(request.kv().key(), request.kv().value(),
+  done(Mark(service_->InsertKeyValue(request.kv().key(), request.kv().value(),
                                   request.allow_overwrite())));
 }
 
@@ -189,7 +189,7 @@ void CoordinationRpcHandler::GetKeyValue(const GetKeyValueRequest& request,
 void CoordinationRpcHandler::TryGetKeyValue(
     const TryGetKeyValueRequest& request, TryGetKeyValueResponse* response,
     StatusCallback done) {
-  auto r = service_->kv().TryGet(request.key());
+  auto r = service_->TryGetKeyValue(request.key());
   if (r.ok()) {
     response->mutable_kv()->set_key(request.key());
     response->mutable_kv()->set_value(std::move(*r));
@@ -200,7 +200,7 @@ void CoordinationRpcHandler::TryGetKeyValue(
 void CoordinationRpcHandler::IncrementKeyValue(
     const IncrementKeyValueRequest& request,
     IncrementKeyValueResponse* response, StatusCallback done) {
-  auto r = service_->kv().Increment(request.key(), request.increment());
+  auto r = service_->IncrementKeyValue(request.key(), request.increment());
   if (r.ok()) response->set_value(*r);
   done(Mark(r.status()));
 }
@@ -210,7 +210,7 @@ void CoordinationRpcHandler::CompareAndSwapKeyValue(
     CompareAndSwapKeyValueResponse* response, StatusCallback done) {
   std::optional<std::string> expected;
   if (request.has_expected()) expected = request.expected();
-  auto r = service_->kv().CompareAndSwap(request.key(), expected,
+  auto r = service_->CompareAndSwapKeyValue(request.key(), expected,
                                          request.desired());
   if (r.ok()) {
     response->set_swapped(r->swapped);
@@ -222,7 +222,12 @@ void CoordinationRpcHandler::CompareAndSwapKeyValue(
 void CoordinationRpcHandler::GetKeyValueDir(
     const GetKeyValueDirRequest& request, GetKeyValueDirResponse* response,
     StatusCallback done) {
-  for (auto& [key, value] : service_->kv().ListDir(request.directory_key())) {
+  auto entries = service_->ListKeyValueDir(request.directory_key());
+  if (!entries.ok()) {
+    done(Mark(entries.status()));
+    return;
+  }
+  for (auto& [key, value] : *entries) {
     KeyValueEntry* entry = response->add_kv();
     entry->set_key(key);
     entry->set_value(std::move(value));
@@ -233,8 +238,7 @@ void CoordinationRpcHandler::GetKeyValueDir(
 void CoordinationRpcHandler::DeleteKeyValue(
     const DeleteKeyValueRequest& request, DeleteKeyValueResponse* response,
     StatusCallback done) {
-  service_->kv().Delete(request.key(), request.is_directory());
-  done(absl::OkStatus());
+  done(Mark(service_->DeleteKeyValue(request.key(), request.is_directory())));
 }
 
 void CoordinationRpcHandler::WatchKeyValue(const WatchKeyValueRequest& request,

@@ -101,7 +101,8 @@ absl::StatusOr<std::unique_ptr<CoordinationService>> CoordinationService::Create
 CoordinationService::CoordinationService(CoordinationServiceOptions options)
     : options_(std::move(options)),
       env_(options_.env != nullptr ? options_.env : Env::Default()),
-      incarnation_(RandomIncarnation()) {
+      incarnation_(RandomIncarnation()),
+      kv_(options_.kv_limits) {
   absl::MutexLock lock(&mu_);
   for (const auto& [job, count] : options_.jobs) {
     for (int i = 0; i < count; ++i) {
@@ -244,9 +245,9 @@ void CoordinationService::Stop() {
     shutdown_waiting_.clear();
   }
   RunAll(out);
-  kv_.CancelAll(Error(absl::StatusCode::kCancelled,
-                      "the coordination service stopped while this key-value "
-                      "call was waiting"));
+  // Closing the store fails parked gets and watches and every later
+  // key-value call, with no window in which a call could slip in.
+  kv_.Close(StoppedError());
 }
 
 // ---------------------------------------------------------------- membership
@@ -1058,6 +1059,17 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
     } else if (id.empty()) {
       result = Error(absl::StatusCode::kInvalidArgument,
                      "barrier id is empty");
+    } else if (it == barriers_.end() &&
+               barriers_.size() >= options_.max_barrier_ids) {
+      // Ids are chosen by the tasks and each id's counter is kept for its
+      // reuse; a job uses a fixed set of ids, so a flood of new ones is a
+      // bug or an attack, refused before it can grow the table.
+      result = Error(absl::StatusCode::kResourceExhausted,
+                     absl::StrCat("barrier '", id.substr(0, 128), "': ",
+                                  barriers_.size(),
+                                  " distinct barrier ids are in use (cap "
+                                  "max_barrier_ids); reuse ids with counters "
+                                  "instead of making new ones"));
     } else if (it == barriers_.end()) {
       if (counter == 0 || t->recoverable) {
         counter = 0;
@@ -1269,18 +1281,43 @@ absl::Status CoordinationService::CancelBarrier(const std::string& id,
 
 // ---------------------------------------------------------------- key-value
 
+absl::Status CoordinationService::InsertKeyValue(absl::string_view key,
+                                                 std::string value,
+                                                 bool allow_overwrite) {
+  return kv_.Insert(key, std::move(value), allow_overwrite);
+}
+
+absl::StatusOr<std::string> CoordinationService::TryGetKeyValue(
+    absl::string_view key) {
+  return kv_.TryGet(key);
+}
+
+absl::StatusOr<int64_t> CoordinationService::IncrementKeyValue(
+    absl::string_view key, int64_t delta) {
+  return kv_.Increment(key, delta);
+}
+
+absl::StatusOr<CompareAndSwapResult> CoordinationService::CompareAndSwapKeyValue(
+    absl::string_view key, const std::optional<std::string>& expected,
+    std::string desired) {
+  return kv_.CompareAndSwap(key, expected, std::move(desired));
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+CoordinationService::ListKeyValueDir(absl::string_view dir) {
+  return kv_.ListDir(dir);
+}
+
+absl::Status CoordinationService::DeleteKeyValue(absl::string_view key,
+                                                 bool is_directory) {
+  return kv_.Delete(key, is_directory);
+}
+
 void CoordinationService::GetKeyValueAsync(const std::string& key,
                                            absl::Time deadline,
                                            KeyValueStore::GetCallback done) {
-  bool stopped;
-  {
-    absl::MutexLock lock(&mu_);
-    stopped = stopped_;
-  }
-  if (stopped) {
-    done(StoppedError());
-    return;
-  }
+  // No stopped_ check here: Stop() closes the store, which answers this get
+  // (parked or not) with the stopped error atomically.
   const uint64_t id = kv_.GetAsync(key, std::move(done));
   if (id != 0 && deadline != absl::InfiniteFuture()) {
     const absl::Time start = env_->Now();

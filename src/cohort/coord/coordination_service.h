@@ -97,6 +97,10 @@ struct CoordinationServiceOptions {
   // at most cluster_register_timeout.
   bool register_with_barrier = false;
   absl::Duration cluster_register_timeout = absl::Hours(1);
+  // Caps on state whose keys the tasks choose: distinct barrier ids (a new
+  // id beyond it fails with ResourceExhausted), and the key-value store's.
+  size_t max_barrier_ids = 65536;
+  KeyValueLimits kv_limits;
   Env* env = nullptr;  // nullptr: Env::Default()
 };
 
@@ -217,7 +221,20 @@ class CoordinationService {
                              const TaskId& task);
 
   // --- Key-value store ---------------------------------------------------
-  KeyValueStore& kv() { return kv_; }
+  // The KeyValueStore's operations (key_value_store.h for their errors and
+  // caps). After Stop() every one fails with the service-stopped error, and
+  // nothing can be written or parked any more.
+  absl::Status InsertKeyValue(absl::string_view key, std::string value,
+                              bool allow_overwrite);
+  absl::StatusOr<std::string> TryGetKeyValue(absl::string_view key);
+  absl::StatusOr<int64_t> IncrementKeyValue(absl::string_view key,
+                                            int64_t delta);
+  absl::StatusOr<CompareAndSwapResult> CompareAndSwapKeyValue(
+      absl::string_view key, const std::optional<std::string>& expected,
+      std::string desired);
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  ListKeyValueDir(absl::string_view dir);
+  absl::Status DeleteKeyValue(absl::string_view key, bool is_directory);
   // Blocking get with a deadline on the Env clock (InfiniteFuture: none).
   void GetKeyValueAsync(const std::string& key, absl::Time deadline,
                         KeyValueStore::GetCallback done);

@@ -217,40 +217,39 @@ TEST_F(CoordinationServiceTest, StopCancelsPolls) {
 
 TEST_F(CoordinationServiceTest, KeyValueBasics) {
   Start();
-  KeyValueStore& kv = service_->kv();
-  ASSERT_TRUE(kv.Insert("/a//b/", "1", false).ok());
-  EXPECT_EQ(*kv.TryGet("a/b"), "1");
-  EXPECT_EQ(kv.Insert("a/b", "2", false).code(),
+  ASSERT_TRUE(service_->InsertKeyValue("/a//b/", "1", false).ok());
+  EXPECT_EQ(*service_->TryGetKeyValue("a/b"), "1");
+  EXPECT_EQ(service_->InsertKeyValue("a/b", "2", false).code(),
             absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(kv.Insert("a/b", "2", true).ok());
-  EXPECT_EQ(*kv.TryGet("a/b"), "2");
-  EXPECT_EQ(kv.TryGet("nope").status().code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(kv.Insert("a/c", "3", false).ok());
-  ASSERT_TRUE(kv.Insert("ab", "x", false).ok());
-  auto dir = kv.ListDir("a");
-  ASSERT_EQ(dir.size(), 2u);
-  EXPECT_EQ(dir[0].first, "a/b");
-  EXPECT_EQ(dir[1].first, "a/c");
-  kv.Delete("a", /*is_directory=*/true);
-  EXPECT_TRUE(kv.ListDir("a").empty());
-  EXPECT_TRUE(kv.TryGet("ab").ok());
+  ASSERT_TRUE(service_->InsertKeyValue("a/b", "2", true).ok());
+  EXPECT_EQ(*service_->TryGetKeyValue("a/b"), "2");
+  EXPECT_EQ(service_->TryGetKeyValue("nope").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(service_->InsertKeyValue("a/c", "3", false).ok());
+  ASSERT_TRUE(service_->InsertKeyValue("ab", "x", false).ok());
+  auto dir = service_->ListKeyValueDir("a");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_EQ(dir->size(), 2u);
+  EXPECT_EQ((*dir)[0].first, "a/b");
+  EXPECT_EQ((*dir)[1].first, "a/c");
+  ASSERT_TRUE(service_->DeleteKeyValue("a", /*is_directory=*/true).ok());
+  EXPECT_TRUE(service_->ListKeyValueDir("a")->empty());
+  EXPECT_TRUE(service_->TryGetKeyValue("ab").ok());
 }
 
 TEST_F(CoordinationServiceTest, IncrementAndCompareAndSwap) {
   Start();
-  KeyValueStore& kv = service_->kv();
-  EXPECT_EQ(*kv.Increment("n", 5), 5);
-  EXPECT_EQ(*kv.Increment("n", -2), 3);
-  ASSERT_TRUE(kv.Insert("s", "abc", false).ok());
-  EXPECT_EQ(kv.Increment("s", 1).status().code(),
+  EXPECT_EQ(*service_->IncrementKeyValue("n", 5), 5);
+  EXPECT_EQ(*service_->IncrementKeyValue("n", -2), 3);
+  ASSERT_TRUE(service_->InsertKeyValue("s", "abc", false).ok());
+  EXPECT_EQ(service_->IncrementKeyValue("s", 1).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  auto cas = kv.CompareAndSwap("leader", std::nullopt, "w0");
+  auto cas = service_->CompareAndSwapKeyValue("leader", std::nullopt, "w0");
   ASSERT_TRUE(cas.ok());
   EXPECT_TRUE(cas->swapped);
-  cas = kv.CompareAndSwap("leader", std::nullopt, "w1");
+  cas = service_->CompareAndSwapKeyValue("leader", std::nullopt, "w1");
   EXPECT_FALSE(cas->swapped);
   EXPECT_EQ(*cas->stored, "w0");
-  cas = kv.CompareAndSwap("leader", std::string("w0"), "w1");
+  cas = service_->CompareAndSwapKeyValue("leader", std::string("w0"), "w1");
   EXPECT_TRUE(cas->swapped);
   EXPECT_EQ(*cas->stored, "w1");
 }
@@ -261,7 +260,7 @@ TEST_F(CoordinationServiceTest, BlockingGetWakesOnInsertOrTimesOut) {
   service_->GetKeyValueAsync("k", env_.Now() + absl::Seconds(5),
                              get.Callback());
   EXPECT_FALSE(get.Ready());
-  ASSERT_TRUE(service_->kv().Insert("k", "v", false).ok());
+  ASSERT_TRUE(service_->InsertKeyValue("k", "v", false).ok());
   EXPECT_EQ(*get.Wait(), "v");
 
   Slot<absl::StatusOr<std::string>> late;
@@ -278,7 +277,7 @@ TEST_F(CoordinationServiceTest, WatchWakesOnChangeAndDelete) {
   Slot<absl::StatusOr<KeyValueWatchResult>> w1;
   service_->WatchKeyValueAsync("k", 0, absl::InfiniteFuture(), w1.Callback());
   EXPECT_FALSE(w1.Ready());
-  ASSERT_TRUE(service_->kv().Insert("k", "v1", false).ok());
+  ASSERT_TRUE(service_->InsertKeyValue("k", "v1", false).ok());
   auto r1 = w1.Wait();
   ASSERT_TRUE(r1.ok());
   EXPECT_TRUE(r1->present);
@@ -287,14 +286,61 @@ TEST_F(CoordinationServiceTest, WatchWakesOnChangeAndDelete) {
   service_->WatchKeyValueAsync("k", r1->version, absl::InfiniteFuture(),
                                w2.Callback());
   EXPECT_FALSE(w2.Ready());
-  service_->kv().Delete("k", false);
+  ASSERT_TRUE(service_->DeleteKeyValue("k", false).ok());
   auto r2 = w2.Wait();
   ASSERT_TRUE(r2.ok());
   EXPECT_FALSE(r2->present);
   EXPECT_GT(r2->version, r1->version);
 }
 
+// The style review's finding: a write after Stop() got in, and a blocking get
+// could stay parked. Both now end at Stop().
+TEST_F(CoordinationServiceTest, KeyValueCallsEndAtStop) {
+  Start();
+  Slot<absl::StatusOr<std::string>> parked;
+  service_->GetKeyValueAsync("never-set", absl::InfiniteFuture(),
+                             parked.Callback());
+  EXPECT_FALSE(parked.Ready());
+  service_->Stop();
+  EXPECT_FALSE(parked.Wait().ok());
+  EXPECT_FALSE(service_->InsertKeyValue("intruder", "yes", false).ok());
+  EXPECT_FALSE(service_->IncrementKeyValue("n", 1).ok());
+  EXPECT_FALSE(service_->DeleteKeyValue("intruder", false).ok());
+  Slot<absl::StatusOr<std::string>> late;
+  service_->GetKeyValueAsync("never-set", absl::InfiniteFuture(),
+                             late.Callback());
+  EXPECT_TRUE(late.Ready()) << "a get after Stop() is answered at once";
+  EXPECT_FALSE(late.Wait().ok());
+  EXPECT_THAT(late.Wait().status().message(), HasSubstr("stopped"));
+}
+
 // ------------------------------------------------------------------ barriers
+
+TEST_F(CoordinationServiceTest, NewBarrierIdsBeyondTheCapAreRefused) {
+  CoordinationServiceOptions options;
+  options.jobs = {{"worker", 1}};
+  options.max_barrier_ids = 2;
+  options.env = &env_;
+  auto service = CoordinationService::Create(options);
+  ASSERT_TRUE(service.ok());
+  service_ = std::move(*service);
+  ASSERT_TRUE(Register(kW0, 7).ok());
+  for (const char* id : {"a", "b", "c"}) {
+    Slot<absl::StatusOr<int64_t>> slot;
+    service_->BarrierAsync(id, 0, absl::Seconds(5), kW0, {}, slot.Callback());
+    auto r = slot.Wait();
+    if (std::string(id) == "c") {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+      EXPECT_THAT(r.status().message(), HasSubstr("'c'"));
+    } else {
+      EXPECT_TRUE(r.ok()) << id << ": " << r.status();
+    }
+  }
+  // A known id keeps working with its next counter.
+  Slot<absl::StatusOr<int64_t>> again;
+  service_->BarrierAsync("a", 1, absl::Seconds(5), kW0, {}, again.Callback());
+  EXPECT_TRUE(again.Wait().ok());
+}
 
 class BarrierTest : public CoordinationServiceTest {
  protected:

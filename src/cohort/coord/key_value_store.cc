@@ -1,8 +1,10 @@
 #include "cohort/coord/key_value_store.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cohort/base/status.h"
 
 namespace cohort::coord {
 namespace {
@@ -32,7 +34,7 @@ int64_t DecodeInt64(const std::string& s) {
 }  // namespace
 
 KeyValueStore::~KeyValueStore() {
-  CancelAll(absl::CancelledError(
+  Close(absl::CancelledError(
       "the coordination service's key-value store is shutting down"));
 }
 
@@ -48,10 +50,6 @@ void KeyValueStore::CollectWakeupsLocked(const std::string& key,
   const KeyValueWatchResult state = StateLocked(key);
   for (auto it = range.first; it != range.second;) {
     auto w = waiters_.find(it->second);
-    if (w == waiters_.end()) {
-      it = waiters_by_key_.erase(it);
-      continue;
-    }
     Waiter& waiter = w->second;
     if (waiter.get) {
       if (!state.present) {
@@ -85,13 +83,80 @@ KeyValueWatchResult KeyValueStore::StateLocked(const std::string& key) {
   return result;
 }
 
+absl::Status KeyValueStore::CheckWriteLocked(const std::string& key,
+                                             size_t value_bytes) {
+  if (!closed_.ok()) return closed_;
+  if (key.size() > limits_.max_key_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key-value key of ", key.size(), " bytes (\"", key.substr(0, 64),
+        "...\") is longer than the cap of ", limits_.max_key_bytes, " bytes"));
+  }
+  auto it = entries_.find(key);
+  const size_t old_bytes =
+      it == entries_.end() ? 0 : key.size() + it->second.value.size();
+  if (it == entries_.end() && entries_.size() >= limits_.max_entries) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the coordination key-value store holds ", entries_.size(),
+        " keys, its cap; cannot add \"", key,
+        "\" (delete keys that are no longer needed)"));
+  }
+  if (total_bytes_ - old_bytes + key.size() + value_bytes >
+      limits_.max_total_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "storing ", value_bytes, " bytes at \"", key,
+        "\" would take the coordination key-value store past its cap of ",
+        limits_.max_total_bytes, " bytes (", total_bytes_, " in use)"));
+  }
+  return absl::OkStatus();
+}
+
 void KeyValueStore::SetLocked(const std::string& key, std::string value,
                               Callbacks* out) {
   Entry& entry = entries_[key];
+  if (entry.version == 0) {
+    total_bytes_ += key.size();
+  } else {
+    total_bytes_ -= entry.value.size();
+  }
+  total_bytes_ += value.size();
   entry.value = std::move(value);
   entry.version = ++version_;
-  tombstones_.erase(key);
+  if (auto t = tombstones_.find(key); t != tombstones_.end()) {
+    tombstones_by_version_.erase(t->second);
+    tombstones_.erase(t);
+  }
   CollectWakeupsLocked(key, out);
+}
+
+void KeyValueStore::RememberDeletionLocked(const std::string& key) {
+  if (auto t = tombstones_.find(key); t != tombstones_.end()) {
+    tombstones_by_version_.erase(t->second);
+  }
+  tombstones_[key] = version_;
+  tombstones_by_version_[version_] = key;
+  while (tombstones_.size() > limits_.max_tombstones) {
+    auto oldest = tombstones_by_version_.begin();
+    tombstones_.erase(oldest->second);
+    tombstones_by_version_.erase(oldest);
+  }
+}
+
+uint64_t KeyValueStore::ParkLocked(Waiter waiter) {
+  const uint64_t id = next_waiter_id_++;
+  waiters_by_key_.emplace(waiter.key, id);
+  waiters_.emplace(id, std::move(waiter));
+  return id;
+}
+
+void KeyValueStore::UnparkLocked(std::map<uint64_t, Waiter>::iterator it) {
+  auto range = waiters_by_key_.equal_range(it->second.key);
+  for (auto k = range.first; k != range.second; ++k) {
+    if (k->second == it->first) {
+      waiters_by_key_.erase(k);
+      break;
+    }
+  }
+  waiters_.erase(it);
 }
 
 absl::Status KeyValueStore::Insert(absl::string_view raw_key,
@@ -104,6 +169,7 @@ absl::Status KeyValueStore::Insert(absl::string_view raw_key,
   Callbacks wake;
   {
     absl::MutexLock lock(&mu_);
+    COHORT_RETURN_IF_ERROR(CheckWriteLocked(key, value.size()));
     if (!allow_overwrite && entries_.count(key) > 0) {
       return absl::AlreadyExistsError(absl::StrCat(
           "key \"", key,
@@ -119,6 +185,7 @@ absl::Status KeyValueStore::Insert(absl::string_view raw_key,
 absl::StatusOr<std::string> KeyValueStore::TryGet(absl::string_view raw_key) {
   const std::string key = NormalizeKey(raw_key);
   absl::MutexLock lock(&mu_);
+  if (!closed_.ok()) return closed_;
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat(
@@ -129,22 +196,26 @@ absl::StatusOr<std::string> KeyValueStore::TryGet(absl::string_view raw_key) {
 
 uint64_t KeyValueStore::GetAsync(absl::string_view raw_key, GetCallback done) {
   const std::string key = NormalizeKey(raw_key);
-  std::string value;
+  absl::StatusOr<std::string> answer;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);
-    if (it == entries_.end()) {
-      const uint64_t id = next_waiter_id_++;
+    if (!closed_.ok()) {
+      answer = closed_;
+    } else if (it != entries_.end()) {
+      answer = it->second.value;
+    } else if (waiters_.size() >= limits_.max_waiters) {
+      answer = absl::ResourceExhaustedError(absl::StrCat(
+          "cannot wait for key \"", key, "\": ", limits_.max_waiters,
+          " key-value calls are already waiting (cap)"));
+    } else {
       Waiter waiter;
       waiter.key = key;
       waiter.get = std::move(done);
-      waiters_.emplace(id, std::move(waiter));
-      waiters_by_key_.emplace(key, id);
-      return id;
+      return ParkLocked(std::move(waiter));
     }
-    value = it->second.value;
   }
-  done(std::move(value));
+  done(std::move(answer));
   return 0;
 }
 
@@ -155,7 +226,7 @@ void KeyValueStore::ExpireGet(uint64_t id, const absl::Status& status) {
     auto it = waiters_.find(id);
     if (it == waiters_.end()) return;
     cb = std::move(it->second.get);
-    waiters_.erase(it);  // waiters_by_key_ entry is dropped lazily.
+    UnparkLocked(it);
   }
   if (cb) cb(status);
 }
@@ -170,6 +241,7 @@ absl::StatusOr<int64_t> KeyValueStore::Increment(absl::string_view raw_key,
   int64_t result;
   {
     absl::MutexLock lock(&mu_);
+    COHORT_RETURN_IF_ERROR(CheckWriteLocked(key, 8));
     int64_t current = 0;
     auto it = entries_.find(key);
     if (it != entries_.end()) {
@@ -201,6 +273,7 @@ absl::StatusOr<CompareAndSwapResult> KeyValueStore::CompareAndSwap(
   CompareAndSwapResult result;
   {
     absl::MutexLock lock(&mu_);
+    COHORT_RETURN_IF_ERROR(CheckWriteLocked(key, desired.size()));
     auto it = entries_.find(key);
     const bool matches = expected.has_value()
                              ? (it != entries_.end() &&
@@ -218,12 +291,13 @@ absl::StatusOr<CompareAndSwapResult> KeyValueStore::CompareAndSwap(
   return result;
 }
 
-std::vector<std::pair<std::string, std::string>> KeyValueStore::ListDir(
-    absl::string_view raw_dir) {
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+KeyValueStore::ListDir(absl::string_view raw_dir) {
   const std::string dir = NormalizeKey(raw_dir);
   const std::string prefix = dir.empty() ? "" : dir + "/";
   std::vector<std::pair<std::string, std::string>> out;
   absl::MutexLock lock(&mu_);
+  if (!closed_.ok()) return closed_;
   for (auto it = entries_.lower_bound(prefix);
        it != entries_.end() && absl::StartsWith(it->first, prefix); ++it) {
     out.emplace_back(it->first, it->second.value);
@@ -231,11 +305,13 @@ std::vector<std::pair<std::string, std::string>> KeyValueStore::ListDir(
   return out;
 }
 
-void KeyValueStore::Delete(absl::string_view raw_key, bool is_directory) {
+absl::Status KeyValueStore::Delete(absl::string_view raw_key,
+                                   bool is_directory) {
   const std::string key = NormalizeKey(raw_key);
   Callbacks wake;
   {
     absl::MutexLock lock(&mu_);
+    if (!closed_.ok()) return closed_;
     std::vector<std::string> doomed;
     if (entries_.count(key) > 0) doomed.push_back(key);
     if (is_directory) {
@@ -246,33 +322,42 @@ void KeyValueStore::Delete(absl::string_view raw_key, bool is_directory) {
       }
     }
     for (const std::string& k : doomed) {
-      entries_.erase(k);
-      tombstones_[k] = ++version_;
+      auto it = entries_.find(k);
+      total_bytes_ -= k.size() + it->second.value.size();
+      entries_.erase(it);
+      ++version_;
+      RememberDeletionLocked(k);
       CollectWakeupsLocked(k, &wake);
     }
   }
   RunAll(wake);
+  return absl::OkStatus();
 }
 
 uint64_t KeyValueStore::WatchAsync(absl::string_view raw_key,
                                    int64_t after_version, WatchCallback done) {
   const std::string key = NormalizeKey(raw_key);
-  KeyValueWatchResult state;
+  absl::StatusOr<KeyValueWatchResult> answer;
   {
     absl::MutexLock lock(&mu_);
-    state = StateLocked(key);
-    if (state.version <= after_version) {
-      const uint64_t id = next_waiter_id_++;
+    KeyValueWatchResult state = StateLocked(key);
+    if (!closed_.ok()) {
+      answer = closed_;
+    } else if (state.version > after_version) {
+      answer = std::move(state);
+    } else if (waiters_.size() >= limits_.max_waiters) {
+      answer = absl::ResourceExhaustedError(absl::StrCat(
+          "cannot watch key \"", key, "\": ", limits_.max_waiters,
+          " key-value calls are already waiting (cap)"));
+    } else {
       Waiter waiter;
       waiter.key = key;
       waiter.watch = std::move(done);
       waiter.after_version = after_version;
-      waiters_.emplace(id, std::move(waiter));
-      waiters_by_key_.emplace(key, id);
-      return id;
+      return ParkLocked(std::move(waiter));
     }
   }
-  done(std::move(state));
+  done(std::move(answer));
   return 0;
 }
 
@@ -283,15 +368,16 @@ void KeyValueStore::ExpireWatch(uint64_t id, const absl::Status& status) {
     auto it = waiters_.find(id);
     if (it == waiters_.end()) return;
     cb = std::move(it->second.watch);
-    waiters_.erase(it);
+    UnparkLocked(it);
   }
   if (cb) cb(status);
 }
 
-void KeyValueStore::CancelAll(const absl::Status& status) {
+void KeyValueStore::Close(const absl::Status& status) {
   std::map<uint64_t, Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);
+    if (closed_.ok()) closed_ = status;
     waiters.swap(waiters_);
     waiters_by_key_.clear();
   }

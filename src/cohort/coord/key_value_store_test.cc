@@ -1,0 +1,115 @@
+// KeyValueStore's caps and Close(): what a peer (which chooses every key)
+// can make the store hold, and that nothing gets in or stays parked after
+// the coordination service stops.
+#include "cohort/coord/key_value_store.h"
+
+#include <optional>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::coord {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(KeyValueStoreLimitsTest, OversizedKeyIsRefused) {
+  KeyValueLimits limits;
+  limits.max_key_bytes = 8;
+  KeyValueStore kv(limits);
+  EXPECT_TRUE(kv.Insert("12345678", "v", false).ok());
+  absl::Status s = kv.Insert("123456789", "v", false);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_EQ(kv.size(), 1u);
+}
+
+TEST(KeyValueStoreLimitsTest, EntryAndByteCapsRefuseNewDataNotOverwrites) {
+  KeyValueLimits limits;
+  limits.max_entries = 2;
+  limits.max_total_bytes = 20;
+  KeyValueStore kv(limits);
+  ASSERT_TRUE(kv.Insert("a", "12345", false).ok());  // 6 bytes
+  ASSERT_TRUE(kv.Insert("b", "12345", false).ok());  // 12 bytes
+  absl::Status third = kv.Insert("c", "1", false);
+  EXPECT_TRUE(absl::IsResourceExhausted(third)) << third;
+  EXPECT_THAT(third.message(), HasSubstr("2 keys"));
+  // Overwriting an existing key within the byte cap is fine...
+  EXPECT_TRUE(kv.Insert("a", "1234567", true).ok());  // 14 bytes
+  // ...past it is not, and leaves the old value.
+  absl::Status big = kv.Insert("b", std::string(20, 'x'), true);
+  EXPECT_TRUE(absl::IsResourceExhausted(big)) << big;
+  EXPECT_EQ(*kv.TryGet("b"), "12345");
+  // Deleting gives the room back.
+  ASSERT_TRUE(kv.Delete("a", false).ok());
+  EXPECT_TRUE(kv.Insert("c", "1", false).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(
+      kv.Increment("d", 1).status()));  // a third key again
+}
+
+TEST(KeyValueStoreLimitsTest, ParkedCallsAreCappedAndExpiryFreesTheirSlot) {
+  KeyValueLimits limits;
+  limits.max_waiters = 2;
+  KeyValueStore kv(limits);
+  std::optional<absl::StatusOr<std::string>> first, second, third;
+  const uint64_t id1 = kv.GetAsync("x", [&](auto r) { first = r; });
+  const uint64_t id2 = kv.GetAsync("y", [&](auto r) { second = r; });
+  EXPECT_NE(id1, 0u);
+  EXPECT_NE(id2, 0u);
+  EXPECT_EQ(kv.GetAsync("z", [&](auto r) { third = r; }), 0u);
+  ASSERT_TRUE(third.has_value());
+  EXPECT_TRUE(absl::IsResourceExhausted(third->status())) << third->status();
+  kv.ExpireGet(id1, absl::DeadlineExceededError("late"));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(first->status()));
+  std::optional<absl::StatusOr<KeyValueWatchResult>> watch;
+  EXPECT_NE(kv.WatchAsync("w", 0, [&](auto r) { watch = r; }), 0u)
+      << "the expired get's slot is free again";
+  ASSERT_TRUE(kv.Insert("y", "v", false).ok());
+  EXPECT_EQ(**second, "v");
+}
+
+TEST(KeyValueStoreLimitsTest, OldestDeletionsAreForgottenBeyondTheCap) {
+  KeyValueLimits limits;
+  limits.max_tombstones = 2;
+  KeyValueStore kv(limits);
+  for (const char* key : {"a", "b", "c"}) {
+    ASSERT_TRUE(kv.Insert(key, "v", false).ok());
+    ASSERT_TRUE(kv.Delete(key, false).ok());
+  }
+  // "c" and "b" are remembered (a watch from version 0 sees the deletion at
+  // once); "a" is forgotten (its version reads 0, so the watch parks).
+  std::optional<absl::StatusOr<KeyValueWatchResult>> c, a;
+  EXPECT_EQ(kv.WatchAsync("c", 0, [&](auto r) { c = r; }), 0u);
+  ASSERT_TRUE(c.has_value() && c->ok());
+  EXPECT_FALSE((*c)->present);
+  EXPECT_NE(kv.WatchAsync("a", 0, [&](auto r) { a = r; }), 0u);
+}
+
+TEST(KeyValueStoreCloseTest, CloseAnswersParkedCallsAndRefusesEverything) {
+  KeyValueStore kv;
+  ASSERT_TRUE(kv.Insert("k", "v", false).ok());
+  std::optional<absl::StatusOr<std::string>> parked, after;
+  std::optional<absl::StatusOr<KeyValueWatchResult>> watch;
+  ASSERT_NE(kv.GetAsync("missing", [&](auto r) { parked = r; }), 0u);
+  ASSERT_NE(kv.WatchAsync("k", 100, [&](auto r) { watch = r; }), 0u);
+  kv.Close(absl::UnavailableError("service stopped"));
+  ASSERT_TRUE(parked.has_value());
+  EXPECT_TRUE(absl::IsUnavailable(parked->status()));
+  ASSERT_TRUE(watch.has_value());
+  EXPECT_TRUE(absl::IsUnavailable(watch->status()));
+  // Nothing can be written, read, or parked after Close.
+  EXPECT_TRUE(absl::IsUnavailable(kv.Insert("intruder", "yes", false)));
+  EXPECT_TRUE(absl::IsUnavailable(kv.Increment("n", 1).status()));
+  EXPECT_TRUE(absl::IsUnavailable(
+      kv.CompareAndSwap("k", std::nullopt, "x").status()));
+  EXPECT_TRUE(absl::IsUnavailable(kv.Delete("k", false)));
+  EXPECT_TRUE(absl::IsUnavailable(kv.TryGet("k").status()));
+  EXPECT_TRUE(absl::IsUnavailable(kv.ListDir("").status()));
+  EXPECT_EQ(kv.GetAsync("k", [&](auto r) { after = r; }), 0u);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_TRUE(absl::IsUnavailable(after->status()));
+  EXPECT_EQ(kv.size(), 1u) << "Close keeps the data; it only refuses calls";
+}
+
+}  // namespace
+}  // namespace cohort::coord
