@@ -189,6 +189,12 @@ absl::Status CoordinationAgent::Retry(Fn fn) {
   }
 }
 
+CallOptions CoordinationAgent::RpcCallOptions() const {
+  CallOptions call;
+  call.timeout = options_.rpc_timeout;
+  return call;
+}
+
 absl::Status CoordinationAgent::CheckUsable() {
   absl::MutexLock lock(&mu_);
   if (state_ == State::kError) {
@@ -389,6 +395,7 @@ void CoordinationAgent::PollLoop() {
     PollForErrorResponse response;
     CallOptions call;
     call.cancellation = cancel.get();
+    call.timeout = options_.poll_timeout;
     absl::Status s =
         Call(&CoordinationClient::PollForErrorAsync, request, &response, call);
     {
@@ -410,8 +417,12 @@ void CoordinationAgent::PollLoop() {
         return;
       }
     }
-    // Transport blip, a replaced poll, or our own reconnect: poll again.
-    if (s.ok() || IsServiceError(s)) attempt = 0;
+    // Transport blip, a replaced poll, our own reconnect, or the poll's own
+    // deadline (normal for a quiet job): poll again.
+    if (s.ok() || IsServiceError(s) ||
+        s.code() == absl::StatusCode::kDeadlineExceeded) {
+      attempt = 0;
+    }
     if (WaitForStop(env_->Now() + Backoff(attempt++))) return;
   }
 }
@@ -460,7 +471,7 @@ absl::Status CoordinationAgent::ReportError(const absl::Status& error) {
   request.set_error_code(static_cast<int>(error.code()));
   request.set_error_message(std::string(error.message()));
   ReportErrorToServiceResponse response;
-  absl::Status s = client_->ReportErrorToService(request, &response, CallOptions{});
+  absl::Status s = client_->ReportErrorToService(request, &response, RpcCallOptions());
   SetError(error);
   return s;
 }
@@ -475,10 +486,10 @@ absl::Status CoordinationAgent::InsertKeyValue(const std::string& key,
   request.set_allow_overwrite(allow_overwrite);
   InsertKeyValueResponse response;
   if (!allow_overwrite) {
-    return client_->InsertKeyValue(request, &response, CallOptions{});
+    return client_->InsertKeyValue(request, &response, RpcCallOptions());
   }
   return Retry([&] {
-    return client_->InsertKeyValue(request, &response, CallOptions{});
+    return client_->InsertKeyValue(request, &response, RpcCallOptions());
   });
 }
 
@@ -503,7 +514,7 @@ absl::StatusOr<std::string> CoordinationAgent::TryGetKeyValue(
   request.set_key(key);
   TryGetKeyValueResponse response;
   COHORT_RETURN_IF_ERROR(Retry([&] {
-    return client_->TryGetKeyValue(request, &response, CallOptions{});
+    return client_->TryGetKeyValue(request, &response, RpcCallOptions());
   }));
   return response.kv().value();
 }
@@ -515,7 +526,7 @@ absl::StatusOr<int64_t> CoordinationAgent::IncrementKeyValue(
   request.set_key(key);
   request.set_increment(delta);
   IncrementKeyValueResponse response;
-  COHORT_RETURN_IF_ERROR(client_->IncrementKeyValue(request, &response, CallOptions{}));
+  COHORT_RETURN_IF_ERROR(client_->IncrementKeyValue(request, &response, RpcCallOptions()));
   return response.value();
 }
 
@@ -528,7 +539,7 @@ absl::StatusOr<CompareAndSwapResult> CoordinationAgent::CompareAndSwapKeyValue(
   if (expected.has_value()) request.set_expected(*expected);
   request.set_desired(desired);
   CompareAndSwapKeyValueResponse response;
-  COHORT_RETURN_IF_ERROR(client_->CompareAndSwapKeyValue(request, &response, CallOptions{}));
+  COHORT_RETURN_IF_ERROR(client_->CompareAndSwapKeyValue(request, &response, RpcCallOptions()));
   CompareAndSwapResult result;
   result.swapped = response.swapped();
   if (response.has_stored()) result.stored = response.stored();
@@ -542,7 +553,7 @@ CoordinationAgent::GetKeyValueDir(const std::string& dir) {
   request.set_directory_key(dir);
   GetKeyValueDirResponse response;
   COHORT_RETURN_IF_ERROR(Retry([&] {
-    return client_->GetKeyValueDir(request, &response, CallOptions{});
+    return client_->GetKeyValueDir(request, &response, RpcCallOptions());
   }));
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& kv : response.kv()) out.emplace_back(kv.key(), kv.value());
@@ -556,7 +567,7 @@ absl::Status CoordinationAgent::DeleteKeyValue(const std::string& key) {
   request.set_is_directory(true);
   DeleteKeyValueResponse response;
   return Retry([&] {
-    return client_->DeleteKeyValue(request, &response, CallOptions{});
+    return client_->DeleteKeyValue(request, &response, RpcCallOptions());
   });
 }
 
@@ -632,7 +643,7 @@ absl::Status CoordinationAgent::CancelBarrier(const std::string& id) {
   *request.mutable_source_task() = ToProto(options_.task);
   CancelBarrierResponse response;
   return client_->CancelBarrier(request, &response,
-              CallOptions{});
+              RpcCallOptions());
 }
 
 absl::StatusOr<std::vector<AliveTask>> CoordinationAgent::GetAliveTasks(
@@ -664,7 +675,7 @@ absl::StatusOr<std::vector<TaskStateInfo>> CoordinationAgent::GetTaskState(
   for (const TaskId& t : tasks) *request.add_source_task() = ToProto(t);
   GetTaskStateResponse response;
   COHORT_RETURN_IF_ERROR(client_->GetTaskState(request,
-                              &response, CallOptions{}));
+                              &response, RpcCallOptions()));
   return std::vector<TaskStateInfo>(response.task_state().begin(),
                                     response.task_state().end());
 }

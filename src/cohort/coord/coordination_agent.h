@@ -71,6 +71,14 @@ struct CoordinationAgentOptions {
   // ShutdownTask RPC deadline (the service's shutdown barrier may take this
   // long).
   absl::Duration shutdown_timeout = absl::Seconds(30);
+  // Deadline of every call that does not wait by design (key-value calls,
+  // error reports, alive checks add their own wait to it): a service that
+  // stops answering fails the call with DeadlineExceeded instead of hanging
+  // the task.
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  // The error long poll is re-issued this often; between re-issues a dead
+  // connection is found by gRPC keepalive (rpc/transport.h).
+  absl::Duration poll_timeout = absl::Seconds(60);
   bool reconnect_after_heartbeat_timeout = false;
   bool poll_for_errors = true;
   Env* env = nullptr;  // nullptr: Env::Default()
@@ -153,6 +161,8 @@ class CoordinationAgent {
                     const Request& request, Response* response,
                     CallOptions options);
   absl::Status CheckUsable();
+  // Options for a call that does not wait by design: options_.rpc_timeout.
+  CallOptions RpcCallOptions() const;
   // Repeats `fn` (an idempotent call) while it fails in transport
   // (Unavailable without the service payload), with backoff and jitter, for
   // at most heartbeat_timeout after the first failure.
