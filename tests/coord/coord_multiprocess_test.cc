@@ -171,6 +171,30 @@ TEST(CoordMultiprocessTest, DroppedConnectionThatRecoversIsNotAnError) {
   }
 }
 
+// A silent partition (packets dropped, no reset) between worker:0 and the
+// service: the service fails worker:0 once its heartbeats stop for the
+// heartbeat timeout and tells worker:1; worker:0's agent, whose heartbeat
+// calls now time out, reports the lost contact itself. Neither waits for
+// its 20 s blocking get.
+TEST(CoordMultiprocessTest, SilentPartitionIsDetectedByBothSides) {
+  constexpr int kHeartbeatMs = 2000;
+  Service service = StartService(2, kHeartbeatMs);
+  TcpProxy proxy(service.port);
+  const std::string actions = "get:never:20000,shutdown";
+  auto t0 = StartTask(proxy.port(), 0, kHeartbeatMs, actions);
+  auto t1 = StartTask(service.port, 1, kHeartbeatMs, actions);
+  ASSERT_THAT(t0->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  ASSERT_THAT(t1->WaitForLine("CONNECTED"), Not(IsEmpty()));
+  proxy.Blackhole();
+  // Bounded by a few heartbeat timeouts, far below the get's 20 s.
+  const absl::Duration within = absl::Milliseconds(3 * kHeartbeatMs);
+  std::string told = t1->WaitForLine("AGENT_ERROR", within);
+  EXPECT_THAT(told, HasSubstr("worker:0"));
+  std::string own = t0->WaitForLine("AGENT_ERROR", within);
+  EXPECT_THAT(own, Not(IsEmpty()))
+      << "worker:0 did not notice that it lost the service";
+}
+
 TEST(CoordMultiprocessTest, WrongTokenIsUnauthenticated) {
   Service service = StartService(1, 2000, {"--token", "right-token"});
   auto wrong = StartTask(service.port, 0, 2000, "", {"--token", "wrong-token"});

@@ -153,6 +153,11 @@ void TcpProxy::Pause() {
   for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
 }
 
+void TcpProxy::Blackhole() {
+  absl::MutexLock lock(&mu_);
+  blackholed_ = true;
+}
+
 void TcpProxy::Resume() {
   absl::MutexLock lock(&mu_);
   paused_ = false;
@@ -168,6 +173,10 @@ void TcpProxy::AcceptLoop() {
     absl::MutexLock lock(&mu_);
     if (paused_) {
       close(client);
+      continue;
+    }
+    if (blackholed_) {
+      open_fds_.push_back(client);  // held open, never answered
       continue;
     }
     int upstream = socket(AF_INET, SOCK_STREAM, 0);
@@ -193,6 +202,10 @@ void TcpProxy::Pump(int from, int to) {
   while (true) {
     ssize_t n = read(from, buf, sizeof(buf));
     if (n <= 0) break;
+    {
+      absl::MutexLock lock(&mu_);
+      if (blackholed_) continue;  // dropped on the floor, silently
+    }
     ssize_t off = 0;
     while (off < n) {
       ssize_t w = write(to, buf + off, n - off);

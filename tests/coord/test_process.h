@@ -51,7 +51,11 @@ class TestProcess {
 };
 
 // Forwards 127.0.0.1:port() to a target port. Pause() closes every open
-// connection and refuses new ones until Resume(). Thread-safe.
+// connection and refuses new ones until Resume(). Blackhole() is a silent
+// partition: from then on every byte is dropped in both directions and new
+// connections are accepted but never forwarded, while no connection is
+// closed or reset (no FIN, no RST) -- what a pulled cable or a dropping
+// firewall looks like. Thread-safe.
 class TcpProxy {
  public:
   explicit TcpProxy(int target_port);
@@ -59,6 +63,7 @@ class TcpProxy {
   int port() const { return port_; }
   void Pause();
   void Resume();
+  void Blackhole();
 
  private:
   void AcceptLoop();
@@ -70,6 +75,7 @@ class TcpProxy {
   std::atomic<bool> stop_{false};
   absl::Mutex mu_;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool blackholed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int> open_fds_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   std::thread acceptor_;
