@@ -2,6 +2,9 @@
 // port, `cohort kv` and `cohort status` against it, with and without the
 // job token, and a task process that registers.
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <cstdio>
 #include <string>
@@ -99,6 +102,60 @@ TEST(CoordCliTest, CoordinatorKvAndStatus) {
   int exit_status = coordinator.Wait(absl::Seconds(10));
   EXPECT_TRUE(exit_status >= 0 && WIFEXITED(exit_status) &&
               WEXITSTATUS(exit_status) == 0);
+}
+
+// The token from a file (not the command line, where `ps` shows it) and
+// from the environment; a server beyond loopback without a token refuses to
+// start unless told --insecure.
+TEST(CoordCliTest, TokenFileEnvironmentAndLoopbackRule) {
+  const std::string token_file = absl::StrCat(
+      ::testing::TempDir(), "/coord_cli_token.", getpid());
+  FILE* f = fopen(token_file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("file-token\n", f);
+  fclose(f);
+  TestProcess coordinator({kCohort, "coordinator", "--cluster",
+                           R"({"worker": ["localhost:1"]})", "--port", "0",
+                           "--token-file", token_file});
+  std::string first = coordinator.WaitForLine("");
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(first, &port)) << first;
+  const std::string target = absl::StrCat("127.0.0.1:", port);
+  EXPECT_EQ(RunCli({"kv", "set", "k", "v", "--coordinator", target,
+                    "--token-file", token_file})
+                .exit_code,
+            0);
+  // No token at all: refused.
+  EXPECT_EQ(RunCli({"kv", "get", "k", "--coordinator", target}).exit_code, 1);
+  // The token from the environment, as `cohort launch` gives its tasks.
+  setenv("COHORT_JOB_TOKEN", "file-token", 1);
+  Result from_env = RunCli({"kv", "get", "k", "--coordinator", target});
+  unsetenv("COHORT_JOB_TOKEN");
+  EXPECT_EQ(from_env.exit_code, 0);
+  EXPECT_THAT(from_env.lines, ::testing::ElementsAre("v"));
+  // Both token flags at once: a usage error, nothing sent.
+  EXPECT_EQ(RunCli({"kv", "get", "k", "--coordinator", target, "--token-file",
+                    token_file, "--token", "x"})
+                .exit_code,
+            1);
+
+  // Beyond loopback with neither token nor TLS: refuses to start...
+  setenv("COHORT_JOB_TOKEN", "", 1);
+  Result open = RunCli({"coordinator", "--cluster",
+                        R"({"worker": ["localhost:1"]})", "--host", "0.0.0.0",
+                        "--port", "0"});
+  EXPECT_NE(open.exit_code, 0);
+  EXPECT_TRUE(open.lines.empty()) << "it must not print a port";
+  // ...unless asked for explicitly.
+  TestProcess insecure({kCohort, "coordinator", "--cluster",
+                        R"({"worker": ["localhost:1"]})", "--host", "0.0.0.0",
+                        "--port", "0", "--insecure"});
+  unsetenv("COHORT_JOB_TOKEN");
+  int insecure_port = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(insecure.WaitForLine(""), &insecure_port));
+  insecure.Terminate();
+  coordinator.Terminate();
+  std::remove(token_file.c_str());
 }
 
 }  // namespace

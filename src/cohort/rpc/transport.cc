@@ -91,7 +91,7 @@ absl::Status CheckJobToken(const grpc::ServerContextBase& context,
   if (it == metadata.end()) {
     return absl::UnauthenticatedError(
         "no job token on this call: the service requires the job's token "
-        "(check --token / COHORT_JOB_TOKEN of the caller)");
+        "(check --token-file or COHORT_JOB_TOKEN of the caller)");
   }
   const grpc::string_ref& got = it->second;
   // Constant-time comparison over the expected length.
@@ -103,7 +103,7 @@ absl::Status CheckJobToken(const grpc::ServerContextBase& context,
   if (diff != 0) {
     return absl::UnauthenticatedError(
         "wrong job token on this call: the caller belongs to another job or "
-        "has a stale token (check --token / COHORT_JOB_TOKEN)");
+        "has a stale token (check --token-file or COHORT_JOB_TOKEN)");
   }
   return absl::OkStatus();
 }
