@@ -29,7 +29,9 @@ void FakeEnv::SleepFor(absl::Duration d) {
     return now_ >= wake;
   };
   ++sleepers_;
+  auto it = sleep_until_.insert(wake);
   mu_.Await(absl::Condition(&reached));
+  sleep_until_.erase(it);
   --sleepers_;
 }
 
@@ -47,6 +49,18 @@ void FakeEnv::BlockUntilAwaiting(absl::Time deadline) {
     return await_deadlines_.count(deadline) > 0;
   };
   mu_.Await(absl::Condition(&parked));
+}
+
+bool FakeEnv::BlockUntilParked(int n, absl::Duration limit) {
+  absl::MutexLock lock(&mu_);
+  auto parked = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time now = now_;
+    const auto future = [now](const std::multiset<absl::Time>& times) {
+      return std::distance(times.upper_bound(now), times.end());
+    };
+    return future(sleep_until_) + future(await_deadlines_) >= n;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&parked), limit);
 }
 
 bool FakeEnv::AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,

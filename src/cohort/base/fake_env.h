@@ -37,6 +37,13 @@ class FakeEnv : public Env {
   // `deadline`, so a test advances the clock only once the code under test
   // waits on it.
   void BlockUntilAwaiting(absl::Time deadline);
+  // Waits (at most `limit` of real time) until at least `n` threads are
+  // parked on the fake clock: inside SleepFor or AwaitWithDeadline with a
+  // wake-up time still in the future. A thread whose time has come counts
+  // again only once it parks anew, so a test that advances the clock after
+  // this call knows the code under test has reacted to the previous step.
+  // False on the real-time limit.
+  bool BlockUntilParked(int n, absl::Duration limit = absl::Seconds(10));
 
   void SetFile(const std::string& path, std::string contents);
   // Scripts the output of RunCommand for a program (argv[0]). A non-OK
@@ -60,6 +67,8 @@ class FakeEnv : public Env {
   absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  // Wake-up times of the threads inside SleepFor.
+  std::multiset<absl::Time> sleep_until_ ABSL_GUARDED_BY(mu_);
   // Deadlines of the threads inside AwaitWithDeadline.
   std::multiset<absl::Time> await_deadlines_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string, std::less<>> vars_ ABSL_GUARDED_BY(mu_);

@@ -38,13 +38,24 @@ bool Eventually(const std::function<bool()>& cond,
   return cond();
 }
 
-// Advances a fake clock in small steps, giving agent threads real time to
-// react between steps.
-void AdvanceSlowly(FakeEnv& env, absl::Duration total,
-                   absl::Duration step = absl::Milliseconds(250)) {
+// Advances a fake clock by `total` in steps, each only once `parked`
+// threads (the agent's heartbeat thread and the service's timer) wait on the
+// clock again, i.e. have reacted to the previous step. Returns early once
+// `until` holds (e.g. the agent went to ERROR and its heartbeat thread
+// ended, so fewer threads will ever park again).
+void AdvanceWhenParked(
+    FakeEnv& env, absl::Duration total,
+    const std::function<bool()>& until = [] { return false; },
+    int parked = 2, absl::Duration step = absl::Milliseconds(250)) {
   for (absl::Duration done; done < total; done += step) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (!env.BlockUntilParked(parked, absl::Milliseconds(5))) {
+      if (until()) return;
+      ASSERT_LT(absl::Now(), give_up)
+          << "the agent and service threads never parked on the fake clock";
+    }
+    if (until()) return;
     env.AdvanceTime(step);
-    absl::SleepFor(absl::Milliseconds(3));
   }
 }
 
@@ -139,13 +150,22 @@ TEST(CoordinationAgentTest, SilentTaskDetectedAtTimeoutOnFakeClock) {
         registered.Notify();
       });
   registered.WaitForNotification();
-  AdvanceSlowly(env, absl::Seconds(9));
+  // 9.75 s of silence: nothing happens yet.
+  AdvanceWhenParked(env, absl::Milliseconds(9750));
+  ASSERT_TRUE(env.BlockUntilParked(2));
   EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected);
-  AdvanceSlowly(env, absl::Seconds(1) + absl::Milliseconds(250));
+  // The step to exactly 10 s: worker:1's heartbeat timeout.
+  env.AdvanceTime(absl::Milliseconds(250));
   ASSERT_TRUE(Eventually(
       [&] { return (*agent)->state() == CoordinationAgent::State::kError; }));
   EXPECT_EQ((*agent)->error().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT((*agent)->error().message(), HasSubstr("worker:1"));
+  // The callback runs after the state change: wait for it, then it is the
+  // only one.
+  ASSERT_TRUE(Eventually([&] {
+    return !(*cluster)->errors_for(TaskId{"worker", 0}).empty();
+  }));
+  EXPECT_EQ((*agent)->Shutdown().code(), absl::StatusCode::kOk);
   EXPECT_EQ((*cluster)->errors_for(TaskId{"worker", 0}).size(), 1u);
 }
 
@@ -184,16 +204,18 @@ TEST(CoordinationAgentTest, TransportBlipShorterThanTimeoutIsHarmless) {
       options, std::make_unique<FlakyClient>((*cluster)->service(), &down));
   ASSERT_TRUE(agent.ok());
   ASSERT_TRUE((*agent)->Connect().ok());
-  AdvanceSlowly(env, absl::Seconds(2));
+  AdvanceWhenParked(env, absl::Seconds(2));
   down = true;
-  AdvanceSlowly(env, absl::Milliseconds(1500));
+  AdvanceWhenParked(env, absl::Milliseconds(1500));
   down = false;
-  AdvanceSlowly(env, absl::Seconds(8));
+  AdvanceWhenParked(env, absl::Seconds(8));
   EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected)
       << (*agent)->error();
   // A longer outage is fatal, and says so.
   down = true;
-  AdvanceSlowly(env, absl::Seconds(6));
+  AdvanceWhenParked(env, absl::Seconds(6), [&] {
+    return (*agent)->state() == CoordinationAgent::State::kError;
+  });
   ASSERT_TRUE(Eventually(
       [&] { return (*agent)->state() == CoordinationAgent::State::kError; }));
   // Either side may notice first: the agent ("lost contact") or the
