@@ -1,12 +1,16 @@
 #include "cohort/coord/coordination_service.h"
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
+#include "cohort/coordination.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -14,6 +18,7 @@ namespace cohort::coord {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const TaskId kW0{"worker", 0};
 const TaskId kW1{"worker", 1};
@@ -64,6 +69,31 @@ class CoordinationServiceTest : public ::testing::Test {
     auto states = service_->GetTaskState({task});
     EXPECT_TRUE(states.ok());
     return (*states)[0].state;
+  }
+
+  void StartWith(CoordinationServiceOptions options) {
+    options.env = &env_;
+    auto service = CoordinationService::Create(std::move(options));
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = std::move(*service);
+  }
+
+  TaskStateSnapshot Snapshot(const TaskId& task) {
+    auto states = service_->GetTaskState({task});
+    EXPECT_TRUE(states.ok()) << states.status();
+    return states.ok() ? (*states)[0] : TaskStateSnapshot{};
+  }
+
+  // Moves the fake clock to `deadline` once the service's timer thread is
+  // parked on it (it must be the earliest pending timer), then waits until
+  // that thread parks again on a later time. On return every timer due at
+  // `deadline` has fired and every callback it answered has run, so a test
+  // can assert both what happened and what did not; no real sleep decides.
+  void FireTimersAt(absl::Time deadline) {
+    env_.BlockUntilAwaiting(deadline);
+    env_.SetTime(deadline);
+    ASSERT_TRUE(env_.BlockUntilParked(1))
+        << "the timer thread did not go back to waiting";
   }
 
   FakeEnv env_;
@@ -583,6 +613,634 @@ TEST_F(CoordinationServiceTest, RegisterWithBarrierWaitsForEveryone) {
   service_->RegisterTaskAsync(kW1, 2, b.Callback());
   EXPECT_TRUE(a.Wait().ok());
   EXPECT_TRUE(b.Wait().ok());
+}
+
+// ------------------------------------------------- issue 9: helpers
+
+using CounterSlot = Slot<absl::StatusOr<int64_t>>;
+using AliveSlot = Slot<absl::StatusOr<std::vector<AliveTask>>>;
+
+// The BarrierError payload of a barrier answer (id empty when absent).
+BarrierError BarrierPayload(const absl::Status& status) {
+  BarrierError error;
+  if (auto payload = status.GetPayload(kBarrierErrorUrl)) {
+    EXPECT_TRUE(error.ParseFromString(std::string(*payload)));
+  }
+  return error;
+}
+
+// "worker:0, worker:2": task lists compared as text read well on failure.
+std::string Names(const std::vector<TaskId>& tasks) {
+  std::vector<std::string> names;
+  for (const TaskId& t : tasks) names.push_back(t.ToString());
+  return absl::StrJoin(names, ", ");
+}
+
+// The barrier call answered (at once or earlier) with `counter`.
+void ExpectPassed(CounterSlot& slot, int64_t counter) {
+  absl::StatusOr<int64_t> r = slot.Wait();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, counter);
+}
+
+// ------------------------------------ issue 9: registration-table rows
+
+// Row "ERROR otherwise -> Aborted": allow_new_incarnation_to_reconnect only
+// forgives a heartbeat timeout. A task that reported an error is refused
+// whatever incarnation it comes back with, and the refusal leaves its state
+// and recorded error as they were.
+TEST_F(CoordinationServiceTest,
+       ReportedErrorRefusesAnyIncarnationEvenWhenReconnectAllowed) {
+  CoordinationServiceOptions options;
+  options.jobs = {{"worker", 2}};
+  options.allow_new_incarnation_to_reconnect = true;
+  StartWith(options);
+  ASSERT_TRUE(Register(kW0, 11).ok());
+  ASSERT_TRUE(Register(kW1, 21).ok());
+  Slot<absl::Status> poll;
+  service_->PollForErrorAsync(kW1, 21, poll.Callback());
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW0, absl::InternalError("oom")).ok());
+  ASSERT_TRUE(poll.Ready());  // propagated: worker:0 is not recoverable
+  EXPECT_EQ(poll.Wait().code(), absl::StatusCode::kInternal);
+
+  for (uint64_t incarnation : {uint64_t{12}, uint64_t{11}}) {  // new, same
+    SCOPED_TRACE(absl::StrCat("incarnation ", incarnation));
+    absl::StatusOr<uint64_t> again = Register(kW0, incarnation);
+    ASSERT_EQ(again.status().code(), absl::StatusCode::kAborted);
+    EXPECT_TRUE(IsServiceError(again.status()));
+    EXPECT_THAT(again.status().message(),
+                HasSubstr("task worker:0 is in error since"));
+    EXPECT_THAT(again.status().message(),
+                HasSubstr("task worker:0 reported an error: oom"));
+    EXPECT_THAT(again.status().message(), HasSubstr("ResetTask"));
+    ASSERT_TRUE(ErrorSourceTask(again.status()).has_value());
+    EXPECT_EQ(ErrorSourceTask(again.status())->ToString(), "worker:0");
+    TaskStateSnapshot s = Snapshot(kW0);
+    EXPECT_EQ(s.state, TaskState::kError);
+    EXPECT_EQ(s.incarnation, 11u);
+    EXPECT_EQ(s.error.code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(s.error.message(), HasSubstr("reported an error: oom"));
+  }
+  EXPECT_EQ(StateOf(kW1), TaskState::kConnected);
+}
+
+// Same row, error from a restart (new incarnation of a non-recoverable
+// task): the third incarnation is refused too, naming the restart.
+TEST_F(CoordinationServiceTest,
+       RestartErrorRefusesLaterIncarnationsEvenWhenReconnectAllowed) {
+  CoordinationServiceOptions options;
+  options.jobs = {{"worker", 1}};
+  options.allow_new_incarnation_to_reconnect = true;
+  StartWith(options);
+  ASSERT_TRUE(Register(kW0, 11).ok());
+  absl::StatusOr<uint64_t> restart = Register(kW0, 12);
+  ASSERT_EQ(restart.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(restart.status().message(), HasSubstr("worker:0 restarted"));
+  absl::StatusOr<uint64_t> third = Register(kW0, 13);
+  ASSERT_EQ(third.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(third.status().message(),
+              HasSubstr("task worker:0 is in error since"));
+  EXPECT_THAT(third.status().message(),
+              HasSubstr("registered with incarnation 11 and now with 12"));
+  TaskStateSnapshot s = Snapshot(kW0);
+  EXPECT_EQ(s.state, TaskState::kError);
+  EXPECT_EQ(s.incarnation, 11u);
+  EXPECT_EQ(s.error.code(), absl::StatusCode::kAborted);
+}
+
+// The heartbeat-timeout permit belongs to that one error: once the task is
+// back and fails in another way, a further incarnation is refused.
+TEST_F(CoordinationServiceTest, HeartbeatTimeoutPermitEndsWithTheNextError) {
+  CoordinationServiceOptions options;
+  options.jobs = {{"worker", 1}};
+  options.allow_new_incarnation_to_reconnect = true;
+  options.heartbeat_timeout = absl::Seconds(10);
+  StartWith(options);
+  const absl::Time t0 = env_.Now();
+  ASSERT_TRUE(Register(kW0, 1).ok());
+  FireTimersAt(t0 + absl::Seconds(10));
+  TaskStateSnapshot dead = Snapshot(kW0);
+  ASSERT_EQ(dead.state, TaskState::kError);
+  EXPECT_EQ(dead.error.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(dead.error.message(), HasSubstr("sent no heartbeat"));
+
+  absl::StatusOr<uint64_t> back = Register(kW0, 2);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, service_->incarnation());
+  TaskStateSnapshot alive = Snapshot(kW0);
+  EXPECT_EQ(alive.state, TaskState::kConnected);
+  EXPECT_EQ(alive.incarnation, 2u);
+  EXPECT_TRUE(alive.error.ok());
+
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW0, absl::InternalError("oom")).ok());
+  absl::StatusOr<uint64_t> refused = Register(kW0, 3);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("reported an error: oom"));
+  EXPECT_EQ(Snapshot(kW0).state, TaskState::kError);
+  EXPECT_EQ(Snapshot(kW0).incarnation, 2u);
+}
+
+// Row "DISCONNECTED after a clean shutdown -> OK": the same and a new
+// incarnation both connect again, as a live task (heartbeats accepted, not
+// "shut down" for barriers), and nothing is reported as a failure.
+TEST_F(CoordinationServiceTest,
+       ReRegisterAfterCleanShutdownSameOrNewIncarnation) {
+  Start(2);
+  ASSERT_TRUE(Register(kW0, 11).ok());
+  ASSERT_TRUE(Register(kW1, 21).ok());
+  Slot<absl::Status> poll;
+  service_->PollForErrorAsync(kW1, 21, poll.Callback());
+  uint64_t current = 11;
+  for (uint64_t incarnation : {uint64_t{11}, uint64_t{12}}) {  // same, new
+    SCOPED_TRACE(absl::StrCat("incarnation ", incarnation));
+    Slot<absl::Status> down;
+    service_->ShutdownTaskAsync(kW0, down.Callback());
+    ASSERT_TRUE(down.Wait().ok()) << down.Wait();
+    TaskStateSnapshot gone = Snapshot(kW0);
+    EXPECT_EQ(gone.state, TaskState::kDisconnected);
+    EXPECT_TRUE(gone.shut_down);
+    absl::StatusOr<uint64_t> beat = service_->Heartbeat(kW0, current, 0);
+    EXPECT_EQ(beat.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(beat.status().message(), HasSubstr("already shut down"));
+
+    absl::StatusOr<uint64_t> back = Register(kW0, incarnation);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, service_->incarnation());
+    current = incarnation;
+    TaskStateSnapshot s = Snapshot(kW0);
+    EXPECT_EQ(s.state, TaskState::kConnected);
+    EXPECT_FALSE(s.shut_down);
+    EXPECT_EQ(s.incarnation, incarnation);
+    EXPECT_TRUE(s.error.ok());
+    EXPECT_TRUE(
+        service_->Heartbeat(kW0, incarnation, service_->incarnation()).ok());
+  }
+  EXPECT_FALSE(poll.Ready()) << poll.Wait();
+  EXPECT_EQ(service_->GetJobStatus().job_state, "running");
+  // A barrier opened now does not fail at once with "already shut down".
+  CounterSlot a, b;
+  service_->BarrierAsync("after", 0, absl::Seconds(30), kW1, {kW0, kW1},
+                         a.Callback());
+  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  service_->BarrierAsync("after", 0, absl::Seconds(30), kW0, {kW0, kW1},
+                         b.Callback());
+  ExpectPassed(a, 0);
+  ExpectPassed(b, 0);
+  service_->Stop();
+  EXPECT_EQ(poll.Wait().code(), absl::StatusCode::kCancelled);
+}
+
+// Recoverable job at service level: a task that reports an error goes to
+// ERROR and hears its own error, but nobody else does (parked or later
+// polls, other jobs or its own), the job is not "failed", and the task may
+// come back with a new incarnation.
+TEST_F(CoordinationServiceTest,
+       RecoverableTaskErrorIsNotPropagatedAndMayRejoin) {
+  const TaskId ps0{"ps", 0};
+  CoordinationServiceOptions options;
+  options.jobs = {{"ps", 1}, {"worker", 2}};
+  options.recoverable_jobs = {"worker"};
+  StartWith(options);
+  ASSERT_TRUE(Register(ps0, 1).ok());
+  ASSERT_TRUE(Register(kW0, 10).ok());
+  ASSERT_TRUE(Register(kW1, 11).ok());
+  Slot<absl::Status> own, peer;
+  service_->PollForErrorAsync(kW0, 10, own.Callback());
+  service_->PollForErrorAsync(kW1, 11, peer.Callback());
+
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW0, absl::InternalError("oom")).ok());
+  ASSERT_TRUE(own.Ready());
+  EXPECT_EQ(own.Wait().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(own.Wait().message(),
+              HasSubstr("task worker:0 reported an error: oom"));
+  EXPECT_FALSE(peer.Ready()) << peer.Wait();
+  Slot<absl::Status> later;  // a poll after the failure is not told either
+  service_->PollForErrorAsync(ps0, 1, later.Callback());
+  EXPECT_FALSE(later.Ready()) << later.Wait();
+  TaskStateSnapshot failed = Snapshot(kW0);
+  EXPECT_EQ(failed.state, TaskState::kError);
+  EXPECT_TRUE(failed.recoverable);
+  EXPECT_EQ(failed.error.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(StateOf(ps0), TaskState::kConnected);
+  EXPECT_EQ(StateOf(kW1), TaskState::kConnected);
+  EXPECT_EQ(service_->GetJobStatus().job_state, "running");
+
+  absl::StatusOr<uint64_t> back = Register(kW0, 12);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, service_->incarnation());
+  TaskStateSnapshot s = Snapshot(kW0);
+  EXPECT_EQ(s.state, TaskState::kConnected);
+  EXPECT_EQ(s.incarnation, 12u);
+  EXPECT_TRUE(s.error.ok());
+  EXPECT_TRUE(service_->Heartbeat(kW0, 12, service_->incarnation()).ok());
+  EXPECT_FALSE(peer.Ready());
+  EXPECT_FALSE(later.Ready());
+  service_->Stop();
+  EXPECT_TRUE(IsServiceStopped(peer.Wait()));
+  EXPECT_TRUE(IsServiceStopped(later.Wait()));
+}
+
+// The same for a heartbeat timeout of a recoverable task, on the fake clock.
+TEST_F(CoordinationServiceTest, RecoverableHeartbeatTimeoutIsNotPropagated) {
+  const TaskId ps0{"ps", 0};
+  CoordinationServiceOptions options;
+  options.jobs = {{"ps", 1}, {"worker", 2}};
+  options.recoverable_jobs = {"worker"};
+  options.heartbeat_timeout = absl::Seconds(10);
+  StartWith(options);
+  const absl::Time t0 = env_.Now();
+  ASSERT_TRUE(Register(ps0, 1).ok());
+  ASSERT_TRUE(Register(kW0, 10).ok());
+  ASSERT_TRUE(Register(kW1, 11).ok());
+  Slot<absl::Status> own, ps_poll, peer;
+  service_->PollForErrorAsync(kW0, 10, own.Callback());
+  service_->PollForErrorAsync(ps0, 1, ps_poll.Callback());
+  service_->PollForErrorAsync(kW1, 11, peer.Callback());
+  env_.SetTime(t0 + absl::Seconds(5));
+  ASSERT_TRUE(service_->Heartbeat(ps0, 1, 0).ok());
+  ASSERT_TRUE(service_->Heartbeat(kW1, 11, 0).ok());
+
+  FireTimersAt(t0 + absl::Seconds(10));  // worker:0 is silent
+  ASSERT_TRUE(own.Ready());
+  EXPECT_EQ(own.Wait().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(own.Wait().message(),
+              HasSubstr("task worker:0 (incarnation 10) sent no heartbeat"));
+  EXPECT_FALSE(ps_poll.Ready()) << ps_poll.Wait();
+  EXPECT_FALSE(peer.Ready()) << peer.Wait();
+  EXPECT_EQ(StateOf(kW0), TaskState::kError);
+  EXPECT_EQ(StateOf(ps0), TaskState::kConnected);
+  EXPECT_EQ(StateOf(kW1), TaskState::kConnected);
+  EXPECT_EQ(service_->GetJobStatus().job_state, "running");
+
+  ASSERT_TRUE(Register(kW0, 12).ok());
+  EXPECT_EQ(StateOf(kW0), TaskState::kConnected);
+  service_->Stop();
+  EXPECT_TRUE(IsServiceStopped(ps_poll.Wait()));
+  EXPECT_TRUE(IsServiceStopped(peer.Wait()));
+}
+
+// ------------------------------------ issue 9: recoverable barrier rules
+
+// A non-recoverable task calling with 0 after a later instance finished is a
+// counter mismatch (contrast for the re-sync below); the finished instance
+// keeps its answer.
+TEST_F(BarrierTest,
+       CounterZeroAfterLaterInstanceIsAMismatchWhenNotRecoverable) {
+  for (int64_t round : {0, 1}) {
+    CounterSlot a, b;
+    Arrive(kW0, a, round, {kW0, kW1});
+    Arrive(kW1, b, round, {kW0, kW1});
+    ExpectPassed(a, round);
+    ExpectPassed(b, round);
+  }
+  CounterSlot late;
+  Arrive(kW0, late, 0, {kW0, kW1});
+  absl::Status s = late.Wait().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s.message(),
+              HasSubstr("asks for instance #0 but the service is at #1 "
+                        "(finished)"));
+  EXPECT_EQ(BarrierPayload(s).barrier_id(), "b");
+  EXPECT_EQ(BarrierPayload(s).counter(), 1);
+  CounterSlot retry;
+  Arrive(kW1, retry, 1, {kW0, kW1});
+  ExpectPassed(retry, 1);
+}
+
+class RecoverableBarrierTest : public CoordinationServiceTest {
+ protected:
+  void SetUp() override {
+    Start(3, {"worker"});
+    ASSERT_TRUE(Register(kW0, 10).ok());
+    ASSERT_TRUE(Register(kW1, 11).ok());
+    ASSERT_TRUE(Register(kW2, 12).ok());
+  }
+  void Arrive(const TaskId& t, CounterSlot& slot, int64_t counter,
+              const std::string& id = "b", std::vector<TaskId> tasks = {},
+              absl::Duration timeout = absl::Seconds(30)) {
+    service_->BarrierAsync(id, counter, timeout, t, tasks, slot.Callback());
+  }
+  // The open instance of barrier `id`, if any.
+  std::optional<BarrierSnapshot> Open(const std::string& id) {
+    for (BarrierSnapshot& b : service_->GetJobStatus().barriers) {
+      if (b.id == id) return b;
+    }
+    return std::nullopt;
+  }
+};
+
+// A restarted recoverable task numbers its calls from 0 again. After an
+// instance finished, its 0 joins the next instance: not the cached answer of
+// the finished one (#0), not a counter mismatch (#1).
+TEST_F(RecoverableBarrierTest, CounterZeroAfterPassJoinsTheNextInstance) {
+  {
+    CounterSlot a, b, c;
+    Arrive(kW0, a, 0);
+    Arrive(kW1, b, 0);
+    Arrive(kW2, c, 0);
+    ExpectPassed(a, 0);
+    ExpectPassed(b, 0);
+    ExpectPassed(c, 0);
+  }
+  ASSERT_TRUE(Register(kW0, 20).ok());  // worker:0 restarts
+  CounterSlot a, b, c;
+  Arrive(kW0, a, 0);
+  EXPECT_FALSE(a.Ready()) << "answered from the finished #0: "
+                          << a.Wait().status();
+  std::optional<BarrierSnapshot> open = Open("b");
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->counter, 1);
+  EXPECT_EQ(Names(open->arrived), "worker:0");
+  Arrive(kW1, b, 1);
+  Arrive(kW2, c, 1);
+  ExpectPassed(a, 1);
+  ExpectPassed(b, 1);
+  ExpectPassed(c, 1);
+
+  ASSERT_TRUE(Register(kW1, 21).ok());  // worker:1 restarts after #1
+  CounterSlot d, e, f;
+  Arrive(kW1, d, 0);
+  EXPECT_FALSE(d.Ready()) << d.Wait().status();
+  open = Open("b");
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->counter, 2);
+  Arrive(kW0, e, 2);
+  Arrive(kW2, f, 2);
+  ExpectPassed(d, 2);
+  ExpectPassed(e, 2);
+  ExpectPassed(f, 2);
+}
+
+// "Finished" includes failed: after a cancelled #0, a recoverable task's 0
+// opens #1 instead of getting #0's cached Cancelled.
+TEST_F(RecoverableBarrierTest, CounterZeroAfterFailedInstanceJoinsTheNextOne) {
+  CounterSlot first;
+  Arrive(kW1, first, 0);
+  ASSERT_TRUE(service_->CancelBarrier("b", 0, kW2).ok());
+  EXPECT_EQ(first.Wait().status().code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(Register(kW0, 20).ok());
+  CounterSlot a, b, c;
+  Arrive(kW0, a, 0);
+  EXPECT_FALSE(a.Ready()) << "answered from the cancelled #0: "
+                          << a.Wait().status();
+  std::optional<BarrierSnapshot> open = Open("b");
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->counter, 1);
+  Arrive(kW1, b, 1);
+  Arrive(kW2, c, 1);
+  ExpectPassed(a, 1);
+  ExpectPassed(b, 1);
+  ExpectPassed(c, 1);
+}
+
+// The once-only barriers (registration, shutdown) are never re-synced: a
+// recoverable task calling them with 0 again gets the cached answer at once.
+TEST_F(RecoverableBarrierTest, OnceOnlyBarriersAnswerCounterZeroFromCache) {
+  for (const std::string& id :
+       {std::string(kInitBarrierId), std::string(kShutdownBarrierId)}) {
+    SCOPED_TRACE(id);
+    CounterSlot a, b;
+    Arrive(kW0, a, 0, id, {kW0, kW1});
+    Arrive(kW1, b, 0, id, {kW0, kW1});
+    ExpectPassed(a, 0);
+    ExpectPassed(b, 0);
+    CounterSlot again;
+    Arrive(kW0, again, 0, id, {kW0, kW1});
+    ASSERT_TRUE(again.Ready()) << "a new instance was opened";
+    ExpectPassed(again, 0);
+    EXPECT_FALSE(Open(id).has_value());
+  }
+}
+
+// What that exclusion is for: with register_with_barrier, a restarted
+// recoverable task registers at once instead of waiting at a second
+// registration barrier that no other task will ever join.
+TEST_F(CoordinationServiceTest,
+       RestartedRecoverableTaskRegistersAtOnceWithRegisterBarrier) {
+  CoordinationServiceOptions options;
+  options.jobs = {{"worker", 2}};
+  options.recoverable_jobs = {"worker"};
+  options.register_with_barrier = true;
+  StartWith(options);
+  Slot<absl::StatusOr<uint64_t>> a, b;
+  service_->RegisterTaskAsync(kW0, 1, a.Callback());
+  EXPECT_FALSE(a.Ready());
+  service_->RegisterTaskAsync(kW1, 2, b.Callback());
+  ASSERT_TRUE(a.Wait().ok()) << a.Wait().status();
+  ASSERT_TRUE(b.Wait().ok()) << b.Wait().status();
+
+  Slot<absl::StatusOr<uint64_t>> again;
+  service_->RegisterTaskAsync(kW0, 3, again.Callback());
+  ASSERT_TRUE(again.Ready())
+      << "the restarted task waits at a new init barrier";
+  ASSERT_TRUE(again.Wait().ok()) << again.Wait().status();
+  EXPECT_EQ(*again.Wait(), service_->incarnation());
+  TaskStateSnapshot s = Snapshot(kW0);
+  EXPECT_EQ(s.state, TaskState::kConnected);
+  EXPECT_EQ(s.incarnation, 3u);
+  EXPECT_TRUE(service_->GetJobStatus().barriers.empty());
+}
+
+// A recoverable task whose counter the service cannot place (it never saw
+// the barrier, e.g. after a service restart) opens instance #0 instead of
+// getting the Internal "never seen" error a non-recoverable task gets.
+TEST_F(RecoverableBarrierTest, NeverSeenBarrierOpensInstanceZeroForAnyCounter) {
+  CounterSlot a, b;
+  Arrive(kW0, a, 7, "fresh", {kW0, kW1});
+  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  std::optional<BarrierSnapshot> open = Open("fresh");
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->counter, 0);
+  EXPECT_EQ(Names(open->arrived), "worker:0");
+  Arrive(kW1, b, 0, "fresh", {kW0, kW1});
+  ExpectPassed(a, 0);
+  ExpectPassed(b, 0);
+}
+
+// A recoverable participant already in ERROR does not fail a new barrier at
+// creation (a non-recoverable one does: DeadTaskInTimeoutMessage); the
+// barrier waits for it to come back.
+TEST_F(RecoverableBarrierTest, DeadRecoverableParticipantDoesNotFailCreation) {
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW2, absl::InternalError("oom")).ok());
+  CounterSlot a, b, c;
+  Arrive(kW0, a, 0);
+  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  std::optional<BarrierSnapshot> open = Open("b");
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->counter, 0);
+  EXPECT_EQ(Names(open->missing), "worker:1, worker:2");
+  ASSERT_TRUE(Register(kW2, 22).ok());
+  Arrive(kW2, c, 0);
+  Arrive(kW1, b, 0);
+  ExpectPassed(a, 0);
+  ExpectPassed(b, 0);
+  ExpectPassed(c, 0);
+}
+
+// Likewise a recoverable participant that shut down: the barrier is not
+// failed at once; it waits until its deadline, which then names the task.
+TEST_F(RecoverableBarrierTest, ShutDownRecoverableParticipantIsWaitedFor) {
+  const absl::Time deadline = env_.Now() + absl::Seconds(5);
+  Slot<absl::Status> down;
+  service_->ShutdownTaskAsync(kW2, down.Callback());
+  ASSERT_TRUE(down.Wait().ok());
+  CounterSlot a, b;
+  Arrive(kW0, a, 0, "b", {}, absl::Seconds(5));
+  Arrive(kW1, b, 0, "b", {}, absl::Seconds(5));
+  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  FireTimersAt(deadline);
+  for (CounterSlot* slot : {&a, &b}) {
+    ASSERT_TRUE(slot->Ready());
+    absl::Status s = slot->Wait().status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(s.message(), HasSubstr("2/3 tasks arrived"));
+    EXPECT_THAT(s.message(), HasSubstr("worker:2 (shut down at"));
+  }
+}
+
+// A recoverable participant that restarts while the barrier is open loses
+// its arrival (its old call is Cancelled with the barrier payload), the
+// others keep waiting, and the new incarnation joins the same instance.
+TEST_F(RecoverableBarrierTest,
+       RestartedParticipantLeavesAndRejoinsOpenInstance) {
+  CounterSlot old_call, b;
+  Arrive(kW0, old_call, 0);
+  Arrive(kW1, b, 0);
+  ASSERT_TRUE(Register(kW0, 20).ok());
+  ASSERT_TRUE(old_call.Ready());
+  absl::Status s = old_call.Wait().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(s.message(),
+              HasSubstr("barrier 'b': task worker:0 restarted with a new "
+                        "incarnation; its earlier arrival no longer counts"));
+  EXPECT_EQ(BarrierPayload(s).barrier_id(), "b");
+  EXPECT_EQ(BarrierPayload(s).counter(), 0);
+  EXPECT_FALSE(b.Ready()) << b.Wait().status();
+  std::optional<BarrierSnapshot> open = Open("b");
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(Names(open->arrived), "worker:1");
+  EXPECT_EQ(Names(open->missing), "worker:0, worker:2");
+
+  CounterSlot a, c;
+  Arrive(kW0, a, 0);
+  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  Arrive(kW2, c, 0);
+  ExpectPassed(a, 0);
+  ExpectPassed(b, 0);
+  ExpectPassed(c, 0);
+}
+
+// Every other way a recoverable participant leaves (reported error, clean
+// shutdown, reset, heartbeat timeout) withdraws only its own arrival: its
+// call is Cancelled saying why, the barrier stays open for the others.
+TEST_F(RecoverableBarrierTest, LeavingParticipantWithdrawsOnlyItsOwnArrival) {
+  const absl::Time t0 = env_.Now();
+  struct Case {
+    std::string name;
+    std::function<void()> leave;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {"reported error",
+       [&] {
+         ASSERT_TRUE(
+             service_->ReportErrorToService(kW1, absl::InternalError("oom"))
+                 .ok());
+       },
+       "task worker:1 failed: task worker:1 reported an error: oom"},
+      {"shutdown",
+       [&] {
+         Slot<absl::Status> down;
+         service_->ShutdownTaskAsync(kW1, down.Callback());
+         ASSERT_TRUE(down.Wait().ok());
+       },
+       "task worker:1 shut down"},
+      {"reset", [&] { ASSERT_TRUE(service_->ResetTask(kW1).ok()); },
+       "task worker:1 was reset"},
+      // Last: it moves the clock. Every task registered at t0; worker:0 and
+      // worker:2 heartbeat at t0+5s, worker:1 stays silent.
+      {"heartbeat timeout",
+       [&] {
+         env_.SetTime(t0 + absl::Seconds(5));
+         ASSERT_TRUE(service_->Heartbeat(kW0, 10, 0).ok());
+         ASSERT_TRUE(service_->Heartbeat(kW2, 12, 0).ok());
+         FireTimersAt(t0 + absl::Seconds(10));
+       },
+       "task worker:1 failed: task worker:1 (incarnation 104) sent no "
+       "heartbeat"},
+  };
+  uint64_t incarnation = 100;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string id = "b-" + c.name;
+    ASSERT_TRUE(Register(kW1, ++incarnation).ok());
+    CounterSlot a, b;
+    Arrive(kW0, a, 0, id);
+    Arrive(kW1, b, 0, id);
+    c.leave();
+    ASSERT_TRUE(b.Ready());
+    absl::Status s = b.Wait().status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("barrier '", id, "': ", c.why)));
+    EXPECT_THAT(s.message(), HasSubstr("its earlier arrival no longer counts"));
+    EXPECT_EQ(BarrierPayload(s).barrier_id(), id);
+    EXPECT_EQ(BarrierPayload(s).counter(), 0);
+    EXPECT_FALSE(a.Ready()) << a.Wait().status();
+    std::optional<BarrierSnapshot> open = Open(id);
+    ASSERT_TRUE(open.has_value());
+    EXPECT_EQ(Names(open->arrived), "worker:0");
+    EXPECT_EQ(Names(open->missing), "worker:1, worker:2");
+    ASSERT_TRUE(service_->CancelBarrier(id, 0, kW2).ok());
+    EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kCancelled);
+  }
+}
+
+// ------------------------------------ issue 9: GetAliveTasks timeout
+
+// At its deadline GetAliveTasks fails every asker with DeadlineExceeded
+// naming exactly the connected tasks that did not ask (not the askers, not
+// tasks that never connected); the round is then over.
+TEST_F(CoordinationServiceTest, GetAliveTasksTimeoutNamesTasksThatDidNotAsk) {
+  Start(5);  // worker:4 never registers
+  const absl::Time deadline = env_.Now() + absl::Seconds(5);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(Register(TaskId{"worker", i}, 10 + i).ok());
+  }
+  AliveSlot a, b;
+  service_->GetAliveTasksAsync(kW0, {}, deadline, a.Callback());
+  service_->GetAliveTasksAsync(kW1, {}, deadline, b.Callback());
+  EXPECT_FALSE(a.Ready());
+  FireTimersAt(deadline);
+  for (AliveSlot* slot : {&a, &b}) {
+    ASSERT_TRUE(slot->Ready());
+    absl::Status s = slot->Wait().status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_TRUE(IsServiceError(s));
+    EXPECT_THAT(s.message(), HasSubstr("GetAliveTasks timed out"));
+    EXPECT_THAT(s.message(), HasSubstr("did not ask: worker:2, worker:3"));
+    EXPECT_THAT(s.message(), Not(HasSubstr("worker:4")));
+  }
+  // A new round starts from nobody: the timed-out askers do not count.
+  AliveSlot c, d, e, f;
+  service_->GetAliveTasksAsync(kW2, {}, absl::InfiniteFuture(), c.Callback());
+  EXPECT_FALSE(c.Ready());
+  service_->GetAliveTasksAsync(kW0, {}, absl::InfiniteFuture(), d.Callback());
+  service_->GetAliveTasksAsync(kW1, {}, absl::InfiniteFuture(), e.Callback());
+  EXPECT_FALSE(c.Ready());
+  service_->GetAliveTasksAsync(TaskId{"worker", 3}, {}, absl::InfiniteFuture(),
+                               f.Callback());
+  for (AliveSlot* slot : {&c, &d, &e, &f}) {
+    absl::StatusOr<std::vector<AliveTask>> r = slot->Wait();
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<TaskId> tasks;
+    for (const AliveTask& t : *r) tasks.push_back(t.task);
+    EXPECT_EQ(Names(tasks), "worker:0, worker:1, worker:2, worker:3");
+  }
 }
 
 }  // namespace

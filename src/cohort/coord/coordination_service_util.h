@@ -1,0 +1,37 @@
+// Small helpers shared by the files that implement CoordinationService
+// (coordination_service*.cc). Internal: not for other modules.
+#ifndef COHORT_COORD_COORDINATION_SERVICE_UTIL_H_
+#define COHORT_COORD_COORDINATION_SERVICE_UTIL_H_
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "cohort/coord/coordination_service.h"
+
+namespace cohort::coord::internal {
+
+// "2026-11-23T15:04:05.123Z".
+inline std::string FormatUtc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+// "worker:0, worker:2".
+inline std::string TaskList(const std::set<TaskId>& tasks) {
+  std::vector<std::string> names;
+  for (const TaskId& t : tasks) names.push_back(t.ToString());
+  return absl::StrJoin(names, ", ");
+}
+
+// Runs callbacks collected under the service's lock, after releasing it.
+inline void RunAll(std::vector<std::function<void()>>& callbacks) {
+  for (auto& fn : callbacks) fn();
+  callbacks.clear();
+}
+
+}  // namespace cohort::coord::internal
+
+#endif  // COHORT_COORD_COORDINATION_SERVICE_UTIL_H_
