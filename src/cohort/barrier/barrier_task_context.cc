@@ -76,6 +76,27 @@ absl::Status WriteEpochFile(int* fd, const std::string& path, int64_t epoch) {
   return absl::OkStatus();
 }
 
+// Connects to the barrier coordinator's framed transport. Unavailable is
+// retried with backoff (a few times, within `deadline`): the server drops
+// the oldest pending handshakes when a flood of connections arrives, and a
+// task caught in one must not fail its job for it. Other errors
+// (Unauthenticated, a peer that is not a coordinator) are final.
+absl::StatusOr<std::unique_ptr<rpc::FramedClient>> ConnectWithRetries(
+    const std::string& address, const std::string& token,
+    absl::Time deadline) {
+  absl::Duration backoff = absl::Milliseconds(20);
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<std::unique_ptr<rpc::FramedClient>> client =
+        rpc::FramedClient::Connect(address, token, deadline);
+    if (client.ok() || !absl::IsUnavailable(client.status()) ||
+        attempt == 8 || absl::Now() + backoff >= deadline) {
+      return client;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
 }  // namespace
 
 struct BarrierTaskContext::StubHolder {
@@ -289,8 +310,7 @@ absl::StatusOr<std::vector<std::string>> BarrierTaskContext::TcpSyncLocked(
     // sync's own deadline: a coordinator that accepts but never answers the
     // handshake cannot hang the task.
     absl::StatusOr<std::unique_ptr<rpc::FramedClient>> client =
-        rpc::FramedClient::Connect(options_.tcp_address, options_.job_token,
-                                   deadline);
+        ConnectWithRetries(options_.tcp_address, options_.job_token, deadline);
     if (!client.ok()) {
       return Annotate(client.status(),
                       absl::StrCat(where, ": barrier coordinator"));
