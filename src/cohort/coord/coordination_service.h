@@ -270,7 +270,6 @@ class CoordinationService {
     std::map<TaskId, CounterCallback> waiting;  // arrived, not answered
     std::set<TaskId> arrived;
     uint64_t timer = 0;
-    std::vector<StatusCallback> on_done;  // internal listeners
   };
   struct AliveRound {
     std::set<TaskId> tasks;
@@ -315,7 +314,6 @@ class CoordinationService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleHeartbeatCheckLocked(const TaskId& task, Task& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CheckHeartbeat(const TaskId& task);
   // Moves the task to ERROR, fails its barriers and (unless recoverable)
   // propagates `error` to every poller.
   void SetTaskErrorLocked(const TaskId& task, Task& t, absl::Status error,
@@ -329,7 +327,6 @@ class CoordinationService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybePassBarrierLocked(Barrier& b, Callbacks* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void BarrierTimedOut(const std::string& id, int64_t counter);
   std::string DescribeMissingLocked(const Barrier& b)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StateChangedLocked(Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

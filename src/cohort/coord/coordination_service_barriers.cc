@@ -169,10 +169,6 @@ void CoordinationService::FinishBarrierLocked(Barrier& b, absl::Status result,
     }
   }
   b.waiting.clear();
-  for (auto& cb : b.on_done) {
-    out->push_back([cb = std::move(cb), result] { cb(result); });
-  }
-  b.on_done.clear();
 }
 
 void CoordinationService::MaybePassBarrierLocked(Barrier& b, Callbacks* out) {
