@@ -2,12 +2,15 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
 #include "cohort/coordination.pb.h"
@@ -89,10 +92,31 @@ class CoordinationServiceTest : public ::testing::Test {
   // that thread parks again on a later time. On return every timer due at
   // `deadline` has fired and every callback it answered has run, so a test
   // can assert both what happened and what did not; no real sleep decides.
+  // If nothing waits for `deadline` (a regression), the test fails after a
+  // real-time limit instead of hanging in FakeEnv::BlockUntilAwaiting.
   void FireTimersAt(absl::Time deadline) {
-    env_.BlockUntilAwaiting(deadline);
+    absl::Notification parked;
+    std::thread waiter([&] {
+      env_.BlockUntilAwaiting(deadline);
+      parked.Notify();
+    });
+    std::thread stand_in;
+    absl::Mutex mu;
+    bool never = false;
+    if (!parked.WaitForNotificationWithTimeout(absl::Seconds(5))) {
+      ADD_FAILURE() << "no service timer waits for "
+                    << absl::FormatTime(deadline);
+      // Release `waiter`: park a thread on `deadline` until the clock gets
+      // there.
+      stand_in = std::thread([&] {
+        absl::MutexLock lock(&mu);
+        env_.AwaitWithDeadline(&mu, absl::Condition(&never), deadline);
+      });
+    }
+    waiter.join();
     env_.SetTime(deadline);
-    ASSERT_TRUE(env_.BlockUntilParked(1))
+    if (stand_in.joinable()) stand_in.join();
+    EXPECT_TRUE(env_.BlockUntilParked(1))
         << "the timer thread did not go back to waiting";
   }
 
@@ -617,8 +641,43 @@ TEST_F(CoordinationServiceTest, RegisterWithBarrierWaitsForEveryone) {
 
 // ------------------------------------------------- issue 9: helpers
 
-using CounterSlot = Slot<absl::StatusOr<int64_t>>;
-using AliveSlot = Slot<absl::StatusOr<std::vector<AliveTask>>>;
+// A service answer, for the tests below. Every answer they expect is
+// delivered before the call that causes it returns (or, for deadlines,
+// before FireTimersAt returns), so Get() does not wait: it fails the test if
+// there is no answer yet. The callback owns the result, so a test that ends
+// early (a failed ASSERT) leaves no dangling callback in the service.
+template <typename T>
+class Reply {
+ public:
+  std::function<void(T)> Callback() {
+    return [state = state_](T value) {
+      absl::MutexLock lock(&state->mu);
+      state->value = std::move(value);
+    };
+  }
+  bool Ready() {
+    absl::MutexLock lock(&state_->mu);
+    return state_->value.has_value();
+  }
+  T Get() {
+    absl::MutexLock lock(&state_->mu);
+    if (!state_->value.has_value()) {
+      ADD_FAILURE() << "the service has not answered (yet)";
+      return T();
+    }
+    return *state_->value;
+  }
+
+ private:
+  struct State {
+    absl::Mutex mu;
+    std::optional<T> value ABSL_GUARDED_BY(mu);
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+using CounterSlot = Reply<absl::StatusOr<int64_t>>;
+using AliveSlot = Reply<absl::StatusOr<std::vector<AliveTask>>>;
 
 // The BarrierError payload of a barrier answer (id empty when absent).
 BarrierError BarrierPayload(const absl::Status& status) {
@@ -638,7 +697,7 @@ std::string Names(const std::vector<TaskId>& tasks) {
 
 // The barrier call answered (at once or earlier) with `counter`.
 void ExpectPassed(CounterSlot& slot, int64_t counter) {
-  absl::StatusOr<int64_t> r = slot.Wait();
+  absl::StatusOr<int64_t> r = slot.Get();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, counter);
 }
@@ -657,30 +716,31 @@ TEST_F(CoordinationServiceTest,
   StartWith(options);
   ASSERT_TRUE(Register(kW0, 11).ok());
   ASSERT_TRUE(Register(kW1, 21).ok());
-  Slot<absl::Status> poll;
+  Reply<absl::Status> poll;
   service_->PollForErrorAsync(kW1, 21, poll.Callback());
   ASSERT_TRUE(
       service_->ReportErrorToService(kW0, absl::InternalError("oom")).ok());
   ASSERT_TRUE(poll.Ready());  // propagated: worker:0 is not recoverable
-  EXPECT_EQ(poll.Wait().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(poll.Get().code(), absl::StatusCode::kInternal);
 
   for (uint64_t incarnation : {uint64_t{12}, uint64_t{11}}) {  // new, same
     SCOPED_TRACE(absl::StrCat("incarnation ", incarnation));
     absl::StatusOr<uint64_t> again = Register(kW0, incarnation);
     ASSERT_EQ(again.status().code(), absl::StatusCode::kAborted);
     EXPECT_TRUE(IsServiceError(again.status()));
-    EXPECT_THAT(again.status().message(),
+    EXPECT_THAT(std::string(again.status().message()),
                 HasSubstr("task worker:0 is in error since"));
-    EXPECT_THAT(again.status().message(),
+    EXPECT_THAT(std::string(again.status().message()),
                 HasSubstr("task worker:0 reported an error: oom"));
-    EXPECT_THAT(again.status().message(), HasSubstr("ResetTask"));
+    EXPECT_THAT(std::string(again.status().message()), HasSubstr("ResetTask"));
     ASSERT_TRUE(ErrorSourceTask(again.status()).has_value());
     EXPECT_EQ(ErrorSourceTask(again.status())->ToString(), "worker:0");
     TaskStateSnapshot s = Snapshot(kW0);
     EXPECT_EQ(s.state, TaskState::kError);
     EXPECT_EQ(s.incarnation, 11u);
     EXPECT_EQ(s.error.code(), absl::StatusCode::kInternal);
-    EXPECT_THAT(s.error.message(), HasSubstr("reported an error: oom"));
+    EXPECT_THAT(std::string(s.error.message()),
+                HasSubstr("reported an error: oom"));
   }
   EXPECT_EQ(StateOf(kW1), TaskState::kConnected);
 }
@@ -696,12 +756,13 @@ TEST_F(CoordinationServiceTest,
   ASSERT_TRUE(Register(kW0, 11).ok());
   absl::StatusOr<uint64_t> restart = Register(kW0, 12);
   ASSERT_EQ(restart.status().code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(restart.status().message(), HasSubstr("worker:0 restarted"));
+  EXPECT_THAT(std::string(restart.status().message()),
+              HasSubstr("worker:0 restarted"));
   absl::StatusOr<uint64_t> third = Register(kW0, 13);
   ASSERT_EQ(third.status().code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(third.status().message(),
+  EXPECT_THAT(std::string(third.status().message()),
               HasSubstr("task worker:0 is in error since"));
-  EXPECT_THAT(third.status().message(),
+  EXPECT_THAT(std::string(third.status().message()),
               HasSubstr("registered with incarnation 11 and now with 12"));
   TaskStateSnapshot s = Snapshot(kW0);
   EXPECT_EQ(s.state, TaskState::kError);
@@ -723,7 +784,8 @@ TEST_F(CoordinationServiceTest, HeartbeatTimeoutPermitEndsWithTheNextError) {
   TaskStateSnapshot dead = Snapshot(kW0);
   ASSERT_EQ(dead.state, TaskState::kError);
   EXPECT_EQ(dead.error.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(dead.error.message(), HasSubstr("sent no heartbeat"));
+  EXPECT_THAT(std::string(dead.error.message()),
+              HasSubstr("sent no heartbeat"));
 
   absl::StatusOr<uint64_t> back = Register(kW0, 2);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -737,7 +799,8 @@ TEST_F(CoordinationServiceTest, HeartbeatTimeoutPermitEndsWithTheNextError) {
       service_->ReportErrorToService(kW0, absl::InternalError("oom")).ok());
   absl::StatusOr<uint64_t> refused = Register(kW0, 3);
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(refused.status().message(), HasSubstr("reported an error: oom"));
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("reported an error: oom"));
   EXPECT_EQ(Snapshot(kW0).state, TaskState::kError);
   EXPECT_EQ(Snapshot(kW0).incarnation, 2u);
 }
@@ -750,20 +813,21 @@ TEST_F(CoordinationServiceTest,
   Start(2);
   ASSERT_TRUE(Register(kW0, 11).ok());
   ASSERT_TRUE(Register(kW1, 21).ok());
-  Slot<absl::Status> poll;
+  Reply<absl::Status> poll;
   service_->PollForErrorAsync(kW1, 21, poll.Callback());
   uint64_t current = 11;
   for (uint64_t incarnation : {uint64_t{11}, uint64_t{12}}) {  // same, new
     SCOPED_TRACE(absl::StrCat("incarnation ", incarnation));
-    Slot<absl::Status> down;
+    Reply<absl::Status> down;
     service_->ShutdownTaskAsync(kW0, down.Callback());
-    ASSERT_TRUE(down.Wait().ok()) << down.Wait();
+    ASSERT_TRUE(down.Get().ok()) << down.Get();
     TaskStateSnapshot gone = Snapshot(kW0);
     EXPECT_EQ(gone.state, TaskState::kDisconnected);
     EXPECT_TRUE(gone.shut_down);
     absl::StatusOr<uint64_t> beat = service_->Heartbeat(kW0, current, 0);
     EXPECT_EQ(beat.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(beat.status().message(), HasSubstr("already shut down"));
+    EXPECT_THAT(std::string(beat.status().message()),
+                HasSubstr("already shut down"));
 
     absl::StatusOr<uint64_t> back = Register(kW0, incarnation);
     ASSERT_TRUE(back.ok()) << back.status();
@@ -777,19 +841,19 @@ TEST_F(CoordinationServiceTest,
     EXPECT_TRUE(
         service_->Heartbeat(kW0, incarnation, service_->incarnation()).ok());
   }
-  EXPECT_FALSE(poll.Ready()) << poll.Wait();
+  EXPECT_FALSE(poll.Ready()) << poll.Get();
   EXPECT_EQ(service_->GetJobStatus().job_state, "running");
   // A barrier opened now does not fail at once with "already shut down".
   CounterSlot a, b;
   service_->BarrierAsync("after", 0, absl::Seconds(30), kW1, {kW0, kW1},
                          a.Callback());
-  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  EXPECT_FALSE(a.Ready()) << a.Get().status();
   service_->BarrierAsync("after", 0, absl::Seconds(30), kW0, {kW0, kW1},
                          b.Callback());
   ExpectPassed(a, 0);
   ExpectPassed(b, 0);
   service_->Stop();
-  EXPECT_EQ(poll.Wait().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(poll.Get().code(), absl::StatusCode::kCancelled);
 }
 
 // Recoverable job at service level: a task that reports an error goes to
@@ -806,20 +870,20 @@ TEST_F(CoordinationServiceTest,
   ASSERT_TRUE(Register(ps0, 1).ok());
   ASSERT_TRUE(Register(kW0, 10).ok());
   ASSERT_TRUE(Register(kW1, 11).ok());
-  Slot<absl::Status> own, peer;
+  Reply<absl::Status> own, peer;
   service_->PollForErrorAsync(kW0, 10, own.Callback());
   service_->PollForErrorAsync(kW1, 11, peer.Callback());
 
   ASSERT_TRUE(
       service_->ReportErrorToService(kW0, absl::InternalError("oom")).ok());
   ASSERT_TRUE(own.Ready());
-  EXPECT_EQ(own.Wait().code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(own.Wait().message(),
+  EXPECT_EQ(own.Get().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(own.Get().message()),
               HasSubstr("task worker:0 reported an error: oom"));
-  EXPECT_FALSE(peer.Ready()) << peer.Wait();
-  Slot<absl::Status> later;  // a poll after the failure is not told either
+  EXPECT_FALSE(peer.Ready()) << peer.Get();
+  Reply<absl::Status> later;  // a poll after the failure is not told either
   service_->PollForErrorAsync(ps0, 1, later.Callback());
-  EXPECT_FALSE(later.Ready()) << later.Wait();
+  EXPECT_FALSE(later.Ready()) << later.Get();
   TaskStateSnapshot failed = Snapshot(kW0);
   EXPECT_EQ(failed.state, TaskState::kError);
   EXPECT_TRUE(failed.recoverable);
@@ -839,8 +903,8 @@ TEST_F(CoordinationServiceTest,
   EXPECT_FALSE(peer.Ready());
   EXPECT_FALSE(later.Ready());
   service_->Stop();
-  EXPECT_TRUE(IsServiceStopped(peer.Wait()));
-  EXPECT_TRUE(IsServiceStopped(later.Wait()));
+  EXPECT_TRUE(IsServiceStopped(peer.Get()));
+  EXPECT_TRUE(IsServiceStopped(later.Get()));
 }
 
 // The same for a heartbeat timeout of a recoverable task, on the fake clock.
@@ -855,7 +919,7 @@ TEST_F(CoordinationServiceTest, RecoverableHeartbeatTimeoutIsNotPropagated) {
   ASSERT_TRUE(Register(ps0, 1).ok());
   ASSERT_TRUE(Register(kW0, 10).ok());
   ASSERT_TRUE(Register(kW1, 11).ok());
-  Slot<absl::Status> own, ps_poll, peer;
+  Reply<absl::Status> own, ps_poll, peer;
   service_->PollForErrorAsync(kW0, 10, own.Callback());
   service_->PollForErrorAsync(ps0, 1, ps_poll.Callback());
   service_->PollForErrorAsync(kW1, 11, peer.Callback());
@@ -865,11 +929,11 @@ TEST_F(CoordinationServiceTest, RecoverableHeartbeatTimeoutIsNotPropagated) {
 
   FireTimersAt(t0 + absl::Seconds(10));  // worker:0 is silent
   ASSERT_TRUE(own.Ready());
-  EXPECT_EQ(own.Wait().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(own.Wait().message(),
+  EXPECT_EQ(own.Get().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(own.Get().message()),
               HasSubstr("task worker:0 (incarnation 10) sent no heartbeat"));
-  EXPECT_FALSE(ps_poll.Ready()) << ps_poll.Wait();
-  EXPECT_FALSE(peer.Ready()) << peer.Wait();
+  EXPECT_FALSE(ps_poll.Ready()) << ps_poll.Get();
+  EXPECT_FALSE(peer.Ready()) << peer.Get();
   EXPECT_EQ(StateOf(kW0), TaskState::kError);
   EXPECT_EQ(StateOf(ps0), TaskState::kConnected);
   EXPECT_EQ(StateOf(kW1), TaskState::kConnected);
@@ -878,8 +942,8 @@ TEST_F(CoordinationServiceTest, RecoverableHeartbeatTimeoutIsNotPropagated) {
   ASSERT_TRUE(Register(kW0, 12).ok());
   EXPECT_EQ(StateOf(kW0), TaskState::kConnected);
   service_->Stop();
-  EXPECT_TRUE(IsServiceStopped(ps_poll.Wait()));
-  EXPECT_TRUE(IsServiceStopped(peer.Wait()));
+  EXPECT_TRUE(IsServiceStopped(ps_poll.Get()));
+  EXPECT_TRUE(IsServiceStopped(peer.Get()));
 }
 
 // ------------------------------------ issue 9: recoverable barrier rules
@@ -891,22 +955,26 @@ TEST_F(BarrierTest,
        CounterZeroAfterLaterInstanceIsAMismatchWhenNotRecoverable) {
   for (int64_t round : {0, 1}) {
     CounterSlot a, b;
-    Arrive(kW0, a, round, {kW0, kW1});
-    Arrive(kW1, b, round, {kW0, kW1});
+    service_->BarrierAsync("b", round, absl::Seconds(30), kW0, {kW0, kW1},
+                           a.Callback());
+    service_->BarrierAsync("b", round, absl::Seconds(30), kW1, {kW0, kW1},
+                           b.Callback());
     ExpectPassed(a, round);
     ExpectPassed(b, round);
   }
   CounterSlot late;
-  Arrive(kW0, late, 0, {kW0, kW1});
-  absl::Status s = late.Wait().status();
+  service_->BarrierAsync("b", 0, absl::Seconds(30), kW0, {kW0, kW1},
+                         late.Callback());
+  absl::Status s = late.Get().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(s.message(),
+  EXPECT_THAT(std::string(s.message()),
               HasSubstr("asks for instance #0 but the service is at #1 "
                         "(finished)"));
   EXPECT_EQ(BarrierPayload(s).barrier_id(), "b");
   EXPECT_EQ(BarrierPayload(s).counter(), 1);
   CounterSlot retry;
-  Arrive(kW1, retry, 1, {kW0, kW1});
+  service_->BarrierAsync("b", 1, absl::Seconds(30), kW1, {kW0, kW1},
+                         retry.Callback());
   ExpectPassed(retry, 1);
 }
 
@@ -949,7 +1017,7 @@ TEST_F(RecoverableBarrierTest, CounterZeroAfterPassJoinsTheNextInstance) {
   CounterSlot a, b, c;
   Arrive(kW0, a, 0);
   EXPECT_FALSE(a.Ready()) << "answered from the finished #0: "
-                          << a.Wait().status();
+                          << a.Get().status();
   std::optional<BarrierSnapshot> open = Open("b");
   ASSERT_TRUE(open.has_value());
   EXPECT_EQ(open->counter, 1);
@@ -963,7 +1031,7 @@ TEST_F(RecoverableBarrierTest, CounterZeroAfterPassJoinsTheNextInstance) {
   ASSERT_TRUE(Register(kW1, 21).ok());  // worker:1 restarts after #1
   CounterSlot d, e, f;
   Arrive(kW1, d, 0);
-  EXPECT_FALSE(d.Ready()) << d.Wait().status();
+  EXPECT_FALSE(d.Ready()) << d.Get().status();
   open = Open("b");
   ASSERT_TRUE(open.has_value());
   EXPECT_EQ(open->counter, 2);
@@ -980,12 +1048,12 @@ TEST_F(RecoverableBarrierTest, CounterZeroAfterFailedInstanceJoinsTheNextOne) {
   CounterSlot first;
   Arrive(kW1, first, 0);
   ASSERT_TRUE(service_->CancelBarrier("b", 0, kW2).ok());
-  EXPECT_EQ(first.Wait().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(first.Get().status().code(), absl::StatusCode::kCancelled);
   ASSERT_TRUE(Register(kW0, 20).ok());
   CounterSlot a, b, c;
   Arrive(kW0, a, 0);
   EXPECT_FALSE(a.Ready()) << "answered from the cancelled #0: "
-                          << a.Wait().status();
+                          << a.Get().status();
   std::optional<BarrierSnapshot> open = Open("b");
   ASSERT_TRUE(open.has_value());
   EXPECT_EQ(open->counter, 1);
@@ -1025,19 +1093,19 @@ TEST_F(CoordinationServiceTest,
   options.recoverable_jobs = {"worker"};
   options.register_with_barrier = true;
   StartWith(options);
-  Slot<absl::StatusOr<uint64_t>> a, b;
+  Reply<absl::StatusOr<uint64_t>> a, b;
   service_->RegisterTaskAsync(kW0, 1, a.Callback());
   EXPECT_FALSE(a.Ready());
   service_->RegisterTaskAsync(kW1, 2, b.Callback());
-  ASSERT_TRUE(a.Wait().ok()) << a.Wait().status();
-  ASSERT_TRUE(b.Wait().ok()) << b.Wait().status();
+  ASSERT_TRUE(a.Get().ok()) << a.Get().status();
+  ASSERT_TRUE(b.Get().ok()) << b.Get().status();
 
-  Slot<absl::StatusOr<uint64_t>> again;
+  Reply<absl::StatusOr<uint64_t>> again;
   service_->RegisterTaskAsync(kW0, 3, again.Callback());
   ASSERT_TRUE(again.Ready())
       << "the restarted task waits at a new init barrier";
-  ASSERT_TRUE(again.Wait().ok()) << again.Wait().status();
-  EXPECT_EQ(*again.Wait(), service_->incarnation());
+  ASSERT_TRUE(again.Get().ok()) << again.Get().status();
+  EXPECT_EQ(*again.Get(), service_->incarnation());
   TaskStateSnapshot s = Snapshot(kW0);
   EXPECT_EQ(s.state, TaskState::kConnected);
   EXPECT_EQ(s.incarnation, 3u);
@@ -1050,7 +1118,7 @@ TEST_F(CoordinationServiceTest,
 TEST_F(RecoverableBarrierTest, NeverSeenBarrierOpensInstanceZeroForAnyCounter) {
   CounterSlot a, b;
   Arrive(kW0, a, 7, "fresh", {kW0, kW1});
-  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  EXPECT_FALSE(a.Ready()) << a.Get().status();
   std::optional<BarrierSnapshot> open = Open("fresh");
   ASSERT_TRUE(open.has_value());
   EXPECT_EQ(open->counter, 0);
@@ -1068,7 +1136,7 @@ TEST_F(RecoverableBarrierTest, DeadRecoverableParticipantDoesNotFailCreation) {
       service_->ReportErrorToService(kW2, absl::InternalError("oom")).ok());
   CounterSlot a, b, c;
   Arrive(kW0, a, 0);
-  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  EXPECT_FALSE(a.Ready()) << a.Get().status();
   std::optional<BarrierSnapshot> open = Open("b");
   ASSERT_TRUE(open.has_value());
   EXPECT_EQ(open->counter, 0);
@@ -1085,20 +1153,20 @@ TEST_F(RecoverableBarrierTest, DeadRecoverableParticipantDoesNotFailCreation) {
 // failed at once; it waits until its deadline, which then names the task.
 TEST_F(RecoverableBarrierTest, ShutDownRecoverableParticipantIsWaitedFor) {
   const absl::Time deadline = env_.Now() + absl::Seconds(5);
-  Slot<absl::Status> down;
+  Reply<absl::Status> down;
   service_->ShutdownTaskAsync(kW2, down.Callback());
-  ASSERT_TRUE(down.Wait().ok());
+  ASSERT_TRUE(down.Get().ok());
   CounterSlot a, b;
   Arrive(kW0, a, 0, "b", {}, absl::Seconds(5));
   Arrive(kW1, b, 0, "b", {}, absl::Seconds(5));
-  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  EXPECT_FALSE(a.Ready()) << a.Get().status();
   FireTimersAt(deadline);
   for (CounterSlot* slot : {&a, &b}) {
     ASSERT_TRUE(slot->Ready());
-    absl::Status s = slot->Wait().status();
+    absl::Status s = slot->Get().status();
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-    EXPECT_THAT(s.message(), HasSubstr("2/3 tasks arrived"));
-    EXPECT_THAT(s.message(), HasSubstr("worker:2 (shut down at"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("2/3 tasks arrived"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("worker:2 (shut down at"));
   }
 }
 
@@ -1112,14 +1180,14 @@ TEST_F(RecoverableBarrierTest,
   Arrive(kW1, b, 0);
   ASSERT_TRUE(Register(kW0, 20).ok());
   ASSERT_TRUE(old_call.Ready());
-  absl::Status s = old_call.Wait().status();
+  absl::Status s = old_call.Get().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(s.message(),
+  EXPECT_THAT(std::string(s.message()),
               HasSubstr("barrier 'b': task worker:0 restarted with a new "
                         "incarnation; its earlier arrival no longer counts"));
   EXPECT_EQ(BarrierPayload(s).barrier_id(), "b");
   EXPECT_EQ(BarrierPayload(s).counter(), 0);
-  EXPECT_FALSE(b.Ready()) << b.Wait().status();
+  EXPECT_FALSE(b.Ready()) << b.Get().status();
   std::optional<BarrierSnapshot> open = Open("b");
   ASSERT_TRUE(open.has_value());
   EXPECT_EQ(Names(open->arrived), "worker:1");
@@ -1127,7 +1195,7 @@ TEST_F(RecoverableBarrierTest,
 
   CounterSlot a, c;
   Arrive(kW0, a, 0);
-  EXPECT_FALSE(a.Ready()) << a.Wait().status();
+  EXPECT_FALSE(a.Ready()) << a.Get().status();
   Arrive(kW2, c, 0);
   ExpectPassed(a, 0);
   ExpectPassed(b, 0);
@@ -1154,9 +1222,9 @@ TEST_F(RecoverableBarrierTest, LeavingParticipantWithdrawsOnlyItsOwnArrival) {
        "task worker:1 failed: task worker:1 reported an error: oom"},
       {"shutdown",
        [&] {
-         Slot<absl::Status> down;
+         Reply<absl::Status> down;
          service_->ShutdownTaskAsync(kW1, down.Callback());
-         ASSERT_TRUE(down.Wait().ok());
+         ASSERT_TRUE(down.Get().ok());
        },
        "task worker:1 shut down"},
       {"reset", [&] { ASSERT_TRUE(service_->ResetTask(kW1).ok()); },
@@ -1183,20 +1251,21 @@ TEST_F(RecoverableBarrierTest, LeavingParticipantWithdrawsOnlyItsOwnArrival) {
     Arrive(kW1, b, 0, id);
     c.leave();
     ASSERT_TRUE(b.Ready());
-    absl::Status s = b.Wait().status();
+    absl::Status s = b.Get().status();
     EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
-    EXPECT_THAT(s.message(),
+    EXPECT_THAT(std::string(s.message()),
                 HasSubstr(absl::StrCat("barrier '", id, "': ", c.why)));
-    EXPECT_THAT(s.message(), HasSubstr("its earlier arrival no longer counts"));
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("its earlier arrival no longer counts"));
     EXPECT_EQ(BarrierPayload(s).barrier_id(), id);
     EXPECT_EQ(BarrierPayload(s).counter(), 0);
-    EXPECT_FALSE(a.Ready()) << a.Wait().status();
+    EXPECT_FALSE(a.Ready()) << a.Get().status();
     std::optional<BarrierSnapshot> open = Open(id);
     ASSERT_TRUE(open.has_value());
     EXPECT_EQ(Names(open->arrived), "worker:0");
     EXPECT_EQ(Names(open->missing), "worker:1, worker:2");
     ASSERT_TRUE(service_->CancelBarrier(id, 0, kW2).ok());
-    EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kCancelled);
+    EXPECT_EQ(a.Get().status().code(), absl::StatusCode::kCancelled);
   }
 }
 
@@ -1218,12 +1287,13 @@ TEST_F(CoordinationServiceTest, GetAliveTasksTimeoutNamesTasksThatDidNotAsk) {
   FireTimersAt(deadline);
   for (AliveSlot* slot : {&a, &b}) {
     ASSERT_TRUE(slot->Ready());
-    absl::Status s = slot->Wait().status();
+    absl::Status s = slot->Get().status();
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
     EXPECT_TRUE(IsServiceError(s));
-    EXPECT_THAT(s.message(), HasSubstr("GetAliveTasks timed out"));
-    EXPECT_THAT(s.message(), HasSubstr("did not ask: worker:2, worker:3"));
-    EXPECT_THAT(s.message(), Not(HasSubstr("worker:4")));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("GetAliveTasks timed out"));
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("did not ask: worker:2, worker:3"));
+    EXPECT_THAT(std::string(s.message()), Not(HasSubstr("worker:4")));
   }
   // A new round starts from nobody: the timed-out askers do not count.
   AliveSlot c, d, e, f;
@@ -1235,7 +1305,7 @@ TEST_F(CoordinationServiceTest, GetAliveTasksTimeoutNamesTasksThatDidNotAsk) {
   service_->GetAliveTasksAsync(TaskId{"worker", 3}, {}, absl::InfiniteFuture(),
                                f.Callback());
   for (AliveSlot* slot : {&c, &d, &e, &f}) {
-    absl::StatusOr<std::vector<AliveTask>> r = slot->Wait();
+    absl::StatusOr<std::vector<AliveTask>> r = slot->Get();
     ASSERT_TRUE(r.ok()) << r.status();
     std::vector<TaskId> tasks;
     for (const AliveTask& t : *r) tasks.push_back(t.task);
