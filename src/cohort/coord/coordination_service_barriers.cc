@@ -264,9 +264,11 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
       }
     } else {
       Barrier& b = it->second;
-      if (t->recoverable && counter == 0 && b.done && b.counter >= 0 &&
+      if (t->recoverable && counter == 0 && b.counter >= 0 &&
           id != kShutdownBarrierId && id != kInitBarrierId) {
-        counter = b.counter + 1;  // re-sync a restarted recoverable task
+        // Re-sync a restarted recoverable task (its counters start at 0
+        // again): it joins the open instance, or the next one.
+        counter = b.done ? b.counter + 1 : b.counter;
       }
       if (counter == b.counter) {
         if (b.done) {

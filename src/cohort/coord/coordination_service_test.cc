@@ -1042,6 +1042,34 @@ TEST_F(RecoverableBarrierTest, CounterZeroAfterPassJoinsTheNextInstance) {
   ExpectPassed(f, 2);
 }
 
+// A recoverable task that restarts while a later instance (#1) is open joins
+// that instance with its counter 0, instead of failing as a mismatch and
+// leaving the others waiting for it until the deadline.
+TEST_F(RecoverableBarrierTest, CounterZeroJoinsAnOpenLaterInstance) {
+  {
+    CounterSlot a, b, c;
+    Arrive(kW0, a, 0);
+    Arrive(kW1, b, 0);
+    Arrive(kW2, c, 0);
+    ExpectPassed(a, 0);
+    ExpectPassed(b, 0);
+    ExpectPassed(c, 0);
+  }
+  CounterSlot a, b, c;
+  Arrive(kW1, b, 1);                    // #1 is open, worker:1 waits
+  ASSERT_TRUE(Register(kW0, 20).ok());  // worker:0 restarts meanwhile
+  Arrive(kW0, a, 0);
+  EXPECT_FALSE(a.Ready()) << a.Get().status();
+  std::optional<BarrierSnapshot> open = Open("b");
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->counter, 1);
+  EXPECT_EQ(Names(open->arrived), "worker:0, worker:1");
+  Arrive(kW2, c, 1);
+  ExpectPassed(a, 1);
+  ExpectPassed(b, 1);
+  ExpectPassed(c, 1);
+}
+
 // "Finished" includes failed: after a cancelled #0, a recoverable task's 0
 // opens #1 instead of getting #0's cached Cancelled.
 TEST_F(RecoverableBarrierTest, CounterZeroAfterFailedInstanceJoinsTheNextOne) {
