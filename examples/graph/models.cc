@@ -21,14 +21,15 @@ namespace cohort::examples {
 namespace {
 
 // Runs `train` (fetching the loss) `steps` times through a callable.
-absl::StatusOr<TrainResult> Fit(const Scope& root, const std::string& train,
-                                const std::string& loss,
-                                const std::vector<std::pair<std::string, Tensor>>& data,
-                                int steps, int log_every, const LossLogger& log,
-                                std::unique_ptr<LocalSession>* session_out = nullptr) {
+absl::StatusOr<TrainResult> Fit(
+    const Scope& root, const std::string& train, const std::string& loss,
+    const std::vector<std::pair<std::string, Tensor>>& data, int steps,
+    int log_every, const LossLogger& log,
+    std::unique_ptr<LocalSession>* session_out = nullptr) {
   GraphDef g;
   COHORT_RETURN_IF_ERROR(root.ToGraphDef(&g));
-  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<LocalSession> session, LocalSession::Create(g));
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<LocalSession> session,
+                          LocalSession::Create(g));
   COHORT_RETURN_IF_ERROR(session->Run({}, {}, {"init"}, nullptr));
   CallableOptions opts;
   std::vector<Tensor> feeds;
@@ -47,7 +48,8 @@ absl::StatusOr<TrainResult> Fit(const Scope& root, const std::string& train,
   for (int i = 1; i <= steps; ++i) {
     // The fetched loss is computed before this step's update.
     COHORT_RETURN_IF_ERROR(session->RunCallable(step, feeds, &out));
-    if (log && log_every > 0 && i % log_every == 0) log(i, out[0].scalar<float>());
+    if (log && log_every > 0 && i % log_every == 0)
+      log(i, out[0].scalar<float>());
   }
   COHORT_RETURN_IF_ERROR(session->RunCallable(eval, feeds, &out));
   r.final_loss = out[0].scalar<float>();
@@ -80,18 +82,24 @@ absl::StatusOr<TrainResult> TrainLinearRegression(int steps, int log_every,
   Scope root = Scope::NewRootScope();
   auto xp = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {-1, 3});
   auto yp = ops::Placeholder(root.WithOpName("y"), DT_FLOAT, {-1, 1});
-  auto w = ops::MakeVariable(root, "w", Tensor::Filled<float>(TensorShape({3, 1}), 0.f));
-  auto b = ops::MakeVariable(root, "b", Tensor::Filled<float>(TensorShape({1}), 0.f));
+  auto w = ops::MakeVariable(root, "w",
+                             Tensor::Filled<float>(TensorShape({3, 1}), 0.f));
+  auto b = ops::MakeVariable(root, "b",
+                             Tensor::Filled<float>(TensorShape({1}), 0.f));
   auto pred = ops::Add(root, ops::MatMul(root, xp, w.value), b.value);
-  auto loss = ops::Mean(root.WithOpName("loss"), ops::Square(root, ops::Sub(root, pred, yp)),
+  auto loss = ops::Mean(root.WithOpName("loss"),
+                        ops::Square(root, ops::Sub(root, pred, yp)),
                         Tensor::Vec<int32_t>({0, 1}));
   std::vector<Output> grads;
-  COHORT_RETURN_IF_ERROR(AddSymbolicGradients(root, {loss}, {w.value, b.value}, &grads));
+  COHORT_RETURN_IF_ERROR(
+      AddSymbolicGradients(root, {loss}, {w.value, b.value}, &grads));
   auto apply_w = ops::ApplyGradientDescent(root, w.handle, 0.2f, grads[0]);
   auto apply_b = ops::ApplyGradientDescent(root, b.handle, 0.2f, grads[1]);
-  ops::NoOp(root.WithOpName("train").WithControlDependencies({apply_w, apply_b}));
+  ops::NoOp(
+      root.WithOpName("train").WithControlDependencies({apply_w, apply_b}));
   ops::GlobalVariablesInitializer(root);
-  return Fit(root, "train", "loss:0", {{"x", x}, {"y", y}}, steps, log_every, log);
+  return Fit(root, "train", "loss:0", {{"x", x}, {"y", y}}, steps, log_every,
+             log);
 }
 
 absl::StatusOr<TrainResult> TrainTwoLayerClassifier(int steps, int log_every,
@@ -116,17 +124,24 @@ absl::StatusOr<TrainResult> TrainTwoLayerClassifier(int steps, int log_every,
   Scope init = root.NewSubScope("init_values");
   auto w1 = ops::MakeVariable(
       root, "w1",
-      ops::Mul(init, ops::RandomNormal(init, Tensor::Vec<int32_t>({2, hidden}), DT_FLOAT, 1, 1),
+      ops::Mul(init,
+               ops::RandomNormal(init, Tensor::Vec<int32_t>({2, hidden}),
+                                 DT_FLOAT, 1, 1),
                0.5f));
-  auto b1 = ops::MakeVariable(root, "b1", Tensor::Filled<float>(TensorShape({hidden}), 0.f));
+  auto b1 = ops::MakeVariable(
+      root, "b1", Tensor::Filled<float>(TensorShape({hidden}), 0.f));
   auto w2 = ops::MakeVariable(
       root, "w2",
       ops::Mul(init,
-               ops::RandomNormal(init, Tensor::Vec<int32_t>({hidden, classes}), DT_FLOAT, 1, 2),
+               ops::RandomNormal(init, Tensor::Vec<int32_t>({hidden, classes}),
+                                 DT_FLOAT, 1, 2),
                0.2f));
-  auto b2 = ops::MakeVariable(root, "b2", Tensor::Filled<float>(TensorShape({classes}), 0.f));
-  auto h = ops::Relu(root, ops::Add(root, ops::MatMul(root, xp, w1.value), b1.value));
-  auto logits = ops::Add(root.WithOpName("logits"), ops::MatMul(root, h, w2.value), b2.value);
+  auto b2 = ops::MakeVariable(
+      root, "b2", Tensor::Filled<float>(TensorShape({classes}), 0.f));
+  auto h = ops::Relu(root,
+                     ops::Add(root, ops::MatMul(root, xp, w1.value), b1.value));
+  auto logits = ops::Add(root.WithOpName("logits"),
+                         ops::MatMul(root, h, w2.value), b2.value);
   auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, lp);
   auto loss = ops::Mean(root.WithOpName("loss"), xent.loss, 0);
   std::vector<ops::Variable> vars = {w1, b1, w2, b2};
@@ -136,19 +151,21 @@ absl::StatusOr<TrainResult> TrainTwoLayerClassifier(int steps, int log_every,
   COHORT_RETURN_IF_ERROR(AddSymbolicGradients(root, {loss}, values, &grads));
   std::vector<Operation> updates;
   const std::vector<TensorShape> shapes = {
-      TensorShape({2, hidden}), TensorShape({hidden}), TensorShape({hidden, classes}),
-      TensorShape({classes})};
+      TensorShape({2, hidden}), TensorShape({hidden}),
+      TensorShape({hidden, classes}), TensorShape({classes})};
   for (size_t i = 0; i < vars.size(); ++i) {
     Scope s = root.NewSubScope("momentum");
-    auto accum = ops::MakeVariable(s, "accum", Tensor::Filled<float>(shapes[i], 0.f));
-    updates.push_back(ops::ApplyMomentum(s, vars[i].handle, accum.handle, 0.1f, grads[i], 0.9f));
+    auto accum =
+        ops::MakeVariable(s, "accum", Tensor::Filled<float>(shapes[i], 0.f));
+    updates.push_back(ops::ApplyMomentum(s, vars[i].handle, accum.handle, 0.1f,
+                                         grads[i], 0.9f));
   }
   ops::NoOp(root.WithOpName("train").WithControlDependencies(updates));
   ops::GlobalVariablesInitializer(root);
   std::unique_ptr<LocalSession> session;
-  COHORT_ASSIGN_OR_RETURN(TrainResult r,
-                          Fit(root, "train", "loss:0", {{"x", x}, {"labels", labels}},
-                              steps, log_every, log, &session));
+  COHORT_ASSIGN_OR_RETURN(TrainResult r, Fit(root, "train", "loss:0",
+                                             {{"x", x}, {"labels", labels}},
+                                             steps, log_every, log, &session));
   std::vector<Tensor> out;
   COHORT_RETURN_IF_ERROR(session->Run({{"x", x}}, {"logits:0"}, {}, &out));
   auto l = out[0].matrix<float>();

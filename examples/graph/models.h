@@ -36,10 +36,10 @@ struct TrainResult {
 // `log(step, loss)` is called every `log_every` steps when set.
 using LossLogger = std::function<void(int step, double loss)>;
 
-absl::StatusOr<TrainResult> TrainLinearRegression(int steps, int log_every = 0,
-                                                  const LossLogger& log = nullptr);
-absl::StatusOr<TrainResult> TrainTwoLayerClassifier(int steps, int log_every = 0,
-                                                    const LossLogger& log = nullptr);
+absl::StatusOr<TrainResult> TrainLinearRegression(
+    int steps, int log_every = 0, const LossLogger& log = nullptr);
+absl::StatusOr<TrainResult> TrainTwoLayerClassifier(
+    int steps, int log_every = 0, const LossLogger& log = nullptr);
 
 }  // namespace cohort::examples
 

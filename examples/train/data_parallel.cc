@@ -60,7 +60,8 @@ class Normals {
 };
 
 Dataset Generate(int n, const TrainOptions& o, const std::vector<float>& t1,
-                 const std::vector<float>& t2, int teacher_hidden, Normals& rng) {
+                 const std::vector<float>& t2, int teacher_hidden,
+                 Normals& rng) {
   Dataset d;
   d.x = Tensor(DT_FLOAT, TensorShape({n, o.features}));
   d.labels = Tensor(DT_INT32, TensorShape({n}));
@@ -73,13 +74,15 @@ Dataset Generate(int n, const TrainOptions& o, const std::vector<float>& t1,
     for (int j = 0; j < o.features; ++j) row[j] = rng.Next();
     for (int k = 0; k < teacher_hidden; ++k) {
       float s = 0;
-      for (int j = 0; j < o.features; ++j) s += row[j] * t1[j * teacher_hidden + k];
+      for (int j = 0; j < o.features; ++j)
+        s += row[j] * t1[j * teacher_hidden + k];
       h[k] = std::max(s, 0.f);
     }
     int best = 0;
     for (int c = 0; c < o.classes; ++c) {
       float s = 0;
-      for (int k = 0; k < teacher_hidden; ++k) s += h[k] * t2[k * o.classes + c];
+      for (int k = 0; k < teacher_hidden; ++k)
+        s += h[k] * t2[k * o.classes + c];
       logits[c] = s;
       if (s > logits[best]) best = c;
     }
@@ -95,7 +98,8 @@ Dataset Rows(const Dataset& d, int begin, int count) {
   out.x = Tensor(DT_FLOAT, TensorShape({count, f}));
   out.labels = Tensor(DT_INT32, TensorShape({count}));
   std::copy_n(d.x.data<float>() + begin * f, count * f, out.x.data<float>());
-  std::copy_n(d.labels.data<int32_t>() + begin, count, out.labels.data<int32_t>());
+  std::copy_n(d.labels.data<int32_t>() + begin, count,
+              out.labels.data<int32_t>());
   return out;
 }
 
@@ -118,20 +122,26 @@ absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
   // He-style scaling: std sqrt(2 / fan_in) for W1, sqrt(1 / fan_in) for W2.
   auto w1 = ops::MakeVariable(
       root, "w1",
-      ops::Mul(init,
-               ops::RandomNormal(init, Tensor::Vec<int32_t>({o.features, o.hidden}),
-                                 DT_FLOAT, o.weight_seed, 1),
-               static_cast<float>(std::sqrt(2.0 / o.features))));
-  auto b1 = ops::MakeVariable(root, "b1", Tensor::Filled<float>(TensorShape({o.hidden}), 0.f));
+      ops::Mul(
+          init,
+          ops::RandomNormal(init, Tensor::Vec<int32_t>({o.features, o.hidden}),
+                            DT_FLOAT, o.weight_seed, 1),
+          static_cast<float>(std::sqrt(2.0 / o.features))));
+  auto b1 = ops::MakeVariable(
+      root, "b1", Tensor::Filled<float>(TensorShape({o.hidden}), 0.f));
   auto w2 = ops::MakeVariable(
       root, "w2",
-      ops::Mul(init,
-               ops::RandomNormal(init, Tensor::Vec<int32_t>({o.hidden, o.classes}),
-                                 DT_FLOAT, o.weight_seed, 2),
-               static_cast<float>(std::sqrt(1.0 / o.hidden))));
-  auto b2 = ops::MakeVariable(root, "b2", Tensor::Filled<float>(TensorShape({o.classes}), 0.f));
-  auto h = ops::Relu(root, ops::Add(root, ops::MatMul(root, x, w1.value), b1.value));
-  auto logits = ops::Add(root.WithOpName("logits"), ops::MatMul(root, h, w2.value), b2.value);
+      ops::Mul(
+          init,
+          ops::RandomNormal(init, Tensor::Vec<int32_t>({o.hidden, o.classes}),
+                            DT_FLOAT, o.weight_seed, 2),
+          static_cast<float>(std::sqrt(1.0 / o.hidden))));
+  auto b2 = ops::MakeVariable(
+      root, "b2", Tensor::Filled<float>(TensorShape({o.classes}), 0.f));
+  auto h =
+      ops::Relu(root, ops::Add(root, ops::MatMul(root, x, w1.value), b1.value));
+  auto logits = ops::Add(root.WithOpName("logits"),
+                         ops::MatMul(root, h, w2.value), b2.value);
   auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
   auto loss = ops::Mean(root.WithOpName("loss"), xent.loss, 0);
 
@@ -153,15 +163,18 @@ absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
     grad_fetches.push_back(grads[i].name());
     param_fetches.push_back(values[i].name());
     Scope s = root.NewSubScope("update_" + name);
-    auto mean = ops::Placeholder(s.WithOpName("mean_grad"), DT_FLOAT, m.var_shapes[i]);
+    auto mean =
+        ops::Placeholder(s.WithOpName("mean_grad"), DT_FLOAT, m.var_shapes[i]);
     mean_feeds.push_back(mean.name());
     if (o.momentum > 0) {
-      auto accum = ops::MakeVariable(root, name + "_momentum",
-                                     Tensor::Filled<float>(m.var_shapes[i], 0.f));
-      updates.push_back(
-          ops::ApplyMomentum(s, vars[i].handle, accum.handle, o.learning_rate, mean, o.momentum));
+      auto accum =
+          ops::MakeVariable(root, name + "_momentum",
+                            Tensor::Filled<float>(m.var_shapes[i], 0.f));
+      updates.push_back(ops::ApplyMomentum(s, vars[i].handle, accum.handle,
+                                           o.learning_rate, mean, o.momentum));
     } else {
-      updates.push_back(ops::ApplyGradientDescent(s, vars[i].handle, o.learning_rate, mean));
+      updates.push_back(
+          ops::ApplyGradientDescent(s, vars[i].handle, o.learning_rate, mean));
     }
   }
   ops::NoOp(root.WithOpName("train").WithControlDependencies(updates));
@@ -202,14 +215,16 @@ absl::StatusOr<uint32_t> CheckParametersAgree(Model& m, const Collective& gang,
                           gang.all_gather(absl::StrFormat("%08x", mine)));
   std::string differing;
   for (size_t p = 1; p < all.size(); ++p) {
-    if (all[p] != all[0]) absl::StrAppend(&differing, " partition ", p, "=", all[p]);
+    if (all[p] != all[0])
+      absl::StrAppend(&differing, " partition ", p, "=", all[p]);
   }
   if (!differing.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "parameters differ across tasks ", when, ": partition 0 has checksum ", all[0], ";",
-        differing, " (this task, partition ", gang.partition_id,
+        "parameters differ across tasks ", when, ": partition 0 has checksum ",
+        all[0], ";", differing, " (this task, partition ", gang.partition_id,
         ", has ", absl::StrFormat("%08x", mine),
-        "); every task must build the same graph with the same seeds and flags"));
+        "); every task must build the same graph with the same seeds and "
+        "flags"));
   }
   return mine;
 }
@@ -239,8 +254,8 @@ absl::StatusOr<Dataset> Shard(const Dataset& d, int partition, int num_tasks) {
   const int end = static_cast<int>((partition + 1) * n / num_tasks);
   if (end <= begin) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shard: partition ", partition, " of ", num_tasks, " gets no examples out of ", n,
-        "; use more examples or fewer tasks"));
+        "shard: partition ", partition, " of ", num_tasks,
+        " gets no examples out of ", n, "; use more examples or fewer tasks"));
   }
   return Rows(d, begin, end - begin);
 }
@@ -263,8 +278,8 @@ absl::StatusOr<std::vector<Tensor>> DecodeTensors(const std::string& bytes,
   for (int i = 0; i < list.tensor_size(); ++i) {
     absl::StatusOr<Tensor> t = Tensor::FromProto(list.tensor(i));
     if (!t.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor ", i, " from ", from, ": ", t.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", i, " from ", from, ": ", t.status().message()));
     }
     out.push_back(*std::move(t));
   }
@@ -273,19 +288,22 @@ absl::StatusOr<std::vector<Tensor>> DecodeTensors(const std::string& bytes,
 
 absl::StatusOr<std::vector<Tensor>> MeanInOrder(
     const std::vector<std::vector<Tensor>>& parts) {
-  if (parts.empty()) return absl::InvalidArgumentError("mean of no tensor lists");
+  if (parts.empty())
+    return absl::InvalidArgumentError("mean of no tensor lists");
   const std::vector<Tensor>& first = parts[0];
   for (size_t p = 0; p < parts.size(); ++p) {
     if (parts[p].size() != first.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "list ", p, " has ", parts[p].size(), " tensors, list 0 has ", first.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("list ", p, " has ", parts[p].size(),
+                       " tensors, list 0 has ", first.size()));
     }
     for (size_t i = 0; i < first.size(); ++i) {
       const Tensor& t = parts[p][i];
       if (t.dtype() != DT_FLOAT || t.shape() != first[i].shape()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor ", i, " of list ", p, " is ", DataTypeName(t.dtype()), " ",
-            t.shape().DebugString(), "; expected float ", first[i].shape().DebugString()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", i, " of list ", p, " is ",
+                         DataTypeName(t.dtype()), " ", t.shape().DebugString(),
+                         "; expected float ", first[i].shape().DebugString()));
       }
     }
   }
@@ -308,7 +326,8 @@ absl::StatusOr<std::vector<Tensor>> MeanInOrder(
 uint32_t ParameterChecksum(const std::vector<Tensor>& params) {
   uint32_t crc = 0;
   for (const Tensor& t : params) {
-    crc = crc32c::Extend(crc, static_cast<const char*>(t.raw_data()), t.TotalBytes());
+    crc = crc32c::Extend(crc, static_cast<const char*>(t.raw_data()),
+                         t.TotalBytes());
   }
   return crc;
 }
@@ -318,20 +337,23 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
                                                     std::ostream& log) {
   const bool chief = gang.partition_id == 0;
   const SyntheticData data = MakeSyntheticData(o);
-  COHORT_ASSIGN_OR_RETURN(Dataset shard, Shard(data.train, gang.partition_id, gang.num_tasks));
+  COHORT_ASSIGN_OR_RETURN(Dataset shard,
+                          Shard(data.train, gang.partition_id, gang.num_tasks));
   if (o.batch <= 0 || o.batch > shard.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--batch ", o.batch, " must be in [1, ", shard.size(),
         "] (the examples of partition ", gang.partition_id, "'s shard)"));
   }
   COHORT_ASSIGN_OR_RETURN(Model m, BuildModel(o));
-  COHORT_RETURN_IF_ERROR(CheckParametersAgree(m, gang, "after initialisation").status());
+  COHORT_RETURN_IF_ERROR(
+      CheckParametersAgree(m, gang, "after initialisation").status());
   if (chief) {
     log << "training: " << gang.num_tasks << " tasks, " << data.train.size()
-        << " training examples (" << shard.size() << " per shard), batch " << o.batch
-        << " per task (" << o.batch * gang.num_tasks << " global), hidden " << o.hidden
-        << ", lr " << o.learning_rate << ", momentum " << o.momentum << ", " << o.steps
-        << " steps" << std::endl;
+        << " training examples (" << shard.size() << " per shard), batch "
+        << o.batch << " per task (" << o.batch * gang.num_tasks
+        << " global), hidden " << o.hidden << ", lr " << o.learning_rate
+        << ", momentum " << o.momentum << ", " << o.steps << " steps"
+        << std::endl;
   }
 
   TrainReport report;
@@ -345,10 +367,11 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
     if (offset + o.batch > shard.size()) offset = 0;
     Dataset batch = Rows(shard, offset, o.batch);
     offset += o.batch;
-    COHORT_RETURN_IF_ERROR(
-        Annotate(m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
-                 absl::StrCat("step ", step, ": forward and gradients")));
-    absl::StatusOr<std::vector<std::string>> gathered = gang.all_gather(EncodeTensors(out));
+    COHORT_RETURN_IF_ERROR(Annotate(
+        m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
+        absl::StrCat("step ", step, ": forward and gradients")));
+    absl::StatusOr<std::vector<std::string>> gathered =
+        gang.all_gather(EncodeTensors(out));
     if (!gathered.ok()) {
       return Annotate(gathered.status(),
                       absl::StrCat("step ", step, ": exchanging gradients"));
@@ -358,12 +381,14 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
     for (size_t p = 0; p < gathered->size(); ++p) {
       COHORT_ASSIGN_OR_RETURN(
           std::vector<Tensor> t,
-          DecodeTensors((*gathered)[p], absl::StrCat("partition ", p, " at step ", step)));
+          DecodeTensors((*gathered)[p],
+                        absl::StrCat("partition ", p, " at step ", step)));
       if (t.size() != 1 + m.var_names.size() || t[0].dtype() != DT_FLOAT ||
           t[0].NumElements() != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "step ", step, ": partition ", p, " sent ", t.size(),
-            " tensors; expected a float loss and ", m.var_names.size(), " gradients"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("step ", step, ": partition ", p, " sent ", t.size(),
+                         " tensors; expected a float loss and ",
+                         m.var_names.size(), " gradients"));
       }
       loss_sum += t[0].scalar<float>();
       t.erase(t.begin());
@@ -374,16 +399,22 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
     report.final_train_loss = loss;
     absl::StatusOr<std::vector<Tensor>> mean = MeanInOrder(grads);
     if (!mean.ok()) {
-      return Annotate(mean.status(), absl::StrCat("step ", step, ": averaging gradients"));
+      return Annotate(mean.status(),
+                      absl::StrCat("step ", step, ": averaging gradients"));
     }
-    COHORT_RETURN_IF_ERROR(Annotate(m.session->RunCallable(m.apply, *mean, nullptr),
-                                    absl::StrCat("step ", step, ": applying the update")));
+    COHORT_RETURN_IF_ERROR(
+        Annotate(m.session->RunCallable(m.apply, *mean, nullptr),
+                 absl::StrCat("step ", step, ": applying the update")));
     ++window_steps;
-    if (chief && o.log_every > 0 && (step % o.log_every == 0 || step == o.steps)) {
+    if (chief && o.log_every > 0 &&
+        (step % o.log_every == 0 || step == o.steps)) {
       const double secs = absl::ToDoubleSeconds(env->Now() - window_start);
-      const double eps =
-          secs > 0 ? window_steps * static_cast<double>(o.batch) * gang.num_tasks / secs : 0;
-      log << absl::StrFormat("step %d/%d loss %.4f examples/s %.0f", step, o.steps, loss, eps)
+      const double eps = secs > 0
+                             ? window_steps * static_cast<double>(o.batch) *
+                                   gang.num_tasks / secs
+                             : 0;
+      log << absl::StrFormat("step %d/%d loss %.4f examples/s %.0f", step,
+                             o.steps, loss, eps)
           << std::endl;
       window_start = env->Now();
       window_steps = 0;
@@ -396,13 +427,15 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
         o.steps * static_cast<double>(o.batch) * gang.num_tasks / secs;
   }
 
-  COHORT_ASSIGN_OR_RETURN(report.checksum,
-                          CheckParametersAgree(m, gang, absl::StrCat("after step ", o.steps)));
+  COHORT_ASSIGN_OR_RETURN(
+      report.checksum,
+      CheckParametersAgree(m, gang, absl::StrCat("after step ", o.steps)));
 
   // Held-out evaluation (every task: the parameters are identical).
-  COHORT_RETURN_IF_ERROR(Annotate(
-      m.session->RunCallable(m.eval, {data.heldout.x, data.heldout.labels}, &out),
-      "held-out evaluation"));
+  COHORT_RETURN_IF_ERROR(
+      Annotate(m.session->RunCallable(
+                   m.eval, {data.heldout.x, data.heldout.labels}, &out),
+               "held-out evaluation"));
   report.heldout_loss = out[0].scalar<float>();
   const auto logits = out[1].matrix<float>();
   const int32_t* y = data.heldout.labels.data<int32_t>();
@@ -414,19 +447,22 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
     }
     correct += best == y[i];
   }
-  report.heldout_accuracy = data.heldout.size() > 0
-                                ? static_cast<double>(correct) / data.heldout.size()
-                                : 0;
+  report.heldout_accuracy =
+      data.heldout.size() > 0
+          ? static_cast<double>(correct) / data.heldout.size()
+          : 0;
 
   if (chief && !o.checkpoint_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.checkpoint_dir, ec);
     if (ec) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot create --checkpoint-dir ", o.checkpoint_dir, ": ", ec.message()));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create --checkpoint-dir ", o.checkpoint_dir,
+                       ": ", ec.message()));
     }
     Saver saver(m.session->device()->resource_manager());
-    COHORT_ASSIGN_OR_RETURN(report.checkpoint_path, saver.Save(o.checkpoint_dir, o.steps));
+    COHORT_ASSIGN_OR_RETURN(report.checkpoint_path,
+                            saver.Save(o.checkpoint_dir, o.steps));
   }
   return report;
 }

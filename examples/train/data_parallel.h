@@ -62,7 +62,9 @@ struct TrainOptions {
 struct Dataset {
   Tensor x;
   Tensor labels;
-  int size() const { return x.IsInitialized() ? static_cast<int>(x.dim_size(0)) : 0; }
+  int size() const {
+    return x.IsInitialized() ? static_cast<int>(x.dim_size(0)) : 0;
+  }
 };
 
 // Training set (first) and held-out set, identical for equal options.

@@ -19,8 +19,9 @@ int main(int argc, char** argv) {
   using cohort::barrier::BarrierTaskContext;
   cohort::examples::TrainOptions o;
   double target_loss = 0.5;
-  CLI::App app{"One task of a data-parallel training job; run it under "
-               "`cohort launch -n N -- train_data_parallel ...`"};
+  CLI::App app{
+      "One task of a data-parallel training job; run it under "
+      "`cohort launch -n N -- train_data_parallel ...`"};
   app.add_option("--steps", o.steps, "training steps (default 300)");
   app.add_option("--lr", o.learning_rate, "learning rate (default 0.1)");
   app.add_option("--momentum", o.momentum,
@@ -29,16 +30,21 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", o.hidden, "hidden units (default 64)");
   app.add_option("--examples", o.train_examples,
                  "training examples across all tasks (default 16384)");
-  app.add_option("--log-every", o.log_every,
-                 "chief prints progress every this many steps (default 50; 0 = never)");
-  app.add_option("--threads", o.threads, "threads of each task's session (default 1)");
-  app.add_option("--checkpoint-dir", o.checkpoint_dir,
-                 "the chief saves the final parameters here (created if missing)");
+  app.add_option(
+      "--log-every", o.log_every,
+      "chief prints progress every this many steps (default 50; 0 = never)");
+  app.add_option("--threads", o.threads,
+                 "threads of each task's session (default 1)");
+  app.add_option(
+      "--checkpoint-dir", o.checkpoint_dir,
+      "the chief saves the final parameters here (created if missing)");
   app.add_option("--target-loss", target_loss,
                  "exit 2 when the held-out loss ends above this (default 0.5)");
   CLI11_PARSE(app, argc, argv);
-  if (o.steps <= 0 || o.hidden <= 0 || o.threads <= 0 || o.train_examples <= 0) {
-    std::cerr << "train_data_parallel: --steps, --hidden, --threads and --examples must be "
+  if (o.steps <= 0 || o.hidden <= 0 || o.threads <= 0 ||
+      o.train_examples <= 0) {
+    std::cerr << "train_data_parallel: --steps, --hidden, --threads and "
+                 "--examples must be "
                  "positive"
               << std::endl;
     return 3;
@@ -46,10 +52,11 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<BarrierTaskContext*> ctx = BarrierTaskContext::Get();
   if (!ctx.ok()) {
-    std::cerr << "train_data_parallel: " << ctx.status().message()
-              << "\nLaunch it as a gang, e.g.:\n  build/bin/cohort launch -n 2 -- "
-                 "build/bin/train_data_parallel --steps 300"
-              << std::endl;
+    std::cerr
+        << "train_data_parallel: " << ctx.status().message()
+        << "\nLaunch it as a gang, e.g.:\n  build/bin/cohort launch -n 2 -- "
+           "build/bin/train_data_parallel --steps 300"
+        << std::endl;
     return 1;
   }
   BarrierTaskContext* task = *ctx;
@@ -70,11 +77,13 @@ int main(int argc, char** argv) {
                      "parameters identical across %d tasks: checksum %08x",
                      gang.num_tasks, r->checksum)
               << std::endl;
-    std::cout << absl::StrFormat(
-                     "throughput: %.1f steps/s, %.0f examples/s (%d tasks, batch %d "
-                     "per task)",
-                     r->steps_per_second, r->examples_per_second, gang.num_tasks, o.batch)
-              << std::endl;
+    std::cout
+        << absl::StrFormat(
+               "throughput: %.1f steps/s, %.0f examples/s (%d tasks, batch %d "
+               "per task)",
+               r->steps_per_second, r->examples_per_second, gang.num_tasks,
+               o.batch)
+        << std::endl;
     if (!r->checkpoint_path.empty()) {
       std::cout << "checkpoint: " << r->checkpoint_path << std::endl;
     }
@@ -86,11 +95,12 @@ int main(int argc, char** argv) {
               << std::endl;
   }
   if (r->heldout_loss > target_loss) {
-    std::cerr << absl::StrFormat(
-                     "train_data_parallel: partition %d: held-out loss %.4f is above "
-                     "--target-loss %.4f; train longer (--steps) or raise the target",
-                     gang.partition_id, r->heldout_loss, target_loss)
-              << std::endl;
+    std::cerr
+        << absl::StrFormat(
+               "train_data_parallel: partition %d: held-out loss %.4f is above "
+               "--target-loss %.4f; train longer (--steps) or raise the target",
+               gang.partition_id, r->heldout_loss, target_loss)
+        << std::endl;
     return 2;
   }
   return 0;

@@ -36,7 +36,8 @@ TEST(DataParallelTest, SyntheticDataIsDeterministicAndShardsPartitionIt) {
     ASSERT_TRUE(s.ok()) << s.status();
     // The shard is the contiguous block starting at row p * 101 / 3.
     const int begin = p * 101 / 3;
-    EXPECT_EQ(s->x.data<float>()[0], a.train.x.data<float>()[begin * o.features]);
+    EXPECT_EQ(s->x.data<float>()[0],
+              a.train.x.data<float>()[begin * o.features]);
     total += s->size();
   }
   EXPECT_EQ(total, 101);
@@ -44,7 +45,8 @@ TEST(DataParallelTest, SyntheticDataIsDeterministicAndShardsPartitionIt) {
 }
 
 TEST(DataParallelTest, TensorsRoundTripAndMeanIsOrdered) {
-  Tensor g0 = Tensor::Vec<float>({1.f, 2.f}), g1 = Tensor::Vec<float>({3.f, 6.f});
+  Tensor g0 = Tensor::Vec<float>({1.f, 2.f}),
+         g1 = Tensor::Vec<float>({3.f, 6.f});
   absl::StatusOr<std::vector<Tensor>> back =
       DecodeTensors(EncodeTensors({g0, Tensor(0.5f)}), "test");
   ASSERT_TRUE(back.ok()) << back.status();
@@ -71,7 +73,8 @@ TEST(DataParallelTest, DifferingParametersAreReported) {
   Collective gang;
   gang.partition_id = 0;
   gang.num_tasks = 2;
-  gang.all_gather = [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
+  gang.all_gather =
+      [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
     // Checksums are 8 hex digits; gradient messages are longer.
     if (m.size() == 8) return std::vector<std::string>{m, "deadbeef"};
     return std::vector<std::string>{m, m};
@@ -80,7 +83,8 @@ TEST(DataParallelTest, DifferingParametersAreReported) {
   absl::StatusOr<TrainReport> r = RunDataParallelTraining(o, gang, log);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("partition 1=deadbeef"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("partition 1=deadbeef"));
 }
 
 // With a fake gang whose other task mirrors this one, training runs the
@@ -92,7 +96,8 @@ TEST(DataParallelTest, MirroredGangTrains) {
   Collective gang;
   gang.partition_id = 0;
   gang.num_tasks = 2;
-  gang.all_gather = [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
+  gang.all_gather =
+      [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
     return std::vector<std::string>{m, m};
   };
   std::ostringstream log;
@@ -131,23 +136,28 @@ double FinalFigure(const std::string& output, const std::string& key) {
     const size_t at = line.find(key + " ");
     double v;
     if (at == absl::string_view::npos) return -1;
-    std::vector<std::string> rest = absl::StrSplit(line.substr(at + key.size() + 1), ' ');
+    std::vector<std::string> rest =
+        absl::StrSplit(line.substr(at + key.size() + 1), ' ');
     return absl::SimpleAtod(absl::StripSuffix(rest[0], ")"), &v) ? v : -1;
   }
   return -1;
 }
 
 TEST(DataParallelJobTest, TwoTasksTrainToTheSameParametersAndLowerLoss) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "train_dp_test.", getpid(), ".",
-                                       absl::ToUnixNanos(absl::Now()));
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "train_dp_test.", getpid(), ".",
+                   absl::ToUnixNanos(absl::Now()));
   const std::string bin = BinDir();
   auto [code, output] = RunToEnd(
-      {bin + "/cohort", "launch", "-n", "2", "--quiet", "--barrier-timeout", "60",
-       "--log-dir", dir + "/logs", "--", bin + "/train_data_parallel", "--steps", "150",
-       "--log-every", "50", "--checkpoint-dir", dir + "/ckpt", "--target-loss", "0.6"});
+      {bin + "/cohort", "launch", "-n", "2", "--quiet", "--barrier-timeout",
+       "60", "--log-dir", dir + "/logs", "--", bin + "/train_data_parallel",
+       "--steps", "150", "--log-every", "50", "--checkpoint-dir", dir + "/ckpt",
+       "--target-loss", "0.6"});
   ASSERT_EQ(code, 0) << output;
   // The job checks the parameters' checksums across tasks; it says so.
-  EXPECT_THAT(output, HasSubstr("[worker:0] parameters identical across 2 tasks: checksum"));
+  EXPECT_THAT(
+      output,
+      HasSubstr("[worker:0] parameters identical across 2 tasks: checksum"));
   EXPECT_THAT(output, HasSubstr("[worker:0] step 150/150 loss"));
   EXPECT_THAT(output, HasSubstr("checkpoint: " + dir + "/ckpt/model.ckpt-150"));
   const double initial = FinalFigure(output, "(initial");
@@ -164,9 +174,9 @@ TEST(DataParallelJobTest, TwoTasksTrainToTheSameParametersAndLowerLoss) {
 }
 
 TEST(DataParallelJobTest, OutsideALaunchItNamesTheMissingVariable) {
-  auto [code, output] =
-      RunToEnd({BinDir() + "/train_data_parallel", "--steps", "1"},
-               {"COHORT_BARRIER_ADDRESS", "COHORT_PARTITION_ID", "COHORT_NUM_TASKS"});
+  auto [code, output] = RunToEnd(
+      {BinDir() + "/train_data_parallel", "--steps", "1"},
+      {"COHORT_BARRIER_ADDRESS", "COHORT_PARTITION_ID", "COHORT_NUM_TASKS"});
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr("COHORT_"));
   EXPECT_THAT(output, HasSubstr("cohort launch -n 2"));

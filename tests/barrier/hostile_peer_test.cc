@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
 #include "cohort/barrier/process.h"
@@ -67,7 +67,7 @@ int64_t RssKib(int pid) {
 
 // Runs a command to completion; returns its exit code and output.
 std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,
-                                const std::vector<std::string>& env) {
+                                       const std::vector<std::string>& env) {
   auto p = Subprocess::Spawn(argv, EnvironmentWith(env));
   if (!p.ok()) return {-1, std::string(p.status().message())};
   std::string out;
@@ -143,8 +143,8 @@ void Attack(const std::string& cohort, const std::string& dir, int pid) {
   for (int i = 0; i < 300; ++i) flood.push_back(Connect(tcp));
 
   // 5. A gRPC barrier sync without the token.
-  auto channel = grpc::CreateChannel(grpc_address,
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(grpc_address, grpc::InsecureChannelCredentials());
   auto stub = cohort::BarrierCoordinatorService::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + kWait));
@@ -154,14 +154,14 @@ void Attack(const std::string& cohort, const std::string& dir, int pid) {
 
   // 6. `cohort kv set` against the coordination service, without a token
   // and with a wrong one.
-  auto [no_token_code, no_token_out] =
-      RunCommand({cohort, "kv", "set", "--coordinator", coord, "intruder", "yes"},
-          {rpc::kJobTokenEnvVar});
+  auto [no_token_code, no_token_out] = RunCommand(
+      {cohort, "kv", "set", "--coordinator", coord, "intruder", "yes"},
+      {rpc::kJobTokenEnvVar});
   EXPECT_NE(no_token_code, 0) << no_token_out;
   EXPECT_THAT(no_token_out, HasSubstr("token"));
-  auto [wrong_code, wrong_out] =
-      RunCommand({cohort, "kv", "set", "--coordinator", coord, "intruder", "yes"},
-          {absl::StrCat(rpc::kJobTokenEnvVar, "=guessed")});
+  auto [wrong_code, wrong_out] = RunCommand(
+      {cohort, "kv", "set", "--coordinator", coord, "intruder", "yes"},
+      {absl::StrCat(rpc::kJobTokenEnvVar, "=guessed")});
   EXPECT_NE(wrong_code, 0) << wrong_out;
 
   // Memory stayed bounded through all of it.
@@ -174,10 +174,9 @@ void Attack(const std::string& cohort, const std::string& dir, int pid) {
   // shows that the intruder's write did not land.
   auto [get_code, get_out] =
       RunCommand({cohort, "kv", "get", "--coordinator", coord, "--token-file",
-           dir + "/logs/job-token", "intruder"},
-          {rpc::kJobTokenEnvVar});
+                  dir + "/logs/job-token", "intruder"},
+                 {rpc::kJobTokenEnvVar});
   EXPECT_EQ(get_code, 2) << "expected NotFound: " << get_out;
-
 }
 
 TEST(HostilePeerTest, AttacksOnALiveLaunchChangeNothingAndTheJobSucceeds) {
@@ -191,15 +190,16 @@ TEST(HostilePeerTest, AttacksOnALiveLaunchChangeNothingAndTheJobSucceeds) {
   const std::string script = absl::StrCat(
       "D=", dir, "; C=", cohort,
       "; echo \"$COHORT_BARRIER_TCP_ADDRESS $COHORT_BARRIER_ADDRESS "
-      "$COHORT_COORDINATION_SERVICE_ADDRESS\" > $D/addr.$COHORT_PARTITION_ID.tmp"
+      "$COHORT_COORDINATION_SERVICE_ADDRESS\" > "
+      "$D/addr.$COHORT_PARTITION_ID.tmp"
       " && mv $D/addr.$COHORT_PARTITION_ID.tmp $D/addr.$COHORT_PARTITION_ID; "
       "i=0; while [ ! -e $D/go ]; do i=$((i+1)); "
       "[ $i -gt 1200 ] && exit 3; sleep 0.05; done; "
       "$C task barrier && $C task allgather $COHORT_PARTITION_ID");
-  auto launcher = Subprocess::Spawn(
-      {cohort, "launch", "--quiet", "-n", "2", "--log-dir", dir + "/logs",
-       "--", "/bin/sh", "-c", script},
-      EnvironmentWith({rpc::kJobTokenEnvVar}));
+  auto launcher =
+      Subprocess::Spawn({cohort, "launch", "--quiet", "-n", "2", "--log-dir",
+                         dir + "/logs", "--", "/bin/sh", "-c", script},
+                        EnvironmentWith({rpc::kJobTokenEnvVar}));
   ASSERT_TRUE(launcher.ok()) << launcher.status();
 
   // The attack returns early on a failed assertion; the gang is released

@@ -110,11 +110,12 @@ std::vector<std::string> Tagged(const std::string& output,
 // barrier is at or after the last arrival, and allGather is ordered by
 // partition.
 TEST_F(LaunchTest, GlobalSyncAndOrderedAllGather) {
-  LaunchRun r = Launch({"-n", "4"},
-                       "sleep 0.$(( (P * 3) % 5 )); echo arrived=$(date +%s%N); "
-                       "$C task barrier || exit 1; "
-                       "echo left=$(date +%s%N); "
-                       "echo gathered=$($C task allgather $P)");
+  LaunchRun r =
+      Launch({"-n", "4"},
+             "sleep 0.$(( (P * 3) % 5 )); echo arrived=$(date +%s%N); "
+             "$C task barrier || exit 1; "
+             "echo left=$(date +%s%N); "
+             "echo gathered=$($C task allgather $P)");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto nanos = [&](const std::string& prefix) {
     std::vector<int64_t> out;
@@ -130,7 +131,8 @@ TEST_F(LaunchTest, GlobalSyncAndOrderedAllGather) {
   ASSERT_EQ(arrived.size(), 4u) << r.output;
   ASSERT_EQ(left.size(), 4u) << r.output;
   // Released together: nobody leaves before the last task has arrived.
-  const int64_t last_arrival = *std::max_element(arrived.begin(), arrived.end());
+  const int64_t last_arrival =
+      *std::max_element(arrived.begin(), arrived.end());
   for (int64_t l : left) EXPECT_GE(l, last_arrival) << r.output;
   std::vector<std::string> gathered = Tagged(r.output, "gathered=");
   ASSERT_EQ(gathered.size(), 4u) << r.output;

@@ -34,24 +34,27 @@ std::string ReadAll(const std::string& path) {
 // Runs `cohort <args>` with exactly the variables in `env` from the cluster
 // environments the resolvers detect (everything else of ours is cleared).
 Result RunCohort(const std::string& args,
-           const std::vector<std::pair<std::string, std::string>>& env) {
-  for (const char* var : {"TF_CONFIG", "SM_HOSTS", "SM_CURRENT_HOST",
-                          "SLURM_PROCID", "SLURM_STEP_NUM_TASKS",
-                          "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE",
-                          "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}) {
+                 const std::vector<std::pair<std::string, std::string>>& env) {
+  for (const char* var :
+       {"TF_CONFIG", "SM_HOSTS", "SM_CURRENT_HOST", "SLURM_PROCID",
+        "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
+        "SLURM_STEP_TASKS_PER_NODE", "KUBERNETES_SERVICE_HOST",
+        "KUBERNETES_SERVICE_PORT"}) {
     unsetenv(var);
   }
   for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
   char err_path[] = "/tmp/cohort_resolve_cli_XXXXXX";
   int fd = mkstemp(err_path);
   close(fd);
-  std::string command = std::string(COHORT_BINARY) + " " + args + " 2>" + err_path;
+  std::string command =
+      std::string(COHORT_BINARY) + " " + args + " 2>" + err_path;
   Result result;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
   char buffer[4096];
   size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    result.out.append(buffer, n);
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.err = ReadAll(err_path);
@@ -65,7 +68,8 @@ constexpr char kTfConfig[] =
         "task": {"type": "worker", "index": 1}, "rpc_layer": "grpc"})";
 
 TEST(ResolveCliTest, JsonOutputFromTfConfig) {
-  Result r = RunCohort("resolve --resolver tf_config --format json", {{"TF_CONFIG", kTfConfig}});
+  Result r = RunCohort("resolve --resolver tf_config --format json",
+                       {{"TF_CONFIG", kTfConfig}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto json = ParseJson(r.out, "cohort resolve output");
   ASSERT_TRUE(json.ok()) << r.out;
@@ -88,19 +92,23 @@ TEST(ResolveCliTest, AutoDetectsTfConfigAndSaysSo) {
 }
 
 TEST(ResolveCliTest, AutoDetectsSageMaker) {
-  Result r = RunCohort("resolve --format json",
-                 {{"SM_HOSTS", R"(["algo-2","algo-1"])"}, {"SM_CURRENT_HOST", "algo-2"}});
+  Result r = RunCohort(
+      "resolve --format json",
+      {{"SM_HOSTS", R"(["algo-2","algo-1"])"}, {"SM_CURRENT_HOST", "algo-2"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json json = Json::parse(r.out);
   EXPECT_EQ(json["resolver"], "sagemaker");
-  EXPECT_EQ(json["cluster"], Json::parse(R"({"worker": ["algo-1:2223", "algo-2:2223"]})"));
+  EXPECT_EQ(json["cluster"],
+            Json::parse(R"({"worker": ["algo-1:2223", "algo-2:2223"]})"));
   EXPECT_EQ(json["task_id"], 1);
 }
 
 TEST(ResolveCliTest, ExampleTfConfigOfTheMainJobResolves) {
-  std::string example = ReadAll(std::string(COHORT_EXAMPLES_DIR) + "/tf_config_example.json");
+  std::string example =
+      ReadAll(std::string(COHORT_EXAMPLES_DIR) + "/tf_config_example.json");
   ASSERT_FALSE(example.empty());
-  Result r = RunCohort("resolve --resolver tf_config", {{"TF_CONFIG", example}});
+  Result r =
+      RunCohort("resolve --resolver tf_config", {{"TF_CONFIG", example}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("master:"));
 }
@@ -118,7 +126,8 @@ TEST(ResolveCliTest, BadTfConfigFailsWithANamedError) {
       {R"({"cluster": {"worker": "a:1"}})", "must be a list"},
   };
   for (const Bad& c : cases) {
-    Result r = RunCohort("resolve --resolver tf_config --format json", {{"TF_CONFIG", c.tf_config}});
+    Result r = RunCohort("resolve --resolver tf_config --format json",
+                         {{"TF_CONFIG", c.tf_config}});
     EXPECT_EQ(r.exit_code, 1) << c.tf_config;
     EXPECT_THAT(r.err, HasSubstr("TF_CONFIG")) << c.tf_config;
     EXPECT_THAT(r.err, HasSubstr(c.mention)) << c.tf_config;
@@ -134,7 +143,8 @@ TEST(ResolveCliTest, NothingDetectedOrUnknownResolverFails) {
   Result unknown = RunCohort("resolve --resolver nosuch", {});
   EXPECT_NE(unknown.exit_code, 0);
   EXPECT_THAT(unknown.err, HasSubstr("unknown resolver 'nosuch'"));
-  Result format = RunCohort("resolve --format yaml", {{"TF_CONFIG", kTfConfig}});
+  Result format =
+      RunCohort("resolve --format yaml", {{"TF_CONFIG", kTfConfig}});
   EXPECT_NE(format.exit_code, 0);
 }
 

@@ -4,9 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -69,8 +68,8 @@ TEST(CoordCliTest, CoordinatorKvAndStatus) {
   EXPECT_EQ(with({"kv", "rm", "cfg"}).exit_code, 0);
   EXPECT_EQ(with({"kv", "get", "cfg/lr"}).exit_code, 2);
   // Wrong token: refused, and no data.
-  Result wrong = RunCli({"kv", "get", "step", "--coordinator", target,
-                         "--token", "nope"});
+  Result wrong =
+      RunCli({"kv", "get", "step", "--coordinator", target, "--token", "nope"});
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_TRUE(wrong.lines.empty());
 
@@ -108,8 +107,8 @@ TEST(CoordCliTest, CoordinatorKvAndStatus) {
 // from the environment; a server beyond loopback without a token refuses to
 // start unless told --insecure.
 TEST(CoordCliTest, TokenFileEnvironmentAndLoopbackRule) {
-  const std::string token_file = absl::StrCat(
-      ::testing::TempDir(), "/coord_cli_token.", getpid());
+  const std::string token_file =
+      absl::StrCat(::testing::TempDir(), "/coord_cli_token.", getpid());
   FILE* f = fopen(token_file.c_str(), "w");
   ASSERT_NE(f, nullptr);
   fputs("file-token\n", f);
@@ -141,9 +140,9 @@ TEST(CoordCliTest, TokenFileEnvironmentAndLoopbackRule) {
 
   // Beyond loopback with neither token nor TLS: refuses to start...
   setenv("COHORT_JOB_TOKEN", "", 1);
-  Result open = RunCli({"coordinator", "--cluster",
-                        R"({"worker": ["localhost:1"]})", "--host", "0.0.0.0",
-                        "--port", "0"});
+  Result open =
+      RunCli({"coordinator", "--cluster", R"({"worker": ["localhost:1"]})",
+              "--host", "0.0.0.0", "--port", "0"});
   EXPECT_NE(open.exit_code, 0);
   EXPECT_TRUE(open.lines.empty()) << "it must not print a port";
   // ...unless asked for explicitly.

@@ -99,7 +99,8 @@ std::string TestProcess::WaitForLine(const std::string& needle,
     const absl::Duration left = end - absl::Now();
     if (left <= absl::ZeroDuration()) return "";
     pollfd pfd{stdout_fd_, POLLIN, 0};
-    int r = poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    int r =
+        poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
     if (r <= 0) continue;
     char buf[4096];
     ssize_t n = read(stdout_fd_, buf, sizeof(buf));

@@ -42,7 +42,8 @@ struct CoordSecurityFlags {
                         "$COHORT_JOB_TOKEN)");
     command->add_option("--token", token,
                         "per-job token; visible in `ps`, prefer --token-file");
-    command->add_option("--tls-ca", tls_ca, "CA certificate (PEM): enables TLS");
+    command->add_option("--tls-ca", tls_ca,
+                        "CA certificate (PEM): enables TLS");
     command->add_option("--tls-cert", tls_cert, "certificate (PEM)");
     command->add_option("--tls-key", tls_key, "private key (PEM)");
     if (server) {
@@ -57,8 +58,8 @@ struct CoordSecurityFlags {
   // The security the flags ask for. InvalidArgument when both token flags
   // are given; NotFound/InvalidArgument when the token file cannot be read
   // or is empty.
-  absl::StatusOr<rpc::TransportSecurity> Security(Env* env = Env::Default())
-      const {
+  absl::StatusOr<rpc::TransportSecurity> Security(
+      Env* env = Env::Default()) const {
     rpc::TransportSecurity security;
     if (!token.empty() && !token_file.empty()) {
       return absl::InvalidArgumentError(
@@ -69,9 +70,10 @@ struct CoordSecurityFlags {
       security.job_token = std::string(
           absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
       if (security.job_token.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--token-file ", token_file, " is empty; expected the job token "
-            "on its first line"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--token-file ", token_file,
+                         " is empty; expected the job token "
+                         "on its first line"));
       }
     } else if (!token.empty()) {
       std::cerr << "warning: --token puts the job token in the process list "

@@ -54,9 +54,8 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text,
                                                  const char* flag) {
   absl::Duration d;
   if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": expected a duration like 10s or 500ms, got \"",
-                     text, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": expected a duration like 10s or 500ms, got \"", text, "\""));
   }
   return d;
 }
@@ -78,20 +77,21 @@ absl::Status Run(const CoordinatorOptions& o) {
   COHORT_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(o));
   coord::CoordinationServerOptions options;
   for (const std::string& job : cluster.jobs()) {
-    COHORT_ASSIGN_OR_RETURN(std::vector<int> indices, cluster.task_indices(job));
+    COHORT_ASSIGN_OR_RETURN(std::vector<int> indices,
+                            cluster.task_indices(job));
     if (indices.empty()) continue;
     // Sparse jobs are coordinated as dense 0..max.
     options.service.jobs[job] = indices.back() + 1;
   }
-  COHORT_ASSIGN_OR_RETURN(options.service.heartbeat_timeout,
-                          ParseDurationFlag(o.heartbeat_timeout,
-                                            "--heartbeat-timeout"));
+  COHORT_ASSIGN_OR_RETURN(
+      options.service.heartbeat_timeout,
+      ParseDurationFlag(o.heartbeat_timeout, "--heartbeat-timeout"));
   COHORT_ASSIGN_OR_RETURN(options.service.shutdown_barrier_timeout,
                           ParseDurationFlag(o.shutdown_barrier_timeout,
                                             "--shutdown-barrier-timeout"));
-  COHORT_ASSIGN_OR_RETURN(options.service.cluster_register_timeout,
-                          ParseDurationFlag(o.register_timeout,
-                                            "--register-timeout"));
+  COHORT_ASSIGN_OR_RETURN(
+      options.service.cluster_register_timeout,
+      ParseDurationFlag(o.register_timeout, "--register-timeout"));
   for (absl::string_view job :
        absl::StrSplit(o.recoverable_jobs, ',', absl::SkipEmpty())) {
     options.service.recoverable_jobs.insert(std::string(job));
@@ -99,8 +99,8 @@ absl::Status Run(const CoordinatorOptions& o) {
   options.service.allow_new_incarnation_to_reconnect = o.allow_reconnect;
   options.service.register_with_barrier = o.register_with_barrier;
   COHORT_ASSIGN_OR_RETURN(options.security, o.security.Security());
-  if (options.security.tls() &&
-      (options.security.cert_file.empty() || options.security.key_file.empty())) {
+  if (options.security.tls() && (options.security.cert_file.empty() ||
+                                 options.security.key_file.empty())) {
     return absl::InvalidArgumentError(
         "TLS needs --tls-cert and --tls-key for the coordinator's identity");
   }
@@ -160,17 +160,18 @@ void RegisterCoordinatorCommand(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<CoordinatorOptions>();
   CLI::App* command = app.add_subcommand(
       "coordinator", "run a job's coordination service standalone");
-  command->add_option("--cluster", options->cluster_json,
-                      "cluster spec JSON, e.g. {\"worker\": [\"h:1\", \"h:2\"]}");
+  command->add_option(
+      "--cluster", options->cluster_json,
+      "cluster spec JSON, e.g. {\"worker\": [\"h:1\", \"h:2\"]}");
   command->add_flag("--tf-config", options->tf_config,
                     "take the cluster from $TF_CONFIG");
   command->add_option("--host", options->host, "address to listen on");
   command->add_option("--port", options->port, "port (0: the OS picks)");
   command->add_option("--heartbeat-timeout", options->heartbeat_timeout,
                       "silence after which a task is dead (10s)");
-  command->add_option("--shutdown-barrier-timeout",
-                      options->shutdown_barrier_timeout,
-                      "wait this long for all tasks at shutdown (0: no barrier)");
+  command->add_option(
+      "--shutdown-barrier-timeout", options->shutdown_barrier_timeout,
+      "wait this long for all tasks at shutdown (0: no barrier)");
   command->add_option("--register-timeout", options->register_timeout,
                       "with --register-with-barrier (1h)");
   command->add_option("--recoverable-jobs", options->recoverable_jobs,

@@ -5,8 +5,8 @@
 //   cohort kv add KEY DELTA               atomic increment; prints the result
 //   cohort kv ls DIR                      KEY=VALUE lines under DIR/
 //   cohort kv rm KEY                      deletes KEY and everything under it
-// Every form takes --coordinator HOST:PORT, --token-file and the TLS flags. Values
-// written by `add` are 8-byte big-endian integers and print as numbers.
+// Every form takes --coordinator HOST:PORT, --token-file and the TLS flags.
+// Values written by `add` are 8-byte big-endian integers and print as numbers.
 // Exit code 1 with the reason on stderr on any failure (2 when `get` finds
 // no such key).
 #include <iostream>
@@ -40,8 +40,7 @@ absl::Status Run(const KvOptions& o) {
   COHORT_ASSIGN_OR_RETURN(rpc::TransportSecurity security,
                           o.security.Security());
   COHORT_ASSIGN_OR_RETURN(
-      auto client,
-      coord::NewGrpcCoordinationClient(o.coordinator, security));
+      auto client, coord::NewGrpcCoordinationClient(o.coordinator, security));
   const absl::Duration rpc_timeout = absl::Seconds(10);
   if (o.action == "get") {
     if (o.wait.empty()) {
@@ -64,8 +63,8 @@ absl::Status Run(const KvOptions& o) {
     request.set_timeout_ms(absl::ToInt64Milliseconds(wait));
     coord::GetKeyValueResponse response;
     COHORT_RETURN_IF_ERROR(
-        CallCoordinator(*client, &CoordinationClient::GetKeyValueAsync,
-                        request, &response, wait + absl::Seconds(5)));
+        CallCoordinator(*client, &CoordinationClient::GetKeyValueAsync, request,
+                        &response, wait + absl::Seconds(5)));
     std::cout << response.kv().value() << std::endl;
     return absl::OkStatus();
   }
@@ -81,9 +80,8 @@ absl::Status Run(const KvOptions& o) {
   if (o.action == "add") {
     int64_t delta;
     if (!absl::SimpleAtoi(o.value, &delta)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("kv add: DELTA must be an integer, got \"", o.value,
-                       "\""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kv add: DELTA must be an integer, got \"", o.value, "\""));
     }
     coord::IncrementKeyValueRequest request;
     request.set_key(o.key);
@@ -130,8 +128,9 @@ void RegisterKvCommand(CLI::App& app, int& exit_code) {
       ->required();
   command->add_option("key", options->key, "key (a directory for ls)");
   command->add_option("value", options->value, "value (set) or delta (add)");
-  command->add_option("--coordinator", options->coordinator,
-                      "coordination service address HOST:PORT")
+  command
+      ->add_option("--coordinator", options->coordinator,
+                   "coordination service address HOST:PORT")
       ->required();
   command->add_option("--wait", options->wait,
                       "get: block until the key exists, at most this long");

@@ -119,8 +119,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
           Env::Default()->ReadFile(flags->token_file);
       std::string line = token.ok() ? token->substr(0, token->find('\n')) : "";
       if (!token.ok() || line.empty()) {
-        std::cerr << "cohort launch: --token-file " << flags->token_file
-                  << ": "
+        std::cerr << "cohort launch: --token-file " << flags->token_file << ": "
                   << (token.ok() ? "empty; expected the token on its first line"
                                  : std::string(token.status().message()))
                   << std::endl;

@@ -2,7 +2,8 @@
 // it: the cluster spec, this task's type and index, the master URL, the rpc
 // layer and the accelerators.
 //
-//   cohort resolve [--resolver auto|tf_config|slurm|sagemaker|kubernetes|gce|tpu]
+//   cohort resolve [--resolver
+//   auto|tf_config|slurm|sagemaker|kubernetes|gce|tpu]
 //                  [--format text|json]
 //
 // `auto` (the default) asks each registered resolver's detector in priority
@@ -60,8 +61,10 @@ void PrintText(const std::string& resolver, const std::string& how,
   const Json& type = result["task_type"];
   const Json& id = result["task_id"];
   std::cout << "task:              "
-            << (type.is_null() ? std::string("(none)") : type.get<std::string>())
-            << (id.is_null() ? std::string() : absl::StrCat(" ", id.get<int64_t>()))
+            << (type.is_null() ? std::string("(none)")
+                               : type.get<std::string>())
+            << (id.is_null() ? std::string()
+                             : absl::StrCat(" ", id.get<int64_t>()))
             << "\n";
   const Json& master = result["master"];
   std::cout << "master:            "
@@ -83,9 +86,9 @@ void PrintText(const std::string& resolver, const std::string& how,
     }
   }
   std::cout << "num_accelerators:  "
-            << (accel.is_null()      ? std::string("(unknown)")
-                : counts.empty()     ? std::string("none")
-                                     : absl::StrJoin(counts, " "))
+            << (accel.is_null()  ? std::string("(unknown)")
+                : counts.empty() ? std::string("none")
+                                 : absl::StrJoin(counts, " "))
             << "\n";
 }
 

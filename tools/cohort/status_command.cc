@@ -71,9 +71,8 @@ Json ToJson(const coord::GetJobStatusResponse& r) {
     task["task"] = TaskName(t.task());
     task["state"] = StateOf(t);
     task["incarnation"] = std::to_string(t.incarnation());
-    task["heartbeat_age_ms"] = t.heartbeat_age_ms() < 0
-                                   ? Json(nullptr)
-                                   : Json(t.heartbeat_age_ms());
+    task["heartbeat_age_ms"] =
+        t.heartbeat_age_ms() < 0 ? Json(nullptr) : Json(t.heartbeat_age_ms());
     task["recoverable"] = t.recoverable();
     if (t.error_code() != 0) {
       task["error_code"] =
@@ -102,8 +101,8 @@ Json ToJson(const coord::GetJobStatusResponse& r) {
 std::string ToText(const coord::GetJobStatusResponse& r,
                    const std::string& coordinator) {
   std::string out = absl::StrFormat(
-      "job %s at %s (service incarnation %d, version %d)\n\n",
-      r.job_state(), coordinator, r.service_incarnation(), r.version_number());
+      "job %s at %s (service incarnation %d, version %d)\n\n", r.job_state(),
+      coordinator, r.service_incarnation(), r.version_number());
   absl::StrAppendFormat(&out, "%-16s %-15s %-20s %-10s %s\n", "TASK", "STATE",
                         "INCARNATION", "HEARTBEAT", "ERROR");
   for (const auto& t : r.task_state()) {
@@ -132,7 +131,9 @@ std::string ToText(const coord::GetJobStatusResponse& r,
       for (const auto& t : b.arrived()) arrived.push_back(TaskName(t));
       for (const auto& t : b.missing()) missing.push_back(TaskName(t));
       absl::StrAppendFormat(
-          &out, "  %s #%d: %d/%d arrived, %.1fs left\n    arrived: %s\n    missing: %s\n",
+          &out,
+          "  %s #%d: %d/%d arrived, %.1fs left\n    arrived: %s\n    missing: "
+          "%s\n",
           b.barrier_id(), b.counter(), b.arrived_size(),
           b.arrived_size() + b.missing_size(), b.remaining_ms() / 1000.0,
           arrived.empty() ? "-" : absl::StrJoin(arrived, " "),
@@ -150,8 +151,7 @@ absl::Status Run(const StatusOptions& o) {
   COHORT_ASSIGN_OR_RETURN(rpc::TransportSecurity security,
                           o.security.Security());
   COHORT_ASSIGN_OR_RETURN(
-      auto client,
-      coord::NewGrpcCoordinationClient(o.coordinator, security));
+      auto client, coord::NewGrpcCoordinationClient(o.coordinator, security));
   int64_t printed_version = -1;
   const bool tty = isatty(STDOUT_FILENO);
   while (true) {
@@ -175,9 +175,9 @@ absl::Status Run(const StatusOptions& o) {
     watch.set_version_number(status.version_number());
     watch.set_timeout_ms(1000);
     coord::WatchJobStateResponse changed;
-    COHORT_RETURN_IF_ERROR(CallCoordinator(
-        *client, &coord::CoordinationClient::WatchJobStateAsync, watch,
-        &changed, absl::Seconds(10)));
+    COHORT_RETURN_IF_ERROR(
+        CallCoordinator(*client, &coord::CoordinationClient::WatchJobStateAsync,
+                        watch, &changed, absl::Seconds(10)));
   }
 }
 
@@ -187,8 +187,9 @@ void RegisterStatusCommand(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<StatusOptions>();
   CLI::App* command =
       app.add_subcommand("status", "show a job's tasks and barriers");
-  command->add_option("--coordinator", options->coordinator,
-                      "coordination service address HOST:PORT")
+  command
+      ->add_option("--coordinator", options->coordinator,
+                   "coordination service address HOST:PORT")
       ->required();
   command->add_flag("--watch", options->watch, "redraw on every change");
   command->add_option("--format", options->format, "text or json");

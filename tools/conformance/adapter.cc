@@ -29,9 +29,9 @@ absl::StatusOr<std::optional<int64_t>> OptInt(const Json& obj,
   const Json& v = Field(obj, key);
   if (v.is_null()) return std::optional<int64_t>();
   if (!v.is_number_integer()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "case field \"", key, "\" must be an integer or null, got ",
-        JsonPreview(v)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("case field \"", key,
+                     "\" must be an integer or null, got ", JsonPreview(v)));
   }
   return std::optional<int64_t>(v.get<int64_t>());
 }
@@ -199,7 +199,8 @@ std::optional<StepOutcome> ResolverAdapter::CommonStep(ClusterResolver& r,
   if (step.contains("get_env")) {
     const Json& name = step["get_env"];
     if (!name.is_string()) return std::nullopt;
-    return StepOutcome::Value(ToJson(ctx.env()->GetVar(name.get<std::string>())));
+    return StepOutcome::Value(
+        ToJson(ctx.env()->GetVar(name.get<std::string>())));
   }
   return std::nullopt;
 }
@@ -219,8 +220,9 @@ CaseRun ResolverAdapter::Run(const Json& test_case, CaseContext& ctx) const {
   if (!calls.is_array()) return run;
   for (const Json& step : calls) {
     if (step.contains("construct")) {
-      run.steps.push_back(resolver.ok() ? StepOutcome::Ok()
-                                        : StepOutcome::Error(resolver.status()));
+      run.steps.push_back(resolver.ok()
+                              ? StepOutcome::Ok()
+                              : StepOutcome::Error(resolver.status()));
       continue;
     }
     if (!resolver.ok()) {

@@ -11,7 +11,8 @@
 // never look at `source` or recognise particular cases.
 //
 // Two kinds of adapter:
-//   - Adapter: anything (ClusterSpec, multi_worker_util, Slurm.expand_hostlist).
+//   - Adapter: anything (ClusterSpec, multi_worker_util,
+//   Slurm.expand_hostlist).
 //   - ResolverAdapter: only builds a ClusterResolver from a resolver spec
 //     ({"ctor": ..., "fake": ...}, the case's `input` or one entry of Union's
 //     `input.resolvers`); the shared script interpreter executes the common
@@ -49,7 +50,9 @@ struct StepOutcome {
 
   static StepOutcome Value(Json v) { return {absl::OkStatus(), std::move(v)}; }
   static StepOutcome Ok() { return {absl::OkStatus(), std::nullopt}; }
-  static StepOutcome Error(absl::Status s) { return {std::move(s), std::nullopt}; }
+  static StepOutcome Error(absl::Status s) {
+    return {std::move(s), std::nullopt};
+  }
   // OK+value from a StatusOr<Json>, or its error.
   static StepOutcome From(absl::StatusOr<Json> v) {
     if (!v.ok()) return Error(v.status());

@@ -7,13 +7,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cohort/base/status.h"
 #include "cohort/cluster/cluster_spec.h"
 #include "cohort/cluster/multi_worker_util.h"
 #include "cohort/cluster/resolvers/sagemaker_cluster_resolver.h"
 #include "cohort/cluster/resolvers/simple_cluster_resolver.h"
 #include "cohort/cluster/resolvers/tf_config_cluster_resolver.h"
 #include "cohort/cluster/resolvers/union_cluster_resolver.h"
-#include "cohort/base/status.h"
 #include "tools/conformance/adapters.h"
 
 namespace cohort::conformance {
@@ -33,7 +33,8 @@ absl::StatusOr<ClusterSpec> Derive(const ClusterSpec& spec,
   if (how == "from_cluster_def") {
     return ClusterSpec::FromClusterDef(spec.ToClusterDef());
   }
-  if (how == "from_as_dict") return ClusterSpec::FromJson(spec.ToJson(), "as_dict");
+  if (how == "from_as_dict")
+    return ClusterSpec::FromJson(spec.ToJson(), "as_dict");
   return absl::UnimplementedError(
       absl::StrCat("unknown ClusterSpec derivation '", how, "'"));
 }
@@ -125,7 +126,8 @@ class ClusterSpecAdapter : public Adapter {
     if (method == "task_address") {
       auto index = OptInt(args, "task_index");
       if (!index.ok()) return StepOutcome::Error(index.status());
-      auto v = spec.task_address(job_name, static_cast<int>(index->value_or(0)));
+      auto v =
+          spec.task_address(job_name, static_cast<int>(index->value_or(0)));
       if (!v.ok()) return StepOutcome::Error(v.status());
       return StepOutcome::Value(*v);
     }
@@ -264,7 +266,6 @@ class BaseResolverAdapter : public ResolverAdapter {
   }
 };
 
-
 // Reads an accelerator map {"GPU": 8}.
 absl::StatusOr<AcceleratorCounts> ParseCounts(const Json& value) {
   AcceleratorCounts counts;
@@ -276,9 +277,9 @@ absl::StatusOr<AcceleratorCounts> ParseCounts(const Json& value) {
   }
   for (const auto& [type, count] : value.items()) {
     if (!count.is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "num_accelerators[\"", type, "\"] must be an integer, got ",
-          JsonPreview(count)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("num_accelerators[\"", type,
+                       "\"] must be an integer, got ", JsonPreview(count)));
     }
     counts[type] = count.get<int>();
   }
@@ -305,9 +306,9 @@ class SimpleAdapter : public ResolverAdapter {
     }
     const Json& master = Field(ctor, "master");
     if (!master.is_null() && !master.is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "master must be a string (std::string in C++), got ",
-          JsonPreview(master)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("master must be a string (std::string in C++), got ",
+                       JsonPreview(master)));
     }
     COHORT_ASSIGN_OR_RETURN(
         ClusterSpec cluster,
@@ -371,13 +372,15 @@ class UnionAdapter : public ResolverAdapter {
             "}; UnionClusterResolver::Overrides has task_type, task_id and "
             "rpc_layer only"));
       }
-      COHORT_ASSIGN_OR_RETURN(overrides.task_type, OptString(kwargs, "task_type"));
+      COHORT_ASSIGN_OR_RETURN(overrides.task_type,
+                              OptString(kwargs, "task_type"));
       COHORT_ASSIGN_OR_RETURN(overrides.task_id, OptInt(kwargs, "task_id"));
-      COHORT_ASSIGN_OR_RETURN(overrides.rpc_layer, OptString(kwargs, "rpc_layer"));
+      COHORT_ASSIGN_OR_RETURN(overrides.rpc_layer,
+                              OptString(kwargs, "rpc_layer"));
     }
-    COHORT_ASSIGN_OR_RETURN(
-        auto resolver,
-        UnionClusterResolver::Create(std::move(resolvers), std::move(overrides)));
+    COHORT_ASSIGN_OR_RETURN(auto resolver,
+                            UnionClusterResolver::Create(std::move(resolvers),
+                                                         std::move(overrides)));
     return std::unique_ptr<ClusterResolver>(std::move(resolver));
   }
 };

@@ -18,12 +18,13 @@
 
 namespace cohort::conformance {
 
-absl::StatusOr<std::shared_ptr<testing::FakeMetadataServer>>
-StartFakeMetadata(const Json& gce_metadata, CaseContext& ctx) {
+absl::StatusOr<std::shared_ptr<testing::FakeMetadataServer>> StartFakeMetadata(
+    const Json& gce_metadata, CaseContext& ctx) {
   auto md = std::make_shared<testing::FakeMetadataServer>("conformance-token");
   if (gce_metadata.is_object()) {
     for (const auto& [path, value] : gce_metadata.items()) {
-      md->Set(path, value.is_string() ? value.get<std::string>() : value.dump());
+      md->Set(path,
+              value.is_string() ? value.get<std::string>() : value.dump());
     }
   } else if (!gce_metadata.is_null()) {
     md->FailAll(absl::StrCat("metadata server: ", gce_metadata.dump()));
@@ -59,8 +60,8 @@ class GceAdapter : public ResolverAdapter {
       COHORT_ASSIGN_OR_RETURN(o.rpc_layer, OptString(ctor, "rpc_layer"));
     }
 
-    auto compute =
-        std::make_shared<testing::FakeComputeServer>(std::string("conformance-token"));
+    auto compute = std::make_shared<testing::FakeComputeServer>(
+        std::string("conformance-token"));
     std::vector<std::vector<std::string>> pages;
     const Json& fake_pages = Field(fake, "instance_group_pages");
     if (fake_pages.is_array()) {
@@ -84,8 +85,8 @@ class GceAdapter : public ResolverAdapter {
     }
     COHORT_RETURN_IF_ERROR(compute->Start());
     ctx.KeepAlive(compute);
-    COHORT_ASSIGN_OR_RETURN(auto md,
-                            StartFakeMetadata(Field(fake, "gce_metadata"), ctx));
+    COHORT_ASSIGN_OR_RETURN(
+        auto md, StartFakeMetadata(Field(fake, "gce_metadata"), ctx));
     o.compute_api_url = compute->api_url();
     o.metadata.base_url = md->base_url();
     COHORT_ASSIGN_OR_RETURN(auto r, GceClusterResolver::Create(ctx.env(), o));

@@ -48,13 +48,15 @@ class KubernetesAdapter : public ResolverAdapter {
     if (ctor.is_object() && ctor.contains("rpc_layer")) {
       COHORT_ASSIGN_OR_RETURN(o.rpc_layer, OptString(ctor, "rpc_layer"));
     }
-    COHORT_ASSIGN_OR_RETURN(auto location, OptString(ctor, "executable_location"));
+    COHORT_ASSIGN_OR_RETURN(auto location,
+                            OptString(ctor, "executable_location"));
     const bool override_client =
         Field(ctor, "override_client").is_boolean()
             ? Field(ctor, "override_client").get<bool>()
             : !Field(ctor, "override_client").is_null();
     if (location.has_value()) {
-      auto parsed = KubernetesClusterResolver::ParseExecutableLocation(*location);
+      auto parsed =
+          KubernetesClusterResolver::ParseExecutableLocation(*location);
       // As TensorFlow: the location only matters without an override client.
       if (!parsed.ok() && !override_client) return parsed.status();
       if (parsed.ok()) o.executable_location = *parsed;
@@ -68,7 +70,8 @@ class KubernetesAdapter : public ResolverAdapter {
           std::vector<testing::FakePod> fake_pods;
           if (list.is_array()) {
             for (const Json& p : list) {
-              fake_pods.push_back({Text(Field(p, "name")), Text(Field(p, "phase")),
+              fake_pods.push_back({Text(Field(p, "name")),
+                                   Text(Field(p, "phase")),
                                    Text(Field(p, "host_ip"))});
             }
           }
@@ -83,7 +86,8 @@ class KubernetesAdapter : public ResolverAdapter {
       o.api = api;
       ctx.KeepAlive(server);
     }
-    COHORT_ASSIGN_OR_RETURN(auto r, KubernetesClusterResolver::Create(ctx.env(), o));
+    COHORT_ASSIGN_OR_RETURN(auto r,
+                            KubernetesClusterResolver::Create(ctx.env(), o));
     return std::unique_ptr<ClusterResolver>(std::move(r));
   }
 };

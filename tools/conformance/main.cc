@@ -104,9 +104,9 @@ bool JsonMatches(const Json& expected, const Json& actual) {
 // "" when `outcome` satisfies `expected`, else what differed.
 std::string Compare(const Json& expected, const StepOutcome& outcome) {
   if (expected.contains("raises")) {
-    const std::string exception =
-        expected["raises"].is_string() ? expected["raises"].get<std::string>()
-                                       : "";
+    const std::string exception = expected["raises"].is_string()
+                                      ? expected["raises"].get<std::string>()
+                                      : "";
     std::set<absl::StatusCode> codes;
     if (!CodesFor(exception, &codes)) {
       return absl::StrCat("the runner has no status mapping for exception '",
@@ -178,8 +178,7 @@ int Main(int argc, char** argv) {
     }
     const Json& test_case = *parsed;
     const std::string source = test_case.value("source", "<no source>");
-    const std::string label =
-        absl::StrCat(source, " (line ", line_number, ")");
+    const std::string label = absl::StrCat(source, " (line ", line_number, ")");
     const std::string resolver =
         test_case.contains("resolver") && test_case["resolver"].is_string()
             ? test_case["resolver"].get<std::string>()

@@ -39,7 +39,8 @@ class ExpandHostlistAdapter : public Adapter {
     auto text = RequiredString(Field(test_case, "input"), "hostlist");
     if (!text.ok()) return Repeat(test_case, StepOutcome::Error(text.status()));
     auto hosts = ExpandHostlist(*text);
-    if (!hosts.ok()) return Repeat(test_case, StepOutcome::Error(hosts.status()));
+    if (!hosts.ok())
+      return Repeat(test_case, StepOutcome::Error(hosts.status()));
     return Repeat(test_case, StepOutcome::Value(Json(*hosts)));
   }
 };
@@ -50,7 +51,8 @@ class ExpandTasksPerNodeAdapter : public Adapter {
     auto text = RequiredString(Field(test_case, "input"), "tasks_per_node");
     if (!text.ok()) return Repeat(test_case, StepOutcome::Error(text.status()));
     auto counts = ExpandTasksPerNode(*text);
-    if (!counts.ok()) return Repeat(test_case, StepOutcome::Error(counts.status()));
+    if (!counts.ok())
+      return Repeat(test_case, StepOutcome::Error(counts.status()));
     return Repeat(test_case, StepOutcome::Value(Json(*counts)));
   }
 };
@@ -58,15 +60,15 @@ class ExpandTasksPerNodeAdapter : public Adapter {
 absl::StatusOr<std::map<std::string, int>> CountMap(const Json& v,
                                                     const char* what) {
   if (!v.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " must be a mapping of name to count, got ",
-                     JsonPreview(v)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " must be a mapping of name to count, got ", JsonPreview(v)));
   }
   std::map<std::string, int> out;
   for (const auto& [name, count] : v.items()) {
     if (!count.is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, "[\"", name, "\"] must be an integer, got ", JsonPreview(count)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "[\"", name, "\"] must be an integer, got ",
+                       JsonPreview(count)));
     }
     out[name] = count.get<int>();
   }

@@ -54,11 +54,12 @@ absl::Status ClientOptions(const Json& spec, CaseContext& ctx,
   COHORT_ASSIGN_OR_RETURN(o->zone, OptString(ctor, "zone"));
   COHORT_ASSIGN_OR_RETURN(o->project, OptString(ctor, "project"));
 
-  auto tpu_server =
-      std::make_shared<testing::FakeTpuServer>(std::string("conformance-token"));
+  auto tpu_server = std::make_shared<testing::FakeTpuServer>(
+      std::string("conformance-token"));
   const Json& nodes = Field(fake, "tpu_nodes");
   if (nodes.is_object()) {
-    for (const auto& [name, node] : nodes.items()) tpu_server->SetNode(name, node);
+    for (const auto& [name, node] : nodes.items())
+      tpu_server->SetNode(name, node);
   }
   COHORT_RETURN_IF_ERROR(tpu_server->Start());
   ctx.KeepAlive(tpu_server);
@@ -129,7 +130,8 @@ class TpuAdapter : public ResolverAdapter {
     COHORT_RETURN_IF_ERROR(ClientOptions(spec, ctx, &o.client));
     COHORT_ASSIGN_OR_RETURN(auto job_name, OptString(ctor, "job_name"));
     if (job_name) o.job_name = *job_name;
-    COHORT_ASSIGN_OR_RETURN(o.coordinator_name, OptString(ctor, "coordinator_name"));
+    COHORT_ASSIGN_OR_RETURN(o.coordinator_name,
+                            OptString(ctor, "coordinator_name"));
     COHORT_ASSIGN_OR_RETURN(o.coordinator_address,
                             OptString(ctor, "coordinator_address"));
     const std::string coordinator = o.coordinator_name.value_or("");
@@ -142,7 +144,8 @@ class TpuAdapter : public ResolverAdapter {
       COHORT_ASSIGN_OR_RETURN(auto server,
                               coord::CoordinationServer::Start(options));
       int port = server->port();
-      ctx.KeepAlive(std::shared_ptr<coord::CoordinationServer>(std::move(server)));
+      ctx.KeepAlive(
+          std::shared_ptr<coord::CoordinationServer>(std::move(server)));
       return port;
     };
     COHORT_ASSIGN_OR_RETURN(auto r, TpuClusterResolver::Create(ctx.env(), o));
@@ -152,14 +155,17 @@ class TpuAdapter : public ResolverAdapter {
   std::optional<StepOutcome> ExtraStep(ClusterResolver& resolver,
                                        const Json& step,
                                        CaseContext&) const override {
-    if (!step.contains("call") || !step["call"].is_string()) return std::nullopt;
+    if (!step.contains("call") || !step["call"].is_string())
+      return std::nullopt;
     auto& tpu = static_cast<TpuClusterResolver&>(resolver);
     const std::string method = step["call"];
-    if (method == "get_master") return StepOutcome::From([&]() -> absl::StatusOr<Json> {
-      COHORT_ASSIGN_OR_RETURN(std::string m, tpu.master());
-      return Json(m);
-    }());
-    if (method == "is_running_in_gce") return StepOutcome::Value(tpu.is_running_in_gce());
+    if (method == "get_master")
+      return StepOutcome::From([&]() -> absl::StatusOr<Json> {
+        COHORT_ASSIGN_OR_RETURN(std::string m, tpu.master());
+        return Json(m);
+      }());
+    if (method == "is_running_in_gce")
+      return StepOutcome::Value(tpu.is_running_in_gce());
     const std::string prefix = "cloud_tpu_client.";
     if (absl::StartsWith(method, prefix)) {
       if (tpu.client() == nullptr) {
@@ -270,7 +276,8 @@ class TpuDeviceDictAdapter : public Adapter {
         run.steps.push_back(n.ok() ? StepOutcome::Value(*n)
                                    : StepOutcome::Error(n.status()));
       } else {
-        run.steps.push_back(StepOutcome::Error(Unknown("TPU.device_dict", step)));
+        run.steps.push_back(
+            StepOutcome::Error(Unknown("TPU.device_dict", step)));
       }
     }
     return run;
@@ -281,7 +288,8 @@ class TpuDeviceDictAdapter : public Adapter {
 
 void RegisterTpuAdapters(AdapterRegistry* registry) {
   registry->Register("TPU", std::make_unique<TpuAdapter>());
-  registry->Register("TPU.device_dict", std::make_unique<TpuDeviceDictAdapter>());
+  registry->Register("TPU.device_dict",
+                     std::make_unique<TpuDeviceDictAdapter>());
   registry->Register("TPUClient", std::make_unique<TpuClientAdapter>());
   registry->Register("TPUClient.endpoints",
                      std::make_unique<TpuEndpointsAdapter>());

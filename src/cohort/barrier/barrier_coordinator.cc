@@ -75,8 +75,8 @@ absl::Status BarrierCoordinator::OpenGang(int64_t stage_id, int stage_attempt,
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = gangs_.try_emplace({stage_id, stage_attempt});
   if (!inserted) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        GangName(stage_id, stage_attempt), " is already open"));
+    return absl::AlreadyExistsError(
+        absl::StrCat(GangName(stage_id, stage_attempt), " is already open"));
   }
   it->second.num_tasks = num_tasks;
   it->second.messages.assign(num_tasks, std::string());
@@ -90,11 +90,11 @@ void BarrierCoordinator::CloseGang(int64_t stage_id, int stage_attempt,
     absl::MutexLock lock(&mu_);
     auto it = gangs_.find({stage_id, stage_attempt});
     if (it == gangs_.end()) return;
-    FailGangLocked(it->second,
-                   absl::AbortedError(absl::StrCat(
-                       GangName(stage_id, stage_attempt),
-                       " was closed: ", reason)),
-                   replies);
+    FailGangLocked(
+        it->second,
+        absl::AbortedError(absl::StrCat(GangName(stage_id, stage_attempt),
+                                        " was closed: ", reason)),
+        replies);
     gangs_.erase(it);
   }
   for (auto& [d, result] : replies) d(std::move(result));
@@ -125,8 +125,8 @@ absl::Status BarrierCoordinator::CheckRequestLocked(
     const std::string& gang_name) const {
   if (!gang.failure.ok()) {
     return absl::AbortedError(absl::StrCat(
-        "barrier sync of ", gang_name, " from partition ",
-        request.partition_id, " (task ", request.task_attempt_id,
+        "barrier sync of ", gang_name, " from partition ", request.partition_id,
+        " (task ", request.task_attempt_id,
         ") refused: the barrier state was cleared by an earlier failure: ",
         gang.failure.message()));
   }
@@ -206,8 +206,7 @@ void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
                        " partition ", request.partition_id, " cannot sync"));
     } else if (it == gangs_.end()) {
       refused = absl::NotFoundError(absl::StrCat(
-          "barrier sync from partition ", request.partition_id, ": ",
-          gang_name,
+          "barrier sync from partition ", request.partition_id, ": ", gang_name,
           " is not running on this coordinator (finished, or never "
           "started); check COHORT_STAGE_ID and COHORT_ATTEMPT_NUMBER, or "
           "whether this task belongs to an attempt that was stopped"));

@@ -5,8 +5,8 @@
 // a sequence of global syncs. Gangs exist only between OpenGang() and
 // CloseGang(), called by whoever started the tasks (the launcher): a request
 // never creates state, so nothing a peer sends sizes an allocation, and the
-// state of finished attempts is freed. In each sync every task calls Barrier() or
-// AllGather(message); when all have arrived, every caller gets the messages
+// state of finished attempts is freed. In each sync every task calls Barrier()
+// or AllGather(message); when all have arrived, every caller gets the messages
 // of all tasks ordered by partition id and the gang's epoch advances by one.
 // The coordinator keeps one state per (stage, attempt) and enforces Spark's
 // rules, with Spark's messages:

@@ -17,10 +17,9 @@ absl::StatusOr<SyncRequest> SyncRequestFromProto(
       request.method = SyncMethod::kBarrier;
       break;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("barrier sync request from partition ",
-                       proto.partition_id(),
-                       " has no method (BARRIER or ALL_GATHER)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "barrier sync request from partition ", proto.partition_id(),
+          " has no method (BARRIER or ALL_GATHER)"));
   }
   request.num_tasks = proto.num_tasks();
   request.stage_id = proto.stage_id();

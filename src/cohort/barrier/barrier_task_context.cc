@@ -82,14 +82,13 @@ absl::Status WriteEpochFile(int* fd, const std::string& path, int64_t epoch) {
 // task caught in one must not fail its job for it. Other errors
 // (Unauthenticated, a peer that is not a coordinator) are final.
 absl::StatusOr<std::unique_ptr<rpc::FramedClient>> ConnectWithRetries(
-    const std::string& address, const std::string& token,
-    absl::Time deadline) {
+    const std::string& address, const std::string& token, absl::Time deadline) {
   absl::Duration backoff = absl::Milliseconds(20);
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<std::unique_ptr<rpc::FramedClient>> client =
         rpc::FramedClient::Connect(address, token, deadline);
-    if (client.ok() || !absl::IsUnavailable(client.status()) ||
-        attempt == 8 || absl::Now() + backoff >= deadline) {
+    if (client.ok() || !absl::IsUnavailable(client.status()) || attempt == 8 ||
+        absl::Now() + backoff >= deadline) {
       return client;
     }
     absl::SleepFor(backoff);

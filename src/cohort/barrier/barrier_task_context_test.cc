@@ -38,8 +38,8 @@ rpc::TransportSecurity TokenSecurity() {
 }
 
 std::unique_ptr<BarrierServer> StartServer(BarrierCoordinator* coordinator) {
-  auto server = BarrierServer::Start(coordinator, "127.0.0.1", 0,
-                                     TokenSecurity());
+  auto server =
+      BarrierServer::Start(coordinator, "127.0.0.1", 0, TokenSecurity());
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? std::move(server).value() : nullptr;
 }

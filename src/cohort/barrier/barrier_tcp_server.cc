@@ -27,8 +27,8 @@ BarrierTcpServer::~BarrierTcpServer() {
   server_.reset();
 }
 
-void BarrierTcpServer::OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
-                                 std::string bytes) {
+void BarrierTcpServer::OnRequest(
+    const std::shared_ptr<rpc::FramedConnection>& c, std::string bytes) {
   cohort::BarrierSyncRequest proto;
   if (!proto.ParseFromString(bytes)) {
     c->Close(absl::StrCat("sent ", bytes.size(),
@@ -70,7 +70,8 @@ void BarrierTcpServer::OnRequest(const std::shared_ptr<rpc::FramedConnection>& c
       });
 }
 
-void BarrierTcpServer::OnClose(const std::shared_ptr<rpc::FramedConnection>& c) {
+void BarrierTcpServer::OnClose(
+    const std::shared_ptr<rpc::FramedConnection>& c) {
   uint64_t parked = 0;
   {
     absl::MutexLock lock(&mu_);

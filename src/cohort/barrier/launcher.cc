@@ -671,8 +671,8 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
   security.job_token = options.job_token.empty()
                            ? absl::BytesToHexString(rpc::RandomNonce())
                            : options.job_token;
-  COHORT_RETURN_IF_ERROR(
-      WritePrivateFile(result.log_dir + "/job-token", security.job_token + "\n"));
+  COHORT_RETURN_IF_ERROR(WritePrivateFile(result.log_dir + "/job-token",
+                                          security.job_token + "\n"));
   coordinator =
       std::make_unique<BarrierCoordinator>(env, options.barrier_timeout);
   COHORT_ASSIGN_OR_RETURN(

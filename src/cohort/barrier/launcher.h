@@ -10,8 +10,8 @@
 //
 // What a task gets: TF_CONFIG (cluster of 127.0.0.1 addresses on free ports,
 // and its own task), COHORT_TASK_NAME ("worker:1"), the job token
-// (COHORT_JOB_TOKEN, required by every server of the job), the address of the job's
-// coordination service (kEnvCoordinationAddress; one service per attempt,
+// (COHORT_JOB_TOKEN, required by every server of the job), the address of the
+// job's coordination service (kEnvCoordinationAddress; one service per attempt,
 // hosted by the launcher), and for gang members (chief and workers) the
 // BarrierTaskContext variables (barrier_task_context.h).
 // Partition ids: the chief is partition 0 when present, then the workers in

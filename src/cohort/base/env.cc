@@ -56,20 +56,24 @@ class RealEnv : public Env {
     }
     std::ostringstream contents;
     contents << in.rdbuf();
-    if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
+    if (in.bad())
+      return absl::DataLossError(absl::StrCat("error reading ", path));
     return contents.str();
   }
 
   absl::StatusOr<std::string> RunCommand(
       const std::vector<std::string>& argv) override {
-    if (argv.empty()) return absl::InvalidArgumentError("RunCommand: empty argv");
+    if (argv.empty())
+      return absl::InvalidArgumentError("RunCommand: empty argv");
     // popen goes through the shell; quote every argument.
     std::string command;
     for (const std::string& arg : argv) {
       std::string quoted = "'";
       for (char c : arg) {
-        if (c == '\'') quoted += "'\\''";
-        else quoted += c;
+        if (c == '\'')
+          quoted += "'\\''";
+        else
+          quoted += c;
       }
       absl::StrAppend(&command, command.empty() ? "" : " ", quoted, "'");
     }
@@ -91,8 +95,8 @@ class RealEnv : public Env {
           absl::StrCat("program not found: ", argv[0], " (is it in PATH?)"));
     }
     if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
-      return absl::InternalError(absl::StrCat(
-          "`", absl::StrJoin(argv, " "), "` failed with status ", rc));
+      return absl::InternalError(absl::StrCat("`", absl::StrJoin(argv, " "),
+                                              "` failed with status ", rc));
     }
     return output;
   }

@@ -83,7 +83,8 @@ TEST(FakeEnv, EnvironmentAndCommandsAreInMemory) {
   EXPECT_EQ(env.GetVar("X"), "1");
   env.SetCommandOutput("nvidia-smi", std::string("GPU 0: A\n"));
   EXPECT_EQ(*env.RunCommand({"nvidia-smi", "--list-gpus"}), "GPU 0: A\n");
-  EXPECT_EQ(env.RunCommand({"other"}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(env.RunCommand({"other"}).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -111,7 +111,8 @@ absl::StatusOr<std::string> FakeEnv::ReadFile(const std::string& path) {
   absl::MutexLock lock(&mu_);
   auto it = files_.find(path);
   if (it == files_.end()) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": no such file"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot open ", path, ": no such file"));
   }
   return it->second;
 }

@@ -16,7 +16,9 @@ absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
       bool boolean(bool) override { return true; }
       bool number_integer(number_integer_t) override { return true; }
       bool number_unsigned(number_unsigned_t) override { return true; }
-      bool number_float(number_float_t, const string_t&) override { return true; }
+      bool number_float(number_float_t, const string_t&) override {
+        return true;
+      }
       bool string(string_t&) override { return true; }
       bool binary(binary_t&) override { return true; }
       bool start_object(std::size_t) override { return true; }
@@ -41,15 +43,23 @@ absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
 
 const char* JsonTypeName(const Json& value) {
   switch (value.type()) {
-    case Json::value_t::object: return "object";
-    case Json::value_t::array: return "array";
-    case Json::value_t::string: return "string";
+    case Json::value_t::object:
+      return "object";
+    case Json::value_t::array:
+      return "array";
+    case Json::value_t::string:
+      return "string";
     case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return "integer";
-    case Json::value_t::number_float: return "number";
-    case Json::value_t::boolean: return "boolean";
-    case Json::value_t::null: return "null";
-    default: return "value";
+    case Json::value_t::number_unsigned:
+      return "integer";
+    case Json::value_t::number_float:
+      return "number";
+    case Json::value_t::boolean:
+      return "boolean";
+    case Json::value_t::null:
+      return "null";
+    default:
+      return "value";
   }
 }
 
@@ -62,9 +72,9 @@ std::string JsonPreview(const Json& value) {
 namespace {
 absl::Status WrongType(const Json& field, absl::string_view what,
                        absl::string_view path, absl::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, ": \"", path, "\" must be ", expected, ", got ",
-      JsonTypeName(field), " ", JsonPreview(field)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": \"", path, "\" must be ", expected, ", got ",
+                   JsonTypeName(field), " ", JsonPreview(field)));
 }
 }  // namespace
 
@@ -77,9 +87,10 @@ absl::StatusOr<std::optional<std::string>> JsonOptionalString(
   return std::optional<std::string>(it->get<std::string>());
 }
 
-absl::StatusOr<std::optional<int64_t>> JsonOptionalInt(
-    const Json& object, const char* key, absl::string_view what,
-    absl::string_view path) {
+absl::StatusOr<std::optional<int64_t>> JsonOptionalInt(const Json& object,
+                                                       const char* key,
+                                                       absl::string_view what,
+                                                       absl::string_view path) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return std::optional<int64_t>();
   if (!it->is_number_integer()) return WrongType(*it, what, path, "an integer");

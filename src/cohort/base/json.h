@@ -35,9 +35,10 @@ std::string JsonPreview(const Json& value);
 absl::StatusOr<std::optional<std::string>> JsonOptionalString(
     const Json& object, const char* key, absl::string_view what,
     absl::string_view path);
-absl::StatusOr<std::optional<int64_t>> JsonOptionalInt(
-    const Json& object, const char* key, absl::string_view what,
-    absl::string_view path);
+absl::StatusOr<std::optional<int64_t>> JsonOptionalInt(const Json& object,
+                                                       const char* key,
+                                                       absl::string_view what,
+                                                       absl::string_view path);
 
 // Serialises compactly with keys in sorted order (nlohmann's default).
 std::string JsonDump(const Json& value);

@@ -16,7 +16,8 @@ namespace {
 
 LogLevel InitialLevel() {
   LogLevel level = LogLevel::kInfo;
-  if (const char* env = std::getenv("COHORT_LOG_LEVEL")) ParseLogLevel(env, &level);
+  if (const char* env = std::getenv("COHORT_LOG_LEVEL"))
+    ParseLogLevel(env, &level);
   return level;
 }
 
@@ -45,11 +46,16 @@ LogLevel MinLogLevel() { return static_cast<LogLevel>(MinLevel().load()); }
 
 bool ParseLogLevel(absl::string_view text, LogLevel* level) {
   const std::string lower = absl::AsciiStrToLower(text);
-  if (lower == "debug") *level = LogLevel::kDebug;
-  else if (lower == "info") *level = LogLevel::kInfo;
-  else if (lower == "warning" || lower == "warn") *level = LogLevel::kWarning;
-  else if (lower == "error") *level = LogLevel::kError;
-  else return false;
+  if (lower == "debug")
+    *level = LogLevel::kDebug;
+  else if (lower == "info")
+    *level = LogLevel::kInfo;
+  else if (lower == "warning" || lower == "warn")
+    *level = LogLevel::kWarning;
+  else if (lower == "error")
+    *level = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 

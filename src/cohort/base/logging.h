@@ -5,7 +5,8 @@
 //
 // Each line reads "I1122 10:31:07.123456 worker:1] message". The minimum level
 // comes from SetMinLogLevel or, at start, the COHORT_LOG_LEVEL variable
-// (debug|info|warning|error). COHORT_CHECK is for bugs only: it logs and aborts.
+// (debug|info|warning|error). COHORT_CHECK is for bugs only: it logs and
+// aborts.
 //
 // Thread safety: all functions are thread-safe; a line is written with one
 // write() so lines of concurrent threads do not interleave.
@@ -19,7 +20,13 @@
 
 namespace cohort {
 
-enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kFatal = 4 };
+enum class LogLevel {
+  kDebug = 0,
+  kInfo = 1,
+  kWarning = 2,
+  kError = 3,
+  kFatal = 4
+};
 
 void SetMinLogLevel(LogLevel level);
 LogLevel MinLogLevel();
@@ -63,20 +70,20 @@ struct LogMessageVoidify {
 #define COHORT_LOG_LEVEL_ERROR ::cohort::LogLevel::kError
 #define COHORT_LOG_LEVEL_FATAL ::cohort::LogLevel::kFatal
 
-#define COHORT_LOG(level)                                              \
-  (COHORT_LOG_LEVEL_##level < ::cohort::MinLogLevel())                 \
-      ? (void)0                                                        \
-      : ::cohort::internal::LogMessageVoidify() &                      \
-            ::cohort::internal::LogMessage(__FILE__, __LINE__,         \
-                                           COHORT_LOG_LEVEL_##level)   \
+#define COHORT_LOG(level)                                            \
+  (COHORT_LOG_LEVEL_##level < ::cohort::MinLogLevel())               \
+      ? (void)0                                                      \
+      : ::cohort::internal::LogMessageVoidify() &                    \
+            ::cohort::internal::LogMessage(__FILE__, __LINE__,       \
+                                           COHORT_LOG_LEVEL_##level) \
                 .stream()
 
-#define COHORT_CHECK(cond)                                                 \
-  (cond) ? (void)0                                                         \
-         : ::cohort::internal::LogMessageVoidify() &                       \
-               ::cohort::internal::LogMessage(__FILE__, __LINE__,          \
-                                              ::cohort::LogLevel::kFatal)  \
-                       .stream()                                           \
+#define COHORT_CHECK(cond)                                                \
+  (cond) ? (void)0                                                        \
+         : ::cohort::internal::LogMessageVoidify() &                      \
+               ::cohort::internal::LogMessage(__FILE__, __LINE__,         \
+                                              ::cohort::LogLevel::kFatal) \
+                       .stream()                                          \
                    << "Check failed: " #cond " "
 
 #endif  // COHORT_BASE_LOGGING_H_

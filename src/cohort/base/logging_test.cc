@@ -35,7 +35,8 @@ TEST(Logging, ParseLogLevel) {
 }
 
 TEST(LoggingDeathTest, CheckAborts) {
-  EXPECT_DEATH(COHORT_CHECK(1 + 1 == 3) << "math", "Check failed: 1 \\+ 1 == 3 math");
+  EXPECT_DEATH(COHORT_CHECK(1 + 1 == 3) << "math",
+               "Check failed: 1 \\+ 1 == 3 math");
 }
 
 }  // namespace

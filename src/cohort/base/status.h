@@ -35,17 +35,17 @@ bool StatusCodeFromName(absl::string_view name, absl::StatusCode* code);
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function
 // when it is not OK.
-#define COHORT_RETURN_IF_ERROR(expr)                          \
-  do {                                                        \
-    ::absl::Status cohort_status_ = (expr);                   \
-    if (!cohort_status_.ok()) return cohort_status_;          \
+#define COHORT_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status cohort_status_ = (expr);          \
+    if (!cohort_status_.ok()) return cohort_status_; \
   } while (0)
 
 // COHORT_ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (an absl::StatusOr<T>);
 // on error returns its status, otherwise moves the value into `lhs`, which may
 // be a declaration (`auto x`) or an existing variable.
-#define COHORT_ASSIGN_OR_RETURN(lhs, expr)                                    \
-  COHORT_ASSIGN_OR_RETURN_IMPL_(                                              \
+#define COHORT_ASSIGN_OR_RETURN(lhs, expr) \
+  COHORT_ASSIGN_OR_RETURN_IMPL_(           \
       COHORT_STATUS_CONCAT_(cohort_statusor_, __LINE__), lhs, expr)
 
 #define COHORT_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \

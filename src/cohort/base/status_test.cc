@@ -44,7 +44,8 @@ TEST(Annotate, PrefixesMessageAndKeepsCode) {
 
 TEST(StatusCodeName, RoundTrips) {
   absl::StatusCode code;
-  ASSERT_TRUE(StatusCodeFromName(StatusCodeName(absl::StatusCode::kAborted), &code));
+  ASSERT_TRUE(
+      StatusCodeFromName(StatusCodeName(absl::StatusCode::kAborted), &code));
   EXPECT_EQ(code, absl::StatusCode::kAborted);
   ASSERT_TRUE(StatusCodeFromName("DEADLINE_EXCEEDED", &code));
   EXPECT_EQ(code, absl::StatusCode::kDeadlineExceeded);

@@ -53,8 +53,8 @@ absl::StatusOr<std::string> TaskAddress(const ClusterSpec& spec,
       return absl::InvalidArgumentError(
           absl::StrCat("No such job in cluster: '", job, "'"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "No task with index ", task_id, " in job '", job, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("No task with index ", task_id, " in job '", job, "'"));
   }
   return spec.task_address(job, static_cast<int>(task_id));
 }

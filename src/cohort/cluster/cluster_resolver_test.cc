@@ -21,7 +21,8 @@ std::vector<DeviceInfo> Devices() {
 }
 
 TEST(CountAcceleratorsTest, CountsByTypeWithoutCpus) {
-  AcceleratorCounts counts = CountAccelerators(Devices(), std::nullopt, std::nullopt);
+  AcceleratorCounts counts =
+      CountAccelerators(Devices(), std::nullopt, std::nullopt);
   EXPECT_EQ(counts, (AcceleratorCounts{{"GPU", 2}, {"TPU", 1}}));
 }
 
@@ -59,9 +60,15 @@ class MasterOnlyResolver : public ClusterResolver {
   std::optional<std::string> task_type() override { return std::nullopt; }
   std::optional<int64_t> task_id() override { return std::nullopt; }
   std::optional<std::string> rpc_layer() override { return std::nullopt; }
-  absl::Status set_task_type(std::optional<std::string>) override { return absl::OkStatus(); }
-  absl::Status set_task_id(std::optional<int64_t>) override { return absl::OkStatus(); }
-  absl::Status set_rpc_layer(std::optional<std::string>) override { return absl::OkStatus(); }
+  absl::Status set_task_type(std::optional<std::string>) override {
+    return absl::OkStatus();
+  }
+  absl::Status set_task_id(std::optional<int64_t>) override {
+    return absl::OkStatus();
+  }
+  absl::Status set_rpc_layer(std::optional<std::string>) override {
+    return absl::OkStatus();
+  }
 };
 
 TEST(ClusterResolverTest, DefaultNumAcceleratorsListsThroughMaster) {

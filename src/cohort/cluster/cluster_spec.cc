@@ -39,9 +39,10 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromJson(const J& json,
   if (json.is_null()) return ClusterSpec();
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": the cluster must be a JSON object mapping job names to a list "
-              "of \"host:port\" addresses or to an object from task index to "
-              "address, got ",
+        what,
+        ": the cluster must be a JSON object mapping job names to a list "
+        "of \"host:port\" addresses or to an object from task index to "
+        "address, got ",
         JsonTypeName(AsJson(json)), " ", JsonPreview(AsJson(json))));
   }
   ClusterSpec spec;
@@ -51,10 +52,11 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromJson(const J& json,
       int index = 0;
       for (const auto& address : value) {
         if (!address.is_string()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, ": task ", index, " of job '", job,
-              "' must be a \"host:port\" string, got ", JsonTypeName(AsJson(address)),
-              " ", JsonPreview(AsJson(address))));
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": task ", index, " of job '", job,
+                           "' must be a \"host:port\" string, got ",
+                           JsonTypeName(AsJson(address)), " ",
+                           JsonPreview(AsJson(address))));
         }
         tasks[index++] = address.template get<std::string>();
       }
@@ -68,10 +70,11 @@ absl::StatusOr<ClusterSpec> ClusterSpecFromJson(const J& json,
               "indices such as \"3\""));
         }
         if (!address.is_string()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, ": task ", index, " of job '", job,
-              "' must be a \"host:port\" string, got ", JsonTypeName(AsJson(address)),
-              " ", JsonPreview(AsJson(address))));
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, ": task ", index, " of job '", job,
+                           "' must be a \"host:port\" string, got ",
+                           JsonTypeName(AsJson(address)), " ",
+                           JsonPreview(AsJson(address))));
         }
         if (tasks.count(index) != 0) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -108,9 +111,9 @@ absl::StatusOr<ClusterSpec> ClusterSpec::FromClusterDef(const ClusterDef& def) {
   ClusterSpec spec;
   for (const JobDef& job : def.job()) {
     if (spec.HasJob(job.name())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ClusterDef names job '", job.name(),
-          "' more than once; each job must appear exactly once"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ClusterDef names job '", job.name(),
+                       "' more than once; each job must appear exactly once"));
     }
     TaskMap tasks;
     for (const auto& [index, address] : job.tasks()) tasks[index] = address;
@@ -295,10 +298,10 @@ absl::StatusOr<ServerDef> MakeServerDef(const ClusterSpec& cluster,
   if (!job_name.has_value()) {
     std::vector<std::string> jobs = cluster.jobs();
     if (jobs.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Must specify an explicit `job_name`. The cluster has ", jobs.size(),
-          " jobs (", absl::StrJoin(jobs, ", "),
-          "); only a single-job cluster implies the job name."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Must specify an explicit `job_name`. The cluster has ",
+                       jobs.size(), " jobs (", absl::StrJoin(jobs, ", "),
+                       "); only a single-job cluster implies the job name."));
     }
     job_name = jobs[0];
   }

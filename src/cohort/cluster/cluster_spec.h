@@ -42,13 +42,14 @@ class ClusterSpec {
                                               absl::string_view what);
   // The same from an order-preserving JSON value: jobs() then follows the
   // object's key order (Json objects are sorted by key).
-  static absl::StatusOr<ClusterSpec> FromJson(const nlohmann::ordered_json& json,
-                                              absl::string_view what);
+  static absl::StatusOr<ClusterSpec> FromJson(
+      const nlohmann::ordered_json& json, absl::string_view what);
   // Parses a ClusterDef. A job named twice is InvalidArgument.
   static absl::StatusOr<ClusterSpec> FromClusterDef(const ClusterDef& def);
 
   // Adds (or replaces) a dense job: addresses[i] is task i.
-  void SetJob(const std::string& job, const std::vector<std::string>& addresses);
+  void SetJob(const std::string& job,
+              const std::vector<std::string>& addresses);
   // Adds (or replaces) a job from an index -> address map.
   void SetJob(const std::string& job, TaskMap tasks);
 
@@ -64,7 +65,8 @@ class ClusterSpec {
   absl::StatusOr<int> num_tasks(absl::string_view job) const;
   // Defined indices, ascending.
   absl::StatusOr<std::vector<int>> task_indices(absl::string_view job) const;
-  // InvalidArgument "No task with index 2 in job 'sparse'" for an unknown index.
+  // InvalidArgument "No task with index 2 in job 'sparse'" for an unknown
+  // index.
   absl::StatusOr<std::string> task_address(absl::string_view job,
                                            int index) const;
   // Dense list padded with nullopt up to the largest index:

@@ -19,8 +19,7 @@ TEST(ClusterSpecTest, DenseAndSparseJobsRoundTripThroughJson) {
   ClusterSpec spec = Parse(
       R"({"ps": ["ps0:1", "ps1:1"], "sparse": {"0": "s0:1", "3": "s3:1"},
           "empty": []})");
-  EXPECT_EQ(spec.ToJson(),
-            Json::parse(R"({"ps": ["ps0:1", "ps1:1"],
+  EXPECT_EQ(spec.ToJson(), Json::parse(R"({"ps": ["ps0:1", "ps1:1"],
                             "sparse": {"0": "s0:1", "3": "s3:1"},
                             "empty": {}})"));
   // A sparse object whose keys are dense comes back as a list.
@@ -29,7 +28,8 @@ TEST(ClusterSpecTest, DenseAndSparseJobsRoundTripThroughJson) {
 }
 
 TEST(ClusterSpecTest, AccessorsAndTheirErrors) {
-  ClusterSpec spec = Parse(R"({"ps": ["p:1"], "sparse": {"0": "a:1", "3": "b:1"}})");
+  ClusterSpec spec =
+      Parse(R"({"ps": ["p:1"], "sparse": {"0": "a:1", "3": "b:1"}})");
   EXPECT_EQ(*spec.num_tasks("sparse"), 2);
   EXPECT_THAT(*spec.task_indices("sparse"), ElementsAre(0, 3));
   EXPECT_EQ(*spec.task_address("sparse", 3), "b:1");
@@ -70,13 +70,16 @@ TEST(ClusterSpecTest, RejectsMalformedJobs) {
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(spec.status().message(), HasSubstr("TF_CONFIG cluster")) << bad;
   }
-  auto spec = ClusterSpec::FromJson(Json::parse(R"({"worker": "host:1"})"), "c");
-  EXPECT_THAT(spec.status().message(),
-              HasSubstr("must be a list or a dictionary from integers to strings"));
+  auto spec =
+      ClusterSpec::FromJson(Json::parse(R"({"worker": "host:1"})"), "c");
+  EXPECT_THAT(
+      spec.status().message(),
+      HasSubstr("must be a list or a dictionary from integers to strings"));
 }
 
 TEST(ClusterSpecTest, ClusterDefIsSortedAndRoundTrips) {
-  ClusterSpec spec = Parse(R"({"worker": {"2": "w2:1", "0": "w0:1"}, "ps": ["p:1"]})");
+  ClusterSpec spec =
+      Parse(R"({"worker": {"2": "w2:1", "0": "w0:1"}, "ps": ["p:1"]})");
   ClusterDef def = spec.ToClusterDef();
   ASSERT_EQ(def.job_size(), 2);
   EXPECT_EQ(def.job(0).name(), "ps");
@@ -95,12 +98,16 @@ TEST(ClusterSpecTest, ClusterDefIsSortedAndRoundTrips) {
 
 TEST(ClusterSpecTest, OrderedJsonKeepsTheJobOrder) {
   auto spec = ClusterSpec::FromJson(
-      nlohmann::ordered_json::parse(R"({"worker": ["w:1"], "chief": ["c:1"], "ps": {"2": "p:1"}})"),
+      nlohmann::ordered_json::parse(
+          R"({"worker": ["w:1"], "chief": ["c:1"], "ps": {"2": "p:1"}})"),
       "test");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_THAT(spec->jobs(), ElementsAre("worker", "chief", "ps"));
-  EXPECT_EQ(*spec, Parse(R"({"ps": {"2": "p:1"}, "chief": ["c:1"], "worker": ["w:1"]})"));
-  auto bad = ClusterSpec::FromJson(nlohmann::ordered_json::parse(R"({"w": 5})"), "X");
+  EXPECT_EQ(
+      *spec,
+      Parse(R"({"ps": {"2": "p:1"}, "chief": ["c:1"], "worker": ["w:1"]})"));
+  auto bad =
+      ClusterSpec::FromJson(nlohmann::ordered_json::parse(R"({"w": 5})"), "X");
   EXPECT_THAT(bad.status().message(), HasSubstr("X: the tasks for job 'w'"));
 }
 

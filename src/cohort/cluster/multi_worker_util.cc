@@ -41,7 +41,8 @@ absl::StatusOr<ClusterSpec> NormalizeClusterSpec(const Json& cluster_spec) {
   return ClusterSpec::FromJson(cluster_spec, "cluster_spec");
 }
 
-absl::StatusOr<ClusterSpec> NormalizeClusterSpec(const ClusterDef& cluster_def) {
+absl::StatusOr<ClusterSpec> NormalizeClusterSpec(
+    const ClusterDef& cluster_def) {
   return ClusterSpec::FromClusterDef(cluster_def);
 }
 
@@ -54,10 +55,10 @@ absl::Status ValidateClusterSpec(const ClusterSpec& spec,
                                  std::optional<int64_t> task_id) {
   for (const std::string& job : spec.jobs()) {
     if (!IsAllowed(job)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Disallowed task type found in cluster spec: job '", job,
-          "'. Allowed types are ", kAllowedText, " and the cluster spec is ",
-          spec.DebugString(), "."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Disallowed task type found in cluster spec: job '", job,
+                       "'. Allowed types are ", kAllowedText,
+                       " and the cluster spec is ", spec.DebugString(), "."));
     }
   }
   if (task_type.has_value() && !IsAllowed(*task_type)) {
@@ -67,9 +68,11 @@ absl::Status ValidateClusterSpec(const ClusterSpec& spec,
   }
   if (task_type.has_value() && !task_type->empty() &&
       !spec.HasJob(*task_type) && *task_type != "evaluator") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "`task_type` '", *task_type, "' not found in cluster_spec. The cluster "
-        "spec is ", spec.DebugString(), "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("`task_type` '", *task_type,
+                     "' not found in cluster_spec. The cluster "
+                     "spec is ",
+                     spec.DebugString(), "."));
   }
   for (const char* single : {"chief", "evaluator"}) {
     if (CountTasks(spec, single) > 1) {
@@ -87,9 +90,9 @@ absl::Status ValidateClusterSpec(const ClusterSpec& spec,
           ". Job '", *task_type, "' has task ids below ", padded, "."));
     }
     if (id < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "The `task_id` ", id, " of ", *task_type,
-          " is negative; task ids start at 0."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("The `task_id` ", id, " of ", *task_type,
+                       " is negative; task ids start at 0."));
     }
   }
   return absl::OkStatus();
@@ -124,9 +127,9 @@ absl::StatusOr<int64_t> IdInCluster(const ClusterSpec& spec,
     return task_id.value_or(0) + CountTasks(spec, "chief");
   }
   if (task_type == "evaluator") return task_id.value_or(0);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "There is no id for task_type ", TypeText(task_type),
-      "; only chief, worker and evaluator tasks have one."));
+  return absl::InvalidArgumentError(
+      absl::StrCat("There is no id for task_type ", TypeText(task_type),
+                   "; only chief, worker and evaluator tasks have one."));
 }
 
 absl::StatusOr<std::string> CollectiveLeader(
@@ -146,7 +149,8 @@ absl::StatusOr<std::string> CollectiveLeader(
 std::string CoordinationLeader(const ClusterSpec& spec) {
   if (spec.empty()) return "";
   for (const char* job : {"ps", "chief", "worker"}) {
-    if (spec.HasJob(job)) return absl::StrCat("/job:", job, "/replica:0/task:0");
+    if (spec.HasJob(job))
+      return absl::StrCat("/job:", job, "/replica:0/task:0");
   }
   return "";
 }

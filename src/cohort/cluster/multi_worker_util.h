@@ -63,7 +63,8 @@ absl::StatusOr<int64_t> IdInCluster(const ClusterSpec& cluster_spec,
 // "/job:chief/replica:0/task:0" when a chief exists, otherwise worker 0.
 // FailedPrecondition when the cluster has neither chief nor worker.
 absl::StatusOr<std::string> CollectiveLeader(
-    const ClusterSpec& cluster_spec, const std::optional<std::string>& task_type,
+    const ClusterSpec& cluster_spec,
+    const std::optional<std::string>& task_type,
     std::optional<int64_t> task_id);
 
 // "" for an empty spec; else task 0 of the first of ps, chief, worker that

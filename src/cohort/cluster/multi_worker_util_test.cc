@@ -27,8 +27,9 @@ TEST(NormalizeTest, AcceptsObjectClusterDefAndSpec) {
   EXPECT_EQ(NormalizeClusterSpec(spec), spec);
   auto bad = NormalizeClusterSpec(Json::parse(R"(["a:1"])"));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(Message(bad.status()),
-              HasSubstr("`cluster_spec' should be dict or a `tf.train.ClusterSpec`"));
+  EXPECT_THAT(
+      Message(bad.status()),
+      HasSubstr("`cluster_spec' should be dict or a `tf.train.ClusterSpec`"));
 }
 
 TEST(ValidateTest, RulesApplyInOrder) {
@@ -45,7 +46,8 @@ TEST(ValidateTest, RulesApplyInOrder) {
   EXPECT_TRUE(ValidateClusterSpec(workers, std::string("evaluator"), 5).ok());
   EXPECT_TRUE(ValidateClusterSpec(workers, std::nullopt, std::nullopt).ok());
   // Rule 4 before rule 5.
-  ClusterSpec two_evals = Spec(R"({"worker": ["a:1"], "evaluator": ["e:1", "f:1"]})");
+  ClusterSpec two_evals =
+      Spec(R"({"worker": ["a:1"], "evaluator": ["e:1", "f:1"]})");
   EXPECT_THAT(Message(ValidateClusterSpec(two_evals, std::string("worker"), 9)),
               HasSubstr("There must be at most one 'evaluator' job."));
   EXPECT_THAT(Message(ValidateClusterSpec(workers, std::string("worker"), 1)),
@@ -62,7 +64,8 @@ TEST(IsChiefTest, ChiefEvaluatorAndWorkerZeroWithoutChief) {
   ClusterSpec full = Spec(kFull);
   EXPECT_TRUE(*IsChief(full, std::string("chief"), 0));
   EXPECT_FALSE(*IsChief(full, std::string("worker"), 0));
-  ClusterSpec workers = Spec(R"({"worker": ["a:1", "b:1"], "evaluator": ["e:1"]})");
+  ClusterSpec workers =
+      Spec(R"({"worker": ["a:1", "b:1"], "evaluator": ["e:1"]})");
   EXPECT_TRUE(*IsChief(workers, std::string("worker"), 0));
   EXPECT_FALSE(*IsChief(workers, std::string("worker"), 1));
   EXPECT_TRUE(*IsChief(workers, std::string("evaluator"), 0));
@@ -75,7 +78,9 @@ TEST(WorkerCountTest, CountsChiefAndWorkersOrEvaluators) {
   EXPECT_EQ(*WorkerCount(spec, std::string("worker")), 3);
   EXPECT_EQ(*WorkerCount(spec, std::string("chief")), 3);
   EXPECT_EQ(*WorkerCount(spec, std::string("evaluator")), 1);
-  EXPECT_EQ(*WorkerCount(Spec(R"({"worker": ["a:1"]})"), std::string("evaluator")), 0);
+  EXPECT_EQ(
+      *WorkerCount(Spec(R"({"worker": ["a:1"]})"), std::string("evaluator")),
+      0);
   EXPECT_THAT(Message(WorkerCount(spec, std::string("ps")).status()),
               HasSubstr("Unexpected `task_type` 'ps'"));
 }
@@ -89,7 +94,8 @@ TEST(IdInClusterTest, ChiefFirstThenWorkers) {
   EXPECT_THAT(Message(IdInCluster(spec, std::string("ps"), 0).status()),
               HasSubstr("There is no id for task_type 'ps'"));
   EXPECT_THAT(Message(IdInCluster(Spec(R"({"chief": ["a:1", "b:1"]})"),
-                                  std::string("chief"), 0).status()),
+                                  std::string("chief"), 0)
+                          .status()),
               HasSubstr("There must be at most one 'chief' job."));
 }
 
@@ -97,17 +103,21 @@ TEST(LeaderTest, CollectiveAndCoordinationLeaders) {
   EXPECT_EQ(*CollectiveLeader(ClusterSpec(), std::nullopt, 0), "");
   EXPECT_EQ(*CollectiveLeader(Spec(kFull), std::string("worker"), 0),
             "/job:chief/replica:0/task:0");
-  EXPECT_EQ(*CollectiveLeader(Spec(R"({"worker": ["a:1"]})"), std::string("worker"), 0),
+  EXPECT_EQ(*CollectiveLeader(Spec(R"({"worker": ["a:1"]})"),
+                              std::string("worker"), 0),
             "/job:worker/replica:0/task:0");
-  EXPECT_EQ(*CollectiveLeader(Spec(R"({"worker": ["a:1"], "evaluator": ["e:1"]})"),
-                              std::string("evaluator"), 0),
-            "");
+  EXPECT_EQ(
+      *CollectiveLeader(Spec(R"({"worker": ["a:1"], "evaluator": ["e:1"]})"),
+                        std::string("evaluator"), 0),
+      "");
   EXPECT_EQ(CollectiveLeader(Spec(R"({"ps": ["p:1"]})"), std::string("ps"), 0)
-                .status().code(),
+                .status()
+                .code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(CoordinationLeader(Spec(kFull)), "/job:ps/replica:0/task:0");
-  EXPECT_EQ(CoordinationLeader(Spec(R"({"chief": ["c:1"], "worker": ["w:1"]})")),
-            "/job:chief/replica:0/task:0");
+  EXPECT_EQ(
+      CoordinationLeader(Spec(R"({"chief": ["c:1"], "worker": ["w:1"]})")),
+      "/job:chief/replica:0/task:0");
   EXPECT_EQ(CoordinationLeader(Spec(R"({"worker": ["w:1", "w:2"]})")),
             "/job:worker/replica:0/task:0");
   EXPECT_EQ(CoordinationLeader(ClusterSpec()), "");

@@ -23,14 +23,14 @@ absl::Status ResolverRegistry::Register(ResolverRegistration registration) {
         "resolver '", registration.name, "' is registered without a factory"));
   }
   if (Find(registration.name) != nullptr) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "resolver '", registration.name, "' is registered twice"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("resolver '", registration.name, "' is registered twice"));
   }
-  auto pos = std::upper_bound(
-      registrations_.begin(), registrations_.end(), registration.priority,
-      [](int priority, const ResolverRegistration& r) {
-        return priority < r.priority;
-      });
+  auto pos = std::upper_bound(registrations_.begin(), registrations_.end(),
+                              registration.priority,
+                              [](int priority, const ResolverRegistration& r) {
+                                return priority < r.priority;
+                              });
   registrations_.insert(pos, std::move(registration));
   return absl::OkStatus();
 }
@@ -53,9 +53,9 @@ absl::StatusOr<std::unique_ptr<ClusterResolver>> ResolverRegistry::Create(
     absl::string_view name, Env* env) const {
   const ResolverRegistration* r = Find(name);
   if (r == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "unknown resolver '", name, "'; known resolvers: ",
-        absl::StrJoin(names(), ", ")));
+    return absl::NotFoundError(
+        absl::StrCat("unknown resolver '", name,
+                     "'; known resolvers: ", absl::StrJoin(names(), ", ")));
   }
   return r->factory(env);
 }
@@ -68,10 +68,10 @@ absl::StatusOr<const ResolverRegistration*> ResolverRegistry::Detect(
     if (r.detector(env)) return &r;
     checked.push_back(absl::StrCat(r.name, " (", r.description, ")"));
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no cluster environment detected; checked: ",
-      checked.empty() ? "nothing" : absl::StrJoin(checked, "; "),
-      ". Set one of these up or pass --resolver explicitly."));
+  return absl::NotFoundError(
+      absl::StrCat("no cluster environment detected; checked: ",
+                   checked.empty() ? "nothing" : absl::StrJoin(checked, "; "),
+                   ". Set one of these up or pass --resolver explicitly."));
 }
 
 void RegisterBuiltinResolvers(ResolverRegistry* registry) {

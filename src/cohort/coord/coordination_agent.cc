@@ -40,8 +40,9 @@ absl::Duration Grace(absl::Duration d) {
 
 // A failure of the network path (worth retrying), not an answer.
 bool IsTransient(const absl::Status& s) {
-  return !IsServiceError(s) && (s.code() == absl::StatusCode::kUnavailable ||
-                                s.code() == absl::StatusCode::kDeadlineExceeded);
+  return !IsServiceError(s) &&
+         (s.code() == absl::StatusCode::kUnavailable ||
+          s.code() == absl::StatusCode::kDeadlineExceeded);
 }
 
 std::string Describe(const absl::Status& s) {
@@ -224,10 +225,10 @@ absl::Status CoordinationAgent::Register(uint64_t incarnation,
     RegisterTaskResponse response;
     CallOptions call;
     call.wait_for_ready = true;
-    call.timeout = std::max(absl::Milliseconds(1),
-                            std::min(deadline - env_->Now(), absl::Seconds(10)));
-    last = client_->RegisterTask(request, &response,
-                call);
+    call.timeout =
+        std::max(absl::Milliseconds(1),
+                 std::min(deadline - env_->Now(), absl::Seconds(10)));
+    last = client_->RegisterTask(request, &response, call);
     if (last.ok()) {
       absl::MutexLock lock(&mu_);
       incarnation_ = incarnation;
@@ -312,8 +313,7 @@ void CoordinationAgent::HeartbeatLoop() {
     HeartbeatResponse response;
     CallOptions call;
     call.timeout = std::max(interval_, absl::Milliseconds(100));
-    absl::Status s =
-        client_->Heartbeat(request, &response, call);
+    absl::Status s = client_->Heartbeat(request, &response, call);
     const absl::Time now = env_->Now();
     {
       absl::MutexLock lock(&mu_);
@@ -321,11 +321,11 @@ void CoordinationAgent::HeartbeatLoop() {
     }
     if (s.ok()) {
       if (response.service_incarnation() != known_service) {
-        SetError(absl::AbortedError(absl::StrCat(
-            "the coordination service restarted (incarnation ", known_service,
-            " -> ", response.service_incarnation(),
-            "): its state is lost; task ", options_.task.ToString(),
-            " must restart")));
+        SetError(absl::AbortedError(
+            absl::StrCat("the coordination service restarted (incarnation ",
+                         known_service, " -> ", response.service_incarnation(),
+                         "): its state is lost; task ",
+                         options_.task.ToString(), " must restart")));
         return;
       }
       absl::MutexLock lock(&mu_);
@@ -352,8 +352,8 @@ void CoordinationAgent::HeartbeatLoop() {
           next = env_->Now() + interval_;
           continue;
         }
-        s = Annotate(r, absl::StrCat("reconnect after \"", s.message(),
-                                     "\" failed"));
+        s = Annotate(
+            r, absl::StrCat("reconnect after \"", s.message(), "\" failed"));
       }
       SetError(s);
       return;
@@ -365,16 +365,16 @@ void CoordinationAgent::HeartbeatLoop() {
       silent = now - last_contact_;
     }
     if (silent >= options_.heartbeat_timeout) {
-      SetError(absl::UnavailableError(absl::StrCat(
-          "task ", options_.task.ToString(),
-          " lost contact with the coordination service for ",
-          absl::FormatDuration(silent), " (heartbeat timeout ",
-          absl::FormatDuration(options_.heartbeat_timeout),
-          "): ", s.message())));
+      SetError(absl::UnavailableError(
+          absl::StrCat("task ", options_.task.ToString(),
+                       " lost contact with the coordination service for ",
+                       absl::FormatDuration(silent), " (heartbeat timeout ",
+                       absl::FormatDuration(options_.heartbeat_timeout),
+                       "): ", s.message())));
       return;
     }
-    next = now + std::min(Backoff(attempt++),
-                          options_.heartbeat_timeout - silent);
+    next =
+        now + std::min(Backoff(attempt++), options_.heartbeat_timeout - silent);
   }
 }
 
@@ -409,7 +409,8 @@ void CoordinationAgent::PollLoop() {
       service_stopped_ = true;
       return;
     }
-    if (!s.ok() && !IsTransient(s) && s.code() != absl::StatusCode::kCancelled) {
+    if (!s.ok() && !IsTransient(s) &&
+        s.code() != absl::StatusCode::kCancelled) {
       auto source = ErrorSourceTask(s);
       const bool about_me = source.has_value() && *source == options_.task;
       if (!(options_.reconnect_after_heartbeat_timeout && about_me)) {
@@ -451,8 +452,7 @@ absl::Status CoordinationAgent::Shutdown() {
     ShutdownTaskResponse response;
     CallOptions call;
     call.timeout = options_.shutdown_timeout;
-    result = client_->ShutdownTask(request, &response,
-                  call);
+    result = client_->ShutdownTask(request, &response, call);
     if (IsServiceStopped(result)) result = absl::OkStatus();
   }
   if (poll) poll->Cancel();
@@ -471,7 +471,8 @@ absl::Status CoordinationAgent::ReportError(const absl::Status& error) {
   request.set_error_code(static_cast<int>(error.code()));
   request.set_error_message(std::string(error.message()));
   ReportErrorToServiceResponse response;
-  absl::Status s = client_->ReportErrorToService(request, &response, RpcCallOptions());
+  absl::Status s =
+      client_->ReportErrorToService(request, &response, RpcCallOptions());
   SetError(error);
   return s;
 }
@@ -526,7 +527,8 @@ absl::StatusOr<int64_t> CoordinationAgent::IncrementKeyValue(
   request.set_key(key);
   request.set_increment(delta);
   IncrementKeyValueResponse response;
-  COHORT_RETURN_IF_ERROR(client_->IncrementKeyValue(request, &response, RpcCallOptions()));
+  COHORT_RETURN_IF_ERROR(
+      client_->IncrementKeyValue(request, &response, RpcCallOptions()));
   return response.value();
 }
 
@@ -539,7 +541,8 @@ absl::StatusOr<CompareAndSwapResult> CoordinationAgent::CompareAndSwapKeyValue(
   if (expected.has_value()) request.set_expected(*expected);
   request.set_desired(desired);
   CompareAndSwapKeyValueResponse response;
-  COHORT_RETURN_IF_ERROR(client_->CompareAndSwapKeyValue(request, &response, RpcCallOptions()));
+  COHORT_RETURN_IF_ERROR(
+      client_->CompareAndSwapKeyValue(request, &response, RpcCallOptions()));
   CompareAndSwapResult result;
   result.swapped = response.swapped();
   if (response.has_stored()) result.stored = response.stored();
@@ -590,9 +593,9 @@ absl::StatusOr<KeyValueWatchResult> CoordinationAgent::WatchKeyValue(
   return result;
 }
 
-absl::Status CoordinationAgent::WaitAtBarrier(const std::string& id,
-                                              absl::Duration timeout,
-                                              const std::vector<TaskId>& tasks) {
+absl::Status CoordinationAgent::WaitAtBarrier(
+    const std::string& id, absl::Duration timeout,
+    const std::vector<TaskId>& tasks) {
   COHORT_RETURN_IF_ERROR(CheckUsable());
   int64_t counter;
   {
@@ -642,8 +645,7 @@ absl::Status CoordinationAgent::CancelBarrier(const std::string& id) {
   request.set_counter(counter);
   *request.mutable_source_task() = ToProto(options_.task);
   CancelBarrierResponse response;
-  return client_->CancelBarrier(request, &response,
-              RpcCallOptions());
+  return client_->CancelBarrier(request, &response, RpcCallOptions());
 }
 
 absl::StatusOr<std::vector<AliveTask>> CoordinationAgent::GetAliveTasks(
@@ -660,10 +662,9 @@ absl::StatusOr<std::vector<AliveTask>> CoordinationAgent::GetAliveTasks(
       Retry([&] { return client_->GetAliveTasks(request, &response, call); }));
   std::vector<AliveTask> out;
   for (int i = 0; i < response.alive_tasks_size(); ++i) {
-    out.push_back(AliveTask{FromProto(response.alive_tasks(i)),
-                            i < response.incarnations_size()
-                                ? response.incarnations(i)
-                                : 0});
+    out.push_back(AliveTask{
+        FromProto(response.alive_tasks(i)),
+        i < response.incarnations_size() ? response.incarnations(i) : 0});
   }
   return out;
 }
@@ -674,8 +675,8 @@ absl::StatusOr<std::vector<TaskStateInfo>> CoordinationAgent::GetTaskState(
   GetTaskStateRequest request;
   for (const TaskId& t : tasks) *request.add_source_task() = ToProto(t);
   GetTaskStateResponse response;
-  COHORT_RETURN_IF_ERROR(client_->GetTaskState(request,
-                              &response, RpcCallOptions()));
+  COHORT_RETURN_IF_ERROR(
+      client_->GetTaskState(request, &response, RpcCallOptions()));
   return std::vector<TaskStateInfo>(response.task_state().begin(),
                                     response.task_state().end());
 }

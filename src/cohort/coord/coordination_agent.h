@@ -155,11 +155,10 @@ class CoordinationAgent {
 
   // Issues one RPC and waits for it (or for Abandon of `pending`).
   template <typename Request, typename Response>
-  absl::Status Call(void (CoordinationClient::*method)(
-                        const Request&, Response*, const CallOptions&,
-                        StatusCallback),
-                    const Request& request, Response* response,
-                    CallOptions options);
+  absl::Status Call(
+      void (CoordinationClient::*method)(const Request&, Response*,
+                                         const CallOptions&, StatusCallback),
+      const Request& request, Response* response, CallOptions options);
   absl::Status CheckUsable();
   // Options for a call that does not wait by design: options_.rpc_timeout.
   CallOptions RpcCallOptions() const;

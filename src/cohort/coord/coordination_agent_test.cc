@@ -3,10 +3,10 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
 #include "cohort/base/status.h"
-#include "absl/strings/str_cat.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/coord/in_process_cluster.h"
 #include "cohort/coord/local_coordination_client.h"
@@ -45,8 +45,8 @@ bool Eventually(const std::function<bool()>& cond,
 // ended, so fewer threads will ever park again).
 void AdvanceWhenParked(
     FakeEnv& env, absl::Duration total,
-    const std::function<bool()>& until = [] { return false; },
-    int parked = 2, absl::Duration step = absl::Milliseconds(250)) {
+    const std::function<bool()>& until = [] { return false; }, int parked = 2,
+    absl::Duration step = absl::Milliseconds(250)) {
   for (absl::Duration done; done < total; done += step) {
     const absl::Time give_up = absl::Now() + absl::Seconds(10);
     while (!env.BlockUntilParked(parked, absl::Milliseconds(5))) {
@@ -64,16 +64,16 @@ TEST(CoordinationAgentTest, TasksMeetAtBarriersAndShareKeys) {
       ServiceOptions(4, Env::Default(), absl::Seconds(10)));
   ASSERT_TRUE(cluster.ok());
   auto results = (*cluster)->RunTasks(4, [](CoordinationAgent& agent, int i) {
-    COHORT_RETURN_IF_ERROR(agent.InsertKeyValue(
-        absl::StrCat("addr/", i), absl::StrCat("host", i)));
+    COHORT_RETURN_IF_ERROR(agent.InsertKeyValue(absl::StrCat("addr/", i),
+                                                absl::StrCat("host", i)));
     for (int round = 0; round < 5; ++round) {
       COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier("step", absl::Seconds(10)));
     }
     COHORT_ASSIGN_OR_RETURN(auto dir, agent.GetKeyValueDir("addr"));
     if (dir.size() != 4) return absl::InternalError("missing addresses");
-    COHORT_ASSIGN_OR_RETURN(std::string next,
-                            agent.GetKeyValue(absl::StrCat("addr/", (i + 1) % 4),
-                                              absl::Seconds(5)));
+    COHORT_ASSIGN_OR_RETURN(
+        std::string next, agent.GetKeyValue(absl::StrCat("addr/", (i + 1) % 4),
+                                            absl::Seconds(5)));
     if (next != absl::StrCat("host", (i + 1) % 4)) {
       return absl::InternalError("wrong value");
     }
@@ -93,10 +93,11 @@ TEST(CoordinationAgentTest, SameTasksOverGrpc) {
     for (int round = 0; round < 3; ++round) {
       COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier("b", absl::Seconds(10)));
     }
-    COHORT_ASSIGN_OR_RETURN(auto alive, agent.GetAliveTasks({}, absl::Seconds(10)));
+    COHORT_ASSIGN_OR_RETURN(auto alive,
+                            agent.GetAliveTasks({}, absl::Seconds(10)));
     if (alive.size() != 3) return absl::InternalError("alive != 3");
-    auto cas = agent.CompareAndSwapKeyValue("leader", std::nullopt,
-                                            absl::StrCat(i));
+    auto cas =
+        agent.CompareAndSwapKeyValue("leader", std::nullopt, absl::StrCat(i));
     if (!cas.ok()) return cas.status();
     return absl::OkStatus();
   });
@@ -146,9 +147,8 @@ TEST(CoordinationAgentTest, SilentTaskDetectedAtTimeoutOnFakeClock) {
   // worker:1 registers and then goes silent (a crashed process).
   absl::Notification registered;
   (*cluster)->service()->RegisterTaskAsync(
-      TaskId{"worker", 1}, 77, [&](absl::StatusOr<uint64_t>) {
-        registered.Notify();
-      });
+      TaskId{"worker", 1}, 77,
+      [&](absl::StatusOr<uint64_t>) { registered.Notify(); });
   registered.WaitForNotification();
   // 9.75 s of silence: nothing happens yet.
   AdvanceWhenParked(env, absl::Milliseconds(9750));
@@ -253,8 +253,10 @@ TEST(CoordinationAgentTest, BarrierFailsForSurvivorsWhenPeerDies) {
     agents.push_back(std::move(*agent));
   }
   absl::Status s0, s1;
-  std::thread t0([&] { s0 = agents[0]->WaitAtBarrier("b", absl::Seconds(30)); });
-  std::thread t1([&] { s1 = agents[1]->WaitAtBarrier("b", absl::Seconds(30)); });
+  std::thread t0(
+      [&] { s0 = agents[0]->WaitAtBarrier("b", absl::Seconds(30)); });
+  std::thread t1(
+      [&] { s1 = agents[1]->WaitAtBarrier("b", absl::Seconds(30)); });
   ASSERT_TRUE(Eventually([&] {
     auto status = (*cluster)->service()->GetJobStatus();
     return !status.barriers.empty() && status.barriers[0].arrived.size() == 2;
@@ -275,10 +277,10 @@ TEST(CoordinationAgentTest, ConcurrentSameBarrierIsRejectedLocally) {
   auto agent = (*cluster)->NewAgent(options);
   ASSERT_TRUE((*agent)->Connect().ok());
   absl::Status first;
-  std::thread t([&] { first = (*agent)->WaitAtBarrier("b", absl::Seconds(30)); });
-  ASSERT_TRUE(Eventually([&] {
-    return !(*cluster)->service()->GetJobStatus().barriers.empty();
-  }));
+  std::thread t(
+      [&] { first = (*agent)->WaitAtBarrier("b", absl::Seconds(30)); });
+  ASSERT_TRUE(Eventually(
+      [&] { return !(*cluster)->service()->GetJobStatus().barriers.empty(); }));
   EXPECT_EQ((*agent)->WaitAtBarrier("b", absl::Seconds(1)).code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE((*agent)->CancelBarrier("b").ok());
@@ -293,7 +295,10 @@ TEST(CoordinationAgentTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
   auto cluster = InProcessCluster::Create(
       ServiceOptions(1, Env::Default(), absl::Seconds(10)), options);
   ASSERT_TRUE(cluster.ok());
-  ASSERT_TRUE((*cluster)->service()->InsertKeyValue("secret", "s3cr3t-value", false).ok());
+  ASSERT_TRUE((*cluster)
+                  ->service()
+                  ->InsertKeyValue("secret", "s3cr3t-value", false)
+                  .ok());
   for (std::string token : {"wrong", ""}) {
     rpc::TransportSecurity security;
     security.job_token = token;

@@ -31,18 +31,18 @@ bool CallCancellation::cancelled() {
   return cancelled_;
 }
 
-#define COHORT_COORD_CLIENT_SYNC_IMPL_(Name)                               \
-  absl::Status CoordinationClient::Name(const Name##Request& request,      \
-                                        Name##Response* response,          \
-                                        const CallOptions& options) {      \
-    absl::Notification done;                                               \
-    absl::Status status;                                                   \
-    Name##Async(request, response, options, [&](absl::Status s) {          \
-      status = std::move(s);                                               \
-      done.Notify();                                                       \
-    });                                                                    \
-    done.WaitForNotification();                                            \
-    return status;                                                         \
+#define COHORT_COORD_CLIENT_SYNC_IMPL_(Name)                          \
+  absl::Status CoordinationClient::Name(const Name##Request& request, \
+                                        Name##Response* response,     \
+                                        const CallOptions& options) { \
+    absl::Notification done;                                          \
+    absl::Status status;                                              \
+    Name##Async(request, response, options, [&](absl::Status s) {     \
+      status = std::move(s);                                          \
+      done.Notify();                                                  \
+    });                                                               \
+    done.WaitForNotification();                                       \
+    return status;                                                    \
   }
 COHORT_COORDINATION_RPCS(COHORT_COORD_CLIENT_SYNC_IMPL_)
 #undef COHORT_COORD_CLIENT_SYNC_IMPL_

@@ -83,12 +83,12 @@ class CoordinationClient {
   // blocking the caller until it completes; the default waits for NameAsync,
   // transports may do better (the gRPC client drives the call on the
   // calling thread, saving two thread hops per call).
-#define COHORT_COORD_CLIENT_METHOD_(Name)                                 \
-  virtual void Name##Async(const Name##Request& request,                  \
-                           Name##Response* response,                      \
-                           const CallOptions& options, StatusCallback done) = 0; \
-  virtual absl::Status Name(const Name##Request& request,                 \
-                            Name##Response* response,                     \
+#define COHORT_COORD_CLIENT_METHOD_(Name)                     \
+  virtual void Name##Async(                                   \
+      const Name##Request& request, Name##Response* response, \
+      const CallOptions& options, StatusCallback done) = 0;   \
+  virtual absl::Status Name(const Name##Request& request,     \
+                            Name##Response* response,         \
                             const CallOptions& options);
   COHORT_COORDINATION_RPCS(COHORT_COORD_CLIENT_METHOD_)
 #undef COHORT_COORD_CLIENT_METHOD_

@@ -92,9 +92,9 @@ void CoordinationRpcHandler::RegisterTask(const RegisterTaskRequest& request,
 void CoordinationRpcHandler::Heartbeat(const HeartbeatRequest& request,
                                        HeartbeatResponse* response,
                                        StatusCallback done) {
-  auto r = service_->Heartbeat(FromProto(request.source_task()),
-                               request.incarnation(),
-                               request.service_incarnation());
+  auto r =
+      service_->Heartbeat(FromProto(request.source_task()),
+                          request.incarnation(), request.service_incarnation());
   if (r.ok()) response->set_service_incarnation(*r);
   done(Mark(r.status()));
 }
@@ -167,7 +167,7 @@ void CoordinationRpcHandler::InsertKeyValue(
     const InsertKeyValueRequest& request, InsertKeyValueResponse* response,
     StatusCallback done) {
   done(Mark(service_->InsertKeyValue(request.kv().key(), request.kv().value(),
-                                  request.allow_overwrite())));
+                                     request.allow_overwrite())));
 }
 
 void CoordinationRpcHandler::GetKeyValue(const GetKeyValueRequest& request,
@@ -211,7 +211,7 @@ void CoordinationRpcHandler::CompareAndSwapKeyValue(
   std::optional<std::string> expected;
   if (request.has_expected()) expected = request.expected();
   auto r = service_->CompareAndSwapKeyValue(request.key(), expected,
-                                         request.desired());
+                                            request.desired());
   if (r.ok()) {
     response->set_swapped(r->swapped);
     if (r->stored.has_value()) response->set_stored(*r->stored);
@@ -244,18 +244,17 @@ void CoordinationRpcHandler::DeleteKeyValue(
 void CoordinationRpcHandler::WatchKeyValue(const WatchKeyValueRequest& request,
                                            WatchKeyValueResponse* response,
                                            StatusCallback done) {
-  service_->WatchKeyValueAsync(
-      request.key(), request.after_version(),
-      DeadlineFromMs(request.timeout_ms()),
-      [this, response,
-       done = std::move(done)](absl::StatusOr<KeyValueWatchResult> r) {
-        if (r.ok()) {
-          response->set_present(r->present);
-          response->set_value(std::move(r->value));
-          response->set_version(r->version);
-        }
-        done(Mark(r.status()));
-      });
+  service_->WatchKeyValueAsync(request.key(), request.after_version(),
+                               DeadlineFromMs(request.timeout_ms()),
+                               [this, response, done = std::move(done)](
+                                   absl::StatusOr<KeyValueWatchResult> r) {
+                                 if (r.ok()) {
+                                   response->set_present(r->present);
+                                   response->set_value(std::move(r->value));
+                                   response->set_version(r->version);
+                                 }
+                                 done(Mark(r.status()));
+                               });
 }
 
 void CoordinationRpcHandler::Barrier(const BarrierRequest& request,

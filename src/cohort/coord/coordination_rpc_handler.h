@@ -26,7 +26,7 @@ class CoordinationRpcHandler {
   // `service` is not owned and must outlive the handler.
   explicit CoordinationRpcHandler(CoordinationService* service);
 
-#define COHORT_COORD_HANDLER_METHOD_(Name)                    \
+#define COHORT_COORD_HANDLER_METHOD_(Name)                          \
   void Name(const Name##Request& request, Name##Response* response, \
             StatusCallback done);
   COHORT_COORDINATION_RPCS(COHORT_COORD_HANDLER_METHOD_)

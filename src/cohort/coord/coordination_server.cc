@@ -19,9 +19,8 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
   server->server_ = std::move(grpc_server->server);
   server->port_ = grpc_server->port;
   const size_t colon = options.address.rfind(':');
-  server->host_ = colon == std::string::npos
-                      ? options.address
-                      : options.address.substr(0, colon);
+  server->host_ = colon == std::string::npos ? options.address
+                                             : options.address.substr(0, colon);
   if (server->host_.empty() || server->host_ == "0.0.0.0" ||
       server->host_ == "[::]") {
     server->host_ = "127.0.0.1";
@@ -48,8 +47,7 @@ void CoordinationServer::Stop() {
   // only what exists.
   if (service_ != nullptr) service_->Stop();
   if (server_ == nullptr) return;
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::seconds(1));
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
 }
 

@@ -72,17 +72,17 @@ std::optional<TaskId> ErrorSourceTask(const absl::Status& status) {
   return TaskId{error.source_task().job_name(), error.source_task().task_id()};
 }
 
-absl::StatusOr<std::unique_ptr<CoordinationService>> CoordinationService::Create(
-    CoordinationServiceOptions options) {
+absl::StatusOr<std::unique_ptr<CoordinationService>>
+CoordinationService::Create(CoordinationServiceOptions options) {
   if (options.jobs.empty()) {
     return absl::InvalidArgumentError(
         "coordination service: no jobs to coordinate (the cluster is empty)");
   }
   for (const auto& [job, count] : options.jobs) {
     if (job.empty() || count <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "coordination service: job \"", job, "\" has ", count,
-          " tasks; every job needs a name and at least one task"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("coordination service: job \"", job, "\" has ", count,
+                       " tasks; every job needs a name and at least one task"));
     }
   }
   if (options.heartbeat_timeout <= absl::ZeroDuration()) {
@@ -268,8 +268,7 @@ void CoordinationService::ScheduleHeartbeatCheckLocked(const TaskId& task,
   if (t.heartbeat_timer != 0) timer_->Cancel(t.heartbeat_timer);
   const uint64_t incarnation = t.incarnation;
   t.heartbeat_timer = timer_->Schedule(
-      t.last_heartbeat + options_.heartbeat_timeout,
-      [this, task, incarnation] {
+      t.last_heartbeat + options_.heartbeat_timeout, [this, task, incarnation] {
         Callbacks out;
         {
           absl::MutexLock lock(&mu_);
@@ -287,14 +286,14 @@ void CoordinationService::ScheduleHeartbeatCheckLocked(const TaskId& task,
           }
           absl::Status error = Error(
               absl::StatusCode::kUnavailable,
-              absl::StrCat(
-                  "task ", task.ToString(), " (incarnation ", incarnation,
-                  ") sent no heartbeat for ",
-                  absl::FormatDuration(now - t->last_heartbeat),
-                  " (timeout ", absl::FormatDuration(options_.heartbeat_timeout),
-                  ", last at ", FormatUtc(t->last_heartbeat),
-                  "): it crashed, was preempted, or cannot reach the "
-                  "coordinator; check its logs and host"),
+              absl::StrCat("task ", task.ToString(), " (incarnation ",
+                           incarnation, ") sent no heartbeat for ",
+                           absl::FormatDuration(now - t->last_heartbeat),
+                           " (timeout ",
+                           absl::FormatDuration(options_.heartbeat_timeout),
+                           ", last at ", FormatUtc(t->last_heartbeat),
+                           "): it crashed, was preempted, or cannot reach the "
+                           "coordinator; check its logs and host"),
               &task);
           SetTaskErrorLocked(task, *t, error, &out);
           t->heartbeat_timeout_error = true;
@@ -326,14 +325,13 @@ void CoordinationService::RegisterTaskAsync(
                             << t->incarnation << " -> " << incarnation << ")";
         LeaveBarriersLocked(task, *t, "restarted with a new incarnation", &out);
         if (t->poll) {
-          out.push_back([cb = std::move(t->poll),
-                         e = Error(absl::StatusCode::kCancelled,
-                                   absl::StrCat("task ", task.ToString(),
-                                                " re-registered with a new "
-                                                "incarnation; this poll "
-                                                "belongs to the old one"))] {
-            cb(e);
-          });
+          out.push_back(
+              [cb = std::move(t->poll),
+               e = Error(absl::StatusCode::kCancelled,
+                         absl::StrCat("task ", task.ToString(),
+                                      " re-registered with a new "
+                                      "incarnation; this poll "
+                                      "belongs to the old one"))] { cb(e); });
           t->poll = nullptr;
         }
         ConnectLocked(task, *t, incarnation);
@@ -400,23 +398,22 @@ absl::StatusOr<uint64_t> CoordinationService::Heartbeat(
   {
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
-    if (absl::Status caller =
-            CallerStatusLocked(task, t, service_incarnation);
+    if (absl::Status caller = CallerStatusLocked(task, t, service_incarnation);
         !caller.ok()) {
       result = std::move(caller);
     } else if (t->state == TaskState::kError) {
       result = Error(absl::StatusCode::kAborted,
-                     absl::StrCat("task ", task.ToString(), " is in error: ",
-                                  t->error.message()),
+                     absl::StrCat("task ", task.ToString(),
+                                  " is in error: ", t->error.message()),
                      &task);
     } else if (t->state == TaskState::kDisconnected) {
-      result = Error(
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("task ", task.ToString(),
-                       t->shut_down ? " already shut down"
-                                    : " is not registered",
-                       "; heartbeats are accepted only between RegisterTask "
-                       "and ShutdownTask"));
+      result =
+          Error(absl::StatusCode::kInvalidArgument,
+                absl::StrCat(
+                    "task ", task.ToString(),
+                    t->shut_down ? " already shut down" : " is not registered",
+                    "; heartbeats are accepted only between RegisterTask "
+                    "and ShutdownTask"));
     } else if (t->incarnation != incarnation) {
       if (t->recoverable) {
         result = Error(absl::StatusCode::kAborted,
@@ -426,9 +423,10 @@ absl::StatusOr<uint64_t> CoordinationService::Heartbeat(
       } else {
         absl::Status error = Error(
             absl::StatusCode::kAborted,
-            absl::StrCat("task ", task.ToString(), " sent a heartbeat as "
-                         "incarnation ", incarnation, " but incarnation ",
-                         t->incarnation,
+            absl::StrCat("task ", task.ToString(),
+                         " sent a heartbeat as "
+                         "incarnation ",
+                         incarnation, " but incarnation ", t->incarnation,
                          " is registered: two processes claim this task, or "
                          "it restarted"),
             &task);
@@ -483,11 +481,10 @@ void CoordinationService::ShutdownTaskAsync(const TaskId& task,
     } else {
       if (auto it = shutdown_waiting_.find(task);
           it != shutdown_waiting_.end()) {
-        out.push_back([cb = std::move(it->second),
-                       e = Error(absl::StatusCode::kCancelled,
-                                 "replaced by a newer ShutdownTask call")] {
-          cb(e);
-        });
+        out.push_back(
+            [cb = std::move(it->second),
+             e = Error(absl::StatusCode::kCancelled,
+                       "replaced by a newer ShutdownTask call")] { cb(e); });
       }
       shutdown_waiting_[task] = std::move(done);
       parked = true;

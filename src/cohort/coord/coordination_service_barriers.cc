@@ -1,12 +1,12 @@
-// CoordinationService, alive-task agreement and named barriers (coordination_service.h is the contract;
-// coordination_service.cc has the overview of the parts).
-#include "cohort/coord/coordination_service.h"
-
+// CoordinationService, alive-task agreement and named barriers
+// (coordination_service.h is the contract; coordination_service.cc has the
+// overview of the parts).
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/coordination_service.h"
 #include "cohort/coord/coordination_service_util.h"
 #include "cohort/coordination.pb.h"
 
@@ -33,15 +33,15 @@ void CoordinationService::GetAliveTasksAsync(const TaskId& requester,
     } else if (!ids.ok()) {
       error = ids.status();
     } else if (ids->count(requester) == 0) {
-      error = Error(absl::StatusCode::kInvalidArgument,
-                    absl::StrCat("GetAliveTasks: requesting task ",
-                                 requester.ToString(),
-                                 " is not in the task list it asks about"));
+      error = Error(
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("GetAliveTasks: requesting task ", requester.ToString(),
+                       " is not in the task list it asks about"));
     } else if (t->state != TaskState::kConnected) {
-      error = Error(absl::StatusCode::kFailedPrecondition,
-                    absl::StrCat("GetAliveTasks: task ", requester.ToString(),
-                                 " is ", TaskStateName(t->state),
-                                 ", not connected"));
+      error = Error(
+          absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("GetAliveTasks: task ", requester.ToString(), " is ",
+                       TaskStateName(t->state), ", not connected"));
     } else {
       std::vector<std::string> names;
       for (const TaskId& id : *ids) names.push_back(id.ToString());
@@ -49,11 +49,10 @@ void CoordinationService::GetAliveTasksAsync(const TaskId& requester,
       AliveRound& round = alive_rounds_[key];
       round.tasks = *ids;
       if (auto it = round.waiting.find(requester); it != round.waiting.end()) {
-        out.push_back([cb = std::move(it->second),
-                       e = Error(absl::StatusCode::kCancelled,
-                                 "replaced by a newer GetAliveTasks call")] {
-          cb(e);
-        });
+        out.push_back(
+            [cb = std::move(it->second),
+             e = Error(absl::StatusCode::kCancelled,
+                       "replaced by a newer GetAliveTasks call")] { cb(e); });
       }
       round.waiting[requester] = std::move(done);
       if (round.timer == 0 && deadline != absl::InfiniteFuture()) {
@@ -139,8 +138,9 @@ std::string CoordinationService::DescribeMissingLocked(const Barrier& b) {
       why = absl::StrCat("disconnected (reset) at ",
                          FormatUtc(t.disconnect_time));
     } else {
-      why = "never registered: check that it was started and can reach the "
-            "coordinator";
+      why =
+          "never registered: check that it was started and can reach the "
+          "coordinator";
     }
     parts.push_back(absl::StrCat(id.ToString(), " (", why, ")"));
   }
@@ -206,13 +206,12 @@ void CoordinationService::LeaveBarriersLocked(const TaskId& task, Task& t,
     }
     FinishBarrierLocked(
         b,
-        BarrierStatus(
-            absl::StatusCode::kInternal,
-            absl::StrCat("barrier '", id, "' (#", b.counter,
-                         ") failed: participant ", task.ToString(), " ", why,
-                         " while ", b.arrived.size(), "/",
-                         b.participants.size(), " tasks had arrived"),
-            b),
+        BarrierStatus(absl::StatusCode::kInternal,
+                      absl::StrCat("barrier '", id, "' (#", b.counter,
+                                   ") failed: participant ", task.ToString(),
+                                   " ", why, " while ", b.arrived.size(), "/",
+                                   b.participants.size(), " tasks had arrived"),
+                      b),
         out);
   }
 }
@@ -233,19 +232,18 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
     if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
       result = std::move(caller);
     } else if (id.empty()) {
-      result = Error(absl::StatusCode::kInvalidArgument,
-                     "barrier id is empty");
+      result = Error(absl::StatusCode::kInvalidArgument, "barrier id is empty");
     } else if (it == barriers_.end() &&
                barriers_.size() >= options_.max_barrier_ids) {
       // Ids are chosen by the tasks and each id's counter is kept for its
       // reuse; a job uses a fixed set of ids, so a flood of new ones is a
       // bug or an attack, refused before it can grow the table.
-      result = Error(absl::StatusCode::kResourceExhausted,
-                     absl::StrCat("barrier '", id.substr(0, 128), "': ",
-                                  barriers_.size(),
-                                  " distinct barrier ids are in use (cap "
-                                  "max_barrier_ids); reuse ids with counters "
-                                  "instead of making new ones"));
+      result = Error(
+          absl::StatusCode::kResourceExhausted,
+          absl::StrCat("barrier '", id.substr(0, 128), "': ", barriers_.size(),
+                       " distinct barrier ids are in use (cap "
+                       "max_barrier_ids); reuse ids with counters "
+                       "instead of making new ones"));
     } else if (it == barriers_.end()) {
       if (counter == 0 || t->recoverable) {
         counter = 0;
@@ -296,16 +294,16 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
     if (result.ok() && !stopped_ && t != nullptr &&
         !(it != barriers_.end() && it->second.done && !create)) {
       // Join (creating first if needed).
-      auto ids = ResolveTasksLocked(participants,
-                                    absl::StrCat("barrier '", id, "'"));
+      auto ids =
+          ResolveTasksLocked(participants, absl::StrCat("barrier '", id, "'"));
       if (!ids.ok()) {
         result = ids.status();
       } else if (ids->count(task) == 0) {
-        result = Error(absl::StatusCode::kInvalidArgument,
-                       absl::StrCat("barrier '", id, "': calling task ",
-                                    task.ToString(),
-                                    " is not in its participant list (",
-                                    TaskList(*ids), ")"));
+        result = Error(
+            absl::StatusCode::kInvalidArgument,
+            absl::StrCat("barrier '", id, "': calling task ", task.ToString(),
+                         " is not in its participant list (", TaskList(*ids),
+                         ")"));
       } else {
         if (create) {
           Barrier& b = barriers_[id];
@@ -381,8 +379,7 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
                            participants.empty() ? "all tasks" : TaskList(*ids),
                            "] but the barrier was opened by ",
                            b.initiator.ToString(), " with [",
-                           b.all_tasks ? "all tasks"
-                                       : TaskList(b.participants),
+                           b.all_tasks ? "all tasks" : TaskList(b.participants),
                            "]; every caller must pass the same set"),
               b);
           FinishBarrierLocked(b, error, &out);
@@ -417,21 +414,23 @@ absl::Status CoordinationService::CancelBarrier(const std::string& id,
     absl::MutexLock lock(&mu_);
     auto it = barriers_.find(id);
     const std::string cancelled_message =
-        absl::StrCat("barrier '", id, "' (#", counter, ") was cancelled by task ",
-                     task.ToString());
-    if (absl::Status caller = CallerStatusLocked(task, FindTaskLocked(task)); !caller.ok()) {
+        absl::StrCat("barrier '", id, "' (#", counter,
+                     ") was cancelled by task ", task.ToString());
+    if (absl::Status caller = CallerStatusLocked(task, FindTaskLocked(task));
+        !caller.ok()) {
       result = std::move(caller);
     } else if (it != barriers_.end() && it->second.counter == counter) {
       Barrier& b = it->second;
       if (b.done) {
-        result = Error(absl::StatusCode::kFailedPrecondition,
-                       absl::StrCat("barrier '", id, "' (#", counter,
-                                    ") already ",
-                                    b.result.ok() ? "passed" : "failed",
-                                    "; nothing to cancel"));
+        result =
+            Error(absl::StatusCode::kFailedPrecondition,
+                  absl::StrCat("barrier '", id, "' (#", counter, ") already ",
+                               b.result.ok() ? "passed" : "failed",
+                               "; nothing to cancel"));
       } else {
         FinishBarrierLocked(
-            b, BarrierStatus(absl::StatusCode::kCancelled, cancelled_message, b),
+            b,
+            BarrierStatus(absl::StatusCode::kCancelled, cancelled_message, b),
             &out);
       }
     } else if ((it == barriers_.end() && counter == 0) ||
@@ -443,14 +442,14 @@ absl::Status CoordinationService::CancelBarrier(const std::string& id,
       b.counter = counter;
       b.initiator = task;
       b.done = true;
-      b.result = BarrierStatus(absl::StatusCode::kCancelled, cancelled_message,
-                               b);
+      b.result =
+          BarrierStatus(absl::StatusCode::kCancelled, cancelled_message, b);
     } else {
-      result = Error(
-          absl::StatusCode::kFailedPrecondition,
-          absl::StrCat("cannot cancel barrier '", id, "' (#", counter,
-                       "): the service is at #",
-                       it == barriers_.end() ? -1 : it->second.counter));
+      result =
+          Error(absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("cannot cancel barrier '", id, "' (#", counter,
+                             "): the service is at #",
+                             it == barriers_.end() ? -1 : it->second.counter));
     }
   }
   RunAll(out);

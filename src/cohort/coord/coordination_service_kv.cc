@@ -1,12 +1,11 @@
-// CoordinationService, the key-value calls (coordination_service.h is the contract;
-// coordination_service.cc has the overview of the parts).
-#include "cohort/coord/coordination_service.h"
-
+// CoordinationService, the key-value calls (coordination_service.h is the
+// contract; coordination_service.cc has the overview of the parts).
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/coordination_service.h"
 #include "cohort/coord/coordination_service_util.h"
 #include "cohort/coordination.pb.h"
 
@@ -34,7 +33,8 @@ absl::StatusOr<int64_t> CoordinationService::IncrementKeyValue(
   return kv_.Increment(key, delta);
 }
 
-absl::StatusOr<CompareAndSwapResult> CoordinationService::CompareAndSwapKeyValue(
+absl::StatusOr<CompareAndSwapResult>
+CoordinationService::CompareAndSwapKeyValue(
     absl::string_view key, const std::optional<std::string>& expected,
     std::string desired) {
   return kv_.CompareAndSwap(key, expected, std::move(desired));

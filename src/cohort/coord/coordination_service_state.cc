@@ -1,12 +1,12 @@
-// CoordinationService, error reporting and propagation, task and job state (coordination_service.h is the contract;
-// coordination_service.cc has the overview of the parts).
-#include "cohort/coord/coordination_service.h"
-
+// CoordinationService, error reporting and propagation, task and job state
+// (coordination_service.h is the contract; coordination_service.cc has the
+// overview of the parts).
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/coordination_service.h"
 #include "cohort/coord/coordination_service_util.h"
 #include "cohort/coordination.pb.h"
 
@@ -26,11 +26,11 @@ absl::Status CoordinationService::ReportErrorToService(
     if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
       result = std::move(caller);
     } else if (t->state != TaskState::kConnected) {
-      result = Error(absl::StatusCode::kFailedPrecondition,
-                     absl::StrCat("task ", task.ToString(),
-                                  " reported an error but is ",
-                                  TaskStateName(t->state),
-                                  "; only connected tasks can report"));
+      result = Error(
+          absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("task ", task.ToString(), " reported an error but is ",
+                       TaskStateName(t->state),
+                       "; only connected tasks can report"));
     } else {
       absl::Status reported = Error(
           error.code() == absl::StatusCode::kOk ? absl::StatusCode::kUnknown
@@ -82,9 +82,9 @@ absl::Status CoordinationService::ServiceRestartedError(
     const TaskId& task, uint64_t known_incarnation) const {
   return Error(
       absl::StatusCode::kAborted,
-      absl::StrCat("the coordination service restarted (task ",
-                   task.ToString(), " registered with service incarnation ",
-                   known_incarnation, ", the service now has ", incarnation_,
+      absl::StrCat("the coordination service restarted (task ", task.ToString(),
+                   " registered with service incarnation ", known_incarnation,
+                   ", the service now has ", incarnation_,
                    "): its state is lost; the task must restart or "
                    "re-register"));
 }
@@ -99,8 +99,8 @@ void CoordinationService::PollForErrorAsync(const TaskId& task,
   {
     absl::MutexLock lock(&mu_);
     Task* t = FindTaskLocked(task);
-    if (absl::Status caller =
-            CallerStatusLocked(task, t, service_incarnation, /*long_poll=*/true);
+    if (absl::Status caller = CallerStatusLocked(task, t, service_incarnation,
+                                                 /*long_poll=*/true);
         !caller.ok()) {
       result = std::move(caller);
     } else if (!propagated_error_.ok() && !t->recoverable) {
@@ -113,17 +113,16 @@ void CoordinationService::PollForErrorAsync(const TaskId& task,
                                   " polls for errors but is not connected; "
                                   "register first"));
     } else if (t->incarnation != incarnation) {
-      result = Error(absl::StatusCode::kFailedPrecondition,
-                     absl::StrCat("task ", task.ToString(), " incarnation ",
-                                  incarnation, " is stale (registered: ",
-                                  t->incarnation, ")"));
+      result = Error(
+          absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("task ", task.ToString(), " incarnation ", incarnation,
+                       " is stale (registered: ", t->incarnation, ")"));
     } else {
       if (t->poll) {
-        out.push_back([cb = std::move(t->poll),
-                       e = Error(absl::StatusCode::kCancelled,
-                                 "replaced by a newer PollForError call")] {
-          cb(e);
-        });
+        out.push_back(
+            [cb = std::move(t->poll),
+             e = Error(absl::StatusCode::kCancelled,
+                       "replaced by a newer PollForError call")] { cb(e); });
       }
       t->poll = std::move(done);
       parked = true;
@@ -220,8 +219,7 @@ void CoordinationService::StateChangedLocked(Callbacks* out) {
   for (auto it = watchers_.begin(); it != watchers_.end();) {
     if (it->second.after_version < version_) {
       if (it->second.timer != 0) timer_->Cancel(it->second.timer);
-      out->push_back(
-          [cb = std::move(it->second.done), status] { cb(status); });
+      out->push_back([cb = std::move(it->second.done), status] { cb(status); });
       it = watchers_.erase(it);
     } else {
       ++it;

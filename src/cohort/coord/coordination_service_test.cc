@@ -145,7 +145,8 @@ TEST_F(CoordinationServiceTest, SameIncarnationRetryIsOk) {
   EXPECT_EQ(StateOf(kW0), TaskState::kConnected);
 }
 
-TEST_F(CoordinationServiceTest, RestartWithNewIncarnationIsAbortedAndPropagated) {
+TEST_F(CoordinationServiceTest,
+       RestartWithNewIncarnationIsAbortedAndPropagated) {
   Start();
   ASSERT_TRUE(Register(kW0, 11).ok());
   ASSERT_TRUE(Register(kW1, 21).ok());
@@ -164,7 +165,8 @@ TEST_F(CoordinationServiceTest, RestartWithNewIncarnationIsAbortedAndPropagated)
 TEST_F(CoordinationServiceTest, TaskInErrorIsAbortedUntilReset) {
   Start();
   ASSERT_TRUE(Register(kW0, 11).ok());
-  ASSERT_TRUE(service_->ReportErrorToService(kW0, absl::InternalError("oom")).ok());
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW0, absl::InternalError("oom")).ok());
   auto again = Register(kW0, 12);
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAborted);
   EXPECT_THAT(again.status().message(), HasSubstr("ResetTask"));
@@ -219,10 +221,9 @@ TEST_F(CoordinationServiceTest, HeartbeatDecisions) {
   EXPECT_EQ(service_->Heartbeat(kW0, 11, 0).status().code(),
             absl::StatusCode::kInvalidArgument);  // not registered
   ASSERT_TRUE(Register(kW0, 11).ok());
-  EXPECT_EQ(service_->Heartbeat(kW0, 11, service_->incarnation() + 1)
-                .status()
-                .code(),
-            absl::StatusCode::kAborted);  // service restarted
+  EXPECT_EQ(
+      service_->Heartbeat(kW0, 11, service_->incarnation() + 1).status().code(),
+      absl::StatusCode::kAborted);  // service restarted
   EXPECT_EQ(service_->Heartbeat(kW0, 99, 0).status().code(),
             absl::StatusCode::kAborted);  // stale incarnation
   EXPECT_EQ(StateOf(kW0), TaskState::kError);
@@ -277,7 +278,8 @@ TEST_F(CoordinationServiceTest, KeyValueBasics) {
             absl::StatusCode::kAlreadyExists);
   ASSERT_TRUE(service_->InsertKeyValue("a/b", "2", true).ok());
   EXPECT_EQ(*service_->TryGetKeyValue("a/b"), "2");
-  EXPECT_EQ(service_->TryGetKeyValue("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(service_->TryGetKeyValue("nope").status().code(),
+            absl::StatusCode::kNotFound);
   ASSERT_TRUE(service_->InsertKeyValue("a/c", "3", false).ok());
   ASSERT_TRUE(service_->InsertKeyValue("ab", "x", false).ok());
   auto dir = service_->ListKeyValueDir("a");
@@ -429,7 +431,8 @@ TEST_F(BarrierTest, PassesWhenAllArriveAndIsReusable) {
 }
 
 TEST_F(BarrierTest, TimeoutListsEveryMissingTaskAndWhy) {
-  ASSERT_TRUE(service_->ReportErrorToService(kW1, absl::InternalError("x")).ok());
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW1, absl::InternalError("x")).ok());
   ASSERT_TRUE(service_->ResetTask(kW1).ok());
   ASSERT_TRUE(Register(kW1, 13).ok());
   // worker:0 arrives; worker:1 is connected but does not; worker:2 never
@@ -449,7 +452,8 @@ TEST_F(BarrierTest, TaskDyingWhileOthersWaitFailsAtOnce) {
   Slot<absl::StatusOr<int64_t>> a;
   Arrive(kW0, a, 0, {kW0, kW1});
   EXPECT_FALSE(a.Ready());
-  ASSERT_TRUE(service_->ReportErrorToService(kW1, absl::InternalError("oom")).ok());
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW1, absl::InternalError("oom")).ok());
   auto r = a.Wait();
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(r.status().message(), HasSubstr("worker:1"));
@@ -458,7 +462,8 @@ TEST_F(BarrierTest, TaskDyingWhileOthersWaitFailsAtOnce) {
 
 TEST_F(BarrierTest, DeadTaskInTimeoutMessage) {
   ASSERT_TRUE(Register(kW2, 12).ok());
-  ASSERT_TRUE(service_->ReportErrorToService(kW2, absl::InternalError("gone")).ok());
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW2, absl::InternalError("gone")).ok());
   Slot<absl::StatusOr<int64_t>> a;
   Arrive(kW0, a, 0);
   auto r = a.Wait();  // participant already dead: fails at creation
@@ -547,7 +552,8 @@ TEST_F(CoordinationServiceTest, GetAliveTasksCompletesWhenStragglerDies) {
   ASSERT_TRUE(Register(kW1, 11).ok());
   Slot<absl::StatusOr<std::vector<AliveTask>>> a;
   service_->GetAliveTasksAsync(kW0, {}, absl::InfiniteFuture(), a.Callback());
-  ASSERT_TRUE(service_->ReportErrorToService(kW1, absl::InternalError("x")).ok());
+  ASSERT_TRUE(
+      service_->ReportErrorToService(kW1, absl::InternalError("x")).ok());
   auto r = a.Wait();
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->size(), 1u);

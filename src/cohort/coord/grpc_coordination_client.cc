@@ -16,36 +16,35 @@ class GrpcCoordinationClient : public CoordinationClient {
         stub_(CoordinationRpc::NewStub(channel)),
         security_(std::move(security)) {}
 
-#define COHORT_COORD_GRPC_CLIENT_METHOD_(Name)                             \
-  void Name##Async(const Name##Request& request, Name##Response* response, \
+#define COHORT_COORD_GRPC_CLIENT_METHOD_(Name)                                 \
+  void Name##Async(const Name##Request& request, Name##Response* response,     \
                    const CallOptions& options, StatusCallback done) override { \
-    auto call = std::make_shared<Call<Name##Request>>(request);            \
-    Prepare(call, options);                                                 \
-    std::string target = target_;                                          \
-    stub_->async()->Name(&call->context, &call->request, response,         \
-                         [call, done = std::move(done),                    \
-                          target](grpc::Status status) mutable {           \
-                           /* Release the context here, not when gRPC */   \
-                           /* frees this callback with the call. */        \
-                           call.reset();                                   \
-                           done(Convert(status, target, #Name));           \
-                         });                                               \
+    auto call = std::make_shared<Call<Name##Request>>(request);                \
+    Prepare(call, options);                                                    \
+    std::string target = target_;                                              \
+    stub_->async()->Name(                                                      \
+        &call->context, &call->request, response,                              \
+        [call, done = std::move(done), target](grpc::Status status) mutable {  \
+          /* Release the context here, not when gRPC */                        \
+          /* frees this callback with the call. */                             \
+          call.reset();                                                        \
+          done(Convert(status, target, #Name));                                \
+        });                                                                    \
   }
   COHORT_COORDINATION_RPCS(COHORT_COORD_GRPC_CLIENT_METHOD_)
 #undef COHORT_COORD_GRPC_CLIENT_METHOD_
 
   // Blocking calls run on the caller's thread (gRPC's synchronous stub).
   // Cancellable calls take the asynchronous path.
-#define COHORT_COORD_GRPC_CLIENT_SYNC_(Name)                                \
-  absl::Status Name(const Name##Request& request, Name##Response* response, \
-                    const CallOptions& options) override {                  \
-    if (options.cancellation != nullptr) {                                  \
-      return CoordinationClient::Name(request, response, options);          \
-    }                                                                       \
-    grpc::ClientContext context;                                            \
-    PrepareContext(context, options);                                       \
-    return Convert(stub_->Name(&context, request, response), target_,       \
-                   #Name);                                                  \
+#define COHORT_COORD_GRPC_CLIENT_SYNC_(Name)                                  \
+  absl::Status Name(const Name##Request& request, Name##Response* response,   \
+                    const CallOptions& options) override {                    \
+    if (options.cancellation != nullptr) {                                    \
+      return CoordinationClient::Name(request, response, options);            \
+    }                                                                         \
+    grpc::ClientContext context;                                              \
+    PrepareContext(context, options);                                         \
+    return Convert(stub_->Name(&context, request, response), target_, #Name); \
   }
   COHORT_COORDINATION_RPCS(COHORT_COORD_GRPC_CLIENT_SYNC_)
 #undef COHORT_COORD_GRPC_CLIENT_SYNC_
@@ -62,8 +61,7 @@ class GrpcCoordinationClient : public CoordinationClient {
                       const CallOptions& options) {
     rpc::AttachJobToken(&context, security_);
     if (options.timeout != absl::InfiniteDuration()) {
-      context.set_deadline(
-          absl::ToChronoTime(absl::Now() + options.timeout));
+      context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
     }
     context.set_wait_for_ready(options.wait_for_ready);
   }
@@ -88,12 +86,10 @@ class GrpcCoordinationClient : public CoordinationClient {
                            s.code() == absl::StatusCode::kDeadlineExceeded;
     absl::Status annotated(
         s.code(),
-        absl::StrCat("coordination RPC ", rpc, " to ", target,
-                     transport ? " failed in transport: " : " failed: ",
-                     s.message(),
-                     transport
-                         ? " (is the coordinator running and reachable?)"
-                         : ""));
+        absl::StrCat(
+            "coordination RPC ", rpc, " to ", target,
+            transport ? " failed in transport: " : " failed: ", s.message(),
+            transport ? " (is the coordinator running and reachable?)" : ""));
     s.ForEachPayload([&](absl::string_view url, const absl::Cord& p) {
       annotated.SetPayload(url, p);
     });
@@ -101,8 +97,8 @@ class GrpcCoordinationClient : public CoordinationClient {
   }
 
   static bool IsServiceErrorPayload(const absl::Status& s) {
-    return s.GetPayload(
-               "type.googleapis.com/cohort.coord.CoordinationServiceError")
+    return s
+        .GetPayload("type.googleapis.com/cohort.coord.CoordinationServiceError")
         .has_value();
   }
 

@@ -22,15 +22,14 @@
 
 namespace cohort::coord {
 
-class GrpcCoordinationService final
-    : public CoordinationRpc::CallbackService {
+class GrpcCoordinationService final : public CoordinationRpc::CallbackService {
  public:
   // `service` is not owned. An empty `job_token` accepts every caller.
   GrpcCoordinationService(CoordinationService* service, std::string job_token);
 
-#define COHORT_COORD_GRPC_SERVICE_METHOD_(Name)                          \
-  grpc::ServerUnaryReactor* Name(grpc::CallbackServerContext* context,   \
-                                 const Name##Request* request,           \
+#define COHORT_COORD_GRPC_SERVICE_METHOD_(Name)                        \
+  grpc::ServerUnaryReactor* Name(grpc::CallbackServerContext* context, \
+                                 const Name##Request* request,         \
                                  Name##Response* response) override;
   COHORT_COORDINATION_RPCS(COHORT_COORD_GRPC_SERVICE_METHOD_)
 #undef COHORT_COORD_GRPC_SERVICE_METHOD_

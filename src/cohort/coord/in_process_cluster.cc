@@ -41,7 +41,8 @@ std::string InProcessCluster::target() const {
 
 absl::StatusOr<std::unique_ptr<CoordinationClient>>
 InProcessCluster::NewClient() {
-  if (server_) return NewGrpcCoordinationClient(server_->target(), options_.security);
+  if (server_)
+    return NewGrpcCoordinationClient(server_->target(), options_.security);
   return std::unique_ptr<CoordinationClient>(
       new LocalCoordinationClient(service_));
 }

@@ -6,8 +6,9 @@
 //   service.jobs = {{"worker", 4}};
 //   service.env = &env;
 //   auto cluster = InProcessCluster::Create(service);           // direct calls
-//   auto cluster = InProcessCluster::Create(service, {.grpc = true}); // loopback
-//   auto statuses = (*cluster)->RunTasks(4, [](CoordinationAgent& a, int i) {
+//   auto cluster = InProcessCluster::Create(service, {.grpc = true}); //
+//   loopback auto statuses = (*cluster)->RunTasks(4, [](CoordinationAgent& a,
+//   int i) {
 //     return a.WaitAtBarrier("start", absl::Seconds(10));
 //   });
 //

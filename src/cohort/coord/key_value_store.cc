@@ -95,10 +95,10 @@ absl::Status KeyValueStore::CheckWriteLocked(const std::string& key,
   const size_t old_bytes =
       it == entries_.end() ? 0 : key.size() + it->second.value.size();
   if (it == entries_.end() && entries_.size() >= limits_.max_entries) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the coordination key-value store holds ", entries_.size(),
-        " keys, its cap; cannot add \"", key,
-        "\" (delete keys that are no longer needed)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the coordination key-value store holds ", entries_.size(),
+                     " keys, its cap; cannot add \"", key,
+                     "\" (delete keys that are no longer needed)"));
   }
   if (total_bytes_ - old_bytes + key.size() + value_bytes >
       limits_.max_total_bytes) {
@@ -159,8 +159,8 @@ void KeyValueStore::UnparkLocked(std::map<uint64_t, Waiter>::iterator it) {
   waiters_.erase(it);
 }
 
-absl::Status KeyValueStore::Insert(absl::string_view raw_key,
-                                   std::string value, bool allow_overwrite) {
+absl::Status KeyValueStore::Insert(absl::string_view raw_key, std::string value,
+                                   bool allow_overwrite) {
   const std::string key = NormalizeKey(raw_key);
   if (key.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -275,10 +275,9 @@ absl::StatusOr<CompareAndSwapResult> KeyValueStore::CompareAndSwap(
     absl::MutexLock lock(&mu_);
     COHORT_RETURN_IF_ERROR(CheckWriteLocked(key, desired.size()));
     auto it = entries_.find(key);
-    const bool matches = expected.has_value()
-                             ? (it != entries_.end() &&
-                                it->second.value == *expected)
-                             : it == entries_.end();
+    const bool matches = expected.has_value() ? (it != entries_.end() &&
+                                                 it->second.value == *expected)
+                                              : it == entries_.end();
     if (matches) {
       result.swapped = true;
       result.stored = desired;
@@ -346,9 +345,9 @@ uint64_t KeyValueStore::WatchAsync(absl::string_view raw_key,
     } else if (state.version > after_version) {
       answer = std::move(state);
     } else if (waiters_.size() >= limits_.max_waiters) {
-      answer = absl::ResourceExhaustedError(absl::StrCat(
-          "cannot watch key \"", key, "\": ", limits_.max_waiters,
-          " key-value calls are already waiting (cap)"));
+      answer = absl::ResourceExhaustedError(
+          absl::StrCat("cannot watch key \"", key, "\": ", limits_.max_waiters,
+                       " key-value calls are already waiting (cap)"));
     } else {
       Waiter waiter;
       waiter.key = key;

@@ -65,7 +65,8 @@ struct KeyValueLimits {
 class KeyValueStore {
  public:
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
-  using WatchCallback = std::function<void(absl::StatusOr<KeyValueWatchResult>)>;
+  using WatchCallback =
+      std::function<void(absl::StatusOr<KeyValueWatchResult>)>;
 
   explicit KeyValueStore(KeyValueLimits limits = {}) : limits_(limits) {}
   // Close()s the store with Cancelled.
@@ -140,8 +141,7 @@ class KeyValueStore {
   absl::Status CheckWriteLocked(const std::string& key, size_t value_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Parks a get or watch (the caller checked the waiter cap).
-  uint64_t ParkLocked(Waiter waiter)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t ParkLocked(Waiter waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops a waiter and its index entry.
   void UnparkLocked(std::map<uint64_t, Waiter>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -100,8 +100,8 @@ TEST(KeyValueStoreCloseTest, CloseAnswersParkedCallsAndRefusesEverything) {
   // Nothing can be written, read, or parked after Close.
   EXPECT_TRUE(absl::IsUnavailable(kv.Insert("intruder", "yes", false)));
   EXPECT_TRUE(absl::IsUnavailable(kv.Increment("n", 1).status()));
-  EXPECT_TRUE(absl::IsUnavailable(
-      kv.CompareAndSwap("k", std::nullopt, "x").status()));
+  EXPECT_TRUE(
+      absl::IsUnavailable(kv.CompareAndSwap("k", std::nullopt, "x").status()));
   EXPECT_TRUE(absl::IsUnavailable(kv.Delete("k", false)));
   EXPECT_TRUE(absl::IsUnavailable(kv.TryGet("k").status()));
   EXPECT_TRUE(absl::IsUnavailable(kv.ListDir("").status()));

@@ -25,11 +25,12 @@ StatusCallback Once(StatusCallback done, CallCancellation* cancellation) {
 LocalCoordinationClient::LocalCoordinationClient(CoordinationService* service)
     : handler_(service) {}
 
-#define COHORT_COORD_LOCAL_IMPL_(Name)                                   \
-  void LocalCoordinationClient::Name##Async(                             \
-      const Name##Request& request, Name##Response* response,            \
-      const CallOptions& options, StatusCallback done) {                 \
-    handler_.Name(request, response, Once(std::move(done), options.cancellation)); \
+#define COHORT_COORD_LOCAL_IMPL_(Name)                          \
+  void LocalCoordinationClient::Name##Async(                    \
+      const Name##Request& request, Name##Response* response,   \
+      const CallOptions& options, StatusCallback done) {        \
+    handler_.Name(request, response,                            \
+                  Once(std::move(done), options.cancellation)); \
   }
 COHORT_COORDINATION_RPCS(COHORT_COORD_LOCAL_IMPL_)
 #undef COHORT_COORD_LOCAL_IMPL_

@@ -23,7 +23,7 @@ class LocalCoordinationClient : public CoordinationClient {
   // `service` is not owned and must outlive every call's completion.
   explicit LocalCoordinationClient(CoordinationService* service);
 
-#define COHORT_COORD_LOCAL_METHOD_(Name)                                  \
+#define COHORT_COORD_LOCAL_METHOD_(Name)                                   \
   void Name##Async(const Name##Request& request, Name##Response* response, \
                    const CallOptions& options, StatusCallback done) override;
   COHORT_COORDINATION_RPCS(COHORT_COORD_LOCAL_METHOD_)

@@ -11,20 +11,28 @@ AttrValue MakeAttrValue(absl::string_view v) {
   a.set_s(std::string(v));
   return a;
 }
-AttrValue MakeAttrValue(const std::string& v) { return MakeAttrValue(absl::string_view(v)); }
-AttrValue MakeAttrValue(const char* v) { return MakeAttrValue(absl::string_view(v)); }
+AttrValue MakeAttrValue(const std::string& v) {
+  return MakeAttrValue(absl::string_view(v));
+}
+AttrValue MakeAttrValue(const char* v) {
+  return MakeAttrValue(absl::string_view(v));
+}
 AttrValue MakeAttrValue(int64_t v) {
   AttrValue a;
   a.set_i(v);
   return a;
 }
-AttrValue MakeAttrValue(int32_t v) { return MakeAttrValue(static_cast<int64_t>(v)); }
+AttrValue MakeAttrValue(int32_t v) {
+  return MakeAttrValue(static_cast<int64_t>(v));
+}
 AttrValue MakeAttrValue(float v) {
   AttrValue a;
   a.set_f(v);
   return a;
 }
-AttrValue MakeAttrValue(double v) { return MakeAttrValue(static_cast<float>(v)); }
+AttrValue MakeAttrValue(double v) {
+  return MakeAttrValue(static_cast<float>(v));
+}
 AttrValue MakeAttrValue(bool v) {
   AttrValue a;
   a.set_b(v);
@@ -95,13 +103,20 @@ AttrValue MakeAttrValue(const std::vector<PartialTensorShape>& v) {
 
 std::string AttrValueTypeName(const AttrValue& v) {
   switch (v.value_case()) {
-    case AttrValue::kS: return "string";
-    case AttrValue::kI: return "int";
-    case AttrValue::kF: return "float";
-    case AttrValue::kB: return "bool";
-    case AttrValue::kType: return "type";
-    case AttrValue::kShape: return "shape";
-    case AttrValue::kTensor: return "tensor";
+    case AttrValue::kS:
+      return "string";
+    case AttrValue::kI:
+      return "int";
+    case AttrValue::kF:
+      return "float";
+    case AttrValue::kB:
+      return "bool";
+    case AttrValue::kType:
+      return "type";
+    case AttrValue::kShape:
+      return "shape";
+    case AttrValue::kTensor:
+      return "tensor";
     case AttrValue::kList: {
       const auto& l = v.list();
       if (l.s_size() > 0) return "list(string)";
@@ -113,18 +128,25 @@ std::string AttrValueTypeName(const AttrValue& v) {
       if (l.tensor_size() > 0) return "list(tensor)";
       return "list(?)";
     }
-    default: return "none";
+    default:
+      return "none";
   }
 }
 
 std::string AttrValueDebugString(const AttrValue& v) {
   switch (v.value_case()) {
-    case AttrValue::kS: return absl::StrCat("\"", v.s(), "\"");
-    case AttrValue::kI: return absl::StrCat(v.i());
-    case AttrValue::kF: return absl::StrCat(v.f());
-    case AttrValue::kB: return v.b() ? "true" : "false";
-    case AttrValue::kType: return DataTypeName(v.type());
-    case AttrValue::kShape: return PartialTensorShape::FromProto(v.shape()).DebugString();
+    case AttrValue::kS:
+      return absl::StrCat("\"", v.s(), "\"");
+    case AttrValue::kI:
+      return absl::StrCat(v.i());
+    case AttrValue::kF:
+      return absl::StrCat(v.f());
+    case AttrValue::kB:
+      return v.b() ? "true" : "false";
+    case AttrValue::kType:
+      return DataTypeName(v.type());
+    case AttrValue::kShape:
+      return PartialTensorShape::FromProto(v.shape()).DebugString();
     case AttrValue::kTensor: {
       auto t = Tensor::FromProto(v.tensor());
       return t.ok() ? t->DebugString(4) : "<bad tensor>";
@@ -136,12 +158,16 @@ std::string AttrValueDebugString(const AttrValue& v) {
       for (auto i : l.i()) parts.push_back(absl::StrCat(i));
       for (auto f : l.f()) parts.push_back(absl::StrCat(f));
       for (bool b : l.b()) parts.push_back(b ? "true" : "false");
-      for (auto t : l.type()) parts.push_back(DataTypeName(static_cast<DataType>(t)));
-      for (const auto& s : l.shape()) parts.push_back(PartialTensorShape::FromProto(s).DebugString());
-      if (l.tensor_size() > 0) parts.push_back(absl::StrCat(l.tensor_size(), " tensors"));
+      for (auto t : l.type())
+        parts.push_back(DataTypeName(static_cast<DataType>(t)));
+      for (const auto& s : l.shape())
+        parts.push_back(PartialTensorShape::FromProto(s).DebugString());
+      if (l.tensor_size() > 0)
+        parts.push_back(absl::StrCat(l.tensor_size(), " tensors"));
       return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
     }
-    default: return "<none>";
+    default:
+      return "<none>";
   }
 }
 
@@ -154,17 +180,17 @@ absl::StatusOr<const AttrValue*> Find(const AttrMap& attrs,
                                       absl::string_view want_name) {
   auto it = attrs.find(std::string(attr_name));
   if (it == attrs.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node '", node_name, "': missing attr '", attr_name, "' (", want_name,
-        ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", node_name, "': missing attr '", attr_name, "' (",
+                     want_name, ")"));
   }
   const AttrValue& v = it->second;
   if (v.value_case() != want) {
     // An empty list literal is acceptable for any list type.
     if (!(want == AttrValue::kList && v.value_case() == AttrValue::kList)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node '", node_name, "': attr '", attr_name, "' is a ",
-          AttrValueTypeName(v), ", expected ", want_name));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", node_name, "': attr '", attr_name, "' is a ",
+                       AttrValueTypeName(v), ", expected ", want_name));
     }
   }
   return &v;
@@ -187,8 +213,8 @@ bool ListOnly(const AttrValue::ListValue& l, int count) {
 
 }  // namespace
 
-#define COHORT_FIND_ATTR_(var, kind, name)                                 \
-  COHORT_ASSIGN_OR_RETURN(const AttrValue* var,                            \
+#define COHORT_FIND_ATTR_(var, kind, name)      \
+  COHORT_ASSIGN_OR_RETURN(const AttrValue* var, \
                           Find(attrs, node_name, attr_name, kind, name))
 
 absl::Status GetAttrFromMap(const AttrMap& attrs, absl::string_view node_name,
@@ -207,9 +233,9 @@ absl::Status GetAttrFromMap(const AttrMap& attrs, absl::string_view node_name,
                             absl::string_view attr_name, int32_t* out) {
   COHORT_FIND_ATTR_(v, AttrValue::kI, "int");
   if (v->i() < INT32_MIN || v->i() > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node '", node_name, "': attr '", attr_name, "' = ", v->i(),
-        " does not fit in int32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", node_name, "': attr '", attr_name,
+                     "' = ", v->i(), " does not fit in int32"));
   }
   *out = static_cast<int32_t>(v->i());
   return absl::OkStatus();
@@ -237,8 +263,9 @@ absl::Status GetAttrFromMap(const AttrMap& attrs, absl::string_view node_name,
   COHORT_FIND_ATTR_(v, AttrValue::kShape, "shape");
   auto s = TensorShape::FromProto(v->shape());
   if (!s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node '", node_name, "': attr '", attr_name, "': ", s.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", node_name, "': attr '", attr_name,
+                     "': ", s.status().message()));
   }
   *out = *std::move(s);
   return absl::OkStatus();
@@ -255,8 +282,9 @@ absl::Status GetAttrFromMap(const AttrMap& attrs, absl::string_view node_name,
   COHORT_FIND_ATTR_(v, AttrValue::kTensor, "tensor");
   auto t = Tensor::FromProto(v->tensor());
   if (!t.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node '", node_name, "': attr '", attr_name, "': ", t.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", node_name, "': attr '", attr_name,
+                     "': ", t.status().message()));
   }
   *out = *std::move(t);
   return absl::OkStatus();
@@ -318,7 +346,8 @@ absl::Status GetAttrFromMap(const AttrMap& attrs, absl::string_view node_name,
     return ListTypeError(node_name, attr_name, *v, "list(shape)");
   }
   out->clear();
-  for (const auto& s : v->list().shape()) out->push_back(PartialTensorShape::FromProto(s));
+  for (const auto& s : v->list().shape())
+    out->push_back(PartialTensorShape::FromProto(s));
   return absl::OkStatus();
 }
 

@@ -36,7 +36,9 @@ const std::string& Operation::op_type() const { return node_->def.op(); }
 const std::string& Operation::device() const { return node_->def.device(); }
 const NodeDef& Operation::node_def() const { return node_->def; }
 const OpDef& Operation::op_def() const { return *node_->op_def; }
-int Operation::num_inputs() const { return static_cast<int>(node_->inputs.size()); }
+int Operation::num_inputs() const {
+  return static_cast<int>(node_->inputs.size());
+}
 Output Operation::input(int i) const { return node_->inputs[i]; }
 int Operation::num_outputs() const {
   return static_cast<int>(node_->output_types.size());
@@ -62,7 +64,8 @@ std::string Output::name() const {
 
 // --- Scope -------------------------------------------------------------------
 
-Scope::Scope(std::shared_ptr<GraphUnderConstruction> g) : graph_(std::move(g)) {}
+Scope::Scope(std::shared_ptr<GraphUnderConstruction> g)
+    : graph_(std::move(g)) {}
 
 Scope Scope::NewRootScope(const OpRegistry* registry) {
   if (registry == nullptr) registry = StandardOpRegistry();
@@ -73,8 +76,9 @@ Scope Scope::NewSubScope(absl::string_view child) const {
   Scope s = *this;
   s.op_name_.clear();
   if (child.empty()) return s;
-  std::string full = name_scope_.empty() ? std::string(child)
-                                         : absl::StrCat(name_scope_, "/", child);
+  std::string full = name_scope_.empty()
+                         ? std::string(child)
+                         : absl::StrCat(name_scope_, "/", child);
   s.name_scope_ = graph_->Uniquify(full);
   return s;
 }
@@ -120,7 +124,8 @@ const OpRegistry* Scope::op_registry() const { return graph_->registry; }
 
 std::string Scope::GetUniqueNameForOp(absl::string_view default_name) const {
   std::string base = op_name_.empty() ? std::string(default_name) : op_name_;
-  std::string full = name_scope_.empty() ? base : absl::StrCat(name_scope_, "/", base);
+  std::string full =
+      name_scope_.empty() ? base : absl::StrCat(name_scope_, "/", base);
   return graph_->Uniquify(full);
 }
 
@@ -162,7 +167,8 @@ std::vector<Operation> Scope::AllOps() const {
 namespace {
 
 std::string InputString(const Output& o) {
-  return o.index() == 0 ? o.node_name() : absl::StrCat(o.node_name(), ":", o.index());
+  return o.index() == 0 ? o.node_name()
+                        : absl::StrCat(o.node_name(), ":", o.index());
 }
 
 }  // namespace
@@ -185,15 +191,16 @@ Operation BuildOp(const Scope& scope, absl::string_view op,
     return Operation();
   };
   if (op_def == nullptr) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "unknown op '", op, "'; check the name and that its Register...Ops "
-        "function was called on the scope's registry")));
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("unknown op '", op,
+                     "'; check the name and that its Register...Ops "
+                     "function was called on the scope's registry")));
   }
   for (const auto& a : attrs) (*def.mutable_attr())[a.name] = a.value;
   if (inputs.size() != op_def->inputs.size()) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "got ", inputs.size(), " inputs, op ", op, " takes ",
-        op_def->inputs.size())));
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("got ", inputs.size(), " inputs, op ", op, " takes ",
+                     op_def->inputs.size())));
   }
   std::vector<Output> flat_inputs;
   // Sets (or checks) type attr `attr` to `t` for argument `arg`.
@@ -209,9 +216,9 @@ Operation BuildOp(const Scope& scope, absl::string_view op,
             " (from an earlier input or given explicitly)"));
       }
     } else if (arg.type != t) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", arg.name, "' must be ", DataTypeName(arg.type), ", got ",
-          DataTypeName(t)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", arg.name, "' must be ",
+                       DataTypeName(arg.type), ", got ", DataTypeName(t)));
     }
     return absl::OkStatus();
   };
@@ -220,8 +227,9 @@ Operation BuildOp(const Scope& scope, absl::string_view op,
     const NodeInput& in = inputs[i];
     if (!arg.number_attr.empty()) {
       if (!in.is_list) {
-        return fail(absl::InvalidArgumentError(absl::StrCat(
-            "input '", arg.name, "' (", arg.spec, ") takes a list of outputs")));
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("input '", arg.name, "' (", arg.spec,
+                         ") takes a list of outputs")));
       }
       auto it = def.attr().find(arg.number_attr);
       if (it == def.attr().end()) {
@@ -229,8 +237,8 @@ Operation BuildOp(const Scope& scope, absl::string_view op,
       }
       for (const Output& o : in.list) {
         if (!o.valid()) {
-          return fail(absl::InvalidArgumentError(absl::StrCat(
-              "input '", arg.name, "' holds an invalid output")));
+          return fail(absl::InvalidArgumentError(
+              absl::StrCat("input '", arg.name, "' holds an invalid output")));
         }
         absl::Status s = bind_type(arg, o.dtype());
         if (!s.ok()) return fail(s);
@@ -238,8 +246,9 @@ Operation BuildOp(const Scope& scope, absl::string_view op,
       }
     } else {
       if (in.is_list) {
-        return fail(absl::InvalidArgumentError(absl::StrCat(
-            "input '", arg.name, "' (", arg.spec, ") takes one output, got a list")));
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("input '", arg.name, "' (", arg.spec,
+                         ") takes one output, got a list")));
       }
       if (!in.single.valid()) {
         return fail(absl::InvalidArgumentError(
@@ -294,7 +303,8 @@ Operation BuildOp(const Scope& scope, absl::string_view op,
   return Operation(&n);
 }
 
-// --- Input ---------------------------------------------------------------------
+// --- Input
+// ---------------------------------------------------------------------
 
 namespace {
 
@@ -302,18 +312,30 @@ template <typename From, typename To>
 void CastElements(const Tensor& in, Tensor* out) {
   const From* src = in.data<From>();
   To* dst = out->data<To>();
-  for (int64_t i = 0; i < in.NumElements(); ++i) dst[i] = static_cast<To>(src[i]);
+  for (int64_t i = 0; i < in.NumElements(); ++i)
+    dst[i] = static_cast<To>(src[i]);
 }
 
 template <typename From>
 bool CastFrom(const Tensor& in, Tensor* out) {
   switch (out->dtype()) {
-    case DT_FLOAT: CastElements<From, float>(in, out); return true;
-    case DT_DOUBLE: CastElements<From, double>(in, out); return true;
-    case DT_INT32: CastElements<From, int32_t>(in, out); return true;
-    case DT_INT64: CastElements<From, int64_t>(in, out); return true;
-    case DT_BOOL: CastElements<From, bool>(in, out); return true;
-    default: return false;
+    case DT_FLOAT:
+      CastElements<From, float>(in, out);
+      return true;
+    case DT_DOUBLE:
+      CastElements<From, double>(in, out);
+      return true;
+    case DT_INT32:
+      CastElements<From, int32_t>(in, out);
+      return true;
+    case DT_INT64:
+      CastElements<From, int64_t>(in, out);
+      return true;
+    case DT_BOOL:
+      CastElements<From, bool>(in, out);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -325,18 +347,29 @@ absl::StatusOr<Tensor> CastTensor(const Tensor& t, DataType dtype) {
   bool ok = DataTypeIsPod(dtype);
   if (ok) {
     switch (t.dtype()) {
-      case DT_FLOAT: ok = CastFrom<float>(t, &out); break;
-      case DT_DOUBLE: ok = CastFrom<double>(t, &out); break;
-      case DT_INT32: ok = CastFrom<int32_t>(t, &out); break;
-      case DT_INT64: ok = CastFrom<int64_t>(t, &out); break;
-      case DT_BOOL: ok = CastFrom<bool>(t, &out); break;
-      default: ok = false;
+      case DT_FLOAT:
+        ok = CastFrom<float>(t, &out);
+        break;
+      case DT_DOUBLE:
+        ok = CastFrom<double>(t, &out);
+        break;
+      case DT_INT32:
+        ok = CastFrom<int32_t>(t, &out);
+        break;
+      case DT_INT64:
+        ok = CastFrom<int64_t>(t, &out);
+        break;
+      case DT_BOOL:
+        ok = CastFrom<bool>(t, &out);
+        break;
+      default:
+        ok = false;
     }
   }
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot cast a ", DataTypeName(t.dtype()), " tensor to ",
-        DataTypeName(dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot cast a ", DataTypeName(t.dtype()), " tensor to ",
+                     DataTypeName(dtype)));
   }
   return out;
 }

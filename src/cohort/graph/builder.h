@@ -137,10 +137,10 @@ struct BuiltNode {
   std::vector<DataType> input_types;
   std::vector<DataType> output_types;
   std::vector<PartialTensorShape> output_shapes;
-  std::vector<Output> inputs;            // Data inputs, lists expanded.
+  std::vector<Output> inputs;  // Data inputs, lists expanded.
   std::vector<Operation> control_inputs;
-  std::optional<Tensor> const_value;     // Set for Const nodes.
-  int id = 0;                            // Order of creation.
+  std::optional<Tensor> const_value;  // Set for Const nodes.
+  int id = 0;                         // Order of creation.
 };
 
 class GraphUnderConstruction;
@@ -205,7 +205,8 @@ class Scope {
 struct NodeInput {
   NodeInput(Output o) : single(std::move(o)) {}  // NOLINT
   NodeInput(Operation op) : single(op) {}        // NOLINT
-  NodeInput(std::vector<Output> l) : is_list(true), list(std::move(l)) {}  // NOLINT
+  NodeInput(std::vector<Output> l)
+      : is_list(true), list(std::move(l)) {}  // NOLINT
   bool is_list = false;
   Output single;
   std::vector<Output> list;
@@ -232,9 +233,9 @@ Operation BuildOp(const Scope& scope, absl::string_view op,
 // node when used): ops::Mul(s, x, 2.0f), ops::Add(s, x, {1.f, 2.f}).
 class Input {
  public:
-  Input(const Output& o) : output_(o) {}       // NOLINT
-  Input(const Operation& o) : output_(o) {}    // NOLINT
-  Input(const Tensor& t) : tensor_(t) {}       // NOLINT
+  Input(const Output& o) : output_(o) {}                    // NOLINT
+  Input(const Operation& o) : output_(o) {}                 // NOLINT
+  Input(const Tensor& t) : tensor_(t) {}                    // NOLINT
   Input(float v) : tensor_(Tensor(v)), literal_(true) {}    // NOLINT
   Input(double v) : tensor_(Tensor(v)), literal_(true) {}   // NOLINT
   Input(int32_t v) : tensor_(Tensor(v)), literal_(true) {}  // NOLINT
@@ -243,9 +244,9 @@ class Input {
   Input(const char* v) : tensor_(Tensor(v)) {}              // NOLINT
   Input(std::initializer_list<float> v)                     // NOLINT
       : tensor_(Tensor::Vec<float>(v)), literal_(true) {}
-  Input(std::initializer_list<int32_t> v)                   // NOLINT
+  Input(std::initializer_list<int32_t> v)  // NOLINT
       : tensor_(Tensor::Vec<int32_t>(v)), literal_(true) {}
-  Input(std::initializer_list<int64_t> v)                   // NOLINT
+  Input(std::initializer_list<int64_t> v)  // NOLINT
       : tensor_(Tensor::Vec<int64_t>(v)), literal_(true) {}
 
   // The Output (building a Const for a constant). A numeric literal is

@@ -14,7 +14,8 @@ using ::testing::HasSubstr;
 TEST(BuilderTest, NamesScopesDevicesAndInputs) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {-1, 3});
-  Scope dense = root.NewSubScope("dense").WithDevice("/job:ps/task:0/device:CPU:0");
+  Scope dense =
+      root.NewSubScope("dense").WithDevice("/job:ps/task:0/device:CPU:0");
   auto y = ops::Add(dense, x, 1.0f);  // The literal becomes a float Const.
   auto z = ops::Add(dense, y, y);
   ASSERT_TRUE(root.ok()) << root.status();
@@ -37,9 +38,10 @@ TEST(BuilderTest, NamesScopesDevicesAndInputs) {
 TEST(BuilderTest, ControlDependencies) {
   Scope root = Scope::NewRootScope();
   auto init = ops::NoOp(root.WithOpName("init"));
-  auto c = ops::Const(root.WithControlDependencies({init}).WithOpName("c"), 2.0f);
-  auto d = ops::Const(root.WithControlDependencies({init})
-                          .WithNoControlDependencies(), 3.0f);
+  auto c =
+      ops::Const(root.WithControlDependencies({init}).WithOpName("c"), 2.0f);
+  auto d = ops::Const(
+      root.WithControlDependencies({init}).WithNoControlDependencies(), 3.0f);
   ASSERT_TRUE(root.ok());
   EXPECT_THAT(c.op().node_def().input(), ElementsAre("^init"));
   EXPECT_TRUE(d.op().node_def().input().empty());
@@ -54,7 +56,8 @@ TEST(BuilderTest, ShapeErrorsNameTheNodeAndStick) {
   auto bad = ops::Add(root.WithOpName("bad"), a, b);
   EXPECT_FALSE(bad.valid());
   EXPECT_EQ(root.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(root.status().message()), HasSubstr("node 'bad' (op Add)"));
+  EXPECT_THAT(std::string(root.status().message()),
+              HasSubstr("node 'bad' (op Add)"));
   EXPECT_THAT(std::string(root.status().message()), HasSubstr("[2,3] and [4]"));
   // Later ops do nothing; the first error is kept.
   auto later = ops::Add(root, a, a);
@@ -74,12 +77,14 @@ TEST(BuilderTest, TypeErrors) {
   Scope r2 = Scope::NewRootScope();
   auto s = ops::Const(r2, Tensor("text"));
   ops::Add(r2.WithOpName("strings"), s, s);
-  EXPECT_THAT(std::string(r2.status().message()),
-              HasSubstr("attr 'T' is string, allowed [float, double, int32, int64]"));
+  EXPECT_THAT(
+      std::string(r2.status().message()),
+      HasSubstr("attr 'T' is string, allowed [float, double, int32, int64]"));
 
   Scope r3 = Scope::NewRootScope();
   BuildOp(r3.WithOpName("u"), "NoSuchOp", {});
-  EXPECT_THAT(std::string(r3.status().message()), HasSubstr("unknown op 'NoSuchOp'"));
+  EXPECT_THAT(std::string(r3.status().message()),
+              HasSubstr("unknown op 'NoSuchOp'"));
 }
 
 TEST(BuilderTest, LiteralsTakeTheOtherOperandsType) {

@@ -20,18 +20,21 @@ namespace {
 
 constexpr char kMagic[] = "COHORTCKPT1\n";  // 12 bytes
 constexpr size_t kMagicLen = 12;
-constexpr char kFooter[] = "CKPTEND\n";     // 8 bytes
+constexpr char kFooter[] = "CKPTEND\n";  // 8 bytes
 constexpr size_t kFooterLen = 8;
 
 void PutU32(std::string* s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  for (int i = 0; i < 4; ++i)
+    s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 void PutU64(std::string* s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  for (int i = 0; i < 8; ++i)
+    s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 uint64_t GetLE(const char* p, int n) {
   uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  for (int i = 0; i < n; ++i)
+    v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
   return v;
 }
 
@@ -104,15 +107,16 @@ absl::Status WriteCheckpointFile(const std::string& path,
     payload.clear();
     if (!proto.SerializeToString(&payload)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint '", path, "': cannot serialize variable '", name,
-          "' (", tensor.TotalBytes(), " bytes; over 2 GiB?)"));
+          "checkpoint '", path, "': cannot serialize variable '", name, "' (",
+          tensor.TotalBytes(), " bytes; over 2 GiB?)"));
     }
     size_t start = out.size();
     PutU32(&out, static_cast<uint32_t>(name.size()));
     out += name;
     PutU64(&out, payload.size());
     out += payload;
-    PutU32(&out, crc32c::Mask(crc32c::Value(out.data() + start, out.size() - start)));
+    PutU32(&out,
+           crc32c::Mask(crc32c::Value(out.data() + start, out.size() - start)));
   }
   out.append(kFooter, kFooterLen);
   return WriteFileAtomically(path, out);
@@ -121,7 +125,8 @@ absl::Status WriteCheckpointFile(const std::string& path,
 absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat("checkpoint '", path, "' does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint '", path, "' does not exist"));
   }
   std::stringstream ss;
   ss << in.rdbuf();
@@ -131,11 +136,13 @@ absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path) {
         "checkpoint '", path, "': ", why,
         "; the file is corrupt or truncated, restore from another checkpoint"));
   };
-  if (data.size() < kMagicLen + 8 || data.compare(0, kMagicLen, kMagic, kMagicLen) != 0) {
+  if (data.size() < kMagicLen + 8 ||
+      data.compare(0, kMagicLen, kMagic, kMagicLen) != 0) {
     return loss("not a cohort checkpoint (bad magic or too short)");
   }
   uint32_t count = static_cast<uint32_t>(GetLE(data.data() + kMagicLen, 4));
-  uint32_t header_crc = static_cast<uint32_t>(GetLE(data.data() + kMagicLen + 4, 4));
+  uint32_t header_crc =
+      static_cast<uint32_t>(GetLE(data.data() + kMagicLen + 4, 4));
   if (crc32c::Unmask(header_crc) != crc32c::Value(data.data(), kMagicLen + 4)) {
     return loss("header checksum mismatch");
   }
@@ -143,7 +150,8 @@ absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path) {
   CheckpointEntries entries;
   for (uint32_t i = 0; i < count; ++i) {
     size_t start = pos;
-    if (data.size() - pos < 4) return loss(absl::StrCat("truncated in entry #", i));
+    if (data.size() - pos < 4)
+      return loss(absl::StrCat("truncated in entry #", i));
     uint64_t name_len = GetLE(data.data() + pos, 4);
     pos += 4;
     if (data.size() - pos < name_len + 8) {
@@ -159,7 +167,8 @@ absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path) {
     const char* payload = data.data() + pos;
     pos += payload_len;
     uint32_t crc = static_cast<uint32_t>(GetLE(data.data() + pos, 4));
-    if (crc32c::Unmask(crc) != crc32c::Value(data.data() + start, pos - start)) {
+    if (crc32c::Unmask(crc) !=
+        crc32c::Value(data.data() + start, pos - start)) {
       return loss(absl::StrCat("checksum mismatch in entry #", i));
     }
     pos += 4;
@@ -188,8 +197,8 @@ absl::StatusOr<std::string> Saver::Save(const std::string& dir, int64_t step,
     auto var = rm_->Lookup<Var>("", name);
     if (!var.ok()) {
       if (!required) return absl::OkStatus();
-      return absl::NotFoundError(absl::StrCat(
-          "cannot save variable '", name, "': it does not exist"));
+      return absl::NotFoundError(
+          absl::StrCat("cannot save variable '", name, "': it does not exist"));
     }
     absl::ReaderMutexLock lock((*var)->mu());
     if (!(*var)->is_initialized()) {
@@ -234,11 +243,13 @@ absl::Status Saver::Restore(const std::string& path,
     std::function<absl::StatusOr<std::shared_ptr<Var>>()> create = [&]() {
       return std::make_shared<Var>(dtype, PartialTensorShape(), name);
     };
-    COHORT_ASSIGN_OR_RETURN(auto var, rm_->LookupOrCreate<Var>("", name, create));
+    COHORT_ASSIGN_OR_RETURN(auto var,
+                            rm_->LookupOrCreate<Var>("", name, create));
     if (var->dtype() != dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint '", path, "' holds variable '", name, "' as ",
-          DataTypeName(dtype), " but the variable is ", DataTypeName(var->dtype())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint '", path, "' holds variable '", name,
+                       "' as ", DataTypeName(dtype), " but the variable is ",
+                       DataTypeName(var->dtype())));
     }
     if (!var->declared_shape().IsCompatibleWith(value.shape())) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -250,8 +261,8 @@ absl::Status Saver::Restore(const std::string& path,
   }
   for (const auto& n : names) {
     if (!found.contains(n)) {
-      return absl::NotFoundError(absl::StrCat(
-          "variable '", n, "' is not in checkpoint '", path, "'"));
+      return absl::NotFoundError(
+          absl::StrCat("variable '", n, "' is not in checkpoint '", path, "'"));
     }
   }
   for (auto& [var, value] : assignments) {

@@ -17,8 +17,9 @@ using ::testing::HasSubstr;
 std::string TempDir() {
   const char* t = std::getenv("TEST_TMPDIR");
   std::string base = t != nullptr ? t : "/tmp";
-  std::string dir = absl::StrCat(base, "/cohort_ckpt_", getpid(), "_",
-                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::string dir = absl::StrCat(
+      base, "/cohort_ckpt_", getpid(), "_",
+      ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::string cmd = absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'");
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   return dir;
@@ -49,8 +50,10 @@ TEST(Crc32cTest, KnownValues) {
 TEST(CheckpointFileTest, RoundTrip) {
   std::string dir = TempDir();
   Tensor big(DT_FLOAT, TensorShape({300, 300}));
-  for (int64_t i = 0; i < big.NumElements(); ++i) big.flat<float>()(i) = i * 0.5f;
-  CheckpointEntries in = {{"w", big}, {"step", Tensor(int64_t{42})},
+  for (int64_t i = 0; i < big.NumElements(); ++i)
+    big.flat<float>()(i) = i * 0.5f;
+  CheckpointEntries in = {{"w", big},
+                          {"step", Tensor(int64_t{42})},
                           {"names", Tensor::Vec<std::string>({"a", "b"})}};
   std::string path = dir + "/file";
   ASSERT_TRUE(WriteCheckpointFile(path, in).ok());
@@ -66,8 +69,10 @@ TEST(CheckpointFileTest, RoundTrip) {
 TEST(CheckpointFileTest, CorruptionAndTruncationAreDataLoss) {
   std::string dir = TempDir();
   std::string path = dir + "/file";
-  ASSERT_TRUE(WriteCheckpointFile(path, {{"w", Tensor::Vec<float>({1, 2, 3, 4})},
-                                         {"b", Tensor(2.0)}}).ok());
+  ASSERT_TRUE(
+      WriteCheckpointFile(
+          path, {{"w", Tensor::Vec<float>({1, 2, 3, 4})}, {"b", Tensor(2.0)}})
+          .ok());
   const std::string good = ReadAll(path);
   // Flip every byte in turn: never OK, never wrong numbers.
   for (size_t i = 0; i < good.size(); ++i) {
@@ -83,11 +88,14 @@ TEST(CheckpointFileTest, CorruptionAndTruncationAreDataLoss) {
   for (size_t n = 0; n < good.size(); ++n) {
     WriteAll(path, good.substr(0, n));
     auto r = ReadCheckpointFile(path);
-    ASSERT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << "truncated to " << n;
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kDataLoss)
+        << "truncated to " << n;
   }
   WriteAll(path, good + "x");
-  EXPECT_EQ(ReadCheckpointFile(path).status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(ReadCheckpointFile(dir + "/absent").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadCheckpointFile(path).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ReadCheckpointFile(dir + "/absent").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(SaverTest, SaveRestoreAllAndNamed) {
@@ -112,9 +120,12 @@ TEST(SaverTest, SaveRestoreAllAndNamed) {
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, dir + "/model.ckpt-10");
   EXPECT_EQ(*Saver::LatestCheckpoint(dir), *path);
-  EXPECT_EQ(saver.Save(dir, 11, {"u"}).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(saver.Save(dir, 11, {"zz"}).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(*Saver::LatestCheckpoint(dir), *path);  // Failed saves move nothing.
+  EXPECT_EQ(saver.Save(dir, 11, {"u"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(saver.Save(dir, 11, {"zz"}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(*Saver::LatestCheckpoint(dir),
+            *path);  // Failed saves move nothing.
 
   {
     absl::MutexLock l(w->mu());
@@ -147,13 +158,15 @@ TEST(SaverTest, SaveRestoreAllAndNamed) {
 
 TEST(SaverTest, ConflictsAndMissingPointer) {
   std::string dir = TempDir();
-  EXPECT_EQ(Saver::LatestCheckpoint(dir).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Saver::LatestCheckpoint(dir).status().code(),
+            absl::StatusCode::kNotFound);
   ASSERT_TRUE(WriteCheckpointFile(dir + "/c", {{"w", Tensor(1)}}).ok());
   ResourceMgr rm;
   ASSERT_TRUE(rm.Create("", "w", std::make_shared<Var>(DT_FLOAT)).ok());
   absl::Status s = Saver(&rm).Restore(dir + "/c");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("'w' as int32 but the variable is float"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("'w' as int32 but the variable is float"));
 }
 
 }  // namespace

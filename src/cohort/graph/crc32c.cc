@@ -16,7 +16,8 @@ struct Tables {
       t[0][i] = c;
     }
     for (uint32_t i = 0; i < 256; ++i) {
-      for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
+      for (int s = 1; s < 8; ++s)
+        t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
     }
   }
 };
@@ -33,8 +34,8 @@ uint32_t Extend(uint32_t crc, const char* data, size_t n) {
   const auto* p = reinterpret_cast<const unsigned char*>(data);
   uint32_t c = ~crc;
   while (n >= 8) {
-    uint32_t lo = c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
-                       uint32_t{p[3]} << 24);
+    uint32_t lo = c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 |
+                       uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24);
     uint32_t hi = uint32_t{p[4]} | uint32_t{p[5]} << 8 | uint32_t{p[6]} << 16 |
                   uint32_t{p[7]} << 24;
     c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^

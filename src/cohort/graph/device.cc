@@ -10,7 +10,8 @@ Device::Device(std::string name, int num_threads) : name_(std::move(name)) {
     if (num_threads <= 0) num_threads = 1;
   }
   pool_ = std::make_unique<Eigen::ThreadPool>(num_threads);
-  eigen_device_ = std::make_unique<Eigen::ThreadPoolDevice>(pool_.get(), num_threads);
+  eigen_device_ =
+      std::make_unique<Eigen::ThreadPoolDevice>(pool_.get(), num_threads);
 }
 
 Device::~Device() {

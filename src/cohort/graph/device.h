@@ -25,8 +25,9 @@ namespace cohort {
 class Device {
  public:
   // `num_threads` <= 0 means the number of hardware threads.
-  explicit Device(std::string name = "/job:localhost/replica:0/task:0/device:CPU:0",
-                  int num_threads = 0);
+  explicit Device(
+      std::string name = "/job:localhost/replica:0/task:0/device:CPU:0",
+      int num_threads = 0);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -38,7 +39,9 @@ class Device {
   void Schedule(std::function<void()> fn) { pool_->Schedule(std::move(fn)); }
   int num_threads() const { return pool_->NumThreads(); }
   Eigen::ThreadPoolInterface* thread_pool() { return pool_.get(); }
-  const Eigen::ThreadPoolDevice& eigen_cpu_device() const { return *eigen_device_; }
+  const Eigen::ThreadPoolDevice& eigen_cpu_device() const {
+    return *eigen_device_;
+  }
 
  private:
   const std::string name_;

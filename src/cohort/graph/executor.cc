@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
   }
   std::unique_ptr<Executor> ex(new Executor());
   ex->options_ = options;
-  if (ex->options_.kernels == nullptr) ex->options_.kernels = StandardKernelRegistry();
+  if (ex->options_.kernels == nullptr)
+    ex->options_.kernels = StandardKernelRegistry();
   if (ex->options_.env == nullptr) ex->options_.env = Env::Default();
 
   // Feeds: placeholders only.
@@ -77,7 +78,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
       return absl::InvalidArgumentError(absl::StrCat(
           "feed '", f, "': placeholder '", id.node, "' has only output 0"));
     }
-    if (!fed_node_to_feed.emplace(n->id, static_cast<int>(ex->feeds_.size())).second) {
+    if (!fed_node_to_feed.emplace(n->id, static_cast<int>(ex->feeds_.size()))
+             .second) {
       return absl::InvalidArgumentError(
           absl::StrCat("placeholder '", id.node, "' is fed twice"));
     }
@@ -106,9 +108,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
           "fetch '", f, "' refers to unknown node '", id.node, "'"));
     }
     if (id.index >= static_cast<int>(n->output_types.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fetch '", f, "': ", NodeDebugName(n->def), " has ",
-          n->output_types.size(), " outputs"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fetch '", f, "': ", NodeDebugName(n->def), " has ",
+                       n->output_types.size(), " outputs"));
     }
     fetch_ids.push_back(id);
     need(n->id);
@@ -117,8 +119,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
     std::string name = t[0] == '^' ? t.substr(1) : t;
     const Graph::Node* n = graph.FindNode(name);
     if (n == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "target '", t, "' refers to unknown node '", name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("target '", t, "' refers to unknown node '", name, "'"));
     }
     need(n->id);
   }
@@ -158,7 +160,8 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
     const Graph::Node& n = *item.node;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const Graph::Edge& e = n.inputs[i];
-      OutEdge out{item_of[n.id], item.input_start + static_cast<int>(i), e.index};
+      OutEdge out{item_of[n.id], item.input_start + static_cast<int>(i),
+                  e.index};
       auto f = fed_node_to_feed.find(e.node);
       if (f != fed_node_to_feed.end()) {
         ex->feeds_[f->second].edges.push_back(out);
@@ -199,8 +202,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
 
 absl::Status Executor::Run(const RunArgs& args, std::vector<Tensor>* fetches) {
   if (args.feeds.size() != feeds_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "got ", args.feeds.size(), " feed values for ", feeds_.size(), " feeds"));
+    return absl::InvalidArgumentError(absl::StrCat("got ", args.feeds.size(),
+                                                   " feed values for ",
+                                                   feeds_.size(), " feeds"));
   }
   for (size_t k = 0; k < feeds_.size(); ++k) {
     const Tensor& t = args.feeds[k];
@@ -208,17 +212,20 @@ absl::Status Executor::Run(const RunArgs& args, std::vector<Tensor>* fetches) {
     if (t.dtype() != f.dtype || !t.IsInitialized()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the value fed to placeholder '", f.node->name(), "' is ",
-          t.IsInitialized() ? DataTypeName(t.dtype()) : "an uninitialized tensor",
+          t.IsInitialized() ? DataTypeName(t.dtype())
+                            : "an uninitialized tensor",
           ", but the placeholder is ", DataTypeName(f.dtype)));
     }
     if (!f.shape.IsCompatibleWith(t.shape())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the value fed to placeholder '", f.node->name(), "' has shape ",
-          t.shape().DebugString(), ", which is incompatible with its declared shape ",
-          f.shape.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the value fed to placeholder '", f.node->name(),
+                       "' has shape ", t.shape().DebugString(),
+                       ", which is incompatible with its declared shape ",
+                       f.shape.DebugString()));
     }
   }
-  auto st = std::make_shared<StepState>(num_slots_, static_cast<int>(items_.size()));
+  auto st =
+      std::make_shared<StepState>(num_slots_, static_cast<int>(items_.size()));
   for (size_t i = 0; i < items_.size(); ++i) {
     st->pending[i].store(items_[i].pending_init, std::memory_order_relaxed);
   }
@@ -241,12 +248,14 @@ absl::Status Executor::Run(const RunArgs& args, std::vector<Tensor>* fetches) {
     outer_token = args.cancellation->GetCancellationToken();
     StepState* raw = st.get();
     int64_t step = args.step_id;
-    outer_registered = args.cancellation->RegisterCallback(outer_token, [raw, step] {
-      raw->Fail(absl::CancelledError(absl::StrCat("step ", step, " was cancelled")));
-    });
+    outer_registered =
+        args.cancellation->RegisterCallback(outer_token, [raw, step] {
+          raw->Fail(absl::CancelledError(
+              absl::StrCat("step ", step, " was cancelled")));
+        });
     if (!outer_registered) {
-      return absl::CancelledError(
-          absl::StrCat("step ", args.step_id, " was cancelled before it started"));
+      return absl::CancelledError(absl::StrCat(
+          "step ", args.step_id, " was cancelled before it started"));
     }
   }
 
@@ -254,14 +263,15 @@ absl::Status Executor::Run(const RunArgs& args, std::vector<Tensor>* fetches) {
   for (size_t k = 0; k < feeds_.size(); ++k) {
     for (const OutEdge& e : feeds_[k].edges) {
       st->slots[e.dst_slot] = args.feeds[k];
-      if (e.dst_item >= 0 &&
-          st->pending[e.dst_item].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (e.dst_item >= 0 && st->pending[e.dst_item].fetch_sub(
+                                 1, std::memory_order_acq_rel) == 1) {
         ready.push_back(e.dst_item);
       }
     }
   }
   if (!ready.empty()) {
-    st->outstanding.store(static_cast<int>(ready.size()), std::memory_order_relaxed);
+    st->outstanding.store(static_cast<int>(ready.size()),
+                          std::memory_order_relaxed);
     RunLoop(st, std::move(ready));
   } else {
     absl::MutexLock lock(&st->mu);
@@ -270,13 +280,15 @@ absl::Status Executor::Run(const RunArgs& args, std::vector<Tensor>* fetches) {
   bool finished;
   {
     absl::MutexLock lock(&st->mu);
-    finished = st->done || options_.env->AwaitWithDeadline(
-                               &st->mu, absl::Condition(&st->done), args.deadline);
+    finished =
+        st->done || options_.env->AwaitWithDeadline(
+                        &st->mu, absl::Condition(&st->done), args.deadline);
   }
   if (!finished) {
     st->Fail(absl::DeadlineExceededError(absl::StrCat(
         "step ", args.step_id, " did not finish before its deadline (",
-        absl::FormatTime(args.deadline), "); increase the run timeout or "
+        absl::FormatTime(args.deadline),
+        "); increase the run timeout or "
         "check for a Recv whose Send never runs")));
     absl::MutexLock lock(&st->mu);
     st->mu.Await(absl::Condition(&st->done));
@@ -304,7 +316,8 @@ void Executor::Dispatch(const std::shared_ptr<StepState>& st, ReadyList* ready,
     bool other_work = !inline_ready->empty() || i + 1 < ready->size();
     if (items_[id].expensive && other_work) {
       ReadyList one{id};
-      options_.device->Schedule([this, st, one]() mutable { RunLoop(st, std::move(one)); });
+      options_.device->Schedule(
+          [this, st, one]() mutable { RunLoop(st, std::move(one)); });
     } else {
       inline_ready->push_back(id);
     }
@@ -312,7 +325,8 @@ void Executor::Dispatch(const std::shared_ptr<StepState>& st, ReadyList* ready,
   ready->clear();
 }
 
-void Executor::RunLoop(const std::shared_ptr<StepState>& st_ptr, ReadyList initial) {
+void Executor::RunLoop(const std::shared_ptr<StepState>& st_ptr,
+                       ReadyList initial) {
   StepState* st = st_ptr.get();
   ReadyList inline_ready;
   ReadyList ready;
@@ -329,7 +343,8 @@ void Executor::RunLoop(const std::shared_ptr<StepState>& st_ptr, ReadyList initi
     if (has_deadline && options_.env->Now() > st->params.deadline) {
       st->Fail(absl::DeadlineExceededError(absl::StrCat(
           "step ", st->params.step_id, " passed its deadline before ",
-          NodeDebugName(item.node->def), " could run; increase the run timeout")));
+          NodeDebugName(item.node->def),
+          " could run; increase the run timeout")));
       NodeDone(st);
       continue;
     }
@@ -352,7 +367,8 @@ void Executor::RunLoop(const std::shared_ptr<StepState>& st_ptr, ReadyList initi
         absl::Status status = PropagateOutputs(it, call->ctx.get(), s, &r);
         if (!status.ok()) s->Fail(status);
         if (!r.empty()) {
-          s->outstanding.fetch_add(static_cast<int>(r.size()), std::memory_order_relaxed);
+          s->outstanding.fetch_add(static_cast<int>(r.size()),
+                                   std::memory_order_relaxed);
           RunLoop(st_ptr, std::move(r));
         }
         NodeDone(s);
@@ -368,7 +384,8 @@ void Executor::RunLoop(const std::shared_ptr<StepState>& st_ptr, ReadyList initi
     absl::Status status = PropagateOutputs(item, &ctx, st, &ready);
     if (!status.ok()) st->Fail(status);
     if (!ready.empty()) {
-      st->outstanding.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
+      st->outstanding.fetch_add(static_cast<int>(ready.size()),
+                                std::memory_order_relaxed);
       Dispatch(st_ptr, &ready, &inline_ready);
     }
     NodeDone(st);
@@ -378,14 +395,16 @@ void Executor::RunLoop(const std::shared_ptr<StepState>& st_ptr, ReadyList initi
 absl::Status Executor::PropagateOutputs(const Item& item, OpKernelContext* ctx,
                                         StepState* st, ReadyList* ready) {
   // Inputs are no longer needed: release them early.
-  for (int i = 0; i < item.num_inputs; ++i) st->slots[item.input_start + i] = Tensor();
+  for (int i = 0; i < item.num_inputs; ++i)
+    st->slots[item.input_start + i] = Tensor();
   if (!ctx->status().ok()) return AttachNodeName(ctx->status(), item.node->def);
   auto& outputs = *ctx->outputs();
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& t = outputs[i];
     if (!t.IsInitialized()) {
-      return absl::InternalError(absl::StrCat(
-          NodeDebugName(item.node->def), ": the kernel did not set output ", i));
+      return absl::InternalError(
+          absl::StrCat(NodeDebugName(item.node->def),
+                       ": the kernel did not set output ", i));
     }
     if (t.dtype() != item.node->output_types[i]) {
       return absl::InvalidArgumentError(absl::StrCat(

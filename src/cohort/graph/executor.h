@@ -52,9 +52,9 @@ class Rendezvous;
 class Executor {
  public:
   struct Options {
-    Device* device = nullptr;                  // Required.
-    const KernelRegistry* kernels = nullptr;   // Null = standard kernels.
-    Env* env = nullptr;                        // Null = Env::Default().
+    Device* device = nullptr;                 // Required.
+    const KernelRegistry* kernels = nullptr;  // Null = standard kernels.
+    Env* env = nullptr;                       // Null = Env::Default().
   };
   struct RunArgs {
     int64_t step_id = 0;

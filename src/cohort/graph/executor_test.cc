@@ -34,7 +34,8 @@ class WaitForPeerOp : public OpKernel {
     ++n;
     auto both = [&n]() { return n >= 2; };
     if (!mu.AwaitWithTimeout(absl::Condition(&both), absl::Seconds(10))) {
-      ctx->SetStatus(absl::DeadlineExceededError("peer branch never ran concurrently"));
+      ctx->SetStatus(
+          absl::DeadlineExceededError("peer branch never ran concurrently"));
       return;
     }
     ctx->set_output(0, ctx->input(0));
@@ -86,16 +87,26 @@ struct Registries {
     EXPECT_TRUE(RegisterMathOps(&ops).ok());
     EXPECT_TRUE(RegisterArrayKernels(&kernels).ok());
     EXPECT_TRUE(RegisterMathKernels(&kernels).ok());
-    EXPECT_TRUE(ops.Register(OpDefBuilder("WaitForPeer").Input("x: float")
-                                 .Output("y: float").SetShapeFn(shape_fns::Unchanged)).ok());
-    EXPECT_TRUE(ops.Register(OpDefBuilder("Fail").Input("x: float").Output("y: float")).ok());
-    EXPECT_TRUE(ops.Register(OpDefBuilder("Count").Output("n: int64").SetIsStateful()).ok());
-    EXPECT_TRUE(ops.Register(OpDefBuilder("WrongType").Output("y: float")).ok());
+    EXPECT_TRUE(ops.Register(OpDefBuilder("WaitForPeer")
+                                 .Input("x: float")
+                                 .Output("y: float")
+                                 .SetShapeFn(shape_fns::Unchanged))
+                    .ok());
+    EXPECT_TRUE(
+        ops.Register(OpDefBuilder("Fail").Input("x: float").Output("y: float"))
+            .ok());
+    EXPECT_TRUE(
+        ops.Register(OpDefBuilder("Count").Output("n: int64").SetIsStateful())
+            .ok());
+    EXPECT_TRUE(
+        ops.Register(OpDefBuilder("WrongType").Output("y: float")).ok());
     EXPECT_TRUE(ops.Register(OpDefBuilder("Block").Output("y: float")).ok());
-    EXPECT_TRUE(kernels.Register<WaitForPeerOp>(KernelDefBuilder("WaitForPeer")).ok());
+    EXPECT_TRUE(
+        kernels.Register<WaitForPeerOp>(KernelDefBuilder("WaitForPeer")).ok());
     EXPECT_TRUE(kernels.Register<FailOp>(KernelDefBuilder("Fail")).ok());
     EXPECT_TRUE(kernels.Register<CountOp>(KernelDefBuilder("Count")).ok());
-    EXPECT_TRUE(kernels.Register<WrongTypeOp>(KernelDefBuilder("WrongType")).ok());
+    EXPECT_TRUE(
+        kernels.Register<WrongTypeOp>(KernelDefBuilder("WrongType")).ok());
     EXPECT_TRUE(kernels.Register<BlockOp>(KernelDefBuilder("Block")).ok());
   }
 };
@@ -106,7 +117,8 @@ Registries& R() {
 }
 
 Device* TheDevice() {
-  static Device* d = new Device("/job:localhost/replica:0/task:0/device:CPU:0", 4);
+  static Device* d =
+      new Device("/job:localhost/replica:0/task:0/device:CPU:0", 4);
   return d;
 }
 
@@ -114,9 +126,10 @@ class ExecutorTest : public ::testing::Test {
  protected:
   ExecutorTest() : root_(Scope::NewRootScope(&R().ops)) {}
 
-  absl::StatusOr<std::unique_ptr<Executor>> Make(const std::vector<std::string>& feeds,
-                                                 const std::vector<std::string>& fetches,
-                                                 const std::vector<std::string>& targets = {}) {
+  absl::StatusOr<std::unique_ptr<Executor>> Make(
+      const std::vector<std::string>& feeds,
+      const std::vector<std::string>& fetches,
+      const std::vector<std::string>& targets = {}) {
     if (!root_.ok()) return root_.status();
     GraphDef def;
     EXPECT_TRUE(root_.ToGraphDef(&def).ok());
@@ -128,7 +141,8 @@ class ExecutorTest : public ::testing::Test {
     o.kernels = &R().kernels;
     return Executor::Create(*graph_, feeds, fetches, targets, o);
   }
-  Operation Op(const std::string& op, std::vector<NodeInput> in, const std::string& name) {
+  Operation Op(const std::string& op, std::vector<NodeInput> in,
+               const std::string& name) {
     return BuildOp(root_.WithOpName(name), op, in);
   }
 
@@ -208,7 +222,8 @@ TEST_F(ExecutorTest, WrongOutputDtypeIsInvalidArgument) {
   std::vector<Tensor> out;
   absl::Status s = (*ex)->Run({}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("node 'w' (op WrongType): output 0 has dtype int32"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("node 'w' (op WrongType): output 0 has dtype int32"));
 }
 
 TEST_F(ExecutorTest, DeadlineCancelsABlockedStep) {
@@ -255,7 +270,9 @@ TEST_F(ExecutorTest, FeedErrors) {
   std::vector<Tensor> bad_shape = {Tensor(DT_FLOAT, TensorShape({2, 3}))};
   args.feeds = bad_shape;
   s = (*ex)->Run(args, &out);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("has shape [2,3], which is incompatible with its declared shape [?,2]"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("has shape [2,3], which is incompatible with its "
+                        "declared shape [?,2]"));
   args.feeds = {};
   EXPECT_EQ((*ex)->Run(args, &out).code(), absl::StatusCode::kInvalidArgument);
 
@@ -290,7 +307,9 @@ TEST_F(ExecutorTest, ConcurrentSteps) {
         Executor::RunArgs args;
         args.feeds = feeds;
         args.step_id = v;
-        if (!(*ex)->Run(args, &out).ok() || out[0].scalar<int64_t>() != 2 * v + 1) ++wrong;
+        if (!(*ex)->Run(args, &out).ok() ||
+            out[0].scalar<int64_t>() != 2 * v + 1)
+          ++wrong;
       }
     });
   }
@@ -313,7 +332,8 @@ TEST_F(ExecutorTest, MissingKernelNamesTheNode) {
   o.kernels = &R().kernels;
   auto ex = Executor::Create(**g, {}, {"nk"}, {}, o);
   EXPECT_EQ(ex.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(ex.status().message()), HasSubstr("no CPU kernel for node 'nk' (op NoKernel)"));
+  EXPECT_THAT(std::string(ex.status().message()),
+              HasSubstr("no CPU kernel for node 'nk' (op NoKernel)"));
 }
 
 }  // namespace

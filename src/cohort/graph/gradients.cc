@@ -69,9 +69,9 @@ absl::Status AddSymbolicGradients(const Scope& scope,
   if (registry == nullptr) registry = StandardGradientRegistry();
   COHORT_RETURN_IF_ERROR(scope.status());
   if (ys.size() != grad_ys.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AddSymbolicGradients: ", ys.size(), " ys but ", grad_ys.size(),
-        " grad_ys"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddSymbolicGradients: ", ys.size(), " ys but ",
+                     grad_ys.size(), " grad_ys"));
   }
   for (size_t i = 0; i < ys.size(); ++i) {
     if (!ys[i].valid() || !grad_ys[i].valid()) {
@@ -161,10 +161,11 @@ absl::Status AddSymbolicGradients(const Scope& scope,
 
     auto fn_or = registry->Lookup(n->def.op());
     if (!fn_or.ok()) {
-      return absl::NotFoundError(absl::StrCat(
-          "no gradient registered for op '", n->def.op(), "' (node '",
-          n->def.name(), "'), which lies between the xs and ys; register one "
-          "or stop the gradient"));
+      return absl::NotFoundError(
+          absl::StrCat("no gradient registered for op '", n->def.op(),
+                       "' (node '", n->def.name(),
+                       "'), which lies between the xs and ys; register one "
+                       "or stop the gradient"));
     }
     const GradFunc* fn = *fn_or;
     if (fn == nullptr) {
@@ -192,8 +193,9 @@ absl::Status AddSymbolicGradients(const Scope& scope,
     absl::Status s = (*fn)(op_scope, op, grad_outputs, &grad_inputs);
     if (s.ok()) s = scope.status();
     if (!s.ok()) {
-      return Annotate(s, absl::StrCat("building the gradient of node '",
-                                      n->def.name(), "' (op ", n->def.op(), ")"));
+      return Annotate(
+          s, absl::StrCat("building the gradient of node '", n->def.name(),
+                          "' (op ", n->def.op(), ")"));
     }
     if (static_cast<int>(grad_inputs.size()) != op.num_inputs()) {
       return absl::InternalError(absl::StrCat(

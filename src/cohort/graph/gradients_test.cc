@@ -38,12 +38,13 @@ TEST(GradientsTest, SumsGradientsOfAllPaths) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
   auto a = ops::Identity(root, x);
-  auto y = ops::Add(root, a, x);          // dy/dx = 2 through two paths
-  auto z = ops::Add(root, y, 1.0f);       // the Const gets no gradient
+  auto y = ops::Add(root, a, x);     // dy/dx = 2 through two paths
+  auto z = ops::Add(root, y, 1.0f);  // the Const gets no gradient
   auto seed = ops::Const(root, 1.0f);
   std::vector<Output> grads;
-  ASSERT_TRUE(AddSymbolicGradients(root, {z}, {x, a}, {seed}, &grads,
-                                   TestGradients()).ok())
+  ASSERT_TRUE(
+      AddSymbolicGradients(root, {z}, {x, a}, {seed}, &grads, TestGradients())
+          .ok())
       << root.status();
   ASSERT_EQ(grads.size(), 2u);
   // dz/dx sums two contributions with Add (no AddN in the standard set yet
@@ -70,10 +71,12 @@ TEST(GradientsTest, BadGradYs) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root, DT_FLOAT);
   std::vector<Output> grads;
-  EXPECT_EQ(AddSymbolicGradients(root, {x}, {x}, {}, &grads, TestGradients()).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(AddSymbolicGradients(root, {x}, {x}, {ops::Const(root, 1.0)}, &grads,
-                                 TestGradients()).code(),
+  EXPECT_EQ(
+      AddSymbolicGradients(root, {x}, {x}, {}, &grads, TestGradients()).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AddSymbolicGradients(root, {x}, {x}, {ops::Const(root, 1.0)},
+                                 &grads, TestGradients())
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -82,7 +85,9 @@ TEST(GradientsTest, XIsYGivesSeed) {
   auto x = ops::Placeholder(root, DT_FLOAT);
   auto seed = ops::Const(root, 3.f);
   std::vector<Output> grads;
-  ASSERT_TRUE(AddSymbolicGradients(root, {x}, {x}, {seed}, &grads, TestGradients()).ok());
+  ASSERT_TRUE(
+      AddSymbolicGradients(root, {x}, {x}, {seed}, &grads, TestGradients())
+          .ok());
   EXPECT_EQ(grads[0], seed);
 }
 

@@ -18,8 +18,9 @@ absl::StatusOr<Graph::TensorId> Graph::ParseTensorName(absl::string_view name) {
   if (colon != absl::string_view::npos && !id.control) {
     int index;
     if (!absl::SimpleAtoi(name.substr(colon + 1), &index) || index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "malformed tensor name '", name, "'; expected 'node' or 'node:index'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("malformed tensor name '", name,
+                       "'; expected 'node' or 'node:index'"));
     }
     id.index = index;
     name = name.substr(0, colon);
@@ -64,8 +65,9 @@ absl::Status Graph::Extend(const GraphDef& def) {
     }
     if (by_name_.contains(n.def.name()) ||
         !new_names.emplace(n.def.name(), n.id).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node '", n.def.name(), "' is defined twice; node names must be unique"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", n.def.name(),
+                       "' is defined twice; node names must be unique"));
     }
     COHORT_ASSIGN_OR_RETURN(n.op_def, registry_->LookUpForNode(n.def));
     AddDefaultAttrs(*n.op_def, &n.def);
@@ -86,9 +88,9 @@ absl::Status Graph::Extend(const GraphDef& def) {
       if (!id_or.ok()) return AttachNodeName(id_or.status(), n.def);
       const Node* src = lookup(id_or->node);
       if (src == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            NodeDebugName(n.def), ": input '", in, "' refers to unknown node '",
-            id_or->node, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(NodeDebugName(n.def), ": input '", in,
+                         "' refers to unknown node '", id_or->node, "'"));
       }
       if (id_or->control) {
         n.control_inputs.push_back(src->id);
@@ -155,7 +157,8 @@ absl::Status Graph::Extend(const GraphDef& def) {
         path.push_back(added[cur].name());
         int next = -1;
         for (const Edge& e : added[cur].inputs) {
-          if (e.node >= base && pending[e.node - base] > 0) next = e.node - base;
+          if (e.node >= base && pending[e.node - base] > 0)
+            next = e.node - base;
         }
         for (int c : added[cur].control_inputs) {
           if (next < 0 && c >= base && pending[c - base] > 0) next = c - base;
@@ -168,9 +171,8 @@ absl::Status Graph::Extend(const GraphDef& def) {
       std::reverse(cycle.begin(), cycle.end());
       cycle.push_back(cycle.front());
       return absl::InvalidArgumentError(absl::StrCat(
-          "graph has a cycle through node '", added[cur].name(),
-          "': ", absl::StrJoin(cycle, " -> "),
-          "; a dataflow graph must be acyclic"));
+          "graph has a cycle through node '", added[cur].name(), "': ",
+          absl::StrJoin(cycle, " -> "), "; a dataflow graph must be acyclic"));
     }
   }
   // Commit.

@@ -38,8 +38,8 @@ namespace cohort {
 class Graph {
  public:
   struct Edge {
-    int node = -1;   // Producer (for inputs) or consumer (for outputs).
-    int index = 0;   // Producer's output index / consumer's input index.
+    int node = -1;  // Producer (for inputs) or consumer (for outputs).
+    int index = 0;  // Producer's output index / consumer's input index.
   };
   struct Node {
     int id = -1;

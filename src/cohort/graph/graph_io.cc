@@ -15,7 +15,8 @@ namespace {
 class CollectErrors : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, int column, const std::string& message) override {
-    if (first.empty()) first = absl::StrCat("line ", line + 1, ":", column + 1, ": ", message);
+    if (first.empty())
+      first = absl::StrCat("line ", line + 1, ":", column + 1, ": ", message);
   }
   std::string first;
 };
@@ -54,7 +55,9 @@ absl::Status WriteGraphDef(const std::string& path, const GraphDef& graph,
 
 absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("graph file '", path, "' does not exist"));
+  if (!in)
+    return absl::NotFoundError(
+        absl::StrCat("graph file '", path, "' does not exist"));
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string data = ss.str();

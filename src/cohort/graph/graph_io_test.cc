@@ -18,8 +18,9 @@ using ::testing::HasSubstr;
 GraphDef Sample() {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {-1, 2});
-  ops::Add(root.WithOpName("y").WithDevice("/job:ps/replica:0/task:0/device:CPU:0"), x,
-           {1.f, 2.f});
+  ops::Add(
+      root.WithOpName("y").WithDevice("/job:ps/replica:0/task:0/device:CPU:0"),
+      x, {1.f, 2.f});
   GraphDef g;
   EXPECT_TRUE(root.ToGraphDef(&g).ok());
   return g;
@@ -35,17 +36,20 @@ TEST(GraphIoTest, BinaryAndTextRoundTrip) {
   ASSERT_TRUE(b.ok() && t.ok());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*b, g));
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*t, g));
-  EXPECT_THAT(GraphDefToText(g), HasSubstr("device: \"/job:ps/replica:0/task:0/device:CPU:0\""));
+  EXPECT_THAT(GraphDefToText(g),
+              HasSubstr("device: \"/job:ps/replica:0/task:0/device:CPU:0\""));
   std::remove((base + ".pb").c_str());
   std::remove((base + ".pbtxt").c_str());
 }
 
 TEST(GraphIoTest, Errors) {
-  EXPECT_EQ(ReadGraphDef("/nonexistent/g.pb").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadGraphDef("/nonexistent/g.pb").status().code(),
+            absl::StatusCode::kNotFound);
   auto bad = GraphDefFromText("node { name: \"a\" op: }");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("line 1"));
-  std::string path = absl::StrCat("/tmp/cohort_graph_io_bad_", getpid(), ".pbtxt");
+  std::string path =
+      absl::StrCat("/tmp/cohort_graph_io_bad_", getpid(), ".pbtxt");
   std::ofstream(path) << "garbage {";
   auto r = ReadGraphDef(path);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);

@@ -47,20 +47,24 @@ TEST(GraphTest, BuildsEdgesAndDefaults) {
   EXPECT_EQ(sum->inputs[1].node, (*graph)->FindNode("b")->id);
   EXPECT_EQ(sum->control_inputs.size(), 1u);
   EXPECT_EQ((*graph)->FindNode("a")->data_outputs.size(), 1u);
-  EXPECT_TRUE((*graph)->FindNode("b")->def.attr().contains("shape"));  // default
+  EXPECT_TRUE(
+      (*graph)->FindNode("b")->def.attr().contains("shape"));  // default
 }
 
 TEST(GraphTest, ErrorsNameTheNode) {
   auto msg = [](absl::Status s) { return std::string(s.message()); };
   EXPECT_THAT(msg(Build({N("a", "Const"), N("a", "Const")})),
               HasSubstr("node 'a' is defined twice"));
-  EXPECT_THAT(msg(Build({N("x", "Frob")})), HasSubstr("node 'x': unknown op 'Frob'"));
-  EXPECT_THAT(msg(Build({N("s", "Add", {"a", "b"})})),
-              HasSubstr("node 's' (op Add): input 'a' refers to unknown node 'a'"));
+  EXPECT_THAT(msg(Build({N("x", "Frob")})),
+              HasSubstr("node 'x': unknown op 'Frob'"));
+  EXPECT_THAT(
+      msg(Build({N("s", "Add", {"a", "b"})})),
+      HasSubstr("node 's' (op Add): input 'a' refers to unknown node 'a'"));
   EXPECT_THAT(msg(Build({N("a", "Const"), N("s", "Add", {"a:1", "a"})})),
               HasSubstr("refers to output 1 of node 'a', which has 1 outputs"));
-  EXPECT_THAT(msg(Build({N("a", "Const", {}, DT_INT32), N("s", "Add", {"a", "a"})})),
-              HasSubstr("node 's' (op Add): input 0 ('a') is int32, expected float"));
+  EXPECT_THAT(
+      msg(Build({N("a", "Const", {}, DT_INT32), N("s", "Add", {"a", "a"})})),
+      HasSubstr("node 's' (op Add): input 0 ('a') is int32, expected float"));
   NodeDef bad_attr = N("c", "Const");
   (*bad_attr.mutable_attr())["dtype"].set_s("float");
   absl::Status s = Build({bad_attr});
@@ -75,7 +79,8 @@ TEST(GraphTest, CyclesAreRejectedNamingANode) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("cycle"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("a -> b"));
   // A control-edge cycle and a self loop too.
-  EXPECT_THAT(std::string(Build({N("n", "NoOp", {"^n"})}).message()), HasSubstr("cycle"));
+  EXPECT_THAT(std::string(Build({N("n", "NoOp", {"^n"})}).message()),
+              HasSubstr("cycle"));
 }
 
 TEST(GraphTest, ExtendIsAtomic) {

@@ -28,9 +28,9 @@ absl::Status OpKernelContext::allocate_output(int index,
                                               const TensorShape& shape,
                                               Tensor** out) {
   if (index < 0 || index >= num_outputs()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "allocate_output(", index, ") but the op has ", num_outputs(),
-        " outputs"));
+    return absl::InvalidArgumentError(absl::StrCat("allocate_output(", index,
+                                                   ") but the op has ",
+                                                   num_outputs(), " outputs"));
   }
   outputs_[index] = Tensor(expected_output_dtype(index), shape);
   *out = &outputs_[index];
@@ -88,7 +88,8 @@ const KernelRegistry::Entry* KernelRegistry::Find(
     bool match = true;
     for (const auto& [attr, type] : e.def.type_constraints) {
       auto a = node.attr().find(attr);
-      if (a == node.attr().end() || a->second.value_case() != AttrValue::kType ||
+      if (a == node.attr().end() ||
+          a->second.value_case() != AttrValue::kType ||
           a->second.type() != type) {
         match = false;
         break;
@@ -123,7 +124,8 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::CreateKernel(
         if (a.type != "type") continue;
         auto v = node.attr().find(a.name);
         if (v != node.attr().end()) {
-          absl::StrAppend(&attrs, " ", a.name, "=", AttrValueDebugString(v->second));
+          absl::StrAppend(&attrs, " ", a.name, "=",
+                          AttrValueDebugString(v->second));
         }
       }
       return absl::InvalidArgumentError(absl::StrCat(
@@ -136,12 +138,13 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::CreateKernel(
   }
   std::vector<DataType> in, out;
   COHORT_RETURN_IF_ERROR(InOutTypesForNode(node, op_def, &in, &out));
-  OpKernelConstruction ctx(&node, &op_def, std::move(in), std::move(out), device);
+  OpKernelConstruction ctx(&node, &op_def, std::move(in), std::move(out),
+                           device);
   std::unique_ptr<OpKernel> kernel = factory(&ctx);
   if (!ctx.status().ok()) return AttachNodeName(ctx.status(), node);
   if (kernel == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("kernel factory for ", NodeDebugName(node), " returned null"));
+    return absl::InternalError(absl::StrCat(
+        "kernel factory for ", NodeDebugName(node), " returned null"));
   }
   return kernel;
 }

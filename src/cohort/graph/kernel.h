@@ -239,13 +239,13 @@ class OpKernelContext {
   } while (0)
 
 // In a kernel's Compute or constructor: fail with `expr` when not OK.
-#define COHORT_OP_REQUIRES_OK(ctx, expr)          \
-  do {                                            \
-    ::absl::Status cohort_op_status_ = (expr);    \
-    if (!cohort_op_status_.ok()) {                \
-      (ctx)->SetStatus(cohort_op_status_);        \
-      return;                                     \
-    }                                             \
+#define COHORT_OP_REQUIRES_OK(ctx, expr)       \
+  do {                                         \
+    ::absl::Status cohort_op_status_ = (expr); \
+    if (!cohort_op_status_.ok()) {             \
+      (ctx)->SetStatus(cohort_op_status_);     \
+      return;                                  \
+    }                                          \
   } while (0)
 
 // Which nodes a kernel serves: an op name, a device type, and constraints
@@ -293,9 +293,10 @@ class KernelRegistry {
   absl::Status Register(const KernelDefBuilder& def, KernelFactory factory);
   template <typename K>
   absl::Status Register(const KernelDefBuilder& def) {
-    return Register(def, [](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> {
-      return std::make_unique<K>(c);
-    });
+    return Register(def,
+                    [](OpKernelConstruction* c) -> std::unique_ptr<OpKernel> {
+                      return std::make_unique<K>(c);
+                    });
   }
 
   // Builds the kernel for a validated node (defaults added). Errors name the
@@ -306,7 +307,8 @@ class KernelRegistry {
       const NodeDef& node, const OpDef& op_def, Device* device,
       absl::string_view device_type = "CPU") const;
   // True when some kernel matches the node.
-  bool HasKernel(const NodeDef& node, absl::string_view device_type = "CPU") const;
+  bool HasKernel(const NodeDef& node,
+                 absl::string_view device_type = "CPU") const;
   // All registered kernel defs (for tests and `cohort` listings).
   std::vector<KernelDef> ListKernels() const;
 

@@ -10,7 +10,8 @@
 namespace cohort {
 
 Device* TestDevice() {
-  static Device* device = new Device("/job:localhost/replica:0/task:0/device:CPU:0", 2);
+  static Device* device =
+      new Device("/job:localhost/replica:0/task:0/device:CPU:0", 2);
   return device;
 }
 
@@ -53,7 +54,8 @@ absl::StatusOr<std::vector<Tensor>> RunKernel(
   for (int i = 0; i < ctx.num_outputs(); ++i) {
     Tensor& t = (*ctx.outputs())[i];
     if (!t.IsInitialized()) {
-      return absl::InternalError(absl::StrCat("kernel left output ", i, " unset"));
+      return absl::InternalError(
+          absl::StrCat("kernel left output ", i, " unset"));
     }
     if (t.dtype() != kernel->get()->output_types()[i]) {
       return absl::InternalError(absl::StrCat(
@@ -71,7 +73,8 @@ void ExpectTensorEqual(const Tensor& actual, const Tensor& expected) {
       << "\nexpected: " << expected.DebugString(20);
 }
 
-void ExpectTensorNear(const Tensor& actual, const Tensor& expected, double tol) {
+void ExpectTensorNear(const Tensor& actual, const Tensor& expected,
+                      double tol) {
   ASSERT_EQ(DataTypeName(actual.dtype()), DataTypeName(expected.dtype()));
   ASSERT_EQ(actual.shape().DebugString(), expected.shape().DebugString());
   auto check = [&](auto type_tag) {
@@ -87,11 +90,20 @@ void ExpectTensorNear(const Tensor& actual, const Tensor& expected, double tol) 
     }
   };
   switch (actual.dtype()) {
-    case DT_FLOAT: check(float()); break;
-    case DT_DOUBLE: check(double()); break;
-    case DT_INT32: check(int32_t()); break;
-    case DT_INT64: check(int64_t()); break;
-    default: ExpectTensorEqual(actual, expected);
+    case DT_FLOAT:
+      check(float());
+      break;
+    case DT_DOUBLE:
+      check(double());
+      break;
+    case DT_INT32:
+      check(int32_t());
+      break;
+    case DT_INT64:
+      check(int64_t());
+      break;
+    default:
+      ExpectTensorEqual(actual, expected);
   }
 }
 

@@ -27,7 +27,8 @@ namespace cohort {
 // One op argument: a tensor, or a list of tensors for "N * T" arguments.
 struct KernelInput {
   KernelInput(Tensor t) : single(std::move(t)) {}  // NOLINT
-  KernelInput(std::vector<Tensor> l) : is_list(true), list(std::move(l)) {}  // NOLINT
+  KernelInput(std::vector<Tensor> l)
+      : is_list(true), list(std::move(l)) {}  // NOLINT
   bool is_list = false;
   Tensor single;
   std::vector<Tensor> list;

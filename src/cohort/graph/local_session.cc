@@ -11,8 +11,10 @@ namespace cohort {
 LocalSession::LocalSession(const SessionOptions& options)
     : options_(options),
       env_(options.env != nullptr ? options.env : Env::Default()),
-      device_(std::make_unique<Device>(options.device_name, options.num_threads)) {
-  if (options_.op_registry == nullptr) options_.op_registry = StandardOpRegistry();
+      device_(
+          std::make_unique<Device>(options.device_name, options.num_threads)) {
+  if (options_.op_registry == nullptr)
+    options_.op_registry = StandardOpRegistry();
   if (options_.kernels == nullptr) options_.kernels = StandardKernelRegistry();
 }
 
@@ -21,7 +23,8 @@ LocalSession::~LocalSession() { (void)Close(); }
 absl::StatusOr<std::unique_ptr<LocalSession>> LocalSession::Create(
     const GraphDef& graph, const SessionOptions& options) {
   std::unique_ptr<LocalSession> s(new LocalSession(options));
-  COHORT_ASSIGN_OR_RETURN(auto g, Graph::FromGraphDef(graph, s->options_.op_registry));
+  COHORT_ASSIGN_OR_RETURN(auto g,
+                          Graph::FromGraphDef(graph, s->options_.op_registry));
   absl::MutexLock lock(&s->graph_mu_);
   s->graph_ = std::move(g);
   return s;
@@ -48,7 +51,8 @@ absl::Status LocalSession::GetGraphDef(GraphDef* out) {
 }
 
 absl::StatusOr<std::unique_ptr<Executor>> LocalSession::BuildExecutor(
-    const std::vector<std::string>& feeds, const std::vector<std::string>& fetches,
+    const std::vector<std::string>& feeds,
+    const std::vector<std::string>& fetches,
     const std::vector<std::string>& targets) {
   Executor::Options eo;
   eo.device = device_.get();
@@ -58,7 +62,8 @@ absl::StatusOr<std::unique_ptr<Executor>> LocalSession::BuildExecutor(
   return Executor::Create(*graph_, feeds, fetches, targets, eo);
 }
 
-absl::Status LocalSession::RunExecutor(Executor* executor, const RunOptions& options,
+absl::Status LocalSession::RunExecutor(Executor* executor,
+                                       const RunOptions& options,
                                        const std::vector<Tensor>& feeds,
                                        std::vector<Tensor>* fetches) {
   Executor::RunArgs args;
@@ -72,20 +77,22 @@ absl::Status LocalSession::RunExecutor(Executor* executor, const RunOptions& opt
   std::vector<Tensor> scratch;
   absl::Status s = executor->Run(args, fetches != nullptr ? fetches : &scratch);
   if (absl::IsDeadlineExceeded(s)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "run timed out after ", absl::FormatDuration(timeout), ": ", s.message()));
+    return absl::DeadlineExceededError(
+        absl::StrCat("run timed out after ", absl::FormatDuration(timeout),
+                     ": ", s.message()));
   }
   if (absl::IsCancelled(s) && closed_.load()) {
-    return absl::CancelledError(absl::StrCat("the session was closed: ", s.message()));
+    return absl::CancelledError(
+        absl::StrCat("the session was closed: ", s.message()));
   }
   return s;
 }
 
-absl::Status LocalSession::Run(const RunOptions& options,
-                               const std::vector<std::pair<std::string, Tensor>>& feeds,
-                               const std::vector<std::string>& fetches,
-                               const std::vector<std::string>& targets,
-                               std::vector<Tensor>* outputs) {
+absl::Status LocalSession::Run(
+    const RunOptions& options,
+    const std::vector<std::pair<std::string, Tensor>>& feeds,
+    const std::vector<std::string>& fetches,
+    const std::vector<std::string>& targets, std::vector<Tensor>* outputs) {
   COHORT_RETURN_IF_ERROR(CheckOpen());
   std::vector<std::string> feed_names;
   std::vector<Tensor> feed_values;
@@ -105,7 +112,8 @@ absl::Status LocalSession::Run(const RunOptions& options,
     if (it != run_cache_.end()) callable = it->second;
   }
   if (callable == nullptr) {
-    COHORT_ASSIGN_OR_RETURN(auto ex, BuildExecutor(feed_names, fetches, targets));
+    COHORT_ASSIGN_OR_RETURN(auto ex,
+                            BuildExecutor(feed_names, fetches, targets));
     callable = std::make_shared<Callable>();
     callable->executor = std::move(ex);
     absl::MutexLock lock(&mu_);
@@ -118,8 +126,8 @@ absl::Status LocalSession::Run(const RunOptions& options,
 absl::StatusOr<LocalSession::CallableHandle> LocalSession::MakeCallable(
     const CallableOptions& options) {
   COHORT_RETURN_IF_ERROR(CheckOpen());
-  COHORT_ASSIGN_OR_RETURN(auto ex,
-                          BuildExecutor(options.feeds, options.fetches, options.targets));
+  COHORT_ASSIGN_OR_RETURN(
+      auto ex, BuildExecutor(options.feeds, options.fetches, options.targets));
   auto callable = std::make_shared<Callable>();
   callable->executor = std::move(ex);
   callable->run_options = options.run_options;
@@ -145,8 +153,8 @@ absl::Status LocalSession::RunCallable(CallableHandle handle,
     callable = it->second;
   }
   return RunExecutor(callable->executor.get(),
-                     options != nullptr ? *options : callable->run_options, feeds,
-                     fetches);
+                     options != nullptr ? *options : callable->run_options,
+                     feeds, fetches);
 }
 
 absl::Status LocalSession::ReleaseCallable(CallableHandle handle) {

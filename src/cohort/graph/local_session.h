@@ -5,7 +5,8 @@
 //   auto session = LocalSession::Create(graph_def);
 //   COHORT_RETURN_IF_ERROR((*session)->Run({}, {}, {"init"}, nullptr));
 //   std::vector<Tensor> out;
-//   COHORT_RETURN_IF_ERROR((*session)->Run({{"x", x}}, {"loss:0"}, {"train"}, &out));
+//   COHORT_RETURN_IF_ERROR((*session)->Run({{"x", x}}, {"loss:0"}, {"train"},
+//   &out));
 //
 // Contract:
 //  - Feeds name Placeholder outputs ("x" or "x:0"); fetches name outputs
@@ -55,9 +56,9 @@ class KernelRegistry;
 class OpRegistry;
 
 struct SessionOptions {
-  Env* env = nullptr;                         // Null = Env::Default().
-  const OpRegistry* op_registry = nullptr;    // Null = standard ops.
-  const KernelRegistry* kernels = nullptr;    // Null = standard kernels.
+  Env* env = nullptr;                       // Null = Env::Default().
+  const OpRegistry* op_registry = nullptr;  // Null = standard ops.
+  const KernelRegistry* kernels = nullptr;  // Null = standard kernels.
   // Threads of the CPU device's pool; <= 0 = hardware threads.
   int num_threads = 0;
   std::string device_name = "/job:localhost/replica:0/task:0/device:CPU:0";

@@ -31,10 +31,14 @@ TEST(LocalSessionTest, RunWithFeedsFetchesTargets) {
   ops::Add(root.WithOpName("y"), x, {10.f, 20.f});
   auto session = MakeSession(root);
   std::vector<Tensor> out;
-  ASSERT_TRUE(session->Run({{"x", Tensor::Vec<float>({1, 2})}}, {"y:0"}, {}, &out).ok());
+  ASSERT_TRUE(
+      session->Run({{"x", Tensor::Vec<float>({1, 2})}}, {"y:0"}, {}, &out)
+          .ok());
   EXPECT_TRUE(out[0].Equals(Tensor::Vec<float>({11, 22})));
   // Same signature again (cached executor), different values.
-  ASSERT_TRUE(session->Run({{"x", Tensor::Vec<float>({0, 0})}}, {"y:0"}, {}, &out).ok());
+  ASSERT_TRUE(
+      session->Run({{"x", Tensor::Vec<float>({0, 0})}}, {"y:0"}, {}, &out)
+          .ok());
   EXPECT_TRUE(out[0].Equals(Tensor::Vec<float>({10, 20})));
 }
 
@@ -66,14 +70,18 @@ TEST(LocalSessionTest, ErrorsLeaveTheSessionUsable) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT);
   ops::Add(root.WithOpName("y"), x, 1.0f);
-  ops::Add(root.WithOpName("broken"), ops::Const(root, Tensor::Vec<float>({1, 2})), x);
+  ops::Add(root.WithOpName("broken"),
+           ops::Const(root, Tensor::Vec<float>({1, 2})), x);
   auto session = MakeSession(root);
   std::vector<Tensor> out;
   EXPECT_THAT(std::string(session->Run({}, {"y"}, {}, &out).message()),
               HasSubstr("you must feed a value for placeholder 'x'"));
-  EXPECT_THAT(std::string(session->Run({{"y", Tensor(1.f)}}, {"y"}, {}, &out).message()),
-              HasSubstr("not a Placeholder"));
-  absl::Status s = session->Run({{"x", Tensor::Vec<float>({1, 2, 3})}}, {"broken"}, {}, &out);
+  EXPECT_THAT(
+      std::string(
+          session->Run({{"y", Tensor(1.f)}}, {"y"}, {}, &out).message()),
+      HasSubstr("not a Placeholder"));
+  absl::Status s = session->Run({{"x", Tensor::Vec<float>({1, 2, 3})}},
+                                {"broken"}, {}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("node 'broken' (op Add)"));
   EXPECT_THAT(std::string(session->Run({}, {"nope"}, {}, &out).message()),
@@ -100,9 +108,11 @@ TEST(LocalSessionTest, CallablesAndRelease) {
   ASSERT_TRUE(session->ReleaseCallable(*h).ok());
   EXPECT_EQ(session->RunCallable(*h, {Tensor(1)}, &out).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(session->ReleaseCallable(*h).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->ReleaseCallable(*h).code(),
+            absl::StatusCode::kInvalidArgument);
   co.feeds = {"y"};
-  EXPECT_EQ(session->MakeCallable(co).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->MakeCallable(co).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(LocalSessionTest, ExtendAddsNodes) {
@@ -117,12 +127,14 @@ TEST(LocalSessionTest, ExtendAddsNodes) {
   std::vector<Tensor> out;
   ASSERT_TRUE(session->Run({}, {"b"}, {}, &out).ok());
   EXPECT_EQ(out[0].scalar<float>(), 4.f);
-  EXPECT_EQ(session->Extend(more).code(), absl::StatusCode::kInvalidArgument);  // dup
+  EXPECT_EQ(session->Extend(more).code(),
+            absl::StatusCode::kInvalidArgument);  // dup
 }
 
 TEST(LocalSessionTest, TimeoutGivesDeadlineExceededAndSessionSurvives) {
   Scope root = Scope::NewRootScope();
-  ops::Recv(root.WithOpName("r"), DT_FLOAT, "never_sent", "/job:a/replica:0/task:0/device:CPU:0",
+  ops::Recv(root.WithOpName("r"), DT_FLOAT, "never_sent",
+            "/job:a/replica:0/task:0/device:CPU:0",
             "/job:localhost/replica:0/task:0/device:CPU:0");
   ops::Const(root.WithOpName("c"), 1.0f);
   auto session = MakeSession(root);
@@ -141,13 +153,15 @@ TEST(LocalSessionTest, CloseRefusesFurtherCalls) {
   auto session = MakeSession(root);
   ASSERT_TRUE(session->Close().ok());
   std::vector<Tensor> out;
-  EXPECT_EQ(session->Run({}, {"c"}, {}, &out).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(session->Run({}, {"c"}, {}, &out).code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(session->Close().ok());
 }
 
 TEST(LocalSessionTest, CloseCancelsARunningStep) {
   Scope root = Scope::NewRootScope();
-  ops::Recv(root.WithOpName("r"), DT_FLOAT, "t", "/job:a/replica:0/task:0/device:CPU:0",
+  ops::Recv(root.WithOpName("r"), DT_FLOAT, "t",
+            "/job:a/replica:0/task:0/device:CPU:0",
             "/job:localhost/replica:0/task:0/device:CPU:0");
   auto session = MakeSession(root);
   absl::Status s;
@@ -173,7 +187,8 @@ TEST(LocalSessionTest, GlobalStepIncrements) {
   auto init = ops::GlobalVariablesInitializer(root);
   auto session = MakeSession(root);
   ASSERT_TRUE(session->Run({}, {}, {init.name()}, nullptr).ok());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(session->Run({}, {}, {"inc"}, nullptr).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(session->Run({}, {}, {"inc"}, nullptr).ok());
   std::vector<Tensor> out;
   ASSERT_TRUE(session->Run({}, {"global_step/read"}, {}, &out).ok());
   EXPECT_EQ(out[0].scalar<int64_t>(), 3);

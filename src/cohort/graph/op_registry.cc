@@ -86,23 +86,30 @@ absl::Status ParseDefault(absl::string_view type, absl::string_view text,
   };
   if (type == "int") {
     int64_t v;
-    if (!absl::SimpleAtoi(text, &v)) return absl::InvalidArgumentError("not an int");
+    if (!absl::SimpleAtoi(text, &v))
+      return absl::InvalidArgumentError("not an int");
     out->set_i(v);
   } else if (type == "float") {
     float v;
-    if (!absl::SimpleAtof(text, &v)) return absl::InvalidArgumentError("not a float");
+    if (!absl::SimpleAtof(text, &v))
+      return absl::InvalidArgumentError("not a float");
     out->set_f(v);
   } else if (type == "bool") {
-    if (text == "true") out->set_b(true);
-    else if (text == "false") out->set_b(false);
-    else return absl::InvalidArgumentError("not a bool");
+    if (text == "true")
+      out->set_b(true);
+    else if (text == "false")
+      out->set_b(false);
+    else
+      return absl::InvalidArgumentError("not a bool");
   } else if (type == "string") {
     std::string s;
-    if (!unquote(text, &s)) return absl::InvalidArgumentError("not a quoted string");
+    if (!unquote(text, &s))
+      return absl::InvalidArgumentError("not a quoted string");
     out->set_s(s);
   } else if (type == "type") {
     DataType t;
-    if (!DataTypeFromName(text, &t)) return absl::InvalidArgumentError("not a type");
+    if (!DataTypeFromName(text, &t))
+      return absl::InvalidArgumentError("not a type");
     out->set_type(t);
   } else if (type == "shape") {
     if (text == "<unknown>") {
@@ -110,7 +117,8 @@ absl::Status ParseDefault(absl::string_view type, absl::string_view text,
       return absl::OkStatus();
     }
     std::vector<std::string> items;
-    if (!parse_list(&items)) return absl::InvalidArgumentError("not a shape like [2,?]");
+    if (!parse_list(&items))
+      return absl::InvalidArgumentError("not a shape like [2,?]");
     auto* s = out->mutable_shape();
     for (const auto& it : items) {
       int64_t d = -1;
@@ -121,27 +129,33 @@ absl::Status ParseDefault(absl::string_view type, absl::string_view text,
     }
   } else if (absl::StartsWith(type, "list(")) {
     std::vector<std::string> items;
-    if (!parse_list(&items)) return absl::InvalidArgumentError("not a list like [1,2]");
+    if (!parse_list(&items))
+      return absl::InvalidArgumentError("not a list like [1,2]");
     auto* l = out->mutable_list();
     for (const auto& it : items) {
       if (type == "list(int)") {
         int64_t v;
-        if (!absl::SimpleAtoi(it, &v)) return absl::InvalidArgumentError("not an int");
+        if (!absl::SimpleAtoi(it, &v))
+          return absl::InvalidArgumentError("not an int");
         l->add_i(v);
       } else if (type == "list(float)") {
         float v;
-        if (!absl::SimpleAtof(it, &v)) return absl::InvalidArgumentError("not a float");
+        if (!absl::SimpleAtof(it, &v))
+          return absl::InvalidArgumentError("not a float");
         l->add_f(v);
       } else if (type == "list(type)") {
         DataType t;
-        if (!DataTypeFromName(it, &t)) return absl::InvalidArgumentError("not a type");
+        if (!DataTypeFromName(it, &t))
+          return absl::InvalidArgumentError("not a type");
         l->add_type(t);
       } else if (type == "list(string)") {
         std::string s;
-        if (!unquote(it, &s)) return absl::InvalidArgumentError("not a quoted string");
+        if (!unquote(it, &s))
+          return absl::InvalidArgumentError("not a quoted string");
         l->add_s(s);
       } else {
-        return absl::InvalidArgumentError("defaults of this list type must be []");
+        return absl::InvalidArgumentError(
+            "defaults of this list type must be []");
       }
     }
   } else {
@@ -151,9 +165,9 @@ absl::Status ParseDefault(absl::string_view type, absl::string_view text,
 }
 
 const char* const kAttrTypes[] = {
-    "string", "int", "float", "bool", "type", "shape", "tensor",
-    "list(string)", "list(int)", "list(float)", "list(bool)", "list(type)",
-    "list(shape)", "list(tensor)"};
+    "string",     "int",        "float",        "bool",        "type",
+    "shape",      "tensor",     "list(string)", "list(int)",   "list(float)",
+    "list(bool)", "list(type)", "list(shape)",  "list(tensor)"};
 
 bool IsAttrType(absl::string_view t) {
   for (const char* k : kAttrTypes) {
@@ -185,7 +199,8 @@ absl::Status ParseAttr(absl::string_view op, absl::string_view spec,
     attr->has_default = true;
   }
   if (absl::StartsWith(type_part, "{")) {
-    if (!absl::EndsWith(type_part, "}")) return SpecError(op, spec, "unclosed {");
+    if (!absl::EndsWith(type_part, "}"))
+      return SpecError(op, spec, "unclosed {");
     attr->type = "type";
     absl::string_view inner = type_part.substr(1, type_part.size() - 2);
     for (absl::string_view t : absl::StrSplit(inner, ',')) {
@@ -198,8 +213,9 @@ absl::Status ParseAttr(absl::string_view op, absl::string_view spec,
   } else {
     size_t ge = type_part.find(">=");
     if (ge != absl::string_view::npos) {
-      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(type_part.substr(ge + 2)),
-                            &attr->minimum)) {
+      if (!absl::SimpleAtoi(
+              absl::StripAsciiWhitespace(type_part.substr(ge + 2)),
+              &attr->minimum)) {
         return SpecError(op, spec, "bad minimum after >=");
       }
       attr->has_minimum = true;
@@ -207,12 +223,15 @@ absl::Status ParseAttr(absl::string_view op, absl::string_view spec,
     }
     attr->type = std::string(type_part);
     if (!IsAttrType(attr->type)) {
-      return SpecError(op, spec, absl::StrCat("unknown attr type '", attr->type, "'"));
+      return SpecError(op, spec,
+                       absl::StrCat("unknown attr type '", attr->type, "'"));
     }
   }
   if (attr->has_default) {
-    absl::Status s = ParseDefault(attr->type, default_part, &attr->default_value);
-    if (!s.ok()) return SpecError(op, spec, absl::StrCat("default: ", s.message()));
+    absl::Status s =
+        ParseDefault(attr->type, default_part, &attr->default_value);
+    if (!s.ok())
+      return SpecError(op, spec, absl::StrCat("default: ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -220,16 +239,19 @@ absl::Status ParseAttr(absl::string_view op, absl::string_view spec,
 absl::Status ParseArg(absl::string_view op, absl::string_view spec,
                       OpDef::ArgDef* arg) {
   arg->spec = std::string(spec);
-  std::vector<absl::string_view> parts = absl::StrSplit(spec, absl::MaxSplits(':', 1));
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(spec, absl::MaxSplits(':', 1));
   if (parts.size() != 2) return SpecError(op, spec, "expected 'name: type'");
   arg->name = std::string(absl::StripAsciiWhitespace(parts[0]));
   if (!IsValidName(arg->name)) return SpecError(op, spec, "bad argument name");
   absl::string_view type = absl::StripAsciiWhitespace(parts[1]);
   size_t star = type.find('*');
   if (star != absl::string_view::npos) {
-    arg->number_attr = std::string(absl::StripAsciiWhitespace(type.substr(0, star)));
+    arg->number_attr =
+        std::string(absl::StripAsciiWhitespace(type.substr(0, star)));
     type = absl::StripAsciiWhitespace(type.substr(star + 1));
-    if (!IsValidName(arg->number_attr)) return SpecError(op, spec, "bad number attr");
+    if (!IsValidName(arg->number_attr))
+      return SpecError(op, spec, "bad number attr");
   }
   DataType dt;
   if (DataTypeFromName(type, &dt)) {
@@ -248,7 +270,8 @@ absl::StatusOr<OpDef> OpDefBuilder::Finalize() const {
   OpDef def;
   def.name = name_;
   if (!IsValidName(name_)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad op name '", name_, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad op name '", name_, "'"));
   }
   for (const auto& spec : attrs_) {
     OpDef::AttrDef a;
@@ -315,12 +338,14 @@ const OpDef* OpRegistry::LookUp(absl::string_view op_name) const {
   return it == ops_.end() ? nullptr : it->second.get();
 }
 
-absl::StatusOr<const OpDef*> OpRegistry::LookUpForNode(const NodeDef& node) const {
+absl::StatusOr<const OpDef*> OpRegistry::LookUpForNode(
+    const NodeDef& node) const {
   const OpDef* def = LookUp(node.op());
   if (def == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node '", node.name(), "': unknown op '", node.op(),
-        "'; check the op name and that its Register...Ops function was called"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", node.name(), "': unknown op '", node.op(),
+                     "'; check the op name and that its Register...Ops "
+                     "function was called"));
   }
   return def;
 }
@@ -350,7 +375,8 @@ std::string NodeDebugName(const NodeDef& node) {
 absl::Status AttachNodeName(const absl::Status& status, const NodeDef& node) {
   if (status.ok()) return status;
   // Avoid "node 'x' (op A): node 'x': ..." when the message already names it.
-  if (absl::StartsWith(status.message(), absl::StrCat("node '", node.name(), "'"))) {
+  if (absl::StartsWith(status.message(),
+                       absl::StrCat("node '", node.name(), "'"))) {
     return status;
   }
   return Annotate(status, NodeDebugName(node));
@@ -358,11 +384,13 @@ absl::Status AttachNodeName(const absl::Status& status, const NodeDef& node) {
 
 absl::Status ValidateNodeDef(const NodeDef& node, const OpDef& op_def) {
   auto error = [&](absl::string_view msg) {
-    return absl::InvalidArgumentError(absl::StrCat(NodeDebugName(node), ": ", msg));
+    return absl::InvalidArgumentError(
+        absl::StrCat(NodeDebugName(node), ": ", msg));
   };
   for (const auto& [name, value] : node.attr()) {
     if (op_def.FindAttr(name) == nullptr) {
-      return error(absl::StrCat("unknown attr '", name, "' for op ", op_def.name));
+      return error(
+          absl::StrCat("unknown attr '", name, "' for op ", op_def.name));
     }
   }
   for (const auto& a : op_def.attrs) {
@@ -376,13 +404,15 @@ absl::Status ValidateNodeDef(const NodeDef& node, const OpDef& op_def) {
               (have == "list(?)" && absl::StartsWith(a.type, "list("));
     if (!ok) {
       return error(absl::StrCat("attr '", a.name, "' is a ", have, " (",
-                                AttrValueDebugString(v), "), expected ", a.type));
+                                AttrValueDebugString(v), "), expected ",
+                                a.type));
     }
     if (a.type == "type" && !a.allowed_types.empty() &&
         std::find(a.allowed_types.begin(), a.allowed_types.end(), v.type()) ==
             a.allowed_types.end()) {
-      return error(absl::StrCat("attr '", a.name, "' is ", DataTypeName(v.type()),
-                                ", allowed ", DataTypeVectorString(a.allowed_types)));
+      return error(absl::StrCat("attr '", a.name, "' is ",
+                                DataTypeName(v.type()), ", allowed ",
+                                DataTypeVectorString(a.allowed_types)));
     }
     if (a.type == "type" && DataTypeName(v.type()).rfind("unknown", 0) == 0) {
       return error(absl::StrCat("attr '", a.name, "' has an unknown type ",
@@ -391,9 +421,10 @@ absl::Status ValidateNodeDef(const NodeDef& node, const OpDef& op_def) {
     if (a.has_minimum) {
       int64_t n = a.type == "int" ? v.i()
                   : v.has_list()
-                      ? v.list().s_size() + v.list().i_size() + v.list().f_size() +
-                            v.list().b_size() + v.list().type_size() +
-                            v.list().shape_size() + v.list().tensor_size()
+                      ? v.list().s_size() + v.list().i_size() +
+                            v.list().f_size() + v.list().b_size() +
+                            v.list().type_size() + v.list().shape_size() +
+                            v.list().tensor_size()
                       : 0;
       if (n < a.minimum) {
         return error(absl::StrCat("attr '", a.name, "' is ", n,
@@ -440,20 +471,22 @@ absl::Status InOutTypesForNode(const NodeDef& node, const OpDef& op_def,
     for (const auto& arg : args) {
       DataType t = arg.type;
       if (!arg.type_attr.empty()) {
-        COHORT_RETURN_IF_ERROR(AttachNodeName(
-            GetNodeAttr(node, arg.type_attr, &t), node));
+        COHORT_RETURN_IF_ERROR(
+            AttachNodeName(GetNodeAttr(node, arg.type_attr, &t), node));
       }
       int64_t n = 1;
       if (!arg.number_attr.empty()) {
-        COHORT_RETURN_IF_ERROR(AttachNodeName(
-            GetNodeAttr(node, arg.number_attr, &n), node));
+        COHORT_RETURN_IF_ERROR(
+            AttachNodeName(GetNodeAttr(node, arg.number_attr, &n), node));
       }
       for (int64_t i = 0; i < n; ++i) out->push_back(t);
     }
     return absl::OkStatus();
   };
-  if (input_types != nullptr) COHORT_RETURN_IF_ERROR(expand(op_def.inputs, input_types));
-  if (output_types != nullptr) COHORT_RETURN_IF_ERROR(expand(op_def.outputs, output_types));
+  if (input_types != nullptr)
+    COHORT_RETURN_IF_ERROR(expand(op_def.inputs, input_types));
+  if (output_types != nullptr)
+    COHORT_RETURN_IF_ERROR(expand(op_def.outputs, output_types));
   return absl::OkStatus();
 }
 
@@ -469,7 +502,8 @@ InferenceContext::InferenceContext(const NodeDef* node, const OpDef* op_def,
       input_tensors_(std::move(input_tensors)),
       outputs_(num_outputs) {}
 
-absl::Status InferenceContext::InvalidArgument(absl::string_view message) const {
+absl::Status InferenceContext::InvalidArgument(
+    absl::string_view message) const {
   return absl::InvalidArgumentError(
       absl::StrCat(NodeDebugName(*node_), ": ", message));
 }
@@ -482,8 +516,8 @@ absl::Status InferenceContext::WithRank(const PartialTensorShape& shape,
     return absl::OkStatus();
   }
   if (shape.dims() != rank) {
-    return InvalidArgument(absl::StrCat("shape ", shape.DebugString(),
-                                        " must have rank ", rank));
+    return InvalidArgument(
+        absl::StrCat("shape ", shape.DebugString(), " must have rank ", rank));
   }
   *out = shape;
   return absl::OkStatus();
@@ -539,7 +573,8 @@ absl::Status Unchanged(InferenceContext* c) {
 }
 
 absl::Status Scalar(InferenceContext* c) {
-  for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, PartialTensorShape::Scalar());
+  for (int i = 0; i < c->num_outputs(); ++i)
+    c->set_output(i, PartialTensorShape::Scalar());
   return absl::OkStatus();
 }
 

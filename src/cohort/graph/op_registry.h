@@ -161,8 +161,7 @@ class InferenceContext {
   InferenceContext(const NodeDef* node, const OpDef* op_def,
                    std::vector<PartialTensorShape> input_shapes,
                    std::vector<DataType> input_types,
-                   std::vector<const Tensor*> input_tensors,
-                   int num_outputs);
+                   std::vector<const Tensor*> input_tensors, int num_outputs);
 
   const NodeDef& node_def() const { return *node_; }
   const OpDef& op_def() const { return *op_def_; }
@@ -175,7 +174,9 @@ class InferenceContext {
                                                        : nullptr;
   }
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
-  void set_output(int i, PartialTensorShape shape) { outputs_[i] = std::move(shape); }
+  void set_output(int i, PartialTensorShape shape) {
+    outputs_[i] = std::move(shape);
+  }
   const PartialTensorShape& output(int i) const { return outputs_[i]; }
   const std::vector<PartialTensorShape>& outputs() const { return outputs_; }
 
@@ -211,8 +212,7 @@ absl::Status InferShapes(const NodeDef& node, const OpDef& op_def,
                          const std::vector<PartialTensorShape>& input_shapes,
                          const std::vector<DataType>& input_types,
                          const std::vector<const Tensor*>& input_tensors,
-                         int num_outputs,
-                         std::vector<PartialTensorShape>* out);
+                         int num_outputs, std::vector<PartialTensorShape>* out);
 
 // Reusable shape functions.
 namespace shape_fns {

@@ -59,8 +59,9 @@ TEST(OpRegistryTest, ParsesSpecsAndDefaults) {
   EXPECT_FLOAT_EQ(n.attr().at("f").f(), 0.5f);
   EXPECT_EQ(n.attr().at("s").s(), "SAME");
   EXPECT_EQ(n.attr().at("t").type(), DT_INT32);
-  EXPECT_EQ(PartialTensorShape::FromProto(n.attr().at("shape").shape()).DebugString(),
-            "[?,3]");
+  EXPECT_EQ(
+      PartialTensorShape::FromProto(n.attr().at("shape").shape()).DebugString(),
+      "[?,3]");
   EXPECT_EQ(n.attr().at("perm").list().i_size(), 2);
   std::vector<DataType> in, out;
   ASSERT_TRUE(InOutTypesForNode(n, *def, &in, &out).ok());
@@ -80,7 +81,8 @@ TEST(OpRegistryTest, BadSpecsAndDuplicates) {
   EXPECT_EQ(r.Register(OpDefBuilder("D").Attr("T: {float, quux}")).code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(r.Register(OpDefBuilder("E")).ok());
-  EXPECT_EQ(r.Register(OpDefBuilder("E")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.Register(OpDefBuilder("E")).code(),
+            absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(r.ListOps(), std::vector<std::string>{"E"});
 }
 
@@ -95,13 +97,15 @@ TEST(OpRegistryTest, ValidationErrorsNameTheNode) {
   (*bad_type.mutable_attr())["T"].set_type(DT_INT32);
   absl::Status s = ValidateNodeDef(bad_type, *def);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("node 'dense/mm' (op MatMulLike)"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("node 'dense/mm' (op MatMulLike)"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("allowed [float, double]"));
 
   NodeDef wrong_attr_kind = n;
   (*wrong_attr_kind.mutable_attr())["transpose_a"].set_i(1);
   s = ValidateNodeDef(wrong_attr_kind, *def);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("attr 'transpose_a' is a int"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("attr 'transpose_a' is a int"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("expected bool"));
 
   NodeDef unknown_attr = n;
@@ -119,7 +123,8 @@ TEST(OpRegistryTest, ValidationErrorsNameTheNode) {
   EXPECT_THAT(std::string(ValidateNodeDef(few_inputs, *def).message()),
               HasSubstr("has 1 data inputs, op MatMulLike takes 2"));
 
-  NodeDef control_first = MakeNode("dense/mm", "MatMulLike", {"^init", "x", "w"});
+  NodeDef control_first =
+      MakeNode("dense/mm", "MatMulLike", {"^init", "x", "w"});
   *control_first.mutable_attr() = n.attr();
   EXPECT_THAT(std::string(ValidateNodeDef(control_first, *def).message()),
               HasSubstr("control inputs (^node) must be last"));
@@ -146,20 +151,25 @@ TEST(OpRegistryTest, UnknownOpNamesTheNode) {
   auto r = TestRegistry()->LookUpForNode(n);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("'layer/foo'"));
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("unknown op 'Frobnicate'"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("unknown op 'Frobnicate'"));
 }
 
 TEST(ShapeFnsTest, Broadcasting) {
   OpRegistry r;
-  ASSERT_TRUE(r.Register(OpDefBuilder("B").Input("x: float").Input("y: float")
+  ASSERT_TRUE(r.Register(OpDefBuilder("B")
+                             .Input("x: float")
+                             .Input("y: float")
                              .Output("z: float")
-                             .SetShapeFn(shape_fns::BroadcastBinaryOp)).ok());
+                             .SetShapeFn(shape_fns::BroadcastBinaryOp))
+                  .ok());
   const OpDef* def = r.LookUp("B");
   NodeDef n = MakeNode("b", "B", {"x", "y"});
-  auto infer = [&](PartialTensorShape a, PartialTensorShape b)
-      -> absl::StatusOr<std::string> {
+  auto infer = [&](PartialTensorShape a,
+                   PartialTensorShape b) -> absl::StatusOr<std::string> {
     std::vector<PartialTensorShape> out;
-    absl::Status s = InferShapes(n, *def, {a, b}, {DT_FLOAT, DT_FLOAT}, {}, 1, &out);
+    absl::Status s =
+        InferShapes(n, *def, {a, b}, {DT_FLOAT, DT_FLOAT}, {}, 1, &out);
     if (!s.ok()) return s;
     return out[0].DebugString();
   };
@@ -170,7 +180,8 @@ TEST(ShapeFnsTest, Broadcasting) {
   EXPECT_EQ(*infer(PartialTensorShape(), {4}), "<unknown>");
   auto bad = infer({2, 3}, {4});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("node 'b' (op B)"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("node 'b' (op B)"));
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("[2,3] and [4]"));
 }
 

@@ -19,7 +19,8 @@ std::string Rendezvous::CreateKey(absl::string_view src_device,
                          dst_device, tensor_name, frame_id, iter_id);
 }
 
-absl::StatusOr<Rendezvous::ParsedKey> Rendezvous::ParseKey(absl::string_view key) {
+absl::StatusOr<Rendezvous::ParsedKey> Rendezvous::ParseKey(
+    absl::string_view key) {
   std::vector<absl::string_view> parts = absl::StrSplit(key, ';');
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -83,9 +84,9 @@ absl::Status LocalRendezvous::Send(const ParsedKey& key, const Tensor& value) {
     if (!abort_status_.ok()) return abort_status_;
     Item& item = table_[key.full_key];
     if (item.has_value) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", key.edge_name, "' (rendezvous key ", key.full_key,
-          ") was sent twice in one step"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", key.edge_name, "' (rendezvous key ",
+                       key.full_key, ") was sent twice in one step"));
     }
     if (item.waiter) {
       waiter = std::move(item.waiter);
@@ -111,9 +112,9 @@ void LocalRendezvous::RecvAsync(const ParsedKey& key, DoneCallback done) {
         value = std::move(it->second.value);
         table_.erase(it);
       } else if (it != table_.end() && it->second.waiter) {
-        status = absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", key.edge_name, "' (rendezvous key ", key.full_key,
-            ") is received twice in one step"));
+        status = absl::InvalidArgumentError(
+            absl::StrCat("tensor '", key.edge_name, "' (rendezvous key ",
+                         key.full_key, ") is received twice in one step"));
       } else {
         table_[key.full_key].waiter = std::move(done);
         return;
@@ -128,7 +129,8 @@ void LocalRendezvous::StartAbort(const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     if (!abort_status_.ok()) return;
-    abort_status_ = status.ok() ? absl::CancelledError("rendezvous aborted") : status;
+    abort_status_ =
+        status.ok() ? absl::CancelledError("rendezvous aborted") : status;
     for (auto& [key, item] : table_) {
       if (item.waiter) waiters.push_back(std::move(item.waiter));
     }

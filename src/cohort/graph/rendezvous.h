@@ -1,7 +1,8 @@
 // Rendezvous: where a Send kernel leaves a tensor for the matching Recv.
 //
 // Keys follow TensorFlow:
-//   "<src_device>;<src_incarnation hex>;<dst_device>;<tensor_name>;<frame>:<iter>"
+//   "<src_device>;<src_incarnation
+//   hex>;<dst_device>;<tensor_name>;<frame>:<iter>"
 // e.g. "/job:worker/replica:0/task:0/device:CPU:0;0000000000000001;
 //       /job:ps/replica:0/task:0/device:CPU:0;w/read:0;0:0".
 // A Send and a Recv with equal keys meet; each key is used once per step

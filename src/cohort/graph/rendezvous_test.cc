@@ -17,9 +17,9 @@ Rendezvous::ParsedKey Key(const std::string& name) {
 }
 
 TEST(RendezvousTest, KeyFormatRoundTrip) {
-  std::string key = Rendezvous::CreateKey("/job:a/replica:0/task:0/device:CPU:0", 255,
-                                          "/job:b/replica:0/task:1/device:CPU:0",
-                                          "w/read:0", 2, 7);
+  std::string key = Rendezvous::CreateKey(
+      "/job:a/replica:0/task:0/device:CPU:0", 255,
+      "/job:b/replica:0/task:1/device:CPU:0", "w/read:0", 2, 7);
   EXPECT_EQ(key,
             "/job:a/replica:0/task:0/device:CPU:0;00000000000000ff;"
             "/job:b/replica:0/task:1/device:CPU:0;w/read:0;2:7");
@@ -54,7 +54,8 @@ TEST(RendezvousTest, SendThenRecvAndRecvThenSend) {
 TEST(RendezvousTest, DuplicateSendIsAnError) {
   LocalRendezvous r;
   ASSERT_TRUE(r.Send(Key("a"), Tensor(1.f)).ok());
-  EXPECT_EQ(r.Send(Key("a"), Tensor(1.f)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Send(Key("a"), Tensor(1.f)).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RendezvousTest, AbortFailsWaitersAndLaterCalls) {
@@ -75,7 +76,8 @@ TEST(RendezvousTest, AbortFailsWaitersAndLaterCalls) {
 TEST(RendezvousTest, RecvDeadlineNamesTheTensor) {
   LocalRendezvous r;
   Tensor v;
-  absl::Status s = r.Recv(Key("never"), &v, absl::Now() + absl::Milliseconds(20));
+  absl::Status s =
+      r.Recv(Key("never"), &v, absl::Now() + absl::Milliseconds(20));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.message()), HasSubstr("'never'"));
 }

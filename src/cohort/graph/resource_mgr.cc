@@ -60,8 +60,8 @@ absl::Status ResourceMgr::Delete(absl::string_view container,
       return absl::OkStatus();
     }
   }
-  return absl::NotFoundError(absl::StrCat(
-      "cannot delete resource '", name, "': not in container '", cname, "'"));
+  return absl::NotFoundError(absl::StrCat("cannot delete resource '", name,
+                                          "': not in container '", cname, "'"));
 }
 
 void ResourceMgr::Cleanup(absl::string_view container) {
@@ -85,7 +85,8 @@ ResourceMgr::List() const {
   {
     absl::ReaderMutexLock lock(&mu_);
     for (const auto& [cname, c] : containers_) {
-      for (const auto& [name, r] : c) out.emplace_back(cname, name, r->TypeName());
+      for (const auto& [name, r] : c)
+        out.emplace_back(cname, name, r->TypeName());
     }
   }
   std::sort(out.begin(), out.end());

@@ -67,7 +67,9 @@ class Var : public ResourceBase {
   absl::Mutex* mu() ABSL_LOCK_RETURNED(mu_) { return &mu_; }
   // The value; meaningful only when is_initialized().
   Tensor* tensor() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return &tensor_; }
-  const Tensor& value() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return tensor_; }
+  const Tensor& value() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return tensor_;
+  }
   bool is_initialized() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return is_initialized_;
   }
@@ -139,8 +141,9 @@ class ResourceMgr {
   const std::string default_container_;
   mutable absl::Mutex mu_;
   // container -> name -> resource
-  absl::flat_hash_map<std::string,
-                      absl::flat_hash_map<std::string, std::shared_ptr<ResourceBase>>>
+  absl::flat_hash_map<
+      std::string,
+      absl::flat_hash_map<std::string, std::shared_ptr<ResourceBase>>>
       containers_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -24,9 +24,12 @@ void DestroyElements(void* data, int64_t n) {
 
 size_t ElementBytes(DataType dtype) {
   switch (dtype) {
-    case DT_STRING: return sizeof(std::string);
-    case DT_RESOURCE: return sizeof(ResourceHandle);
-    default: return DataTypeSize(dtype);
+    case DT_STRING:
+      return sizeof(std::string);
+    case DT_RESOURCE:
+      return sizeof(ResourceHandle);
+    default:
+      return DataTypeSize(dtype);
   }
 }
 
@@ -38,13 +41,15 @@ TensorBuffer* TensorBuffer::Allocate(DataType dtype, int64_t num_elements) {
                          << DataTypeName(dtype);
   size_t bytes = elem * static_cast<size_t>(num_elements);
   // aligned_alloc needs a size that is a multiple of the alignment.
-  size_t alloc = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  size_t alloc =
+      (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   if (alloc == 0) alloc = kTensorAlignment;
   void* data = std::aligned_alloc(kTensorAlignment, alloc);
-  COHORT_CHECK(data != nullptr) << "out of memory allocating " << alloc
-                                << " bytes for a tensor";
+  COHORT_CHECK(data != nullptr)
+      << "out of memory allocating " << alloc << " bytes for a tensor";
   if (dtype == DT_STRING) ConstructElements<std::string>(data, num_elements);
-  if (dtype == DT_RESOURCE) ConstructElements<ResourceHandle>(data, num_elements);
+  if (dtype == DT_RESOURCE)
+    ConstructElements<ResourceHandle>(data, num_elements);
   return new TensorBuffer(dtype, num_elements, data, bytes);
 }
 
@@ -54,7 +59,8 @@ void TensorBuffer::Unref() {
 
 TensorBuffer::~TensorBuffer() {
   if (dtype_ == DT_STRING) DestroyElements<std::string>(data_, num_elements_);
-  if (dtype_ == DT_RESOURCE) DestroyElements<ResourceHandle>(data_, num_elements_);
+  if (dtype_ == DT_RESOURCE)
+    DestroyElements<ResourceHandle>(data_, num_elements_);
   std::free(data_);
 }
 
@@ -69,10 +75,10 @@ size_t Tensor::TotalBytes() const {
 
 absl::StatusOr<Tensor> Tensor::Reshaped(const TensorShape& shape) const {
   if (shape.num_elements() != NumElements()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot reshape a tensor of shape ", shape_.DebugString(), " (",
-        NumElements(), " elements) to ", shape.DebugString(), " (",
-        shape.num_elements(), " elements)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape a tensor of shape ", shape_.DebugString(),
+                     " (", NumElements(), " elements) to ", shape.DebugString(),
+                     " (", shape.num_elements(), " elements)"));
   }
   Tensor t(*this);
   t.shape_ = shape;
@@ -109,10 +115,9 @@ absl::Status FillFromField(const Field& field, Tensor* t, const char* name) {
   } else if (field.size() == 0) {
     for (int64_t i = 0; i < n; ++i) d[i] = T();
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TensorProto has ", field.size(), " values in ", name,
-                     " for shape ", t->shape().DebugString(), " which needs ",
-                     n, " (or 1 to broadcast)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TensorProto has ", field.size(), " values in ", name, " for shape ",
+        t->shape().DebugString(), " which needs ", n, " (or 1 to broadcast)"));
   }
   return absl::OkStatus();
 }
@@ -150,34 +155,41 @@ absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto) {
   }
   switch (dtype) {
     case DT_FLOAT:
-      COHORT_RETURN_IF_ERROR(FillFromField<float>(proto.float_val(), &t, "float_val"));
+      COHORT_RETURN_IF_ERROR(
+          FillFromField<float>(proto.float_val(), &t, "float_val"));
       break;
     case DT_DOUBLE:
-      COHORT_RETURN_IF_ERROR(FillFromField<double>(proto.double_val(), &t, "double_val"));
+      COHORT_RETURN_IF_ERROR(
+          FillFromField<double>(proto.double_val(), &t, "double_val"));
       break;
     case DT_INT32:
-      COHORT_RETURN_IF_ERROR(FillFromField<int32_t>(proto.int_val(), &t, "int_val"));
+      COHORT_RETURN_IF_ERROR(
+          FillFromField<int32_t>(proto.int_val(), &t, "int_val"));
       break;
     case DT_INT64:
-      COHORT_RETURN_IF_ERROR(FillFromField<int64_t>(proto.int64_val(), &t, "int64_val"));
+      COHORT_RETURN_IF_ERROR(
+          FillFromField<int64_t>(proto.int64_val(), &t, "int64_val"));
       break;
     case DT_BOOL:
-      COHORT_RETURN_IF_ERROR(FillFromField<bool>(proto.bool_val(), &t, "bool_val"));
+      COHORT_RETURN_IF_ERROR(
+          FillFromField<bool>(proto.bool_val(), &t, "bool_val"));
       break;
     case DT_STRING:
-      COHORT_RETURN_IF_ERROR(FillFromField<std::string>(proto.string_val(), &t, "string_val"));
+      COHORT_RETURN_IF_ERROR(
+          FillFromField<std::string>(proto.string_val(), &t, "string_val"));
       break;
     case DT_RESOURCE: {
       const auto& f = proto.resource_val();
       if (f.size() != n && !(f.size() == 1 || f.empty())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "TensorProto has ", f.size(), " resource_val for shape ",
-            t.shape().DebugString()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("TensorProto has ", f.size(),
+                         " resource_val for shape ", t.shape().DebugString()));
       }
       auto d = t.span<ResourceHandle>();
       for (int64_t i = 0; i < n && !f.empty(); ++i) {
         const auto& p = f.Get(f.size() == 1 ? 0 : i);
-        d[i] = ResourceHandle{p.device(), p.container(), p.name(), p.type_name()};
+        d[i] =
+            ResourceHandle{p.device(), p.container(), p.name(), p.type_name()};
       }
       break;
     }
@@ -193,7 +205,8 @@ void Tensor::AsProto(TensorProto* proto) const {
   shape_.AsProto(proto->mutable_tensor_shape());
   if (!IsInitialized()) return;
   if (DataTypeIsPod(dtype_)) {
-    proto->set_tensor_content(static_cast<const char*>(raw_data()), TotalBytes());
+    proto->set_tensor_content(static_cast<const char*>(raw_data()),
+                              TotalBytes());
   } else if (dtype_ == DT_STRING) {
     for (const auto& s : span<std::string>()) proto->add_string_val(s);
   } else if (dtype_ == DT_RESOURCE) {
@@ -208,21 +221,37 @@ void Tensor::AsProto(TensorProto* proto) const {
 }
 
 std::string Tensor::DebugString(int max_entries) const {
-  std::string out = absl::StrCat(DataTypeName(dtype_), " ", shape_.DebugString());
+  std::string out =
+      absl::StrCat(DataTypeName(dtype_), " ", shape_.DebugString());
   if (!IsInitialized()) return out + " <uninitialized>";
   out += " {";
   int64_t n = std::min<int64_t>(NumElements(), max_entries);
   for (int64_t i = 0; i < n; ++i) {
     if (i > 0) out += ", ";
     switch (dtype_) {
-      case DT_FLOAT: absl::StrAppend(&out, data<float>()[i]); break;
-      case DT_DOUBLE: absl::StrAppend(&out, data<double>()[i]); break;
-      case DT_INT32: absl::StrAppend(&out, data<int32_t>()[i]); break;
-      case DT_INT64: absl::StrAppend(&out, data<int64_t>()[i]); break;
-      case DT_BOOL: absl::StrAppend(&out, data<bool>()[i] ? "true" : "false"); break;
-      case DT_STRING: absl::StrAppend(&out, "\"", data<std::string>()[i], "\""); break;
-      case DT_RESOURCE: absl::StrAppend(&out, data<ResourceHandle>()[i].DebugString()); break;
-      default: break;
+      case DT_FLOAT:
+        absl::StrAppend(&out, data<float>()[i]);
+        break;
+      case DT_DOUBLE:
+        absl::StrAppend(&out, data<double>()[i]);
+        break;
+      case DT_INT32:
+        absl::StrAppend(&out, data<int32_t>()[i]);
+        break;
+      case DT_INT64:
+        absl::StrAppend(&out, data<int64_t>()[i]);
+        break;
+      case DT_BOOL:
+        absl::StrAppend(&out, data<bool>()[i] ? "true" : "false");
+        break;
+      case DT_STRING:
+        absl::StrAppend(&out, "\"", data<std::string>()[i], "\"");
+        break;
+      case DT_RESOURCE:
+        absl::StrAppend(&out, data<ResourceHandle>()[i].DebugString());
+        break;
+      default:
+        break;
     }
   }
   if (NumElements() > n) out += ", ...";

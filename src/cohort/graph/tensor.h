@@ -47,16 +47,16 @@ inline constexpr size_t kTensorAlignment = 64;
 // Eigen views used by kernels (row-major, int64 indices).
 template <typename T, int NDIMS = 1>
 struct TTypes {
-  using Tensor = Eigen::TensorMap<Eigen::Tensor<T, NDIMS, Eigen::RowMajor,
-                                                Eigen::DenseIndex>>;
+  using Tensor = Eigen::TensorMap<
+      Eigen::Tensor<T, NDIMS, Eigen::RowMajor, Eigen::DenseIndex>>;
   using ConstTensor = Eigen::TensorMap<
       Eigen::Tensor<const T, NDIMS, Eigen::RowMajor, Eigen::DenseIndex>>;
-  using Flat = Eigen::TensorMap<
-      Eigen::Tensor<T, 1, Eigen::RowMajor, Eigen::DenseIndex>>;
+  using Flat =
+      Eigen::TensorMap<Eigen::Tensor<T, 1, Eigen::RowMajor, Eigen::DenseIndex>>;
   using ConstFlat = Eigen::TensorMap<
       Eigen::Tensor<const T, 1, Eigen::RowMajor, Eigen::DenseIndex>>;
-  using Matrix = Eigen::TensorMap<
-      Eigen::Tensor<T, 2, Eigen::RowMajor, Eigen::DenseIndex>>;
+  using Matrix =
+      Eigen::TensorMap<Eigen::Tensor<T, 2, Eigen::RowMajor, Eigen::DenseIndex>>;
   using ConstMatrix = Eigen::TensorMap<
       Eigen::Tensor<const T, 2, Eigen::RowMajor, Eigen::DenseIndex>>;
 };
@@ -96,11 +96,21 @@ class Tensor {
   // Allocates a buffer for `shape` elements of `dtype`.
   Tensor(DataType dtype, const TensorShape& shape);
   // Scalars: Tensor(3.0f), Tensor(int64_t{7}), Tensor(std::string("a")).
-  explicit Tensor(float v) : Tensor(DT_FLOAT, TensorShape()) { scalar<float>() = v; }
-  explicit Tensor(double v) : Tensor(DT_DOUBLE, TensorShape()) { scalar<double>() = v; }
-  explicit Tensor(int32_t v) : Tensor(DT_INT32, TensorShape()) { scalar<int32_t>() = v; }
-  explicit Tensor(int64_t v) : Tensor(DT_INT64, TensorShape()) { scalar<int64_t>() = v; }
-  explicit Tensor(bool v) : Tensor(DT_BOOL, TensorShape()) { scalar<bool>() = v; }
+  explicit Tensor(float v) : Tensor(DT_FLOAT, TensorShape()) {
+    scalar<float>() = v;
+  }
+  explicit Tensor(double v) : Tensor(DT_DOUBLE, TensorShape()) {
+    scalar<double>() = v;
+  }
+  explicit Tensor(int32_t v) : Tensor(DT_INT32, TensorShape()) {
+    scalar<int32_t>() = v;
+  }
+  explicit Tensor(int64_t v) : Tensor(DT_INT64, TensorShape()) {
+    scalar<int64_t>() = v;
+  }
+  explicit Tensor(bool v) : Tensor(DT_BOOL, TensorShape()) {
+    scalar<bool>() = v;
+  }
   explicit Tensor(std::string v) : Tensor(DT_STRING, TensorShape()) {
     scalar<std::string>() = std::move(v);
   }
@@ -164,7 +174,9 @@ class Tensor {
   size_t TotalBytes() const;
   // True when this is the only Tensor referring to its buffer (so a kernel
   // may overwrite it in place).
-  bool RefCountIsOne() const { return buf_ != nullptr && buf_->RefCountIsOne(); }
+  bool RefCountIsOne() const {
+    return buf_ != nullptr && buf_->RefCountIsOne();
+  }
   // True when both share one buffer.
   bool SharesBufferWith(const Tensor& o) const {
     return buf_ != nullptr && buf_ == o.buf_;
@@ -197,12 +209,14 @@ class Tensor {
   }
   template <typename T>
   T& scalar() {
-    COHORT_CHECK(NumElements() == 1) << "scalar() on shape " << shape_.DebugString();
+    COHORT_CHECK(NumElements() == 1)
+        << "scalar() on shape " << shape_.DebugString();
     return *data<T>();
   }
   template <typename T>
   const T& scalar() const {
-    COHORT_CHECK(NumElements() == 1) << "scalar() on shape " << shape_.DebugString();
+    COHORT_CHECK(NumElements() == 1)
+        << "scalar() on shape " << shape_.DebugString();
     return *data<T>();
   }
   template <typename T>
@@ -220,7 +234,8 @@ class Tensor {
   }
   template <typename T, int NDIMS>
   typename TTypes<T, NDIMS>::ConstTensor tensor() const {
-    return typename TTypes<T, NDIMS>::ConstTensor(data<T>(), EigenDims<NDIMS>());
+    return
+        typename TTypes<T, NDIMS>::ConstTensor(data<T>(), EigenDims<NDIMS>());
   }
   template <typename T>
   typename TTypes<T>::Matrix matrix() {
@@ -234,12 +249,14 @@ class Tensor {
   // (e.g. for broadcasting: shaped<float, 3>({a, b, c})).
   template <typename T, int NDIMS>
   typename TTypes<T, NDIMS>::Tensor shaped(absl::Span<const int64_t> dims) {
-    return typename TTypes<T, NDIMS>::Tensor(data<T>(), ShapedDims<NDIMS>(dims));
+    return
+        typename TTypes<T, NDIMS>::Tensor(data<T>(), ShapedDims<NDIMS>(dims));
   }
   template <typename T, int NDIMS>
   typename TTypes<T, NDIMS>::ConstTensor shaped(
       absl::Span<const int64_t> dims) const {
-    return typename TTypes<T, NDIMS>::ConstTensor(data<T>(), ShapedDims<NDIMS>(dims));
+    return typename TTypes<T, NDIMS>::ConstTensor(data<T>(),
+                                                  ShapedDims<NDIMS>(dims));
   }
 
   // Raw bytes (numeric and bool only; nullptr for an empty tensor).
@@ -282,8 +299,8 @@ class Tensor {
       d[i] = dims[i];
       n *= dims[i];
     }
-    COHORT_CHECK(n == NumElements()) << "shaped() to " << n << " elements from "
-                                     << shape_.DebugString();
+    COHORT_CHECK(n == NumElements())
+        << "shaped() to " << n << " elements from " << shape_.DebugString();
     return d;
   }
 

@@ -21,8 +21,9 @@ absl::StatusOr<TensorShape> TensorShape::Make(absl::Span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shape [", absl::StrJoin(dims, ","), "] has a negative dimension ", d));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape [", absl::StrJoin(dims, ","),
+                       "] has a negative dimension ", d));
     }
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -88,12 +89,14 @@ std::string TensorShape::DebugString() const {
 
 PartialTensorShape::PartialTensorShape(std::initializer_list<int64_t> dims)
     : unknown_rank_(false), dims_(dims.begin(), dims.end()) {
-  for (auto& d : dims_) if (d < 0) d = -1;
+  for (auto& d : dims_)
+    if (d < 0) d = -1;
 }
 
 PartialTensorShape::PartialTensorShape(absl::Span<const int64_t> dims)
     : unknown_rank_(false), dims_(dims.begin(), dims.end()) {
-  for (auto& d : dims_) if (d < 0) d = -1;
+  for (auto& d : dims_)
+    if (d < 0) d = -1;
 }
 
 PartialTensorShape::PartialTensorShape(const TensorShape& shape)
@@ -107,17 +110,20 @@ PartialTensorShape PartialTensorShape::UnknownDims(int rank) {
   return s;
 }
 
-PartialTensorShape PartialTensorShape::FromProto(const TensorShapeProto& proto) {
+PartialTensorShape PartialTensorShape::FromProto(
+    const TensorShapeProto& proto) {
   if (proto.unknown_rank()) return PartialTensorShape();
   PartialTensorShape s;
   s.unknown_rank_ = false;
-  for (const auto& d : proto.dim()) s.dims_.push_back(d.size() < 0 ? -1 : d.size());
+  for (const auto& d : proto.dim())
+    s.dims_.push_back(d.size() < 0 ? -1 : d.size());
   return s;
 }
 
 bool PartialTensorShape::IsFullyDefined() const {
   if (unknown_rank_) return false;
-  for (int64_t d : dims_) if (d < 0) return false;
+  for (int64_t d : dims_)
+    if (d < 0) return false;
   return true;
 }
 
@@ -151,9 +157,9 @@ absl::StatusOr<PartialTensorShape> PartialTensorShape::MergeWith(
   if (unknown_rank_) return o;
   if (o.unknown_rank_) return *this;
   if (dims_.size() != o.dims_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shapes ", DebugString(), " and ", o.DebugString(),
-                     " have different ranks"));
+    return absl::InvalidArgumentError(absl::StrCat("shapes ", DebugString(),
+                                                   " and ", o.DebugString(),
+                                                   " have different ranks"));
   }
   PartialTensorShape r = *this;
   for (size_t i = 0; i < dims_.size(); ++i) {
@@ -179,13 +185,13 @@ void PartialTensorShape::AsProto(TensorShapeProto* proto) const {
 
 std::string PartialTensorShape::DebugString() const {
   if (unknown_rank_) return "<unknown>";
-  return absl::StrCat(
-      "[",
-      absl::StrJoin(dims_, ",",
-                    [](std::string* out, int64_t d) {
-                      absl::StrAppend(out, d < 0 ? "?" : absl::StrCat(d));
-                    }),
-      "]");
+  return absl::StrCat("[",
+                      absl::StrJoin(dims_, ",",
+                                    [](std::string* out, int64_t d) {
+                                      absl::StrAppend(
+                                          out, d < 0 ? "?" : absl::StrCat(d));
+                                    }),
+                      "]");
 }
 
 }  // namespace cohort

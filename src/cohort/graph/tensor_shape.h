@@ -69,14 +69,18 @@ class PartialTensorShape {
 
   static PartialTensorShape UnknownRank() { return PartialTensorShape(); }
   // Rank 0. (Note: `PartialTensorShape()` and `{}` mean unknown rank.)
-  static PartialTensorShape Scalar() { return PartialTensorShape(TensorShape()); }
+  static PartialTensorShape Scalar() {
+    return PartialTensorShape(TensorShape());
+  }
   // Known rank `rank`, every dimension unknown.
   static PartialTensorShape UnknownDims(int rank);
   static PartialTensorShape FromProto(const TensorShapeProto& proto);
 
   bool unknown_rank() const { return unknown_rank_; }
   // -1 when the rank is unknown.
-  int dims() const { return unknown_rank_ ? -1 : static_cast<int>(dims_.size()); }
+  int dims() const {
+    return unknown_rank_ ? -1 : static_cast<int>(dims_.size());
+  }
   // -1 when unknown. Requires a known rank.
   int64_t dim_size(int i) const { return dims_[i]; }
   absl::Span<const int64_t> dim_sizes() const { return dims_; }

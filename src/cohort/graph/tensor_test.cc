@@ -96,7 +96,8 @@ TEST(TensorTest, ProtoRoundTripAllTypes) {
     }
     auto back = Tensor::FromProto(p);
     ASSERT_TRUE(back.ok()) << back.status();
-    EXPECT_TRUE(back->Equals(t)) << t.DebugString() << " vs " << back->DebugString();
+    EXPECT_TRUE(back->Equals(t))
+        << t.DebugString() << " vs " << back->DebugString();
   }
 }
 

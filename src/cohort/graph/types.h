@@ -69,14 +69,14 @@ struct DataTypeToEnum;
 template <DataType DT>
 struct EnumToDataType;
 
-#define COHORT_MATCH_TYPE_AND_ENUM_(TYPE, ENUM)         \
-  template <>                                           \
-  struct DataTypeToEnum<TYPE> {                         \
-    static constexpr DataType value = ENUM;             \
-  };                                                    \
-  template <>                                           \
-  struct EnumToDataType<ENUM> {                         \
-    using Type = TYPE;                                  \
+#define COHORT_MATCH_TYPE_AND_ENUM_(TYPE, ENUM) \
+  template <>                                   \
+  struct DataTypeToEnum<TYPE> {                 \
+    static constexpr DataType value = ENUM;     \
+  };                                            \
+  template <>                                   \
+  struct EnumToDataType<ENUM> {                 \
+    using Type = TYPE;                          \
   }
 
 COHORT_MATCH_TYPE_AND_ENUM_(float, DT_FLOAT);
@@ -120,24 +120,24 @@ COHORT_MATCH_TYPE_AND_ENUM_(ResourceHandle, DT_RESOURCE);
   }
 
 // Like COHORT_SWITCH_NUMERIC plus DT_BOOL and DT_STRING.
-#define COHORT_SWITCH_ALL(dtype, T, STMTS, DEFAULT) \
-  switch (dtype) {                                  \
-    case ::cohort::DT_BOOL: {                       \
-      using T = bool;                               \
-      STMTS;                                        \
-      break;                                        \
-    }                                               \
-    case ::cohort::DT_STRING: {                     \
-      using T = std::string;                        \
-      STMTS;                                        \
-      break;                                        \
-    }                                               \
-    case ::cohort::DT_RESOURCE: {                   \
-      using T = ::cohort::ResourceHandle;           \
-      STMTS;                                        \
-      break;                                        \
-    }                                               \
-    default:                                        \
+#define COHORT_SWITCH_ALL(dtype, T, STMTS, DEFAULT)   \
+  switch (dtype) {                                    \
+    case ::cohort::DT_BOOL: {                         \
+      using T = bool;                                 \
+      STMTS;                                          \
+      break;                                          \
+    }                                                 \
+    case ::cohort::DT_STRING: {                       \
+      using T = std::string;                          \
+      STMTS;                                          \
+      break;                                          \
+    }                                                 \
+    case ::cohort::DT_RESOURCE: {                     \
+      using T = ::cohort::ResourceHandle;             \
+      STMTS;                                          \
+      break;                                          \
+    }                                                 \
+    default:                                          \
       COHORT_SWITCH_NUMERIC(dtype, T, STMTS, DEFAULT) \
   }
 

@@ -78,8 +78,7 @@ std::string HelloProof(absl::string_view token, absl::string_view nonce) {
       HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
            reinterpret_cast<const unsigned char*>(message.data()),
            message.size(), mac, &mac_len);
-  COHORT_CHECK(ok != nullptr && mac_len == kProofBytes)
-      << "HMAC-SHA256 failed";
+  COHORT_CHECK(ok != nullptr && mac_len == kProofBytes) << "HMAC-SHA256 failed";
   return std::string(reinterpret_cast<const char*>(mac), mac_len);
 }
 
@@ -106,10 +105,11 @@ std::string RandomNonce() {
 absl::StatusOr<std::string> ParseReply(std::string payload) {
   const int code = payload.empty() ? -1 : static_cast<uint8_t>(payload[0]);
   if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
-    return absl::DataLossError(absl::StrCat(
-        "malformed reply frame (", payload.size(),
-        " bytes, status code byte ", code, "): the peer is not a cohort "
-        "framed server or the stream is corrupt"));
+    return absl::DataLossError(
+        absl::StrCat("malformed reply frame (", payload.size(),
+                     " bytes, status code byte ", code,
+                     "): the peer is not a cohort "
+                     "framed server or the stream is corrupt"));
   }
   payload.erase(0, 1);
   if (code == 0) return payload;

@@ -48,8 +48,7 @@ TEST(FrameReaderTest, RefusesAnOversizedFrameFromItsHeaderAlone) {
   reader.Append(header.data(), header.size());
   std::string payload;
   uint64_t announced = 0;
-  EXPECT_EQ(reader.Next(&payload, &announced),
-            FrameReader::Result::kTooLarge);
+  EXPECT_EQ(reader.Next(&payload, &announced), FrameReader::Result::kTooLarge);
   EXPECT_EQ(announced, 0x7fffffffu);
   EXPECT_TRUE(payload.empty());
 }
@@ -84,7 +83,8 @@ TEST(GreetingTest, RoundTripsAndRejectsOtherBytes) {
   absl::StatusOr<std::string> parsed = ParseGreeting(GreetingPayload(nonce));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, nonce);
-  EXPECT_TRUE(absl::IsInvalidArgument(ParseGreeting("HTTP/1.1 200 OK").status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(ParseGreeting("HTTP/1.1 200 OK").status()));
   std::string wrong_magic = GreetingPayload(nonce);
   wrong_magic[0] = 'X';
   EXPECT_TRUE(absl::IsInvalidArgument(ParseGreeting(wrong_magic).status()));

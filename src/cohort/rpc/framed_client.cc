@@ -85,8 +85,8 @@ absl::StatusOr<std::string> FramedClient::ReadFrame(absl::Time deadline,
     }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
-      return Broken(absl::DeadlineExceededError(absl::StrCat(
-          "no answer from ", address_, " before the deadline")));
+      return Broken(absl::DeadlineExceededError(
+          absl::StrCat("no answer from ", address_, " before the deadline")));
     }
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
     const int64_t ms =
@@ -101,7 +101,8 @@ absl::StatusOr<std::string> FramedClient::ReadFrame(absl::Time deadline,
     if (r == 0) continue;
     const ssize_t n = read(fd_.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Broken(SocketError("lost the connection to", errno, address_));
+    if (n < 0)
+      return Broken(SocketError("lost the connection to", errno, address_));
     if (n == 0) {
       return Broken(absl::UnavailableError(
           absl::StrCat("the server at ", address_, " closed the connection")));
@@ -114,8 +115,8 @@ absl::StatusOr<std::string> FramedClient::Call(absl::string_view request,
                                                absl::Time deadline,
                                                int wake_fd) {
   if (broken_.load()) {
-    return absl::UnavailableError(absl::StrCat(
-        "the connection to ", address_, " is broken; connect again"));
+    return absl::UnavailableError(absl::StrCat("the connection to ", address_,
+                                               " is broken; connect again"));
   }
   std::string frame;
   frame.reserve(request.size() + 4);

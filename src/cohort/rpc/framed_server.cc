@@ -27,8 +27,7 @@ constexpr uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP;
 // --- FramedConnection -----------------------------------------------------
 
 FramedConnection::FramedConnection(FramedServer* server, int fd, uint64_t id,
-                                   std::string peer,
-                                   size_t max_handshake_frame)
+                                   std::string peer, size_t max_handshake_frame)
     : server_(server),
       fd_(fd),
       id_(id),
@@ -60,9 +59,8 @@ void FramedConnection::Send(absl::string_view frames) {
         server_->options_.max_queued_reply_bytes) {
       MarkBrokenLocked(absl::StrCat(
           "the client does not read its replies (",
-          out_.size() - out_offset_ + frames.size(),
-          " bytes queued, cap ", server_->options_.max_queued_reply_bytes,
-          ")"));
+          out_.size() - out_offset_ + frames.size(), " bytes queued, cap ",
+          server_->options_.max_queued_reply_bytes, ")"));
       report = true;
     } else {
       out_.append(frames.data(), frames.size());
@@ -126,11 +124,13 @@ absl::StatusOr<std::unique_ptr<FramedServer>> FramedServer::Start(
   if (options.max_connections <= 0 || options.max_unauthenticated <= 0 ||
       options.max_frame_bytes < kMaxHandshakeFrame ||
       options.handshake_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        options.name, ": connection caps, frame cap and handshake timeout "
-        "must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.name,
+                     ": connection caps, frame cap and handshake timeout "
+                     "must be positive"));
   }
-  std::unique_ptr<FramedServer> s(new FramedServer(std::move(options), handler));
+  std::unique_ptr<FramedServer> s(
+      new FramedServer(std::move(options), handler));
   {
     absl::StatusOr<Listener> listener = ListenTcp(s->options_.host);
     if (!listener.ok()) {
@@ -196,8 +196,9 @@ void FramedServer::Loop() {
     }
     const int n = epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);
     if (n < 0 && errno != EINTR) {
-      COHORT_LOG(ERROR) << options_.name << ": epoll_wait failed: "
-                        << strerror(errno) << "; the server stops serving";
+      COHORT_LOG(ERROR) << options_.name
+                        << ": epoll_wait failed: " << strerror(errno)
+                        << "; the server stops serving";
       return;
     }
     for (int i = 0; i < n; ++i) {
@@ -267,10 +268,9 @@ void FramedServer::Accept() {
       auto it = connections_.find(oldest);
       if (it == connections_.end() || it->second->authenticated_) continue;
       std::shared_ptr<FramedConnection> victim = it->second;
-      CloseConnection(victim,
-                      absl::StrCat("still unauthenticated when ",
-                                   options_.max_unauthenticated,
-                                   " handshakes were pending (cap)"));
+      CloseConnection(victim, absl::StrCat("still unauthenticated when ",
+                                           options_.max_unauthenticated,
+                                           " handshakes were pending (cap)"));
     }
     TuneTcpSocket(fd);
     const uint64_t id = next_id_++;
@@ -413,9 +413,9 @@ absl::Time FramedServer::CloseExpiredHandshakes(absl::Time now) {
     std::shared_ptr<FramedConnection> c = it->second;
     if (c->handshake_deadline_ > now) return c->handshake_deadline_;
     handshaking_.pop_front();
-    CloseConnection(c, absl::StrCat("did not authenticate within ",
-                                    absl::FormatDuration(
-                                        options_.handshake_timeout)));
+    CloseConnection(
+        c, absl::StrCat("did not authenticate within ",
+                        absl::FormatDuration(options_.handshake_timeout)));
   }
   return absl::InfiniteFuture();
 }

@@ -193,8 +193,7 @@ class FramedServer {
   std::atomic<bool> stopping_{false};
 
   // Loop thread only (and the destructor after the loop ended).
-  absl::flat_hash_map<uint64_t, std::shared_ptr<FramedConnection>>
-      connections_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<FramedConnection>> connections_;
   uint64_t next_id_ = 2;  // 0 and 1 tag the listener and the wake fd
   // Ids of connections in their handshake, oldest first (entries of
   // connections that finished it or closed are skipped lazily).

@@ -55,9 +55,9 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   }
   hp.host = std::string(address.substr(0, colon));
   if (inet_pton(AF_INET, hp.host.c_str(), &ignored) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "address \"", address, "\" is not IPv4 host:port (host \"", hp.host,
-        "\" is not a dotted IPv4 address)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", address, "\" is not IPv4 host:port (host \"",
+                     hp.host, "\" is not a dotted IPv4 address)"));
   }
   return hp;
 }
@@ -127,7 +127,8 @@ absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address,
     if (r < 0) return SocketError("poll() while connecting to", errno, address);
     if (r == 0) {
       return absl::UnavailableError(
-          absl::StrCat("cannot connect to ", address, ": no answer by the "
+          absl::StrCat("cannot connect to ", address,
+                       ": no answer by the "
                        "deadline (is the server running and reachable?)"));
     }
     int err = 0;

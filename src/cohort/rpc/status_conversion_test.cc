@@ -9,7 +9,8 @@ namespace {
 TEST(StatusConversionTest, RoundTripKeepsCodeMessageAndPayloads) {
   absl::Status status = absl::AbortedError("task worker:1 restarted");
   status.SetPayload("type.googleapis.com/x.A", absl::Cord("alpha"));
-  status.SetPayload("type.googleapis.com/x.B", absl::Cord(std::string("\0b", 2)));
+  status.SetPayload("type.googleapis.com/x.B",
+                    absl::Cord(std::string("\0b", 2)));
   absl::Status back = FromGrpcStatus(ToGrpcStatus(status));
   EXPECT_EQ(back.code(), absl::StatusCode::kAborted);
   EXPECT_EQ(back.message(), "task worker:1 restarted");

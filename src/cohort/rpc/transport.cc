@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "cohort/rpc/socket.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
-#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 
 namespace cohort::rpc {
@@ -18,8 +18,7 @@ int ToMs(absl::Duration d) {
   return static_cast<int>(absl::ToInt64Milliseconds(d));
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path,
-                                    const char* what) {
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrCat("cannot read TLS ", what, " file ",

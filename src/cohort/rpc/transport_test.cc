@@ -58,8 +58,7 @@ Identity MakeIdentity(const std::string& cn, const Identity* issuer, bool ca,
       x, issuer ? X509_get_subject_name(issuer->cert.get()) : name);
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer ? issuer->cert.get() : x, x, nullptr, nullptr,
-                 0);
+  X509V3_set_ctx(&ctx, issuer ? issuer->cert.get() : x, x, nullptr, nullptr, 0);
   auto add = [&](int nid, const char* value) {
     X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
     ASSERT_NE(ext, nullptr) << value;
@@ -108,12 +107,14 @@ class CertDir {
 
 // --- A tiny service that checks the token like every cohort service -------
 
-class EchoService final : public cohort::BarrierCoordinatorService::CallbackService {
+class EchoService final
+    : public cohort::BarrierCoordinatorService::CallbackService {
  public:
   explicit EchoService(std::string token) : token_(std::move(token)) {}
-  grpc::ServerUnaryReactor* Sync(grpc::CallbackServerContext* context,
-                                 const cohort::BarrierSyncRequest* request,
-                                 cohort::BarrierSyncResponse* response) override {
+  grpc::ServerUnaryReactor* Sync(
+      grpc::CallbackServerContext* context,
+      const cohort::BarrierSyncRequest* request,
+      cohort::BarrierSyncResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     absl::Status auth = CheckJobToken(*context, token_);
     if (auth.ok()) response->add_messages(request->message());
@@ -137,7 +138,8 @@ absl::StatusOr<std::string> Echo(const std::string& target,
   cohort::BarrierSyncRequest request;
   request.set_message(message);
   cohort::BarrierSyncResponse response;
-  absl::Status status = FromGrpcStatus(stub->Sync(&context, request, &response));
+  absl::Status status =
+      FromGrpcStatus(stub->Sync(&context, request, &response));
   if (!status.ok()) return status;
   return response.messages(0);
 }
@@ -161,8 +163,7 @@ class TransportTest : public ::testing::Test {
     s.job_token = "tok";
     return s;
   }
-  TransportSecurity ClientSecurity(const Identity& trust,
-                                   const Identity* own) {
+  TransportSecurity ClientSecurity(const Identity& trust, const Identity* own) {
     TransportSecurity s;
     s.ca_cert_file = dir_.WriteCert("client-trust", trust);
     if (own != nullptr) {
@@ -218,8 +219,9 @@ TEST_F(TransportTest, ServerTlsWithTheRightCa) {
 
 TEST_F(TransportTest, ClientRefusesAServerCertificateFromAnotherCa) {
   const std::string target = Start(ServerSecurity(server_, false));
-  EXPECT_EQ(Echo(target, ClientSecurity(other_ca_, nullptr), "x").status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(
+      Echo(target, ClientSecurity(other_ca_, nullptr), "x").status().code(),
+      absl::StatusCode::kUnavailable);
 }
 
 TEST_F(TransportTest, ClientRefusesAnExpiredServerCertificate) {

@@ -103,8 +103,8 @@ absl::StatusOr<ClusterSpec> GceClusterResolver::cluster_spec() {
       if (!item.is_object() || !item.contains("instance") ||
           !item["instance"].is_string()) {
         return absl::InternalError(absl::StrCat(
-            "POST ", url, ": an item without an \"instance\" URL: ",
-            JsonPreview(item)));
+            "POST ", url,
+            ": an item without an \"instance\" URL: ", JsonPreview(item)));
       }
       std::string instance_url = item["instance"].get<std::string>();
       std::string name = instance_url.substr(instance_url.rfind('/') + 1);
@@ -122,10 +122,10 @@ absl::StatusOr<ClusterSpec> GceClusterResolver::cluster_spec() {
         ip = &instance["networkInterfaces"][0]["networkIP"];
       }
       if (ip == nullptr) {
-        return absl::InternalError(absl::StrCat(
-            "GET ", get_url,
-            ": instance has no networkInterfaces[0].networkIP: ",
-            JsonPreview(instance)));
+        return absl::InternalError(
+            absl::StrCat("GET ", get_url,
+                         ": instance has no networkInterfaces[0].networkIP: ",
+                         JsonPreview(instance)));
       }
       workers.push_back(
           absl::StrCat(ip->get<std::string>(), ":", options_.port));
@@ -150,8 +150,8 @@ void RegisterGceResolver(ResolverRegistry* registry) {
       "Compute Engine instance group: COHORT_GCE_INSTANCE_GROUP, "
       "COHORT_GCE_PROJECT/ZONE (default: metadata server), COHORT_GCE_PORT, "
       "COHORT_GCE_ACCESS_TOKEN (default: metadata server)";
-  reg.factory = [](Env* env)
-      -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
+  reg.factory =
+      [](Env* env) -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
     GceClusterResolver::Options options;
     std::optional<std::string> group = env->GetVar("COHORT_GCE_INSTANCE_GROUP");
     if (!group || group->empty()) {
@@ -185,9 +185,9 @@ void RegisterGceResolver(ResolverRegistry* registry) {
     if (auto v = env->GetVar("COHORT_GCE_TASK_ID"); v && !v->empty()) {
       int64_t id = 0;
       if (!absl::SimpleAtoi(*v, &id) || id < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "COHORT_GCE_TASK_ID=\"", *v,
-            "\" is not valid: expected a non-negative integer"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("COHORT_GCE_TASK_ID=\"", *v,
+                         "\" is not valid: expected a non-negative integer"));
       }
       options.task_id = id;
     }

@@ -24,10 +24,10 @@ class GceClusterResolverTest : public ::testing::Test {
     metadata_.Set("instance/zone", "projects/1/zones/md-zone");
     ASSERT_TRUE(metadata_.Start().ok());
     ASSERT_TRUE(compute_.Start().ok());
-    compute_.SetInstanceGroup(
-        "group", {{"https://x/zones/z/instances/instance1",
-                   "https://x/zones/z/instances/instance2"},
-                  {"https://x/zones/z/instances/instance3"}});
+    compute_.SetInstanceGroup("group",
+                              {{"https://x/zones/z/instances/instance1",
+                                "https://x/zones/z/instances/instance2"},
+                               {"https://x/zones/z/instances/instance3"}});
     compute_.SetInstance("instance1", Nic("10.1.2.3"));
     compute_.SetInstance("instance2", Nic("10.10.3.4"));
     compute_.SetInstance("instance3", Nic("10.3.4.5"));
@@ -64,12 +64,17 @@ TEST_F(GceClusterResolverTest, PaginatesAndSortsAddressesAsText) {
       "/compute/v1/projects/test-project/zones/us-east1-d/instanceGroups/group";
   EXPECT_THAT(
       compute_.requests(),
-      ElementsAre(
-          "POST " + group + "/listInstances?orderBy=name",
-          "GET /compute/v1/projects/test-project/zones/us-east1-d/instances/instance1",
-          "GET /compute/v1/projects/test-project/zones/us-east1-d/instances/instance2",
-          "POST " + group + "/listInstances?orderBy=name&pageToken=1",
-          "GET /compute/v1/projects/test-project/zones/us-east1-d/instances/instance3"));
+      ElementsAre("POST " + group + "/listInstances?orderBy=name",
+                  "GET "
+                  "/compute/v1/projects/test-project/zones/us-east1-d/"
+                  "instances/instance1",
+                  "GET "
+                  "/compute/v1/projects/test-project/zones/us-east1-d/"
+                  "instances/instance2",
+                  "POST " + group + "/listInstances?orderBy=name&pageToken=1",
+                  "GET "
+                  "/compute/v1/projects/test-project/zones/us-east1-d/"
+                  "instances/instance3"));
   EXPECT_EQ(*r->master(), "grpc://10.1.2.3:8470");
   EXPECT_EQ(*r->master("worker", 2, "test"), "test://10.3.4.5:8470");
 }

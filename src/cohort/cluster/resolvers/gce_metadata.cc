@@ -62,8 +62,8 @@ absl::StatusOr<std::string> GceMetadataClient::LocalIp() const {
 absl::StatusOr<std::string> GceMetadataClient::AccessToken() const {
   std::string path = "instance/service-accounts/default/token";
   COHORT_ASSIGN_OR_RETURN(std::string text, Get(path));
-  COHORT_ASSIGN_OR_RETURN(
-      Json json, ParseJson(text, absl::StrCat("GCE metadata ", path)));
+  COHORT_ASSIGN_OR_RETURN(Json json,
+                          ParseJson(text, absl::StrCat("GCE metadata ", path)));
   if (!json.is_object() || !json.contains("access_token") ||
       !json["access_token"].is_string()) {
     return absl::InternalError(absl::StrCat(

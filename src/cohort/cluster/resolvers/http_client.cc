@@ -35,9 +35,10 @@ absl::Status SplitUrl(absl::string_view url, std::string* origin,
                       std::string* path) {
   size_t scheme_end = url.find("://");
   if (scheme_end == absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "malformed URL \"", url, "\": expected http://host[:port]/path or "
-        "https://host[:port]/path"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed URL \"", url,
+                     "\": expected http://host[:port]/path or "
+                     "https://host[:port]/path"));
   }
   std::string scheme = absl::AsciiStrToLower(url.substr(0, scheme_end));
   if (scheme != "http" && scheme != "https") {
@@ -135,9 +136,9 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method,
         absl::StrCat("unsupported HTTP method ", method, " for ", url));
   }
   httplib::Result result =
-      method == "GET" ? client->Get(path, h)
-                      : client->Post(path, h, std::string(body),
-                                     std::string(content_type));
+      method == "GET"
+          ? client->Get(path, h)
+          : client->Post(path, h, std::string(body), std::string(content_type));
   if (!result) {
     std::string detail = httplib::to_string(result.error());
     if (result.error() == httplib::Error::SSLServerVerification) {
@@ -177,8 +178,8 @@ absl::StatusOr<Json> ParseBody(absl::string_view method, absl::string_view url,
   absl::StatusOr<Json> json =
       ParseJson(body, absl::StrCat("response of ", method, " ", url));
   if (!json.ok()) {
-    return absl::InternalError(absl::StrCat(json.status().message(),
-                                            " (body: ", Snippet(body), ")"));
+    return absl::InternalError(
+        absl::StrCat(json.status().message(), " (body: ", Snippet(body), ")"));
   }
   return json;
 }
@@ -202,12 +203,11 @@ absl::StatusOr<Json> HttpClient::PostJson(absl::string_view url,
                                           const HttpHeaders& headers,
                                           const Json& body,
                                           absl::string_view hint) const {
-  COHORT_ASSIGN_OR_RETURN(
-      std::string text,
-      RequireOk("POST", url,
-                Send("POST", url, headers, body.dump(), "application/json",
-                     hint),
-                hint));
+  COHORT_ASSIGN_OR_RETURN(std::string text,
+                          RequireOk("POST", url,
+                                    Send("POST", url, headers, body.dump(),
+                                         "application/json", hint),
+                                    hint));
   return ParseBody("POST", url, text);
 }
 

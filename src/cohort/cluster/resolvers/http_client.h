@@ -5,8 +5,8 @@
 //   COHORT_ASSIGN_OR_RETURN(Json pods,
 //       http.GetJson("https://10.0.0.1:443/api/v1/pods?labelSelector=a%3Db",
 //                    {{"Authorization", "Bearer ..."}},
-//                    "the Kubernetes API server (check KUBERNETES_SERVICE_HOST "
-//                    "and the service-account token)"));
+//                    "the Kubernetes API server (check KUBERNETES_SERVICE_HOST
+//                    " "and the service-account token)"));
 //
 // Every request is bounded: a connection timeout and a read/write timeout
 // (Options), so no call hangs. Errors name the URL, the HTTP status or

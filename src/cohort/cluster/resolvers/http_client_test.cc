@@ -16,39 +16,43 @@ using ::testing::HasSubstr;
 
 TEST(HttpClientTest, GetAndPostJson) {
   testing::FakeHttpServer server;
-  server.server().Get("/hello", [](const httplib::Request& req,
-                                   httplib::Response& res) {
-    testing::FakeHttpServer::Reply(
-        res, 200, Json{{"auth", req.get_header_value("Authorization")}});
-  });
-  server.server().Post("/echo", [](const httplib::Request& req,
-                                   httplib::Response& res) {
-    res.set_content(req.body, "application/json");
-  });
+  server.server().Get(
+      "/hello", [](const httplib::Request& req, httplib::Response& res) {
+        testing::FakeHttpServer::Reply(
+            res, 200, Json{{"auth", req.get_header_value("Authorization")}});
+      });
+  server.server().Post("/echo",
+                       [](const httplib::Request& req, httplib::Response& res) {
+                         res.set_content(req.body, "application/json");
+                       });
   ASSERT_TRUE(server.Start().ok());
   HttpClient http;
   auto got = http.GetJson(server.base_url() + "/hello",
                           {{"Authorization", "Bearer t"}}, "");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ((*got)["auth"], "Bearer t");
-  auto echoed = http.PostJson(server.base_url() + "/echo", {}, Json{{"a", 1}}, "");
+  auto echoed =
+      http.PostJson(server.base_url() + "/echo", {}, Json{{"a", 1}}, "");
   ASSERT_TRUE(echoed.ok()) << echoed.status();
   EXPECT_EQ(*echoed, (Json{{"a", 1}}));
 }
 
 TEST(HttpClientTest, HttpErrorsNameUrlStatusBodyAndHint) {
   testing::FakeHttpServer server;
-  server.server().Get("/missing", [](const httplib::Request&, httplib::Response& res) {
-    res.status = 404;
-    res.set_content("no such thing here", "text/plain");
-  });
-  server.server().Get("/down", [](const httplib::Request&, httplib::Response& res) {
-    res.status = 503;
-    res.set_content("overloaded", "text/plain");
-  });
-  server.server().Get("/notjson", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("<html>", "text/html");
-  });
+  server.server().Get("/missing",
+                      [](const httplib::Request&, httplib::Response& res) {
+                        res.status = 404;
+                        res.set_content("no such thing here", "text/plain");
+                      });
+  server.server().Get("/down",
+                      [](const httplib::Request&, httplib::Response& res) {
+                        res.status = 503;
+                        res.set_content("overloaded", "text/plain");
+                      });
+  server.server().Get("/notjson",
+                      [](const httplib::Request&, httplib::Response& res) {
+                        res.set_content("<html>", "text/html");
+                      });
   ASSERT_TRUE(server.Start().ok());
   HttpClient http;
   std::string url = server.base_url() + "/missing";
@@ -78,16 +82,18 @@ TEST(HttpClientTest, UnreachableServerIsUnavailableNamingTheUrl) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(r.status().message(), HasSubstr(url));
-  EXPECT_THAT(r.status().message(), HasSubstr("check that the API server runs"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("check that the API server runs"));
 }
 
 TEST(HttpClientTest, ReadTimeoutBoundsAHangingServer) {
   absl::Notification release;
   testing::FakeHttpServer server;
-  server.server().Get("/hang", [&](const httplib::Request&, httplib::Response& res) {
-    release.WaitForNotificationWithTimeout(absl::Seconds(10));
-    res.set_content("late", "text/plain");
-  });
+  server.server().Get(
+      "/hang", [&](const httplib::Request&, httplib::Response& res) {
+        release.WaitForNotificationWithTimeout(absl::Seconds(10));
+        res.set_content("late", "text/plain");
+      });
   ASSERT_TRUE(server.Start().ok());
   HttpClient::Options options;
   options.read_timeout = absl::Milliseconds(200);
@@ -128,8 +134,8 @@ TEST(GceMetadataClientTest, SendsFlavorHeaderAndParses) {
   EXPECT_EQ(md.rejected_without_flavor(), 0);
   // The fake enforces the header like the real server.
   HttpClient http;
-  auto raw = http.GetText(md.base_url() + "/computeMetadata/v1/project/project-id",
-                          {}, "");
+  auto raw = http.GetText(
+      md.base_url() + "/computeMetadata/v1/project/project-id", {}, "");
   EXPECT_EQ(raw.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(md.rejected_without_flavor(), 1);
   auto missing = client.Get("instance/nothing");

@@ -96,7 +96,8 @@ class YamlSubsetParser {
       return flow;
     }
     if (s[0] == '"') {
-      if (s.size() < 2 || s.back() != '"') return Error(line, "unterminated \"");
+      if (s.size() < 2 || s.back() != '"')
+        return Error(line, "unterminated \"");
       std::string out;
       std::string error;
       if (!absl::CUnescape(s.substr(1, s.size() - 2), &out, &error)) {
@@ -105,7 +106,8 @@ class YamlSubsetParser {
       return Json(out);
     }
     if (s[0] == '\'') {
-      if (s.size() < 2 || s.back() != '\'') return Error(line, "unterminated '");
+      if (s.size() < 2 || s.back() != '\'')
+        return Error(line, "unterminated '");
       std::string body = s.substr(1, s.size() - 2);
       std::string out;
       for (size_t k = 0; k < body.size(); ++k) {
@@ -123,11 +125,13 @@ class YamlSubsetParser {
            !IsSeqItem(lines_[*i].text)) {
       const YamlLine line = lines_[*i];
       size_t colon = FindKeyColon(line.text);
-      if (colon == std::string::npos) return Error(line, "expected \"key: value\"");
-      COHORT_ASSIGN_OR_RETURN(Json key, Scalar(line, line.text.substr(0, colon)));
+      if (colon == std::string::npos)
+        return Error(line, "expected \"key: value\"");
+      COHORT_ASSIGN_OR_RETURN(Json key,
+                              Scalar(line, line.text.substr(0, colon)));
       if (!key.is_string()) return Error(line, "mapping key must be text");
-      std::string rest = std::string(
-          absl::StripAsciiWhitespace(absl::string_view(line.text).substr(colon + 1)));
+      std::string rest = std::string(absl::StripAsciiWhitespace(
+          absl::string_view(line.text).substr(colon + 1)));
       ++*i;
       Json value;
       if (!rest.empty()) {
@@ -204,8 +208,8 @@ std::string StripYamlComment(const std::string& line) {
 absl::StatusOr<std::string> WriteTempFile(absl::string_view contents,
                                           absl::string_view what) {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string pattern = absl::StrCat(tmpdir && *tmpdir ? tmpdir : "/tmp",
-                                     "/cohort-kube-XXXXXX");
+  std::string pattern =
+      absl::StrCat(tmpdir && *tmpdir ? tmpdir : "/tmp", "/cohort-kube-XXXXXX");
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   int fd = mkstemp(buf.data());  // mode 0600
@@ -288,7 +292,8 @@ absl::StatusOr<Json> ParseKubeconfigText(absl::string_view text,
   int number = 0;
   for (absl::string_view raw : absl::StrSplit(text, '\n')) {
     ++number;
-    std::string line = StripYamlComment(std::string(absl::StripSuffix(raw, "\r")));
+    std::string line =
+        StripYamlComment(std::string(absl::StripSuffix(raw, "\r")));
     if (line.find('\t') != std::string::npos &&
         line.find_first_not_of(" \t") != std::string::npos &&
         line.find_first_not_of(' ') < line.size() &&
@@ -317,20 +322,22 @@ absl::StatusOr<KubernetesApiConfig> LoadInClusterKubernetesConfig(
   }
   KubernetesApiConfig config;
   std::string h = *host;
-  if (h.find(':') != std::string::npos && h[0] != '[') h = absl::StrCat("[", h, "]");
+  if (h.find(':') != std::string::npos && h[0] != '[')
+    h = absl::StrCat("[", h, "]");
   config.server = absl::StrCat("https://", h, ":", *port);
   std::string token_path = absl::StrCat(service_account_dir, "/token");
   absl::StatusOr<std::string> token = env->ReadFile(token_path);
   if (!token.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Kubernetes in-cluster configuration: cannot read the service-account "
-        "token ", token_path, ": ", token.status().message(),
+        "token ",
+        token_path, ": ", token.status().message(),
         " (is a service account mounted into the pod?)"));
   }
   config.token = std::string(absl::StripAsciiWhitespace(*token));
   config.http.ca_cert_path = absl::StrCat(service_account_dir, "/ca.crt");
-  config.source = absl::StrCat("in-cluster service account (",
-                               service_account_dir, ")");
+  config.source =
+      absl::StrCat("in-cluster service account (", service_account_dir, ")");
   return config;
 }
 
@@ -352,24 +359,25 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
   }
   absl::StatusOr<std::string> text = env->ReadFile(*path);
   if (!text.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("kubeconfig ", *path, ": cannot read: ",
-                     text.status().message(), " (set KUBECONFIG?)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kubeconfig ", *path, ": cannot read: ", text.status().message(),
+        " (set KUBECONFIG?)"));
   }
   COHORT_ASSIGN_OR_RETURN(
       Json doc, ParseKubeconfigText(*text, absl::StrCat("kubeconfig ", *path)));
   std::string context_name = StringField(doc, "current-context");
   if (context_name.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "kubeconfig ", *path, ": no current-context; run `kubectl config "
-        "use-context <name>`"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("kubeconfig ", *path,
+                     ": no current-context; run `kubectl config "
+                     "use-context <name>`"));
   }
   const Json* context =
       FindNamed(Member(doc, "contexts"), context_name, "context");
   if (context == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("kubeconfig ", *path, ": current-context \"",
-                     context_name, "\" is not among its contexts"));
+        absl::StrCat("kubeconfig ", *path, ": current-context \"", context_name,
+                     "\" is not among its contexts"));
   }
   std::string cluster_name = StringField(*context, "cluster");
   const Json* cluster =
@@ -380,12 +388,13 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
                      "\" of context \"", context_name, "\" is not defined"));
   }
   KubernetesApiConfig config;
-  config.source = absl::StrCat("kubeconfig ", *path, " (context ",
-                               context_name, ")");
+  config.source =
+      absl::StrCat("kubeconfig ", *path, " (context ", context_name, ")");
   config.server = StringField(*cluster, "server");
   if (config.server.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "kubeconfig ", *path, ": cluster \"", cluster_name, "\" has no server"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("kubeconfig ", *path, ": cluster \"", cluster_name,
+                     "\" has no server"));
   }
   COHORT_ASSIGN_OR_RETURN(config.http.ca_cert_path,
                           PemPath(*cluster, "certificate-authority", *path));
@@ -432,9 +441,9 @@ absl::StatusOr<KubernetesClusterResolver::ExecutableLocation>
 KubernetesClusterResolver::ParseExecutableLocation(absl::string_view text) {
   if (text == "WITHIN_CLUSTER") return ExecutableLocation::kWithinCluster;
   if (text == "OFF_CLUSTER") return ExecutableLocation::kOffCluster;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "The executable location provided is invalid. (got \"", text,
-      "\"; expected WITHIN_CLUSTER or OFF_CLUSTER)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("The executable location provided is invalid. (got \"", text,
+                   "\"; expected WITHIN_CLUSTER or OFF_CLUSTER)"));
 }
 
 absl::StatusOr<std::unique_ptr<KubernetesClusterResolver>>
@@ -458,15 +467,16 @@ absl::StatusOr<ClusterSpec> KubernetesClusterResolver::cluster_spec() {
     headers.emplace_back("Authorization", absl::StrCat("Bearer ", api_.token));
   }
   const std::string hint = absl::StrCat(
-      "the Kubernetes API server from ", api_.source.empty() ? "the configuration" : api_.source,
+      "the Kubernetes API server from ",
+      api_.source.empty() ? "the configuration" : api_.source,
       " (address, token, CA) and that the service account may list pods in "
       "all namespaces");
   ClusterSpec spec;
   for (const auto& [job, selectors] : options_.job_to_label_mapping) {
     std::vector<std::string> addresses;
     for (const std::string& selector : selectors) {
-      std::string url = absl::StrCat(api_.server, "/api/v1/pods?labelSelector=",
-                                     UrlEncode(selector));
+      std::string url = absl::StrCat(
+          api_.server, "/api/v1/pods?labelSelector=", UrlEncode(selector));
       COHORT_ASSIGN_OR_RETURN(Json list, http_.GetJson(url, headers, hint));
       const std::string what = absl::StrCat("pod list from ", url);
       if (!list.is_object() ||
@@ -498,8 +508,9 @@ absl::StatusOr<ClusterSpec> KubernetesClusterResolver::cluster_spec() {
         }
       }
       // Sorted by name so the order does not change from call to call.
-      std::stable_sort(pods.begin(), pods.end(),
-                       [](const Pod& a, const Pod& b) { return a.name < b.name; });
+      std::stable_sort(
+          pods.begin(), pods.end(),
+          [](const Pod& a, const Pod& b) { return a.name < b.name; });
       for (const Pod& pod : pods) {
         if (pod.phase != "Running") {
           return absl::FailedPreconditionError(absl::StrCat(
@@ -508,9 +519,8 @@ absl::StatusOr<ClusterSpec> KubernetesClusterResolver::cluster_spec() {
               "\"; wait until every pod of the job runs)"));
         }
         if (pod.host_ip.empty()) {
-          return absl::InternalError(
-              absl::StrCat(what, ": running pod \"", pod.name,
-                           "\" has no status.hostIP"));
+          return absl::InternalError(absl::StrCat(
+              what, ": running pod \"", pod.name, "\" has no status.hostIP"));
         }
         addresses.push_back(
             absl::StrCat(pod.host_ip, ":", options_.tf_server_port));
@@ -528,11 +538,13 @@ void RegisterKubernetesResolver(ResolverRegistry* registry) {
       "Kubernetes pods by label selector (in-cluster service account, or "
       "KUBECONFIG off-cluster); COHORT_KUBERNETES_JOBS='{\"worker\": "
       "[\"job-name=tensorflow\"]}', COHORT_KUBERNETES_PORT=8470";
-  reg.factory = [](Env* env)
-      -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
+  reg.factory =
+      [](Env* env) -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
     KubernetesClusterResolver::Options options;
-    if (auto jobs = env->GetVar("COHORT_KUBERNETES_JOBS"); jobs && !jobs->empty()) {
-      COHORT_ASSIGN_OR_RETURN(Json j, ParseJson(*jobs, "COHORT_KUBERNETES_JOBS"));
+    if (auto jobs = env->GetVar("COHORT_KUBERNETES_JOBS");
+        jobs && !jobs->empty()) {
+      COHORT_ASSIGN_OR_RETURN(Json j,
+                              ParseJson(*jobs, "COHORT_KUBERNETES_JOBS"));
       options.job_to_label_mapping.clear();
       bool ok = j.is_object() && !j.empty();
       for (auto it = j.begin(); ok && it != j.end(); ++it) {
@@ -545,17 +557,20 @@ void RegisterKubernetesResolver(ResolverRegistry* registry) {
             ok = false;
             break;
           }
-          options.job_to_label_mapping[it.key()].push_back(s.get<std::string>());
+          options.job_to_label_mapping[it.key()].push_back(
+              s.get<std::string>());
         }
       }
       if (!ok) {
         return absl::InvalidArgumentError(absl::StrCat(
             "COHORT_KUBERNETES_JOBS=", *jobs,
             " is not valid: expected a JSON object mapping each job to a list "
-            "of label selectors, e.g. {\"worker\": [\"job-name=tensorflow\"]}"));
+            "of label selectors, e.g. {\"worker\": "
+            "[\"job-name=tensorflow\"]}"));
       }
     }
-    if (auto port = env->GetVar("COHORT_KUBERNETES_PORT"); port && !port->empty()) {
+    if (auto port = env->GetVar("COHORT_KUBERNETES_PORT");
+        port && !port->empty()) {
       if (!absl::SimpleAtoi(*port, &options.tf_server_port) ||
           options.tf_server_port <= 0 || options.tf_server_port > 65535) {
         return absl::InvalidArgumentError(

@@ -9,9 +9,9 @@
 namespace cohort {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeKubernetesServer;
 using testing::FakePod;
+using ::testing::HasSubstr;
 
 class KubernetesClusterResolverTest : public ::testing::Test {
  protected:
@@ -44,17 +44,19 @@ TEST_F(KubernetesClusterResolverTest, SortsByNameAndUsesHostIp) {
   EXPECT_EQ(spec->ToJson(), Json::parse(R"({"worker":
       ["10.1.2.5:8470", "10.1.2.3:8470", "10.1.2.4:8470"]})"));
   ASSERT_EQ(server_.requests().size(), 1u);
-  EXPECT_EQ(server_.requests()[0], "GET /api/v1/pods?labelSelector=job-name=tensorflow");
+  EXPECT_EQ(server_.requests()[0],
+            "GET /api/v1/pods?labelSelector=job-name=tensorflow");
 }
 
 TEST_F(KubernetesClusterResolverTest, SelectorsConcatenateInOrder) {
-  server_.SetPods("job-name=worker1", {{"b", "Running", "10.0.0.2"},
-                                       {"a", "Running", "10.0.0.1"}});
+  server_.SetPods("job-name=worker1",
+                  {{"b", "Running", "10.0.0.2"}, {"a", "Running", "10.0.0.1"}});
   server_.SetPods("job-name=worker2", {{"a", "Running", "10.0.0.3"}});
   server_.SetPods("job-name=ps", {{"ps-1", "Running", "10.0.1.1"}});
   KubernetesClusterResolver::Options o;
-  o.job_to_label_mapping = {{"worker", {"job-name=worker1", "job-name=worker2"}},
-                            {"ps", {"job-name=ps"}}};
+  o.job_to_label_mapping = {
+      {"worker", {"job-name=worker1", "job-name=worker2"}},
+      {"ps", {"job-name=ps"}}};
   o.tf_server_port = 2222;
   auto r = Make(o);
   auto spec = r->cluster_spec();
@@ -64,12 +66,14 @@ TEST_F(KubernetesClusterResolverTest, SelectorsConcatenateInOrder) {
 }
 
 TEST_F(KubernetesClusterResolverTest, NonRunningPodFails) {
-  server_.SetPods("job-name=tensorflow", {{"tensorflow-abc123", "Failed", "10.1.2.3"}});
+  server_.SetPods("job-name=tensorflow",
+                  {{"tensorflow-abc123", "Failed", "10.1.2.3"}});
   auto spec = Make()->cluster_spec();
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(spec.status().message(),
-              HasSubstr("Pod \"tensorflow-abc123\" is not running; phase: \"Failed\""));
+  EXPECT_THAT(
+      spec.status().message(),
+      HasSubstr("Pod \"tensorflow-abc123\" is not running; phase: \"Failed\""));
 }
 
 TEST_F(KubernetesClusterResolverTest, MasterNeedsTaskTypeAndId) {
@@ -91,7 +95,8 @@ TEST_F(KubernetesClusterResolverTest, ApiErrorsNameEndpointStatusAndBody) {
   auto spec = Make()->cluster_spec();
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(spec.status().message(), HasSubstr(server_.base_url() + "/api/v1/pods"));
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr(server_.base_url() + "/api/v1/pods"));
   EXPECT_THAT(spec.status().message(), HasSubstr("HTTP 403"));
   EXPECT_THAT(spec.status().message(), HasSubstr("pods is forbidden"));
   EXPECT_THAT(spec.status().message(), HasSubstr("list pods"));
@@ -179,7 +184,8 @@ TEST(KubernetesConfigTest, YamlSubset) {
   auto j = ParseKubeconfigText(
       "a:\n  b: 1\n  c:\n  - x\n  - y: z\n    w: v\nd:\n- - n\n", "t");
   ASSERT_TRUE(j.ok()) << j.status();
-  EXPECT_EQ(*j, Json::parse(R"({"a": {"b": "1", "c": ["x", {"y": "z", "w": "v"}]},
+  EXPECT_EQ(*j,
+            Json::parse(R"({"a": {"b": "1", "c": ["x", {"y": "z", "w": "v"}]},
                                 "d": [["n"]]})"));
   auto bad = ParseKubeconfigText("a: b\n   c: d\n", "t");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
@@ -187,7 +193,8 @@ TEST(KubernetesConfigTest, YamlSubset) {
 }
 
 TEST(KubernetesResolverTest, ExecutableLocation) {
-  EXPECT_TRUE(KubernetesClusterResolver::ParseExecutableLocation("OFF_CLUSTER").ok());
+  EXPECT_TRUE(
+      KubernetesClusterResolver::ParseExecutableLocation("OFF_CLUSTER").ok());
   auto bad = KubernetesClusterResolver::ParseExecutableLocation("MOON");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(),
@@ -213,10 +220,11 @@ TEST(KubernetesResolverTest, RegisteredAndDetectedInCluster) {
   // Off-cluster through a kubeconfig pointing at the fake server.
   env.UnsetVar("KUBERNETES_SERVICE_HOST");
   env.SetVar("KUBECONFIG", "/kc");
-  env.SetFile("/kc", "current-context: c\ncontexts:\n- name: c\n  context:\n"
-                     "    cluster: k\n    user: u\nclusters:\n- name: k\n"
-                     "  cluster:\n    server: " + server.base_url() +
-                     "\nusers:\n- name: u\n  user: {}\n");
+  env.SetFile("/kc",
+              "current-context: c\ncontexts:\n- name: c\n  context:\n"
+              "    cluster: k\n    user: u\nclusters:\n- name: k\n"
+              "  cluster:\n    server: " +
+                  server.base_url() + "\nusers:\n- name: u\n  user: {}\n");
   env.SetVar("COHORT_KUBERNETES_JOBS", R"({"worker": ["app=x"]})");
   env.SetVar("COHORT_KUBERNETES_PORT", "2222");
   r = registry.Create("kubernetes", &env);

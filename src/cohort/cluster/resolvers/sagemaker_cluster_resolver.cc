@@ -24,17 +24,17 @@ absl::StatusOr<TfConfig> SageMakerClusterResolver::LoadConfig() {
   if (!hosts_text->empty()) {
     COHORT_ASSIGN_OR_RETURN(Json json, ParseJson(*hosts_text, "SM_HOSTS"));
     if (!json.is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SM_HOSTS must be a JSON list of host names such as "
-          "[\"algo-1\", \"algo-2\"], got ",
-          JsonTypeName(json), " ", JsonPreview(json)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("SM_HOSTS must be a JSON list of host names such as "
+                       "[\"algo-1\", \"algo-2\"], got ",
+                       JsonTypeName(json), " ", JsonPreview(json)));
     }
     for (const Json& host : json) {
       if (!host.is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "SM_HOSTS must list host names as strings, got ",
-            JsonTypeName(host), " ", JsonPreview(host), " in ",
-            JsonPreview(json)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("SM_HOSTS must list host names as strings, got ",
+                         JsonTypeName(host), " ", JsonPreview(host), " in ",
+                         JsonPreview(json)));
       }
       hosts.push_back(host.get<std::string>());
     }

@@ -15,8 +15,10 @@ TEST(SageMakerClusterResolverTest, SortsHostsAsTextAndFindsThisHost) {
   env.SetVar("SM_HOSTS", R"(["algo-2","algo-10","algo-1"])");
   env.SetVar("SM_CURRENT_HOST", "algo-2");
   SageMakerClusterResolver resolver(&env, 8000);
-  EXPECT_EQ(resolver.cluster_spec()->ToJson(),
-            Json::parse(R"({"worker": ["algo-1:8000", "algo-10:8000", "algo-2:8000"]})"));
+  EXPECT_EQ(
+      resolver.cluster_spec()->ToJson(),
+      Json::parse(
+          R"({"worker": ["algo-1:8000", "algo-10:8000", "algo-2:8000"]})"));
   EXPECT_EQ(resolver.task_type(), "worker");
   EXPECT_EQ(resolver.task_id(), 2);
   EXPECT_EQ(resolver.rpc_layer(), std::nullopt);
@@ -31,8 +33,8 @@ TEST(SageMakerClusterResolverTest, DefaultPortAndRpcOverride) {
   env.SetVar("SM_CURRENT_HOST", "algo-1");
   SageMakerClusterResolver::Options options;
   options.rpc_layer = "grpc";
-  SageMakerClusterResolver resolver(&env, SageMakerClusterResolver::kDefaultPort,
-                                    options);
+  SageMakerClusterResolver resolver(
+      &env, SageMakerClusterResolver::kDefaultPort, options);
   EXPECT_EQ(*resolver.master(), "grpc://algo-1:2223");
 }
 
@@ -57,7 +59,8 @@ TEST(SageMakerClusterResolverTest, MissingOrMalformedVariables) {
   SageMakerClusterResolver resolver(&env);
   auto missing = resolver.cluster_spec();
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(missing.status().message(), HasSubstr("Not a SageMaker Environment"));
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("Not a SageMaker Environment"));
   env.SetVar("SM_CURRENT_HOST", "algo-1");
   env.SetVar("SM_HOSTS", "algo-1,algo-2");
   auto not_json = resolver.cluster_spec();
@@ -67,7 +70,8 @@ TEST(SageMakerClusterResolverTest, MissingOrMalformedVariables) {
   EXPECT_THAT(resolver.cluster_spec().status().message(),
               HasSubstr("SM_HOSTS must be a JSON list"));
   env.SetVar("SM_HOSTS", R"(["a", 2])");
-  EXPECT_THAT(resolver.cluster_spec().status().message(), HasSubstr("as strings"));
+  EXPECT_THAT(resolver.cluster_spec().status().message(),
+              HasSubstr("as strings"));
 }
 
 TEST(SageMakerClusterResolverTest, DetectedWhenBothVariablesAreSet) {

@@ -11,7 +11,8 @@ using ::testing::HasSubstr;
 ClusterSpec TwoJobs() {
   ClusterSpec spec;
   spec.SetJob("ps", std::vector<std::string>{"ps0:2222", "ps1:2222"});
-  spec.SetJob("worker", std::vector<std::string>{"w0:2222", "w1:2222", "w2:2222"});
+  spec.SetJob("worker",
+              std::vector<std::string>{"w0:2222", "w1:2222", "w2:2222"});
   return spec;
 }
 
@@ -24,7 +25,9 @@ TEST(SimpleClusterResolverTest, MasterLooksUpTaskOrUsesStoredMaster) {
   // Only a task type: the stored master.
   EXPECT_EQ(*resolver.master(std::string("worker")), "");
   // A 64-bit id is never truncated onto another task.
-  EXPECT_THAT(resolver.master(std::string("worker"), int64_t{1} << 32).status().message(),
+  EXPECT_THAT(resolver.master(std::string("worker"), int64_t{1} << 32)
+                  .status()
+                  .message(),
               HasSubstr("No task with index 4294967296 in job 'worker'"));
   EXPECT_THAT(resolver.master(std::string("chief"), 0).status().message(),
               HasSubstr("No such job in cluster: 'chief'"));

@@ -46,12 +46,14 @@ absl::Status Annotated(absl::Status status, absl::string_view var) {
 }  // namespace
 
 int CountGpusForSlurm(Env* env) {
-  if (std::optional<std::string> visible = env->GetVar("CUDA_VISIBLE_DEVICES")) {
+  if (std::optional<std::string> visible =
+          env->GetVar("CUDA_VISIBLE_DEVICES")) {
     // As TensorFlow: the number of comma-separated entries; "" counts as 1.
     return static_cast<int>(
         std::vector<absl::string_view>(absl::StrSplit(*visible, ',')).size());
   }
-  absl::StatusOr<std::string> out = env->RunCommand({"nvidia-smi", "--list-gpus"});
+  absl::StatusOr<std::string> out =
+      env->RunCommand({"nvidia-smi", "--list-gpus"});
   if (!out.ok()) {
     COHORT_LOG(INFO) << "Slurm resolver: no CUDA_VISIBLE_DEVICES and "
                         "`nvidia-smi --list-gpus` failed ("
@@ -140,10 +142,10 @@ SlurmClusterResolver::Create(Env* env, Options options) {
   }
 
   if (num_tasks > kMaxExpandedEntries) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Slurm resolver: the tasks per node add up to ", num_tasks,
-        " tasks, more than the supported ", kMaxExpandedEntries,
-        "; check SLURM_STEP_TASKS_PER_NODE and tasks_per_node"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Slurm resolver: the tasks per node add up to ", num_tasks,
+                     " tasks, more than the supported ", kMaxExpandedEntries,
+                     "; check SLURM_STEP_TASKS_PER_NODE and tasks_per_node"));
   }
 
   r->gpus_per_node_ = options.gpus_per_node.has_value()
@@ -163,11 +165,12 @@ SlurmClusterResolver::Create(Env* env, Options options) {
 
   if (static_cast<int64_t>(max_tasks_per_node) * r->gpus_per_task_ >
       r->gpus_per_node_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Requested more GPUs per node than available. (", max_tasks_per_node,
-        " tasks per node x ", r->gpus_per_task_, " GPUs per task > ",
-        r->gpus_per_node_, " GPUs per node; check gpus_per_task, "
-        "CUDA_VISIBLE_DEVICES and SLURM_STEP_TASKS_PER_NODE)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Requested more GPUs per node than available. (",
+                     max_tasks_per_node, " tasks per node x ",
+                     r->gpus_per_task_, " GPUs per task > ", r->gpus_per_node_,
+                     " GPUs per node; check gpus_per_task, "
+                     "CUDA_VISIBLE_DEVICES and SLURM_STEP_TASKS_PER_NODE)"));
   }
   int64_t requested = 0;
   for (const auto& [job, count] : r->jobs_) requested += count;
@@ -217,10 +220,11 @@ absl::StatusOr<ClusterSpec> SlurmClusterResolver::cluster_spec() {
     start += count;
   }
   if (static_cast<size_t>(rank_) >= task_list.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Slurm resolver: SLURM_PROCID=", rank_, " is outside the ",
-        task_list.size(), " tasks of the step; check SLURM_PROCID, the job "
-        "sizes and the tasks per node"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Slurm resolver: SLURM_PROCID=", rank_, " is outside the ",
+                     task_list.size(),
+                     " tasks of the step; check SLURM_PROCID, the job "
+                     "sizes and the tasks per node"));
   }
   if (auto_set_gpu_ && gpus_per_task_ > 0) {
     // Tasks without GPUs (gpus_per_task 0) leave CUDA_VISIBLE_DEVICES alone.
@@ -240,8 +244,8 @@ void RegisterSlurmResolver(ResolverRegistry* registry) {
   reg.description =
       "Slurm job step: SLURM_PROCID, SLURM_STEP_NUM_TASKS, "
       "SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, CUDA_VISIBLE_DEVICES";
-  reg.factory = [](Env* env)
-      -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
+  reg.factory =
+      [](Env* env) -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
     COHORT_ASSIGN_OR_RETURN(auto r, SlurmClusterResolver::Create(
                                         env, SlurmClusterResolver::Options()));
     return std::unique_ptr<ClusterResolver>(std::move(r));

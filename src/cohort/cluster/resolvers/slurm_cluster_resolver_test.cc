@@ -30,8 +30,10 @@ TEST(SlurmClusterResolverTest, SimpleRetrievalFromEnvSetsVisibleDevices) {
   env.SetVar("CUDA_VISIBLE_DEVICES", "0");
   auto r = SlurmClusterResolver::Create(&env, {});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(SpecJson(**r),
-            Json::parse(R"({"worker": ["t02n13:8888", "t02n41:8888", "t02n43:8888"]})"));
+  EXPECT_EQ(
+      SpecJson(**r),
+      Json::parse(
+          R"({"worker": ["t02n13:8888", "t02n41:8888", "t02n43:8888"]})"));
   EXPECT_EQ(*(*r)->master("worker", 0, "grpc"), "grpc://t02n13:8888");
   EXPECT_EQ(*(*r)->num_accelerators(), (AcceleratorCounts{{"GPU", 1}}));
   EXPECT_EQ(env.GetVar("CUDA_VISIBLE_DEVICES"), "0");
@@ -88,7 +90,8 @@ TEST(SlurmClusterResolverTest, HostsAreVisitedInTextOrder) {
   o.auto_set_gpu = false;
   auto r = SlurmClusterResolver::Create(&env, o);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(SpecJson(**r), Json::parse(R"({"worker": ["n10:8888", "n9:8888"]})"));
+  EXPECT_EQ(SpecJson(**r),
+            Json::parse(R"({"worker": ["n10:8888", "n9:8888"]})"));
   EXPECT_EQ(*(*r)->master(), "grpc://n10:8888");
 }
 
@@ -139,7 +142,8 @@ TEST(SlurmClusterResolverTest, MissingVariablesAreNamed) {
                         "inside a SLURM step?"));
   env.SetVar("SLURM_PROCID", "0");
   r = SlurmClusterResolver::Create(&env, {});
-  EXPECT_THAT(r.status().message(), HasSubstr("SLURM_STEP_NUM_TASKS not found"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("SLURM_STEP_NUM_TASKS not found"));
   env.SetVar("SLURM_STEP_NUM_TASKS", "2");
   r = SlurmClusterResolver::Create(&env, {});
   EXPECT_THAT(r.status().message(), HasSubstr("SLURM_STEP_NODELIST not found"));
@@ -185,7 +189,8 @@ TEST(SlurmClusterResolverTest, GpuLessNodesGetCpuOnlyLayout) {
   EXPECT_EQ((*r)->gpus_per_node(), 0);
   EXPECT_EQ((*r)->gpus_per_task(), 0);
   EXPECT_EQ(SpecJson(**r),
-            Json::parse(R"({"worker": ["c1:8888", "c1:8889", "c2:8888", "c2:8889"]})"));
+            Json::parse(
+                R"({"worker": ["c1:8888", "c1:8889", "c2:8888", "c2:8889"]})"));
   EXPECT_FALSE(env.GetVar("CUDA_VISIBLE_DEVICES").has_value());
   EXPECT_EQ(*(*r)->num_accelerators(), (AcceleratorCounts{{"GPU", 0}}));
   EXPECT_EQ(*(*r)->master(), "grpc://c1:8889");
@@ -193,9 +198,9 @@ TEST(SlurmClusterResolverTest, GpuLessNodesGetCpuOnlyLayout) {
 
 TEST(SlurmClusterResolverTest, GpuCountFromNvidiaSmi) {
   FakeEnv env;
-  env.SetCommandOutput("nvidia-smi",
-                       std::string("GPU 0: A100 (UUID: x)\nGPU 1: A100 (UUID: y)\n"
-                                   "GPU 2: A100\nGPU 3: A100\nother line\n"));
+  env.SetCommandOutput(
+      "nvidia-smi", std::string("GPU 0: A100 (UUID: x)\nGPU 1: A100 (UUID: y)\n"
+                                "GPU 2: A100\nGPU 3: A100\nother line\n"));
   EXPECT_EQ(CountGpusForSlurm(&env), 4);
   StepEnv(env, "3", "4", "g[1-2]", "2(x2)");
   auto r = SlurmClusterResolver::Create(&env, {});
@@ -235,7 +240,8 @@ TEST(SlurmClusterResolverTest, RegisteredWithDetection) {
   auto r = registry.Create("slurm", &env);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)->name(), "slurm");
-  EXPECT_EQ((*r)->cluster_spec()->ToJson(), Json::parse(R"({"worker": ["solo:8888"]})"));
+  EXPECT_EQ((*r)->cluster_spec()->ToJson(),
+            Json::parse(R"({"worker": ["solo:8888"]})"));
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(
     char c = hostlist[i];
     if (in_brackets) {
       if (c == '[') {
-        return HostlistError(
-            hostlist, absl::StrCat("nested '[' at offset ", i));
+        return HostlistError(hostlist,
+                             absl::StrCat("nested '[' at offset ", i));
       }
       if (c == ']') in_brackets = false;
     } else if (c == '[') {
@@ -98,9 +98,9 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(
       }
       hosts.emplace_back(item);
       if (static_cast<int64_t>(hosts.size()) > kMaxExpandedEntries) {
-        return HostlistError(hostlist, absl::StrCat("expands to more than ",
-                                                    kMaxExpandedEntries,
-                                                    " hosts"));
+        return HostlistError(
+            hostlist, absl::StrCat("expands to more than ", kMaxExpandedEntries,
+                                   " hosts"));
       }
       continue;
     }
@@ -113,8 +113,8 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(
     // The splitter guarantees a matching ']' exists.
     if (close != item.size() - 1) {
       return HostlistError(
-          hostlist, absl::StrCat("text after the bracket group in item \"",
-                                 item, "\""));
+          hostlist,
+          absl::StrCat("text after the bracket group in item \"", item, "\""));
     }
     absl::string_view body = item.substr(open + 1, close - open - 1);
     if (body.empty()) {
@@ -126,9 +126,9 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(
       int64_t lo = 0, hi = 0;
       if (bounds.size() > 2 || !ParseNumber(bounds[0], &lo) ||
           (bounds.size() == 2 && !ParseNumber(bounds[1], &hi))) {
-        return HostlistError(
-            hostlist, absl::StrCat("\"", part, "\" in item \"", item,
-                                   "\" is not N or A-B"));
+        return HostlistError(hostlist,
+                             absl::StrCat("\"", part, "\" in item \"", item,
+                                          "\" is not N or A-B"));
       }
       if (bounds.size() == 1) hi = lo;
       if (hi < lo) {
@@ -137,9 +137,9 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(
                                    item, "\""));
       }
       if (hi - lo >= kMaxExpandedEntries - static_cast<int64_t>(hosts.size())) {
-        return HostlistError(hostlist, absl::StrCat("expands to more than ",
-                                                    kMaxExpandedEntries,
-                                                    " hosts"));
+        return HostlistError(
+            hostlist, absl::StrCat("expands to more than ", kMaxExpandedEntries,
+                                   " hosts"));
       }
       size_t width = bounds[0].size();
       for (int64_t v = lo; v <= hi; ++v) {
@@ -176,13 +176,13 @@ absl::StatusOr<std::vector<int>> ExpandTasksPerNode(
                         absl::StrCat("\"", item, "\" is not C or C(xR)"));
     }
     if (count > (int64_t{1} << 30)) {
-      return TasksError(tasks_per_node,
-                        absl::StrCat("task count ", count_text, " is too large"));
+      return TasksError(tasks_per_node, absl::StrCat("task count ", count_text,
+                                                     " is too large"));
     }
     if (repeat > kMaxExpandedEntries - static_cast<int64_t>(counts.size())) {
-      return TasksError(tasks_per_node, absl::StrCat("expands to more than ",
-                                                     kMaxExpandedEntries,
-                                                     " nodes"));
+      return TasksError(
+          tasks_per_node,
+          absl::StrCat("expands to more than ", kMaxExpandedEntries, " nodes"));
     }
     counts.insert(counts.end(), static_cast<size_t>(repeat),
                   static_cast<int>(count));

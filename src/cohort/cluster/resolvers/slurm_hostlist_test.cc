@@ -19,16 +19,17 @@ std::vector<std::string> Expand(absl::string_view s) {
 TEST(SlurmHostlistTest, PlainAndRanges) {
   EXPECT_THAT(Expand("n1"), ElementsAre("n1"));
   EXPECT_THAT(Expand("n[1-3]"), ElementsAre("n1", "n2", "n3"));
-  EXPECT_THAT(Expand("n[1-2],m5,o[3-4,6,7-9]"),
-              ElementsAre("n1", "n2", "m5", "o3", "o4", "o6", "o7", "o8", "o9"));
+  EXPECT_THAT(
+      Expand("n[1-2],m5,o[3-4,6,7-9]"),
+      ElementsAre("n1", "n2", "m5", "o3", "o4", "o6", "o7", "o8", "o9"));
   EXPECT_THAT(Expand(""), IsEmpty());
   EXPECT_THAT(Expand("[1-2]"), ElementsAre("1", "2"));
 }
 
 TEST(SlurmHostlistTest, ZeroPaddingFollowsTheLowerBound) {
-  EXPECT_THAT(Expand("n[0001-0003],m5,o[009-011]"),
-              ElementsAre("n0001", "n0002", "n0003", "m5", "o009", "o010",
-                          "o011"));
+  EXPECT_THAT(
+      Expand("n[0001-0003],m5,o[009-011]"),
+      ElementsAre("n0001", "n0002", "n0003", "m5", "o009", "o010", "o011"));
   EXPECT_THAT(Expand("n[8-11]"), ElementsAre("n8", "n9", "n10", "n11"));
   EXPECT_THAT(Expand("n[01-10]").back(), "n10");
   EXPECT_THAT(Expand("n[007]"), ElementsAre("n007"));

@@ -24,7 +24,8 @@ absl::Status FieldError(absl::string_view what, absl::string_view field,
 std::string DescribeTasks(const ClusterSpec::TaskMap& tasks) {
   if (tasks.empty()) return "no tasks";
   std::vector<std::string> indices;
-  for (const auto& entry : tasks) indices.push_back(std::to_string(entry.first));
+  for (const auto& entry : tasks)
+    indices.push_back(std::to_string(entry.first));
   return absl::StrCat("tasks ", absl::StrJoin(indices, ", "));
 }
 
@@ -54,15 +55,16 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view text,
     nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(
         text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
     COHORT_ASSIGN_OR_RETURN(
-        config.cluster,
-        ClusterSpec::FromJson(ordered.is_object() ? ordered["cluster"] : ordered,
-                              absl::StrCat(what, " \"cluster\"")));
+        config.cluster, ClusterSpec::FromJson(
+                            ordered.is_object() ? ordered["cluster"] : ordered,
+                            absl::StrCat(what, " \"cluster\"")));
   }
   auto task = json.find("task");
   if (task != json.end() && !task->is_null()) {
     if (!task->is_object()) {
-      return FieldError(what, "task", *task,
-                        "an object such as {\"type\": \"worker\", \"index\": 0}");
+      return FieldError(
+          what, "task", *task,
+          "an object such as {\"type\": \"worker\", \"index\": 0}");
     }
     auto type = task->find("type");
     if (type != task->end() && !type->is_null()) {
@@ -94,8 +96,9 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view text,
       config.task_index = value;
     }
   }
-  COHORT_ASSIGN_OR_RETURN(config.rpc_layer,
-                          JsonOptionalString(json, "rpc_layer", what, "rpc_layer"));
+  COHORT_ASSIGN_OR_RETURN(
+      config.rpc_layer,
+      JsonOptionalString(json, "rpc_layer", what, "rpc_layer"));
   COHORT_ASSIGN_OR_RETURN(
       config.session_master,
       JsonOptionalString(json, "session_master", what, "session_master"));
@@ -112,8 +115,7 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view text,
         return absl::InvalidArgumentError(absl::StrCat(
             what, ": \"task.type\" is \"", *config.task_type,
             "\", which is not a job of \"cluster\"; expected one of: ",
-            absl::StrJoin(config.cluster.jobs(), ", "),
-            " (or \"evaluator\")"));
+            absl::StrJoin(config.cluster.jobs(), ", "), " (or \"evaluator\")"));
       }
     } else if (config.task_index.has_value() &&
                (*config.task_index > std::numeric_limits<int>::max() ||
@@ -179,9 +181,8 @@ absl::StatusOr<std::string> TFConfigClusterResolver::master(
         "No task with index None in job '", *task_type, "'. The ", name(),
         " configuration names no task index and none was given"));
   }
-  COHORT_ASSIGN_OR_RETURN(
-      std::string address,
-      TaskAddress(spec, *task_type, *task_id));
+  COHORT_ASSIGN_OR_RETURN(std::string address,
+                          TaskAddress(spec, *task_type, *task_id));
   return FormatMasterUrl(address, rpc_layer);
 }
 

@@ -50,15 +50,18 @@ TEST(TFConfigClusterResolverTest, RereadsTheVariableOnEveryAccess) {
 TEST(TFConfigClusterResolverTest, MasterSpecialCases) {
   FakeEnv env;
   TFConfigClusterResolver resolver(&env);
-  env.SetVar("TF_CONFIG", R"({"cluster": {"worker": ["only:1"]}, "rpc_layer": "grpc"})");
+  env.SetVar("TF_CONFIG",
+             R"({"cluster": {"worker": ["only:1"]}, "rpc_layer": "grpc"})");
   EXPECT_EQ(*resolver.master(), "");  // one job with one task
   env.SetVar("TF_CONFIG", R"({"cluster": {"worker": ["a:1", "b:1"]},
                               "session_master": "sm:5"})");
-  EXPECT_EQ(*resolver.master(std::string("worker"), 1, std::string("grpc")), "sm:5");
+  EXPECT_EQ(*resolver.master(std::string("worker"), 1, std::string("grpc")),
+            "sm:5");
   env.SetVar("TF_CONFIG", R"({"cluster": {"worker": ["a:1", "b:1"]}})");
   auto no_task = resolver.master();
   EXPECT_EQ(no_task.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(no_task.status().message(), HasSubstr("No such job in cluster: None"));
+  EXPECT_THAT(no_task.status().message(),
+              HasSubstr("No such job in cluster: None"));
 }
 
 TEST(TFConfigClusterResolverTest, OverridesWinAndZeroIsHonoured) {
@@ -82,7 +85,8 @@ TEST(TFConfigClusterResolverTest, OverridesWinAndZeroIsHonoured) {
 
 TEST(TFConfigClusterResolverTest, JobsKeepTheOrderOfTfConfig) {
   FakeEnv env;
-  env.SetVar("TF_CONFIG", R"({"cluster": {"worker": ["w:1"], "chief": ["c:1"]}})");
+  env.SetVar("TF_CONFIG",
+             R"({"cluster": {"worker": ["w:1"], "chief": ["c:1"]}})");
   TFConfigClusterResolver resolver(&env);
   EXPECT_EQ(resolver.cluster_spec()->jobs(),
             (std::vector<std::string>{"worker", "chief"}));
@@ -100,10 +104,12 @@ TEST(TFConfigClusterResolverTest, NumericTaskTypeBecomesText) {
 TEST(TFConfigClusterResolverTest, NumAcceleratorsDefaultsToThisTask) {
   class Lister : public DeviceLister {
    public:
-    absl::StatusOr<std::vector<DeviceInfo>> ListDevices(absl::string_view) override {
-      return std::vector<DeviceInfo>{{"/job:worker/task:0/device:GPU:0", "GPU"},
-                                     {"/job:worker/task:1/device:GPU:0", "GPU"},
-                                     {"/job:worker/task:1/device:GPU:1", "GPU"}};
+    absl::StatusOr<std::vector<DeviceInfo>> ListDevices(
+        absl::string_view) override {
+      return std::vector<DeviceInfo>{
+          {"/job:worker/task:0/device:GPU:0", "GPU"},
+          {"/job:worker/task:1/device:GPU:0", "GPU"},
+          {"/job:worker/task:1/device:GPU:1", "GPU"}};
     }
   } lister;
   FakeEnv env;
@@ -121,7 +127,8 @@ struct BadConfig {
   std::vector<const char*> mentions;
 };
 
-TEST(TFConfigClusterResolverTest, MalformedConfigNamesFieldValueAndExpectation) {
+TEST(TFConfigClusterResolverTest,
+     MalformedConfigNamesFieldValueAndExpectation) {
   const BadConfig cases[] = {
       {R"({"cluster": )", {"TF_CONFIG", "not valid JSON"}},
       {R"([1, 2])", {"TF_CONFIG", "must be a JSON object", "[1,2]"}},
@@ -150,11 +157,13 @@ TEST(TFConfigClusterResolverTest, MalformedConfigNamesFieldValueAndExpectation) 
   for (const BadConfig& c : cases) {
     env.SetVar("TF_CONFIG", c.tf_config);
     auto spec = resolver.cluster_spec();
-    ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << c.tf_config;
+    ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.tf_config;
     for (const char* m : c.mentions) {
       EXPECT_THAT(spec.status().message(), HasSubstr(m)) << c.tf_config;
     }
-    EXPECT_EQ(resolver.master().status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(resolver.master().status().code(),
+              absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(resolver.task_type(), std::nullopt) << c.tf_config;
   }
   // An evaluator outside the cluster and a blank variable are valid.

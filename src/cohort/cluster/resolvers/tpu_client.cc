@@ -56,9 +56,10 @@ absl::StatusOr<std::unique_ptr<CloudTpuClient>> CloudTpuClient::Create(
       return absl::InvalidArgumentError("At least one TPU must be specified.");
     }
     if (options.tpu_list->size() != 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "Using multiple TPUs in a single session is not yet implemented (got ",
-          options.tpu_list->size(), " TPU names)"));
+      return absl::UnimplementedError(
+          absl::StrCat("Using multiple TPUs in a single session is not yet "
+                       "implemented (got ",
+                       options.tpu_list->size(), " TPU names)"));
     }
     tpu = (*options.tpu_list)[0];
   }
@@ -77,17 +78,19 @@ absl::StatusOr<std::unique_ptr<CloudTpuClient>> CloudTpuClient::Create(
     if (!config.has_value() || config->empty()) {
       return absl::InvalidArgumentError(
           "Please provide a TPU Name to connect to. (none was given, and "
-          "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS, TPU_NAME and TPU_CONFIG are unset)");
+          "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS, TPU_NAME and TPU_CONFIG are "
+          "unset)");
     }
     COHORT_ASSIGN_OR_RETURN(Json json, ParseJson(*config, "TPU_CONFIG"));
     if (!json.is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "TPU_CONFIG must be a JSON object with tpu_node_name, project and "
-          "zone; got ", JsonPreview(json)));
+          "zone; got ",
+          JsonPreview(json)));
     }
-    COHORT_ASSIGN_OR_RETURN(
-        std::optional<std::string> node,
-        JsonOptionalString(json, "tpu_node_name", "TPU_CONFIG", "tpu_node_name"));
+    COHORT_ASSIGN_OR_RETURN(std::optional<std::string> node,
+                            JsonOptionalString(json, "tpu_node_name",
+                                               "TPU_CONFIG", "tpu_node_name"));
     if (!node.has_value() || node->empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "TPU_CONFIG has no \"tpu_node_name\": ", JsonPreview(json),
@@ -104,7 +107,8 @@ absl::StatusOr<std::unique_ptr<CloudTpuClient>> CloudTpuClient::Create(
     if (!zone.has_value() || zone->empty()) zone = z;
   }
 
-  std::unique_ptr<CloudTpuClient> c(new CloudTpuClient(env, std::move(options)));
+  std::unique_ptr<CloudTpuClient> c(
+      new CloudTpuClient(env, std::move(options)));
   c->tpu_ = *tpu;
   c->use_api_ = !absl::StartsWith(c->tpu_, "grpc://");
   if (c->use_api_) {
@@ -139,17 +143,18 @@ std::string CloudTpuClient::full_name() const {
 
 absl::StatusOr<Json> CloudTpuClient::FetchNode() const {
   if (!use_api_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "TPU \"", tpu_, "\" is a list of grpc:// endpoints; there is no Cloud "
-        "TPU API node to read"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("TPU \"", tpu_,
+                     "\" is a list of grpc:// endpoints; there is no Cloud "
+                     "TPU API node to read"));
   }
   auto fail = [&](const absl::Status& cause) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Could not lookup TPU metadata from name '", tpu_,
         "'. Please doublecheck the tpu argument in the TPUClusterResolver "
-        "constructor (and the project \"", project_.value_or(""),
-        "\" and zone \"", zone_.value_or(""), "\"). Exception: ",
-        cause.ToString()));
+        "constructor (and the project \"",
+        project_.value_or(""), "\" and zone \"", zone_.value_or(""),
+        "\"). Exception: ", cause.ToString()));
   };
   std::string token;
   if (options_.access_token.has_value()) {
@@ -168,9 +173,8 @@ absl::StatusOr<Json> CloudTpuClient::FetchNode() const {
       "Cloud TPU nodes");
   if (!node.ok()) return fail(node.status());
   if (!node->is_object()) {
-    return fail(absl::InternalError(
-        absl::StrCat("GET ", url, ": expected a node object, got ",
-                     JsonPreview(*node))));
+    return fail(absl::InternalError(absl::StrCat(
+        "GET ", url, ": expected a node object, got ", JsonPreview(*node))));
   }
   return node;
 }
@@ -203,14 +207,14 @@ CloudTpuClient::NetworkEndpoints() const {
     const Json& eps = node["networkEndpoints"];
     if (!eps.is_array()) {
       return absl::InternalError(absl::StrCat(
-          "TPU \"", tpu_, "\": networkEndpoints is not a list: ",
-          JsonPreview(eps)));
+          "TPU \"", tpu_,
+          "\": networkEndpoints is not a list: ", JsonPreview(eps)));
     }
     for (const Json& ep : eps) {
       if (!ep.is_object() || !ep.contains("ipAddress")) {
         return absl::InternalError(absl::StrCat(
-            "TPU \"", tpu_, "\": a network endpoint without ipAddress: ",
-            JsonPreview(ep)));
+            "TPU \"", tpu_,
+            "\": a network endpoint without ipAddress: ", JsonPreview(ep)));
       }
       TpuNetworkEndpoint e;
       e.ip_address = JsonToText(ep["ipAddress"]);
@@ -221,9 +225,11 @@ CloudTpuClient::NetworkEndpoints() const {
     return out;
   }
   if (!node.contains("ipAddress") || !node.contains("port")) {
-    return absl::InternalError(absl::StrCat(
-        "TPU \"", tpu_, "\": the node has neither networkEndpoints nor "
-        "ipAddress and port: ", JsonPreview(node)));
+    return absl::InternalError(
+        absl::StrCat("TPU \"", tpu_,
+                     "\": the node has neither networkEndpoints nor "
+                     "ipAddress and port: ",
+                     JsonPreview(node)));
   }
   TpuNetworkEndpoint e;
   e.ip_address = JsonToText(node["ipAddress"]);

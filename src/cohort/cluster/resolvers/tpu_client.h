@@ -33,7 +33,8 @@
 
 namespace cohort {
 
-inline constexpr char kDefaultCloudTpuApiUrl[] = "https://tpu.googleapis.com/v1";
+inline constexpr char kDefaultCloudTpuApiUrl[] =
+    "https://tpu.googleapis.com/v1";
 inline constexpr char kDefaultTpuEndpointPort[] = "8470";
 
 // One worker endpoint of a TPU node.

@@ -40,8 +40,8 @@ std::string DeviceDictString(
 void SetTpuLocalServerStarter(TpuLocalServerStarter starter) {
   absl::MutexLock lock(&starter_mu);
   delete global_starter;
-  global_starter = starter ? new TpuLocalServerStarter(std::move(starter))
-                           : nullptr;
+  global_starter =
+      starter ? new TpuLocalServerStarter(std::move(starter)) : nullptr;
 }
 
 TpuDeviceDetails GetTpuDeviceDictAndCores(
@@ -75,8 +75,9 @@ absl::StatusOr<int> VerifyAndReturnSameCoreCount(
 absl::StatusOr<std::unique_ptr<TpuClusterResolver>> TpuClusterResolver::Create(
     Env* env, Options options) {
   std::unique_ptr<TpuClusterResolver> r(new TpuClusterResolver());
-  const bool local = options.client.tpu == std::optional<std::string>("local") &&
-                     !options.client.tpu_list.has_value();
+  const bool local =
+      options.client.tpu == std::optional<std::string>("local") &&
+      !options.client.tpu_list.has_value();
   if (!local) {
     COHORT_ASSIGN_OR_RETURN(r->client_,
                             CloudTpuClient::Create(env, options.client));
@@ -86,8 +87,8 @@ absl::StatusOr<std::unique_ptr<TpuClusterResolver>> TpuClusterResolver::Create(
   r->task_id_ = 0;
   r->coordinator_name_ = options.coordinator_name;
   r->coordinator_address_ = options.coordinator_address;
-  const bool has_name =
-      options.coordinator_name.has_value() && !options.coordinator_name->empty();
+  const bool has_name = options.coordinator_name.has_value() &&
+                        !options.coordinator_name->empty();
   const bool has_address = options.coordinator_address.has_value() &&
                            !options.coordinator_address->empty();
   if (has_name && !has_address) {
@@ -150,9 +151,9 @@ absl::StatusOr<std::string> TpuClusterResolver::master(
     const std::string job = task_type_.value_or("");
     const ClusterSpec::TaskMap* tasks = spec.tasks(job);
     if (tasks == nullptr || tasks->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "No TPUs with the specified names exist. (job \"", job,
-          "\" of TPU \"", client_->name(), "\" has no tasks)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("No TPUs with the specified names exist. (job \"", job,
+                       "\" of TPU \"", client_->name(), "\" has no tasks)"));
     }
     address = tasks->begin()->second;
   }
@@ -204,8 +205,8 @@ void RegisterTpuResolver(ResolverRegistry* registry) {
   reg.description =
       "Cloud TPU: TPU_NAME, KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS or TPU_CONFIG; "
       "COHORT_TPU_PROJECT/COHORT_TPU_ZONE (default: metadata server)";
-  reg.factory = [](Env* env)
-      -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
+  reg.factory =
+      [](Env* env) -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
     TpuClusterResolver::Options options;
     if (auto v = env->GetVar("COHORT_TPU_PROJECT"); v && !v->empty()) {
       options.client.project = *v;

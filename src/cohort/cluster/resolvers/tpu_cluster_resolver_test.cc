@@ -14,13 +14,15 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kNode[] = "projects/test-project/locations/us-central1-c/nodes/test-tpu-1";
+constexpr char kNode[] =
+    "projects/test-project/locations/us-central1-c/nodes/test-tpu-1";
 
 class TpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     metadata_.Set("project/project-id", "test-project");
-    metadata_.Set("instance/zone", "projects/test-project/locations/us-central1-c");
+    metadata_.Set("instance/zone",
+                  "projects/test-project/locations/us-central1-c");
     metadata_.Set("instance/network-interfaces/0/ip", "10.128.1.2");
     ASSERT_TRUE(metadata_.Start().ok());
     ASSERT_TRUE(tpu_.Start().ok());
@@ -75,27 +77,34 @@ TEST_F(TpuTest, PodResolutionFromApiWithProjectAndZoneFromMetadata) {
 }
 
 TEST_F(TpuTest, LegacyIpAndPortAndCoordinatorAddress) {
-  tpu_.SetNode(kNode, Json::parse(
-      R"({"ipAddress": "10.1.2.3", "port": "8470", "state": "READY"})"));
+  tpu_.SetNode(
+      kNode,
+      Json::parse(
+          R"({"ipAddress": "10.1.2.3", "port": "8470", "state": "READY"})"));
   auto o = Base("test-tpu-1");
   o.client.project = "test-project";
   o.client.zone = "us-central1-c";
   o.coordinator_name = "coordinator";
   o.coordinator_address = "10.128.1.5:10203";
   auto r = Make(o);
-  EXPECT_EQ(r->cluster_spec()->ToJson(), Json::parse(R"({"worker": ["10.1.2.3:8470"],
+  EXPECT_EQ(r->cluster_spec()->ToJson(),
+            Json::parse(R"({"worker": ["10.1.2.3:8470"],
       "coordinator": ["10.128.1.5:10203"]})"));
   // Project and zone were given: the metadata server only supplied a token.
-  EXPECT_THAT(metadata_.requests(),
-              ElementsAre("GET /computeMetadata/v1/instance/service-accounts/default/token"));
+  EXPECT_THAT(
+      metadata_.requests(),
+      ElementsAre(
+          "GET /computeMetadata/v1/instance/service-accounts/default/token"));
   auto eps = r->client()->NetworkEndpoints();
   ASSERT_TRUE(eps.ok());
   EXPECT_EQ((*eps)[0].raw, (Json{{"ipAddress", "10.1.2.3"}, {"port", "8470"}}));
 }
 
 TEST_F(TpuTest, CoordinatorServerThroughHookOrUnimplemented) {
-  tpu_.SetNode(kNode, Json::parse(
-      R"({"ipAddress": "10.1.2.3", "port": "8470", "state": "READY"})"));
+  tpu_.SetNode(
+      kNode,
+      Json::parse(
+          R"({"ipAddress": "10.1.2.3", "port": "8470", "state": "READY"})"));
   auto o = Base("test-tpu-1");
   o.coordinator_name = "coordinator";
   auto r = TpuClusterResolver::Create(&env_, o);
@@ -104,25 +113,32 @@ TEST_F(TpuTest, CoordinatorServerThroughHookOrUnimplemented) {
   EXPECT_THAT(r.status().message(), HasSubstr("coordinator_address"));
   o.start_local_server = [] { return absl::StatusOr<int>(40123); };
   auto ok = Make(o);
-  EXPECT_EQ(ok->cluster_spec()->ToJson(), Json::parse(R"({"worker": ["10.1.2.3:8470"],
+  EXPECT_EQ(ok->cluster_spec()->ToJson(),
+            Json::parse(R"({"worker": ["10.1.2.3:8470"],
       "coordinator": ["10.128.1.2:40123"]})"));
 }
 
 TEST_F(TpuTest, NodeNotReadyAndLookupFailure) {
-  tpu_.SetNode(kNode, Json::parse(R"({"state": "CREATING", "ipAddress": "1.1.1.1", "port": "1"})"));
+  tpu_.SetNode(
+      kNode,
+      Json::parse(
+          R"({"state": "CREATING", "ipAddress": "1.1.1.1", "port": "1"})"));
   auto r = Make(Base("test-tpu-1"));
   auto spec = r->cluster_spec();
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(spec.status().message(),
-              HasSubstr("TPU \"test-tpu-1\" is not yet ready; state: \"CREATING\""));
+  EXPECT_THAT(
+      spec.status().message(),
+      HasSubstr("TPU \"test-tpu-1\" is not yet ready; state: \"CREATING\""));
   tpu_.SetNode(kNode, Json::parse(R"({"ipAddress": "1.1.1.1", "port": "1"})"));
-  EXPECT_THAT(r->cluster_spec().status().message(), HasSubstr("state: \"None\""));
+  EXPECT_THAT(r->cluster_spec().status().message(),
+              HasSubstr("state: \"None\""));
 
   auto missing = Make(Base("nonexistent-tpu"));
   spec = missing->cluster_spec();
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(spec.status().message(),
-              HasSubstr("Could not lookup TPU metadata from name 'nonexistent-tpu'"));
+  EXPECT_THAT(
+      spec.status().message(),
+      HasSubstr("Could not lookup TPU metadata from name 'nonexistent-tpu'"));
   EXPECT_THAT(spec.status().message(), HasSubstr("HTTP 404"));
   EXPECT_THAT(spec.status().message(), HasSubstr(tpu_.api_url()));
 }
@@ -132,7 +148,8 @@ TEST_F(TpuTest, GrpcNamesBypassTheApi) {
   auto r = Make(Base("grpc://10.1.2.3:8470"));
   EXPECT_FALSE(r->client()->api_available());
   EXPECT_EQ(*r->master(), "grpc://10.1.2.3:8470");
-  EXPECT_EQ(r->cluster_spec()->ToJson(), Json::parse(R"({"worker": ["10.1.2.3:8470"]})"));
+  EXPECT_EQ(r->cluster_spec()->ToJson(),
+            Json::parse(R"({"worker": ["10.1.2.3:8470"]})"));
   EXPECT_TRUE(*r->client()->Recoverable());
   EXPECT_EQ(metadata_.request_count(), 0);
   EXPECT_EQ(tpu_.request_count(), 0);
@@ -142,9 +159,11 @@ TEST_F(TpuTest, NameFallbacks) {
   TpuClusterResolver::Options o = Base(std::nullopt);
   auto none = TpuClusterResolver::Create(&env_, o);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(none.status().message(), HasSubstr("Please provide a TPU Name to connect to."));
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("Please provide a TPU Name to connect to."));
 
-  env_.SetVar("TPU_CONFIG", R"({"tpu_node_name": "cfg-tpu", "project": "p", "zone": "z"})");
+  env_.SetVar("TPU_CONFIG",
+              R"({"tpu_node_name": "cfg-tpu", "project": "p", "zone": "z"})");
   auto cfg = Make(o);
   EXPECT_EQ(cfg->client()->name(), "cfg-tpu");
   EXPECT_EQ(cfg->client()->project(), "p");
@@ -156,8 +175,9 @@ TEST_F(TpuTest, NameFallbacks) {
   env_.SetVar("KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS",
               "grpc://10.120.27.5:8470,grpc://10.120.27.6:8470");
   auto gke = Make(o);
-  EXPECT_EQ(gke->cluster_spec()->ToJson(),
-            Json::parse(R"({"worker": ["10.120.27.5:8470", "10.120.27.6:8470"]})"));
+  EXPECT_EQ(
+      gke->cluster_spec()->ToJson(),
+      Json::parse(R"({"worker": ["10.120.27.5:8470", "10.120.27.6:8470"]})"));
 
   o.client.tpu_list = std::vector<std::string>{};
   EXPECT_THAT(TpuClusterResolver::Create(&env_, o).status().message(),
@@ -176,7 +196,8 @@ TEST_F(TpuTest, LocalTpu) {
 
 class ScriptedLister : public DeviceLister {
  public:
-  absl::StatusOr<std::vector<DeviceInfo>> ListDevices(absl::string_view master) override {
+  absl::StatusOr<std::vector<DeviceInfo>> ListDevices(
+      absl::string_view master) override {
     ++calls;
     last_master = std::string(master);
     if (failures_left > 0) {
@@ -204,7 +225,8 @@ TEST(TpuDevicesTest, DeviceDictAndCoreCount) {
   EXPECT_EQ(*VerifyAndReturnSameCoreCount(d.device_map), 2);
   auto uneven = VerifyAndReturnSameCoreCount({{"0", {"0"}}, {"1", {"1", "2"}}});
   EXPECT_EQ(uneven.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(uneven.status().message(), HasSubstr("TPU cores on each device is not the same"));
+  EXPECT_THAT(uneven.status().message(),
+              HasSubstr("TPU cores on each device is not the same"));
 }
 
 TEST_F(TpuTest, NumAcceleratorsRetriesDeadlineExceeded) {
@@ -222,7 +244,8 @@ TEST_F(TpuTest, NumAcceleratorsRetriesDeadlineExceeded) {
   lister.failures_left = 1000;
   auto failed = r->num_accelerators();
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(failed.status().message(), HasSubstr("Failed to connect to master"));
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("Failed to connect to master"));
   EXPECT_EQ(lister.calls, TpuClusterResolver::kTpuConnectRetries + 1);
 
   lister.failures_left = 0;

@@ -54,9 +54,8 @@ absl::StatusOr<ClusterSpec> UnionClusterResolver::cluster_spec() {
   for (size_t i = 0; i < resolvers_.size(); ++i) {
     auto spec = resolvers_[i]->cluster_spec();
     if (!spec.ok()) {
-      return Annotate(spec.status(),
-                      absl::StrCat("union: resolver ", i, " (",
-                                   resolvers_[i]->name(), ")"));
+      return Annotate(spec.status(), absl::StrCat("union: resolver ", i, " (",
+                                                  resolvers_[i]->name(), ")"));
     }
     specs.push_back(*std::move(spec));
   }
@@ -116,9 +115,8 @@ absl::StatusOr<std::string> UnionClusterResolver::master(
     std::optional<std::string> rpc_layer) {
   if (task_type.has_value() && task_id.has_value()) {
     COHORT_ASSIGN_OR_RETURN(ClusterSpec spec, cluster_spec());
-    COHORT_ASSIGN_OR_RETURN(
-        std::string address,
-        TaskAddress(spec, *task_type, *task_id));
+    COHORT_ASSIGN_OR_RETURN(std::string address,
+                            TaskAddress(spec, *task_type, *task_id));
     return FormatMasterUrl(address, RpcLayerOr(rpc_layer, rpc_layer_));
   }
   return resolvers_[0]->master(std::nullopt, std::nullopt, rpc_layer);

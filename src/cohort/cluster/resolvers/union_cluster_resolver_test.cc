@@ -34,8 +34,9 @@ std::vector<std::unique_ptr<ClusterResolver>> List(T... rs) {
 TEST(UnionClusterResolverTest, DenseListsConcatenateInResolverOrder) {
   auto u = Union(List(Simple(R"({"worker": ["w4:1", "w5:1"], "ps": ["p0:1"]})"),
                       Simple(R"({"worker": ["w0:1"]})")));
-  EXPECT_EQ(u->cluster_spec()->ToJson(),
-            Json::parse(R"({"worker": ["w4:1", "w5:1", "w0:1"], "ps": ["p0:1"]})"));
+  EXPECT_EQ(
+      u->cluster_spec()->ToJson(),
+      Json::parse(R"({"worker": ["w4:1", "w5:1", "w0:1"], "ps": ["p0:1"]})"));
   // A dict with dense keys counts as a list.
   auto dense_dict = Union(List(Simple(R"({"w": {"0": "a:1", "1": "b:1"}})"),
                                Simple(R"({"w": ["c:1"]})")));
@@ -47,13 +48,15 @@ TEST(UnionClusterResolverTest, SparseJobsMergeByIndexAndDetectDuplicates) {
   auto ok = Union(List(Simple(R"({"w": ["a:1", "b:1"]})"),
                        Simple(R"({"w": {"3": "c:1", "6": "d:1"}})")));
   EXPECT_EQ(ok->cluster_spec()->ToJson(),
-            Json::parse(R"({"w": {"0": "a:1", "1": "b:1", "3": "c:1", "6": "d:1"}})"));
+            Json::parse(
+                R"({"w": {"0": "a:1", "1": "b:1", "3": "c:1", "6": "d:1"}})"));
   auto clash = Union(List(Simple(R"({"w": ["a:1", "b:1"]})"),
                           Simple(R"({"w": {"1": "c:1"}})")));
   auto spec = clash->cluster_spec();
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(spec.status().message(),
-              HasSubstr("Duplicate keys detected when merging two ClusterSpecs: {1}"));
+  EXPECT_THAT(
+      spec.status().message(),
+      HasSubstr("Duplicate keys detected when merging two ClusterSpecs: {1}"));
   auto single = Union(List(Simple(R"({"w": {"1": "a:1", "3": "b:1"}})")));
   EXPECT_EQ(single->cluster_spec()->ToJson(),
             Json::parse(R"({"w": {"1": "a:1", "3": "b:1"}})"));
@@ -67,7 +70,8 @@ TEST(UnionClusterResolverTest, CreateRejectsEmptyAndNull) {
   with_null.push_back(nullptr);
   auto null = UnionClusterResolver::Create(std::move(with_null));
   EXPECT_EQ(null.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(null.status().message(), HasSubstr("All arguments must be a sub-class of"));
+  EXPECT_THAT(null.status().message(),
+              HasSubstr("All arguments must be a sub-class of"));
 }
 
 TEST(UnionClusterResolverTest, PropertiesComeFromOverridesThenFirstResolver) {
@@ -103,7 +107,8 @@ TEST(UnionClusterResolverTest, TaskIdOverrideOfZeroIsHonoured) {
   UnionClusterResolver::Overrides overrides;
   overrides.task_id = 0;
   overrides.task_type = "";
-  auto u = Union(List(Simple(R"({"worker": ["a:1", "b:1"]})", first)), overrides);
+  auto u =
+      Union(List(Simple(R"({"worker": ["a:1", "b:1"]})", first)), overrides);
   EXPECT_EQ(u->task_id(), 0);
   EXPECT_EQ(u->task_type(), "");
   auto later = Union(List(Simple(R"({"worker": ["a:1", "b:1"]})", first)));
@@ -119,10 +124,12 @@ TEST(UnionClusterResolverTest, MasterUsesMergedSpecOrFirstResolver) {
   auto u = Union(List(Simple(R"({"ps": ["p:1"]})", first),
                       Simple(R"({"worker": ["w0:1", "w1:1"]})")));
   EXPECT_EQ(*u->master(), "grpc://m:1");
-  EXPECT_EQ(*u->master(std::nullopt, std::nullopt, std::string("http")), "http://m:1");
+  EXPECT_EQ(*u->master(std::nullopt, std::nullopt, std::string("http")),
+            "http://m:1");
   // A named task gets the union's own rpc layer, not the first resolver's.
   EXPECT_EQ(*u->master(std::string("worker"), 1), "w1:1");
-  EXPECT_EQ(*u->master(std::string("worker"), 1, std::string("grpc")), "grpc://w1:1");
+  EXPECT_EQ(*u->master(std::string("worker"), 1, std::string("grpc")),
+            "grpc://w1:1");
   ASSERT_TRUE(u->set_rpc_layer(std::string("ab")).ok());
   EXPECT_EQ(*u->master(std::string("worker"), 0), "ab://w0:1");
 }

@@ -43,10 +43,11 @@ absl::StatusOr<std::vector<Tensor>> EvalGraph(
       continue;
     }
     std::vector<Tensor> inputs;
-    for (const Output& in : n->inputs) inputs.push_back(values[in.node()][in.index()]);
-    COHORT_ASSIGN_OR_RETURN(
-        std::unique_ptr<OpKernel> kernel,
-        StandardKernelRegistry()->CreateKernel(n->def, *n->op_def, TestDevice()));
+    for (const Output& in : n->inputs)
+      inputs.push_back(values[in.node()][in.index()]);
+    COHORT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel,
+                            StandardKernelRegistry()->CreateKernel(
+                                n->def, *n->op_def, TestDevice()));
     OpKernelContext::Params params;
     params.op_kernel = kernel.get();
     params.device = TestDevice();
@@ -56,7 +57,8 @@ absl::StatusOr<std::vector<Tensor>> EvalGraph(
     kernel->Compute(&ctx);
     if (!ctx.status().ok()) return AttachNodeName(ctx.status(), n->def);
     std::vector<Tensor>& outs = values[n];
-    for (int i = 0; i < ctx.num_outputs(); ++i) outs.push_back((*ctx.outputs())[i]);
+    for (int i = 0; i < ctx.num_outputs(); ++i)
+      outs.push_back((*ctx.outputs())[i]);
   }
   std::vector<Tensor> result;
   for (const Output& o : fetches) result.push_back(values[o.node()][o.index()]);
@@ -86,7 +88,8 @@ absl::StatusOr<double> MaxGradientError(const Scope& scope,
   COHORT_RETURN_IF_ERROR(scope.status());
   std::vector<std::pair<Output, Tensor>> feeds;
   for (size_t i = 0; i < xs.size(); ++i) feeds.emplace_back(xs[i], x_values[i]);
-  COHORT_ASSIGN_OR_RETURN(std::vector<Tensor> y_val, EvalGraph(scope, feeds, {y}));
+  COHORT_ASSIGN_OR_RETURN(std::vector<Tensor> y_val,
+                          EvalGraph(scope, feeds, {y}));
   if (!DataTypeIsFloating(y.dtype())) {
     return absl::InvalidArgumentError("MaxGradientError: y must be floating");
   }
@@ -98,17 +101,19 @@ absl::StatusOr<double> MaxGradientError(const Scope& scope,
     Set(&w, i, 0.5 + static_cast<double>(state >> 11) / 9007199254740992.0);
   }
   Scope s = scope.NewSubScope("grad_check");
-  Output loss = ops::Sum(s, ops::Reshape(s, ops::Mul(s, y, w), Tensor::Vec<int32_t>({-1})),
-                         0);
+  Output loss = ops::Sum(
+      s, ops::Reshape(s, ops::Mul(s, y, w), Tensor::Vec<int32_t>({-1})), 0);
   std::vector<Output> grads;
   COHORT_RETURN_IF_ERROR(AddSymbolicGradients(s, {loss}, xs, &grads));
-  COHORT_ASSIGN_OR_RETURN(std::vector<Tensor> symbolic, EvalGraph(scope, feeds, grads));
+  COHORT_ASSIGN_OR_RETURN(std::vector<Tensor> symbolic,
+                          EvalGraph(scope, feeds, grads));
   double max_err = 0;
   for (size_t k = 0; k < xs.size(); ++k) {
     if (symbolic[k].shape() != x_values[k].shape()) {
-      return absl::InternalError(absl::StrCat(
-          "gradient of x #", k, " has shape ", symbolic[k].shape().DebugString(),
-          " but x has shape ", x_values[k].shape().DebugString()));
+      return absl::InternalError(
+          absl::StrCat("gradient of x #", k, " has shape ",
+                       symbolic[k].shape().DebugString(), " but x has shape ",
+                       x_values[k].shape().DebugString()));
     }
     for (int64_t i = 0; i < x_values[k].NumElements(); ++i) {
       Tensor plus = x_values[k].DeepCopy(), minus = x_values[k].DeepCopy();
@@ -119,7 +124,8 @@ absl::StatusOr<double> MaxGradientError(const Scope& scope,
       auto run = [&](const Tensor& xv) -> absl::StatusOr<double> {
         auto f = feeds;
         f[k].second = xv;
-        COHORT_ASSIGN_OR_RETURN(std::vector<Tensor> l, EvalGraph(scope, f, {loss}));
+        COHORT_ASSIGN_OR_RETURN(std::vector<Tensor> l,
+                                EvalGraph(scope, f, {loss}));
         return Get(l[0], 0);
       };
       COHORT_ASSIGN_OR_RETURN(double lp, run(plus));

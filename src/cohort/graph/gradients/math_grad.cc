@@ -32,39 +32,49 @@ void ReduceBroadcastGrads(const Scope& s, const Output& x, const Output& y,
   out->push_back(gy.valid() ? ops::Reshape(s, ops::Sum(s, gy, r.r1), sy) : gy);
 }
 
-absl::Status AddGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status AddGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   ReduceBroadcastGrads(s, op.input(0), op.input(1), dz[0], dz[0], dx);
   return s.status();
 }
 
-absl::Status SubGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
-  ReduceBroadcastGrads(s, op.input(0), op.input(1), dz[0], ops::Neg(s, dz[0]), dx);
+absl::Status SubGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
+  ReduceBroadcastGrads(s, op.input(0), op.input(1), dz[0], ops::Neg(s, dz[0]),
+                       dx);
   return s.status();
 }
 
-absl::Status MulGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status MulGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   Output x = op.input(0), y = op.input(1);
-  ReduceBroadcastGrads(s, x, y, ops::Mul(s, dz[0], y), ops::Mul(s, x, dz[0]), dx);
+  ReduceBroadcastGrads(s, x, y, ops::Mul(s, dz[0], y), ops::Mul(s, x, dz[0]),
+                       dx);
   return s.status();
 }
 
-absl::Status DivGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status DivGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   Output x = op.input(0), y = op.input(1);
   Output gx = ops::Div(s, dz[0], y);
-  Output gy = ops::Div(s, ops::Mul(s, ops::Neg(s, dz[0]), x), ops::Square(s, y));
+  Output gy =
+      ops::Div(s, ops::Mul(s, ops::Neg(s, dz[0]), x), ops::Square(s, y));
   ReduceBroadcastGrads(s, x, y, gx, gy, dx);
   return s.status();
 }
 
-absl::Status PowGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status PowGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   Output x = op.input(0), y = op.input(1), z = op.output(0);
   // dz/dx = y * x^(y-1); dz/dy = z * log(x) (0 where x <= 0).
-  Output gx = ops::Mul(s, dz[0],
-                       ops::Mul(s, y, ops::Pow(s, x, ops::Sub(s, y, ops::OnesLike(s, y)))));
+  Output gx = ops::Mul(
+      s, dz[0],
+      ops::Mul(s, y, ops::Pow(s, x, ops::Sub(s, y, ops::OnesLike(s, y)))));
   // log(x) where x > 0, else 0 (the Log sees 1 there, so no NaN appears).
   Output positive = ops::Greater(s, x, ops::ZerosLike(s, x));
   Output safe_x = ops::Select(s, positive, x, ops::OnesLike(s, x));
-  Output log_x = ops::Select(s, positive, ops::Log(s, safe_x), ops::ZerosLike(s, x));
+  Output log_x =
+      ops::Select(s, positive, ops::Log(s, safe_x), ops::ZerosLike(s, x));
   Output gy = ops::Mul(s, ops::Mul(s, dz[0], z), log_x);
   ReduceBroadcastGrads(s, x, y, gx, gy, dx);
   return s.status();
@@ -82,7 +92,8 @@ absl::Status MaxMinGrad(bool is_max, const Scope& s, const Operation& op,
   return s.status();
 }
 
-absl::Status NegGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status NegGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   dx->push_back(ops::Neg(s, dz[0]));
   return s.status();
 }
@@ -93,27 +104,32 @@ absl::Status SquareGrad(const Scope& s, const Operation& op, const Grads& dz,
   return s.status();
 }
 
-absl::Status SqrtGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status SqrtGrad(const Scope& s, const Operation& op, const Grads& dz,
+                      Grads* dx) {
   dx->push_back(ops::Div(s, ops::Mul(s, dz[0], 0.5), op.output(0)));
   return s.status();
 }
 
-absl::Status ExpGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status ExpGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   dx->push_back(ops::Mul(s, dz[0], op.output(0)));
   return s.status();
 }
 
-absl::Status LogGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status LogGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   dx->push_back(ops::Div(s, dz[0], op.input(0)));
   return s.status();
 }
 
-absl::Status AddNGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status AddNGrad(const Scope& s, const Operation& op, const Grads& dz,
+                      Grads* dx) {
   for (int i = 0; i < op.num_inputs(); ++i) dx->push_back(dz[0]);
   return s.status();
 }
 
-absl::Status CastGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status CastGrad(const Scope& s, const Operation& op, const Grads& dz,
+                      Grads* dx) {
   DataType src = op.input(0).dtype();
   if (DataTypeIsFloating(src) && DataTypeIsFloating(dz[0].dtype())) {
     dx->push_back(ops::Cast(s, dz[0], src));
@@ -163,7 +179,8 @@ Output BroadcastToInput(const Scope& s, const Operation& op, const Output& dz) {
   return ops::Add(s, ops::ZerosLike(s, x), ops::Reshape(s, dz, kept));
 }
 
-absl::Status SumGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status SumGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   dx->push_back(BroadcastToInput(s, op, dz[0]));
   dx->push_back(NoGradient());
   return s.status();
@@ -179,7 +196,8 @@ absl::Status MeanGrad(const Scope& s, const Operation& op, const Grads& dz,
   return s.status();
 }
 
-absl::Status MaxGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status MaxGrad(const Scope& s, const Operation& op, const Grads& dz,
+                     Grads* dx) {
   Output x = op.input(0), axes = op.input(1);
   Output kept = ops::ReducedShape(s, ops::Shape(s, x), axes);
   Output y = ops::Reshape(s, op.output(0), kept);
@@ -201,13 +219,11 @@ absl::Status RegisterMathGradients(GradientRegistry* r) {
   COHORT_RETURN_IF_ERROR(r->Register("Div", DivGrad));
   COHORT_RETURN_IF_ERROR(r->Register("Pow", PowGrad));
   COHORT_RETURN_IF_ERROR(r->Register(
-      "Maximum", [](const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
-        return MaxMinGrad(true, s, op, dz, dx);
-      }));
+      "Maximum", [](const Scope& s, const Operation& op, const Grads& dz,
+                    Grads* dx) { return MaxMinGrad(true, s, op, dz, dx); }));
   COHORT_RETURN_IF_ERROR(r->Register(
-      "Minimum", [](const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
-        return MaxMinGrad(false, s, op, dz, dx);
-      }));
+      "Minimum", [](const Scope& s, const Operation& op, const Grads& dz,
+                    Grads* dx) { return MaxMinGrad(false, s, op, dz, dx); }));
   COHORT_RETURN_IF_ERROR(r->Register("Neg", NegGrad));
   COHORT_RETURN_IF_ERROR(r->Register("Square", SquareGrad));
   COHORT_RETURN_IF_ERROR(r->Register("Sqrt", SqrtGrad));

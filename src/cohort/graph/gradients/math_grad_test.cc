@@ -24,14 +24,15 @@ Tensor D(std::vector<double> v, TensorShape s) {
 // Feeds `xs` through placeholders (unknown shapes when `known_shapes` is
 // false, so broadcasting gradients take the run-time path) and checks the
 // gradient of f.
-void CheckGrad(const Fn& f, const std::vector<Tensor>& xs, bool known_shapes = false,
-               double tol = 1e-6) {
+void CheckGrad(const Fn& f, const std::vector<Tensor>& xs,
+               bool known_shapes = false, double tol = 1e-6) {
   Scope root = Scope::NewRootScope();
   std::vector<Output> ph;
   for (size_t i = 0; i < xs.size(); ++i) {
-    ph.push_back(ops::Placeholder(root.WithOpName(absl::StrCat("x", i)), xs[i].dtype(),
-                                  known_shapes ? PartialTensorShape(xs[i].shape())
-                                               : PartialTensorShape()));
+    ph.push_back(
+        ops::Placeholder(root.WithOpName(absl::StrCat("x", i)), xs[i].dtype(),
+                         known_shapes ? PartialTensorShape(xs[i].shape())
+                                      : PartialTensorShape()));
   }
   Output y = f(root, ph);
   ASSERT_TRUE(root.ok()) << root.status();
@@ -46,7 +47,9 @@ const Tensor kCol = D({1.1, -0.4}, TensorShape({2, 1}));
 const Tensor kPos = D({0.5, 1.2, 2.0, 1.5, 0.3, 0.7}, TensorShape({2, 3}));
 
 TEST(MathGradTest, AddWithBroadcasting) {
-  auto f = [](const Scope& s, const std::vector<Output>& x) { return ops::Add(s, x[0], x[1]); };
+  auto f = [](const Scope& s, const std::vector<Output>& x) {
+    return ops::Add(s, x[0], x[1]);
+  };
   CheckGrad(f, {kA, kRow});
   CheckGrad(f, {kA, kRow}, /*known_shapes=*/true);
   CheckGrad(f, {kCol, kRow});
@@ -54,25 +57,41 @@ TEST(MathGradTest, AddWithBroadcasting) {
 }
 
 TEST(MathGradTest, SubMulDivWithBroadcasting) {
-  CheckGrad([](const Scope& s, const std::vector<Output>& x) { return ops::Sub(s, x[0], x[1]); },
-            {kCol, kRow});
-  CheckGrad([](const Scope& s, const std::vector<Output>& x) { return ops::Mul(s, x[0], x[1]); },
-            {kA, kCol});
-  CheckGrad([](const Scope& s, const std::vector<Output>& x) { return ops::Div(s, x[0], x[1]); },
-            {kA, kRow});
+  CheckGrad(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Sub(s, x[0], x[1]);
+      },
+      {kCol, kRow});
+  CheckGrad(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Mul(s, x[0], x[1]);
+      },
+      {kA, kCol});
+  CheckGrad(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Div(s, x[0], x[1]);
+      },
+      {kA, kRow});
 }
 
 TEST(MathGradTest, Pow) {
-  CheckGrad([](const Scope& s, const std::vector<Output>& x) { return ops::Pow(s, x[0], x[1]); },
-            {kPos, kRow}, false, 1e-5);
+  CheckGrad(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Pow(s, x[0], x[1]);
+      },
+      {kPos, kRow}, false, 1e-5);
 }
 
 TEST(MathGradTest, MaximumMinimum) {
   CheckGrad(
-      [](const Scope& s, const std::vector<Output>& x) { return ops::Maximum(s, x[0], x[1]); },
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Maximum(s, x[0], x[1]);
+      },
       {kA, kRow});
   CheckGrad(
-      [](const Scope& s, const std::vector<Output>& x) { return ops::Minimum(s, x[0], x[1]); },
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ops::Minimum(s, x[0], x[1]);
+      },
       {kCol, kA});
 }
 
@@ -80,10 +99,13 @@ TEST(MathGradTest, UnaryOps) {
   using U = Output (*)(const Scope&, Input);
   for (U u : {static_cast<U>(ops::Neg), static_cast<U>(ops::Square),
               static_cast<U>(ops::Exp)}) {
-    CheckGrad([u](const Scope& s, const std::vector<Output>& x) { return u(s, x[0]); }, {kA});
+    CheckGrad([u](const Scope& s,
+                  const std::vector<Output>& x) { return u(s, x[0]); },
+              {kA});
   }
   for (U u : {static_cast<U>(ops::Sqrt), static_cast<U>(ops::Log)}) {
-    CheckGrad([u](const Scope& s, const std::vector<Output>& x) { return u(s, x[0]); },
+    CheckGrad([u](const Scope& s,
+                  const std::vector<Output>& x) { return u(s, x[0]); },
               {kPos});
   }
 }
@@ -109,15 +131,17 @@ TEST(MathGradTest, Select) {
 TEST(MathGradTest, CastPassesTheGradientBack) {
   Scope root = Scope::NewRootScope();
   auto x = ops::Placeholder(root, DT_DOUBLE);
-  auto y = ops::Sum(root, ops::Mul(root, ops::Cast(root, x, DT_FLOAT), 3.0f), 0);
+  auto y =
+      ops::Sum(root, ops::Mul(root, ops::Cast(root, x, DT_FLOAT), 3.0f), 0);
   auto xi = ops::Placeholder(root, DT_INT32);
   auto yi = ops::Sum(root, ops::Cast(root, xi, DT_FLOAT), 0);
   std::vector<Output> g;
-  ASSERT_TRUE(AddSymbolicGradients(root, {y, yi}, {x, xi}, &g).ok()) << root.status();
+  ASSERT_TRUE(AddSymbolicGradients(root, {y, yi}, {x, xi}, &g).ok())
+      << root.status();
   EXPECT_EQ(g[0].dtype(), DT_DOUBLE);
-  auto out = EvalGraph(root, {{x, Tensor::Vec<double>({1, 2})},
-                              {xi, Tensor::Vec<int32_t>({1})}},
-                       {g[0], g[1]});
+  auto out = EvalGraph(
+      root, {{x, Tensor::Vec<double>({1, 2})}, {xi, Tensor::Vec<int32_t>({1})}},
+      {g[0], g[1]});
   ASSERT_TRUE(out.ok()) << out.status();
   ExpectTensorNear((*out)[0], Tensor::Vec<double>({3, 3}), 1e-12);
   // No gradient flows into an integer: zeros.
@@ -142,22 +166,31 @@ TEST(MathGradTest, MatMulAllTransposes) {
 }
 
 TEST(MathGradTest, Reductions) {
-  const Tensor x = D({0.5, -1.2, 2.0, 1.5, -0.3, 0.7, 3.1, 0.2, -2.2, 1.0, 0.4, 0.8},
-                     TensorShape({2, 3, 2}));
+  const Tensor x =
+      D({0.5, -1.2, 2.0, 1.5, -0.3, 0.7, 3.1, 0.2, -2.2, 1.0, 0.4, 0.8},
+        TensorShape({2, 3, 2}));
   for (bool keep : {false, true}) {
-    CheckGrad([keep](const Scope& s, const std::vector<Output>& v) {
-      return ops::Sum(s, v[0], 1, keep);
-    }, {x});
-    CheckGrad([keep](const Scope& s, const std::vector<Output>& v) {
-      return ops::Mean(s, v[0], Tensor::Vec<int32_t>({0, 2}), keep);
-    }, {x});
-    CheckGrad([keep](const Scope& s, const std::vector<Output>& v) {
-      return ops::Max(s, v[0], -1, keep);
-    }, {x});
+    CheckGrad(
+        [keep](const Scope& s, const std::vector<Output>& v) {
+          return ops::Sum(s, v[0], 1, keep);
+        },
+        {x});
+    CheckGrad(
+        [keep](const Scope& s, const std::vector<Output>& v) {
+          return ops::Mean(s, v[0], Tensor::Vec<int32_t>({0, 2}), keep);
+        },
+        {x});
+    CheckGrad(
+        [keep](const Scope& s, const std::vector<Output>& v) {
+          return ops::Max(s, v[0], -1, keep);
+        },
+        {x});
   }
-  CheckGrad([](const Scope& s, const std::vector<Output>& v) {
-    return ops::Mean(s, v[0], Tensor::Vec<int32_t>({0, 1, 2}));
-  }, {x}, true);
+  CheckGrad(
+      [](const Scope& s, const std::vector<Output>& v) {
+        return ops::Mean(s, v[0], Tensor::Vec<int32_t>({0, 1, 2}));
+      },
+      {x}, true);
 }
 
 TEST(MathGradTest, MaxSplitsTiesEqually) {

@@ -12,7 +12,8 @@ namespace {
 
 using Grads = std::vector<Output>;
 
-absl::Status ReluGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status ReluGrad(const Scope& s, const Operation& op, const Grads& dz,
+                      Grads* dx) {
   Output y = op.output(0);
   dx->push_back(ops::Select(s, ops::Greater(s, y, ops::ZerosLike(s, y)), dz[0],
                             ops::ZerosLike(s, dz[0])));
@@ -22,11 +23,13 @@ absl::Status ReluGrad(const Scope& s, const Operation& op, const Grads& dz, Grad
 absl::Status SigmoidGrad(const Scope& s, const Operation& op, const Grads& dz,
                          Grads* dx) {
   Output y = op.output(0);
-  dx->push_back(ops::Mul(s, dz[0], ops::Mul(s, y, ops::Sub(s, ops::OnesLike(s, y), y))));
+  dx->push_back(
+      ops::Mul(s, dz[0], ops::Mul(s, y, ops::Sub(s, ops::OnesLike(s, y), y))));
   return s.status();
 }
 
-absl::Status TanhGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status TanhGrad(const Scope& s, const Operation& op, const Grads& dz,
+                      Grads* dx) {
   Output y = op.output(0);
   dx->push_back(
       ops::Mul(s, dz[0], ops::Sub(s, ops::OnesLike(s, y), ops::Square(s, y))));
@@ -50,8 +53,8 @@ Output XentFeaturesGrad(const Scope& s, const Operation& op, const Grads& dz) {
   return ops::Mul(s, g, op.output(1));
 }
 
-absl::Status SoftmaxXentGrad(const Scope& s, const Operation& op, const Grads& dz,
-                             Grads* dx) {
+absl::Status SoftmaxXentGrad(const Scope& s, const Operation& op,
+                             const Grads& dz, Grads* dx) {
   dx->push_back(XentFeaturesGrad(s, op, dz));
   // d loss / d labels = -dloss[:, None] * log_softmax(features).
   Output g = ops::Reshape(s, dz[0], Tensor::Vec<int32_t>({-1, 1}));
@@ -74,9 +77,10 @@ absl::Status RegisterNnGradients(GradientRegistry* r) {
   COHORT_RETURN_IF_ERROR(r->Register("Sigmoid", SigmoidGrad));
   COHORT_RETURN_IF_ERROR(r->Register("Tanh", TanhGrad));
   COHORT_RETURN_IF_ERROR(r->Register("Softmax", SoftmaxGrad));
-  COHORT_RETURN_IF_ERROR(r->Register("SoftmaxCrossEntropyWithLogits", SoftmaxXentGrad));
   COHORT_RETURN_IF_ERROR(
-      r->Register("SparseSoftmaxCrossEntropyWithLogits", SparseSoftmaxXentGrad));
+      r->Register("SoftmaxCrossEntropyWithLogits", SoftmaxXentGrad));
+  COHORT_RETURN_IF_ERROR(r->Register("SparseSoftmaxCrossEntropyWithLogits",
+                                     SparseSoftmaxXentGrad));
   return absl::OkStatus();
 }
 

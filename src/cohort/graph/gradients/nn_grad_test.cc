@@ -16,13 +16,14 @@ Tensor D(std::vector<double> v, TensorShape s) {
 
 const Tensor kX = D({0.5, -1.2, 2.0, 1.5, -0.3, 0.7}, TensorShape({2, 3}));
 
-double GradError(const std::vector<Tensor>& xs,
-                 const std::function<Output(const Scope&, const std::vector<Output>&)>& f) {
+double GradError(
+    const std::vector<Tensor>& xs,
+    const std::function<Output(const Scope&, const std::vector<Output>&)>& f) {
   Scope root = Scope::NewRootScope();
   std::vector<Output> ph;
   for (size_t i = 0; i < xs.size(); ++i) {
-    ph.push_back(ops::Placeholder(root.WithOpName(absl::StrCat("x", i)), xs[i].dtype(),
-                                  xs[i].shape()));
+    ph.push_back(ops::Placeholder(root.WithOpName(absl::StrCat("x", i)),
+                                  xs[i].dtype(), xs[i].shape()));
   }
   Output y = f(root, ph);
   EXPECT_TRUE(root.ok()) << root.status();
@@ -32,32 +33,47 @@ double GradError(const std::vector<Tensor>& xs,
 }
 
 TEST(NnGradTest, Activations) {
-  EXPECT_LT(GradError({kX}, [](const Scope& s, const std::vector<Output>& x) {
-              return ops::Relu(s, x[0]);
-            }), 1e-6);
-  EXPECT_LT(GradError({kX}, [](const Scope& s, const std::vector<Output>& x) {
-              return ops::Sigmoid(s, x[0]);
-            }), 1e-6);
-  EXPECT_LT(GradError({kX}, [](const Scope& s, const std::vector<Output>& x) {
-              return ops::Tanh(s, x[0]);
-            }), 1e-6);
-  EXPECT_LT(GradError({kX}, [](const Scope& s, const std::vector<Output>& x) {
-              return ops::Softmax(s, x[0]);
-            }), 1e-6);
+  EXPECT_LT(GradError({kX},
+                      [](const Scope& s, const std::vector<Output>& x) {
+                        return ops::Relu(s, x[0]);
+                      }),
+            1e-6);
+  EXPECT_LT(GradError({kX},
+                      [](const Scope& s, const std::vector<Output>& x) {
+                        return ops::Sigmoid(s, x[0]);
+                      }),
+            1e-6);
+  EXPECT_LT(GradError({kX},
+                      [](const Scope& s, const std::vector<Output>& x) {
+                        return ops::Tanh(s, x[0]);
+                      }),
+            1e-6);
+  EXPECT_LT(GradError({kX},
+                      [](const Scope& s, const std::vector<Output>& x) {
+                        return ops::Softmax(s, x[0]);
+                      }),
+            1e-6);
 }
 
 TEST(NnGradTest, SoftmaxCrossEntropyFeaturesAndLabels) {
   const Tensor labels = D({0.2, 0.3, 0.5, 1, 0, 0}, TensorShape({2, 3}));
-  EXPECT_LT(GradError({kX, labels}, [](const Scope& s, const std::vector<Output>& x) {
-              return ops::SoftmaxCrossEntropyWithLogits(s, x[0], x[1]).loss;
-            }), 1e-6);
+  EXPECT_LT(
+      GradError({kX, labels},
+                [](const Scope& s, const std::vector<Output>& x) {
+                  return ops::SoftmaxCrossEntropyWithLogits(s, x[0], x[1]).loss;
+                }),
+      1e-6);
 }
 
 TEST(NnGradTest, SparseSoftmaxCrossEntropy) {
   Tensor labels = Tensor::Vec<int64_t>({2, 0});
-  EXPECT_LT(GradError({kX}, [labels](const Scope& s, const std::vector<Output>& x) {
-              return ops::SparseSoftmaxCrossEntropyWithLogits(s, x[0], labels).loss;
-            }), 1e-6);
+  EXPECT_LT(GradError({kX},
+                      [labels](const Scope& s, const std::vector<Output>& x) {
+                        return ops::SparseSoftmaxCrossEntropyWithLogits(s, x[0],
+                                                                        labels)
+                            .loss;
+                      }),
+            1e-6);
 }
 
 }  // namespace

@@ -35,7 +35,8 @@ absl::Status ConcatGrad(const Scope& s, const Operation& op, const Grads& dz,
 
 absl::Status SliceGradFn(const Scope& s, const Operation& op, const Grads& dz,
                          Grads* dx) {
-  dx->push_back(ops::SliceGrad(s, ops::Shape(s, op.input(0)), op.input(1), dz[0]));
+  dx->push_back(
+      ops::SliceGrad(s, ops::Shape(s, op.input(0)), op.input(1), dz[0]));
   dx->push_back(NoGradient());
   dx->push_back(NoGradient());
   return s.status();
@@ -49,9 +50,11 @@ absl::Status SliceGradGrad(const Scope& s, const Operation& op, const Grads& dz,
   return s.status();
 }
 
-absl::Status FillGrad(const Scope& s, const Operation& op, const Grads& dz, Grads* dx) {
+absl::Status FillGrad(const Scope& s, const Operation& op, const Grads& dz,
+                      Grads* dx) {
   dx->push_back(NoGradient());
-  dx->push_back(ops::Sum(s, ops::Reshape(s, dz[0], Tensor::Vec<int32_t>({-1})), 0));
+  dx->push_back(
+      ops::Sum(s, ops::Reshape(s, dz[0], Tensor::Vec<int32_t>({-1})), 0));
   return s.status();
 }
 
@@ -63,9 +66,9 @@ absl::Status RegisterShapeGradients(GradientRegistry* r) {
   COHORT_RETURN_IF_ERROR(r->Register("Slice", SliceGradFn));
   COHORT_RETURN_IF_ERROR(r->Register("SliceGrad", SliceGradGrad));
   COHORT_RETURN_IF_ERROR(r->Register("Fill", FillGrad));
-  for (const char* op : {"Shape", "Size", "ZerosLike", "OnesLike",
-                         "BroadcastGradientArgs", "ReducedShape", "ConcatOffset",
-                         "RandomUniform", "RandomNormal"}) {
+  for (const char* op :
+       {"Shape", "Size", "ZerosLike", "OnesLike", "BroadcastGradientArgs",
+        "ReducedShape", "ConcatOffset", "RandomUniform", "RandomNormal"}) {
     COHORT_RETURN_IF_ERROR(r->RegisterNoGradient(op));
   }
   return absl::OkStatus();

@@ -2,12 +2,12 @@
 
 #include "cohort/base/status.h"
 #include "cohort/graph/kernels/array_ops.h"
-#include "cohort/graph/kernels/math_ops.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
-#include "cohort/graph/kernels/shape_ops.h"
-#include "cohort/graph/kernels/reduction_ops.h"
+#include "cohort/graph/kernels/math_ops.h"
 #include "cohort/graph/kernels/nn_ops.h"
 #include "cohort/graph/kernels/random_ops.h"
+#include "cohort/graph/kernels/reduction_ops.h"
+#include "cohort/graph/kernels/shape_ops.h"
 #include "cohort/graph/kernels/training_ops.h"
 
 namespace cohort {

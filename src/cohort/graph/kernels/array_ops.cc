@@ -12,8 +12,9 @@ absl::Status ConstShape(InferenceContext* c) {
   DataType dtype;
   COHORT_RETURN_IF_ERROR(c->GetAttr("dtype", &dtype));
   if (value.dtype() != dtype) {
-    return c->InvalidArgument(absl::StrCat("value is ", DataTypeName(value.dtype()),
-                                           " but dtype is ", DataTypeName(dtype)));
+    return c->InvalidArgument(
+        absl::StrCat("value is ", DataTypeName(value.dtype()), " but dtype is ",
+                     DataTypeName(dtype)));
   }
   c->set_output(0, value.shape());
   return absl::OkStatus();
@@ -95,14 +96,15 @@ absl::Status RegisterArrayOps(OpRegistry* r) {
                                          .Output("output: T")
                                          .Attr("T: type")
                                          .SetShapeFn(shape_fns::Unchanged)));
-  COHORT_RETURN_IF_ERROR(r->Register(
-      OpDefBuilder("NoOp").SetShapeFn(shape_fns::NoOutputs)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("NoOp").SetShapeFn(shape_fns::NoOutputs)));
   return absl::OkStatus();
 }
 
 absl::Status RegisterArrayKernels(KernelRegistry* r) {
   COHORT_RETURN_IF_ERROR(r->Register<ConstOp>(KernelDefBuilder("Const")));
-  COHORT_RETURN_IF_ERROR(r->Register<PlaceholderOp>(KernelDefBuilder("Placeholder")));
+  COHORT_RETURN_IF_ERROR(
+      r->Register<PlaceholderOp>(KernelDefBuilder("Placeholder")));
   COHORT_RETURN_IF_ERROR(r->Register<IdentityOp>(KernelDefBuilder("Identity")));
   COHORT_RETURN_IF_ERROR(r->Register<NoOpKernel>(KernelDefBuilder("NoOp")));
   return absl::OkStatus();
@@ -111,7 +113,8 @@ absl::Status RegisterArrayKernels(KernelRegistry* r) {
 namespace ops {
 
 Output Const(const Scope& scope, const Tensor& value) {
-  return BuildOp(scope, "Const", {}, {{"value", value}, {"dtype", value.dtype()}})
+  return BuildOp(scope, "Const", {},
+                 {{"value", value}, {"dtype", value.dtype()}})
       .output(0);
 }
 

@@ -17,7 +17,8 @@ TEST(ArrayOpsTest, ConstOutputsItsValue) {
 }
 
 TEST(ArrayOpsTest, ConstRejectsMismatchedDtype) {
-  auto out = RunKernel("Const", {}, {{"value", Tensor(1.f)}, {"dtype", DT_INT32}});
+  auto out =
+      RunKernel("Const", {}, {{"value", Tensor(1.f)}, {"dtype", DT_INT32}});
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -29,11 +30,14 @@ TEST(ArrayOpsTest, IdentitySharesTheBuffer) {
 }
 
 TEST(ArrayOpsTest, UnfedPlaceholderFailsNamingIt) {
-  auto out = RunKernel("Placeholder", {}, {{"dtype", DT_FLOAT},
-                                           {"shape", PartialTensorShape({-1, 3})}});
+  auto out =
+      RunKernel("Placeholder", {},
+                {{"dtype", DT_FLOAT}, {"shape", PartialTensorShape({-1, 3})}});
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(out.status().message()),
-              HasSubstr("you must feed a value for placeholder 'op' (float, shape [?,3])"));
+  EXPECT_THAT(
+      std::string(out.status().message()),
+      HasSubstr(
+          "you must feed a value for placeholder 'op' (float, shape [?,3])"));
 }
 
 TEST(ArrayOpsTest, NoOpHasNoOutputs) {

@@ -50,7 +50,8 @@ TEST(BCastTest, ScalarAndOnes) {
 TEST(BCastTest, Incompatible) {
   BCast b(BCast::Vec{2, 3}, BCast::Vec{4});
   EXPECT_FALSE(b.valid());
-  EXPECT_EQ(b.ErrorMessage(), "incompatible shapes for broadcasting: [2,3] and [4]");
+  EXPECT_EQ(b.ErrorMessage(),
+            "incompatible shapes for broadcasting: [2,3] and [4]");
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 //
 //   // A binary functor usable in Eigen's binaryExpr (vectorised if Eigen
 //   // knows it, e.g. Eigen::internal::scalar_sum_op<T>):
-//   r->Register<BinaryCwiseOp<float, float, Eigen::internal::scalar_sum_op<float>>>(
+//   r->Register<BinaryCwiseOp<float, float,
+//   Eigen::internal::scalar_sum_op<float>>>(
 //       KernelDefBuilder("Add").TypeConstraint<float>("T"));
 //
 // BinaryCwiseOp<T, OutT, F>: inputs 0 and 1 of dtype T, output 0 of dtype
@@ -55,15 +56,15 @@ void BinaryBroadcastCompute(OpKernelContext* ctx, const Tensor& x,
     return;
   }
   if (y.NumElements() == 1) {
-    EvalMaybeParallel(ctx, n, o,
-                      x.flat<T>().unaryExpr(
-                          Eigen::internal::bind2nd_op<F>(y.flat<T>()(0))));
+    EvalMaybeParallel(
+        ctx, n, o,
+        x.flat<T>().unaryExpr(Eigen::internal::bind2nd_op<F>(y.flat<T>()(0))));
     return;
   }
   if (x.NumElements() == 1) {
-    EvalMaybeParallel(ctx, n, o,
-                      y.flat<T>().unaryExpr(
-                          Eigen::internal::bind1st_op<F>(x.flat<T>()(0))));
+    EvalMaybeParallel(
+        ctx, n, o,
+        y.flat<T>().unaryExpr(Eigen::internal::bind1st_op<F>(x.flat<T>()(0))));
     return;
   }
   const int rank = static_cast<int>(b.result_shape().size());
@@ -81,11 +82,21 @@ void BinaryBroadcastCompute(OpKernelContext* ctx, const Tensor& x,
                       xr.broadcast(xb).binaryExpr(yr.broadcast(yb), f));
   };
   switch (rank) {
-    case 1: run(std::integral_constant<int, 1>()); break;
-    case 2: run(std::integral_constant<int, 2>()); break;
-    case 3: run(std::integral_constant<int, 3>()); break;
-    case 4: run(std::integral_constant<int, 4>()); break;
-    case 5: run(std::integral_constant<int, 5>()); break;
+    case 1:
+      run(std::integral_constant<int, 1>());
+      break;
+    case 2:
+      run(std::integral_constant<int, 2>());
+      break;
+    case 3:
+      run(std::integral_constant<int, 3>());
+      break;
+    case 4:
+      run(std::integral_constant<int, 4>());
+      break;
+    case 5:
+      run(std::integral_constant<int, 5>());
+      break;
     default: {
       // Rare: more than 5 alternating broadcast patterns; elementwise loop.
       const auto& shape = b.output_shape();

@@ -49,7 +49,8 @@ class IntDivOp : public OpKernel {
     const Tensor& x = ctx->input(0);
     const Tensor& y = ctx->input(1);
     BCast b(x.shape(), y.shape());
-    COHORT_OP_REQUIRES(ctx, b.valid(), absl::InvalidArgumentError(b.ErrorMessage()));
+    COHORT_OP_REQUIRES(ctx, b.valid(),
+                       absl::InvalidArgumentError(b.ErrorMessage()));
     for (T v : y.span<T>()) {
       COHORT_OP_REQUIRES(ctx, v != 0,
                          absl::InvalidArgumentError(absl::StrCat(
@@ -58,8 +59,8 @@ class IntDivOp : public OpKernel {
     }
     Tensor* out = nullptr;
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, b.output_shape(), &out));
-    BinaryBroadcastCompute<T, T, Eigen::internal::scalar_quotient_op<T>>(ctx, x, y,
-                                                                         b, out);
+    BinaryBroadcastCompute<T, T, Eigen::internal::scalar_quotient_op<T>>(
+        ctx, x, y, b, out);
   }
 };
 
@@ -70,12 +71,11 @@ class AddNOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& first = ctx->input(0);
     for (int i = 1; i < ctx->num_inputs(); ++i) {
-      COHORT_OP_REQUIRES(
-          ctx, ctx->input(i).shape() == first.shape(),
-          absl::InvalidArgumentError(absl::StrCat(
-              "AddN inputs must have one shape: input 0 is ",
-              first.shape().DebugString(), " but input ", i, " is ",
-              ctx->input(i).shape().DebugString())));
+      COHORT_OP_REQUIRES(ctx, ctx->input(i).shape() == first.shape(),
+                         absl::InvalidArgumentError(absl::StrCat(
+                             "AddN inputs must have one shape: input 0 is ",
+                             first.shape().DebugString(), " but input ", i,
+                             " is ", ctx->input(i).shape().DebugString())));
     }
     if (ctx->num_inputs() == 1) {
       ctx->set_output(0, first);
@@ -100,21 +100,21 @@ class SelectOp : public OpKernel {
     const Tensor& c = ctx->input(0);
     const Tensor& t = ctx->input(1);
     const Tensor& e = ctx->input(2);
-    COHORT_OP_REQUIRES(ctx, t.shape() == e.shape(),
-                       absl::InvalidArgumentError(absl::StrCat(
-                           "'t' and 'e' must have one shape, got ",
-                           t.shape().DebugString(), " and ",
-                           e.shape().DebugString())));
+    COHORT_OP_REQUIRES(
+        ctx, t.shape() == e.shape(),
+        absl::InvalidArgumentError(absl::StrCat(
+            "'t' and 'e' must have one shape, got ", t.shape().DebugString(),
+            " and ", e.shape().DebugString())));
     if (c.dims() == 0) {
       ctx->set_output(0, c.scalar<bool>() ? t : e);
       return;
     }
-    COHORT_OP_REQUIRES(ctx, c.shape() == t.shape(),
-                       absl::InvalidArgumentError(absl::StrCat(
-                           "condition has shape ", c.shape().DebugString(),
-                           " but 't' and 'e' have shape ",
-                           t.shape().DebugString(),
-                           "; the condition must match or be a scalar")));
+    COHORT_OP_REQUIRES(
+        ctx, c.shape() == t.shape(),
+        absl::InvalidArgumentError(absl::StrCat(
+            "condition has shape ", c.shape().DebugString(),
+            " but 't' and 'e' have shape ", t.shape().DebugString(),
+            "; the condition must match or be a scalar")));
     Tensor* out = nullptr;
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, t.shape(), &out));
     EvalMaybeParallel(ctx, t.NumElements(), out->flat<T>(),
@@ -139,9 +139,11 @@ class CastOp : public OpKernel {
   }
 };
 
-// --- Registration helpers ------------------------------------------------------
+// --- Registration helpers
+// ------------------------------------------------------
 
-absl::Status RegisterBinary(OpRegistry* r, const char* name, const char* types) {
+absl::Status RegisterBinary(OpRegistry* r, const char* name,
+                            const char* types) {
   return r->Register(OpDefBuilder(name)
                          .Input("x: T")
                          .Input("y: T")
@@ -206,10 +208,12 @@ absl::Status RegisterNumericKernels(KernelRegistry* r) {
       (Reg<BinaryCwiseOp<T, T, ei::scalar_min_op<T, T>>>(r, "Minimum", t)));
   COHORT_RETURN_IF_ERROR(
       (Reg<BinaryCwiseOp<T, bool, GreaterFunctor<T>>>(r, "Greater", t)));
-  COHORT_RETURN_IF_ERROR((Reg<BinaryCwiseOp<T, bool, LessFunctor<T>>>(r, "Less", t)));
+  COHORT_RETURN_IF_ERROR(
+      (Reg<BinaryCwiseOp<T, bool, LessFunctor<T>>>(r, "Less", t)));
   COHORT_RETURN_IF_ERROR(
       (Reg<BinaryCwiseOp<T, bool, EqualFunctor<T>>>(r, "Equal", t)));
-  COHORT_RETURN_IF_ERROR((Reg<UnaryCwiseOp<T, T, ei::scalar_opposite_op<T>>>(r, "Neg", t)));
+  COHORT_RETURN_IF_ERROR(
+      (Reg<UnaryCwiseOp<T, T, ei::scalar_opposite_op<T>>>(r, "Neg", t)));
   COHORT_RETURN_IF_ERROR(
       (Reg<UnaryCwiseOp<T, T, ei::scalar_square_op<T>>>(r, "Square", t)));
   COHORT_RETURN_IF_ERROR((Reg<AddNOp<T>>(r, "AddN", t)));
@@ -223,18 +227,23 @@ absl::Status RegisterFloatKernels(KernelRegistry* r) {
   const DataType t = DataTypeToEnum<T>::value;
   COHORT_RETURN_IF_ERROR(
       (Reg<BinaryCwiseOp<T, T, ei::scalar_quotient_op<T>>>(r, "Div", t)));
-  COHORT_RETURN_IF_ERROR((Reg<BinaryCwiseOp<T, T, PowFunctor<T>>>(r, "Pow", t)));
-  COHORT_RETURN_IF_ERROR((Reg<UnaryCwiseOp<T, T, ei::scalar_sqrt_op<T>>>(r, "Sqrt", t)));
-  COHORT_RETURN_IF_ERROR((Reg<UnaryCwiseOp<T, T, ei::scalar_exp_op<T>>>(r, "Exp", t)));
-  COHORT_RETURN_IF_ERROR((Reg<UnaryCwiseOp<T, T, ei::scalar_log_op<T>>>(r, "Log", t)));
+  COHORT_RETURN_IF_ERROR(
+      (Reg<BinaryCwiseOp<T, T, PowFunctor<T>>>(r, "Pow", t)));
+  COHORT_RETURN_IF_ERROR(
+      (Reg<UnaryCwiseOp<T, T, ei::scalar_sqrt_op<T>>>(r, "Sqrt", t)));
+  COHORT_RETURN_IF_ERROR(
+      (Reg<UnaryCwiseOp<T, T, ei::scalar_exp_op<T>>>(r, "Exp", t)));
+  COHORT_RETURN_IF_ERROR(
+      (Reg<UnaryCwiseOp<T, T, ei::scalar_log_op<T>>>(r, "Log", t)));
   return absl::OkStatus();
 }
 
 template <typename Src, typename Dst>
 absl::Status RegisterCast(KernelRegistry* r) {
-  return r->Register<CastOp<Src, Dst>>(KernelDefBuilder("Cast")
-                                           .TypeConstraint("SrcT", DataTypeToEnum<Src>::value)
-                                           .TypeConstraint("DstT", DataTypeToEnum<Dst>::value));
+  return r->Register<CastOp<Src, Dst>>(
+      KernelDefBuilder("Cast")
+          .TypeConstraint("SrcT", DataTypeToEnum<Src>::value)
+          .TypeConstraint("DstT", DataTypeToEnum<Dst>::value));
 }
 
 template <typename Src>
@@ -266,24 +275,27 @@ absl::Status RegisterElementwiseOps(OpRegistry* r) {
   for (const char* name : {"Greater", "Less", "Equal"}) {
     COHORT_RETURN_IF_ERROR(RegisterComparison(r, name));
   }
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("AddN")
-                                         .Input("inputs: N * T")
-                                         .Output("sum: T")
-                                         .Attr("T: {float, double, int32, int64}")
-                                         .SetShapeFn(AddNShape)));
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Select")
-                                         .Input("condition: bool")
-                                         .Input("t: T")
-                                         .Input("e: T")
-                                         .Output("output: T")
-                                         .Attr("T: {float, double, int32, int64, bool}")
-                                         .SetShapeFn(SelectShape)));
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Cast")
-                                         .Input("x: SrcT")
-                                         .Output("y: DstT")
-                                         .Attr("SrcT: {float, double, int32, int64, bool}")
-                                         .Attr("DstT: {float, double, int32, int64, bool}")
-                                         .SetShapeFn(shape_fns::Unchanged)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("AddN")
+                      .Input("inputs: N * T")
+                      .Output("sum: T")
+                      .Attr("T: {float, double, int32, int64}")
+                      .SetShapeFn(AddNShape)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("Select")
+                      .Input("condition: bool")
+                      .Input("t: T")
+                      .Input("e: T")
+                      .Output("output: T")
+                      .Attr("T: {float, double, int32, int64, bool}")
+                      .SetShapeFn(SelectShape)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("Cast")
+                      .Input("x: SrcT")
+                      .Output("y: DstT")
+                      .Attr("SrcT: {float, double, int32, int64, bool}")
+                      .Attr("DstT: {float, double, int32, int64, bool}")
+                      .SetShapeFn(shape_fns::Unchanged)));
   return absl::OkStatus();
 }
 
@@ -324,11 +336,21 @@ Output Sub(const Scope& s, Input x, Input y) { return Binary(s, "Sub", x, y); }
 Output Mul(const Scope& s, Input x, Input y) { return Binary(s, "Mul", x, y); }
 Output Div(const Scope& s, Input x, Input y) { return Binary(s, "Div", x, y); }
 Output Pow(const Scope& s, Input x, Input y) { return Binary(s, "Pow", x, y); }
-Output Maximum(const Scope& s, Input x, Input y) { return Binary(s, "Maximum", x, y); }
-Output Minimum(const Scope& s, Input x, Input y) { return Binary(s, "Minimum", x, y); }
-Output Greater(const Scope& s, Input x, Input y) { return Binary(s, "Greater", x, y); }
-Output Less(const Scope& s, Input x, Input y) { return Binary(s, "Less", x, y); }
-Output Equal(const Scope& s, Input x, Input y) { return Binary(s, "Equal", x, y); }
+Output Maximum(const Scope& s, Input x, Input y) {
+  return Binary(s, "Maximum", x, y);
+}
+Output Minimum(const Scope& s, Input x, Input y) {
+  return Binary(s, "Minimum", x, y);
+}
+Output Greater(const Scope& s, Input x, Input y) {
+  return Binary(s, "Greater", x, y);
+}
+Output Less(const Scope& s, Input x, Input y) {
+  return Binary(s, "Less", x, y);
+}
+Output Equal(const Scope& s, Input x, Input y) {
+  return Binary(s, "Equal", x, y);
+}
 Output Neg(const Scope& s, Input x) { return Unary(s, "Neg", x); }
 Output Square(const Scope& s, Input x) { return Unary(s, "Square", x); }
 Output Sqrt(const Scope& s, Input x) { return Unary(s, "Sqrt", x); }

@@ -6,12 +6,13 @@
 namespace cohort {
 
 absl::Status RegisterMathOps(OpRegistry* r) {
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Add")
-                                         .Input("x: T")
-                                         .Input("y: T")
-                                         .Output("z: T")
-                                         .Attr("T: {float, double, int32, int64}")
-                                         .SetShapeFn(shape_fns::BroadcastBinaryOp)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("Add")
+                      .Input("x: T")
+                      .Input("y: T")
+                      .Output("z: T")
+                      .Attr("T: {float, double, int32, int64}")
+                      .SetShapeFn(shape_fns::BroadcastBinaryOp)));
   return absl::OkStatus();
 }
 

@@ -14,7 +14,8 @@ Tensor Mat(std::initializer_list<float> v, TensorShape s) {
 }
 
 TEST(AddTest, SameShape) {
-  auto out = RunKernel("Add", {Tensor::Vec<float>({1, 2}), Tensor::Vec<float>({10, 20})});
+  auto out = RunKernel(
+      "Add", {Tensor::Vec<float>({1, 2}), Tensor::Vec<float>({10, 20})});
   ASSERT_TRUE(out.ok()) << out.status();
   ExpectTensorEqual((*out)[0], Tensor::Vec<float>({11, 22}));
 }
@@ -33,7 +34,8 @@ TEST(AddTest, NumpyBroadcasting) {
   auto out = RunKernel("Add", {Mat({1, 2}, TensorShape({2, 1})),
                                Tensor::Vec<float>({10, 20, 30})});
   ASSERT_TRUE(out.ok()) << out.status();
-  ExpectTensorEqual((*out)[0], Mat({11, 21, 31, 12, 22, 32}, TensorShape({2, 3})));
+  ExpectTensorEqual((*out)[0],
+                    Mat({11, 21, 31, 12, 22, 32}, TensorShape({2, 3})));
   // [2,1,2] + [3,1] -> [2,3,2]
   auto out3 = RunKernel("Add", {Mat({1, 2, 3, 4}, TensorShape({2, 1, 2})),
                                 Mat({10, 20, 30}, TensorShape({3, 1}))});
@@ -56,9 +58,14 @@ TEST(AddTest, ManyAlternatingBroadcastDims) {
   auto ot = o.tensor<int32_t, 6>();
   auto xt = x.tensor<int32_t, 6>();
   auto yt = y.tensor<int32_t, 6>();
-  for (int a = 0; a < 2; ++a) for (int b = 0; b < 2; ++b) for (int c = 0; c < 2; ++c)
-  for (int d = 0; d < 2; ++d) for (int e = 0; e < 2; ++e) for (int f = 0; f < 2; ++f)
-    ASSERT_EQ(ot(a, b, c, d, e, f), xt(a, 0, c, 0, e, 0) + yt(0, b, 0, d, 0, f));
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 2; ++c)
+        for (int d = 0; d < 2; ++d)
+          for (int e = 0; e < 2; ++e)
+            for (int f = 0; f < 2; ++f)
+              ASSERT_EQ(ot(a, b, c, d, e, f),
+                        xt(a, 0, c, 0, e, 0) + yt(0, b, 0, d, 0, f));
 }
 
 TEST(AddTest, LargeTensorUsesThePoolAndIsCorrect) {
@@ -70,11 +77,13 @@ TEST(AddTest, LargeTensorUsesThePoolAndIsCorrect) {
   }
   auto out = RunKernel("Add", {x, y});
   ASSERT_TRUE(out.ok());
-  for (int64_t i = 0; i < n; i += 997) ASSERT_EQ((*out)[0].flat<float>()(i), 3 * i);
+  for (int64_t i = 0; i < n; i += 997)
+    ASSERT_EQ((*out)[0].flat<float>()(i), 3 * i);
 }
 
 TEST(AddTest, Errors) {
-  auto bad = RunKernel("Add", {Tensor::Vec<float>({1, 2}), Tensor::Vec<float>({1, 2, 3})});
+  auto bad = RunKernel(
+      "Add", {Tensor::Vec<float>({1, 2}), Tensor::Vec<float>({1, 2, 3})});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("[2] and [3]"));
   auto str = RunKernel("Add", {Tensor("a"), Tensor("b")});

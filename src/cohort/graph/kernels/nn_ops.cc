@@ -49,8 +49,9 @@ class SoftmaxOp : public OpKernel {
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
-    COHORT_OP_REQUIRES(ctx, x.dims() >= 1,
-                       absl::InvalidArgumentError("logits must have rank >= 1, got a scalar"));
+    COHORT_OP_REQUIRES(
+        ctx, x.dims() >= 1,
+        absl::InvalidArgumentError("logits must have rank >= 1, got a scalar"));
     Tensor* out = nullptr;
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
     const int64_t c = x.dim_size(x.dims() - 1);
@@ -69,14 +70,15 @@ class SoftmaxXentOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     const Tensor& labels = ctx->input(1);
-    COHORT_OP_REQUIRES(ctx, x.dims() == 2 && labels.shape() == x.shape(),
-                       absl::InvalidArgumentError(absl::StrCat(
-                           "features and labels must both be [batch, classes], got ",
-                           x.shape().DebugString(), " and ",
-                           labels.shape().DebugString())));
+    COHORT_OP_REQUIRES(
+        ctx, x.dims() == 2 && labels.shape() == x.shape(),
+        absl::InvalidArgumentError(absl::StrCat(
+            "features and labels must both be [batch, classes], got ",
+            x.shape().DebugString(), " and ", labels.shape().DebugString())));
     const int64_t b = x.dim_size(0), c = x.dim_size(1);
     Tensor *loss = nullptr, *backprop = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({b}), &loss));
+    COHORT_OP_REQUIRES_OK(ctx,
+                          ctx->allocate_output(0, TensorShape({b}), &loss));
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &backprop));
     for (int64_t i = 0; i < b; ++i) {
       const T* row = x.data<T>() + i * c;
@@ -103,7 +105,9 @@ class SparseSoftmaxXentOp : public OpKernel {
     const Tensor& x = ctx->input(0);
     const Tensor& labels = ctx->input(1);
     COHORT_OP_REQUIRES(
-        ctx, x.dims() == 2 && labels.dims() == 1 && labels.dim_size(0) == x.dim_size(0),
+        ctx,
+        x.dims() == 2 && labels.dims() == 1 &&
+            labels.dim_size(0) == x.dim_size(0),
         absl::InvalidArgumentError(absl::StrCat(
             "features must be [batch, classes] and labels [batch], got ",
             x.shape().DebugString(), " and ", labels.shape().DebugString())));
@@ -116,7 +120,8 @@ class SparseSoftmaxXentOp : public OpKernel {
                              " is outside the valid range [0, ", c, ")")));
     }
     Tensor *loss = nullptr, *backprop = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({b}), &loss));
+    COHORT_OP_REQUIRES_OK(ctx,
+                          ctx->allocate_output(0, TensorShape({b}), &loss));
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &backprop));
     for (int64_t i = 0; i < b; ++i) {
       const T* row = x.data<T>() + i * c;
@@ -153,17 +158,21 @@ absl::Status RegisterTyped(KernelRegistry* r) {
   auto def = [](const char* op) {
     return KernelDefBuilder(op).TypeConstraint("T", DataTypeToEnum<T>::value);
   };
-  COHORT_RETURN_IF_ERROR((r->Register<UnaryCwiseOp<T, T, ReluFunctor<T>>>(def("Relu"))));
+  COHORT_RETURN_IF_ERROR(
+      (r->Register<UnaryCwiseOp<T, T, ReluFunctor<T>>>(def("Relu"))));
   COHORT_RETURN_IF_ERROR(
       (r->Register<UnaryCwiseOp<T, T, SigmoidFunctor<T>>>(def("Sigmoid"))));
-  COHORT_RETURN_IF_ERROR((r->Register<UnaryCwiseOp<T, T, TanhFunctor<T>>>(def("Tanh"))));
+  COHORT_RETURN_IF_ERROR(
+      (r->Register<UnaryCwiseOp<T, T, TanhFunctor<T>>>(def("Tanh"))));
   COHORT_RETURN_IF_ERROR(r->Register<SoftmaxOp<T>>(def("Softmax")));
   COHORT_RETURN_IF_ERROR(
       r->Register<SoftmaxXentOp<T>>(def("SoftmaxCrossEntropyWithLogits")));
   COHORT_RETURN_IF_ERROR((r->Register<SparseSoftmaxXentOp<T, int32_t>>(
-      def("SparseSoftmaxCrossEntropyWithLogits").TypeConstraint("Tlabels", DT_INT32))));
+      def("SparseSoftmaxCrossEntropyWithLogits")
+          .TypeConstraint("Tlabels", DT_INT32))));
   COHORT_RETURN_IF_ERROR((r->Register<SparseSoftmaxXentOp<T, int64_t>>(
-      def("SparseSoftmaxCrossEntropyWithLogits").TypeConstraint("Tlabels", DT_INT64))));
+      def("SparseSoftmaxCrossEntropyWithLogits")
+          .TypeConstraint("Tlabels", DT_INT64))));
   return absl::OkStatus();
 }
 
@@ -177,21 +186,23 @@ absl::Status RegisterNnOps(OpRegistry* r) {
                                            .Attr("T: {float, double}")
                                            .SetShapeFn(shape_fns::Unchanged)));
   }
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("SoftmaxCrossEntropyWithLogits")
-                                         .Input("features: T")
-                                         .Input("labels: T")
-                                         .Output("loss: T")
-                                         .Output("backprop: T")
-                                         .Attr("T: {float, double}")
-                                         .SetShapeFn(XentShape)));
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("SparseSoftmaxCrossEntropyWithLogits")
-                                         .Input("features: T")
-                                         .Input("labels: Tlabels")
-                                         .Output("loss: T")
-                                         .Output("backprop: T")
-                                         .Attr("T: {float, double}")
-                                         .Attr("Tlabels: {int32, int64} = int64")
-                                         .SetShapeFn(XentShape)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("SoftmaxCrossEntropyWithLogits")
+                      .Input("features: T")
+                      .Input("labels: T")
+                      .Output("loss: T")
+                      .Output("backprop: T")
+                      .Attr("T: {float, double}")
+                      .SetShapeFn(XentShape)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("SparseSoftmaxCrossEntropyWithLogits")
+                      .Input("features: T")
+                      .Input("labels: Tlabels")
+                      .Output("loss: T")
+                      .Output("backprop: T")
+                      .Attr("T: {float, double}")
+                      .Attr("Tlabels: {int32, int64} = int64")
+                      .SetShapeFn(XentShape)));
   return absl::OkStatus();
 }
 
@@ -216,11 +227,12 @@ Output Softmax(const Scope& s, Input logits) {
   return BuildOp(s, "Softmax", {logits.ToOutput(s)}).output(0);
 }
 
-CrossEntropyOutputs SoftmaxCrossEntropyWithLogits(const Scope& s, Input features,
+CrossEntropyOutputs SoftmaxCrossEntropyWithLogits(const Scope& s,
+                                                  Input features,
                                                   Input labels) {
   Output f = features.ToOutput(s);
-  Operation op =
-      BuildOp(s, "SoftmaxCrossEntropyWithLogits", {f, labels.ToOutput(s, f.dtype())});
+  Operation op = BuildOp(s, "SoftmaxCrossEntropyWithLogits",
+                         {f, labels.ToOutput(s, f.dtype())});
   return {op.output(0), op.output(1)};
 }
 

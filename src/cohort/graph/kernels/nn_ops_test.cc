@@ -11,7 +11,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Tensor F(std::vector<float> v, TensorShape s) { return *Tensor::FromVector<float>(v, s); }
+Tensor F(std::vector<float> v, TensorShape s) {
+  return *Tensor::FromVector<float>(v, s);
+}
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 TEST(ActivationTest, Values) {
@@ -20,7 +22,8 @@ TEST(ActivationTest, Values) {
   ExpectTensorEqual((*relu)[0], Tensor::Vec<float>({0, 0, 2}));
   auto sig = RunKernel("Sigmoid", {Tensor::Vec<double>({0, 2})});
   ASSERT_TRUE(sig.ok());
-  ExpectTensorNear((*sig)[0], Tensor::Vec<double>({0.5, 1 / (1 + std::exp(-2.0))}), 1e-12);
+  ExpectTensorNear((*sig)[0],
+                   Tensor::Vec<double>({0.5, 1 / (1 + std::exp(-2.0))}), 1e-12);
   auto tanh = RunKernel("Tanh", {Tensor::Vec<float>({0, 1})});
   ASSERT_TRUE(tanh.ok());
   ExpectTensorNear((*tanh)[0], Tensor::Vec<float>({0, std::tanh(1.f)}), 1e-6);
@@ -32,9 +35,11 @@ TEST(ActivationTest, Values) {
 TEST(SoftmaxTest, RowsSumToOneAndLargeLogitsAreStable) {
   auto out = RunKernel("Softmax", {F({1, 2, 3, 1000, 1000, 1000}, {2, 3})});
   ASSERT_TRUE(out.ok()) << out.status();
-  float e1 = std::exp(1.f), e2 = std::exp(2.f), e3 = std::exp(3.f), s = e1 + e2 + e3;
-  ExpectTensorNear((*out)[0], F({e1 / s, e2 / s, e3 / s, 1 / 3.f, 1 / 3.f, 1 / 3.f}, {2, 3}),
-                   1e-6);
+  float e1 = std::exp(1.f), e2 = std::exp(2.f), e3 = std::exp(3.f),
+        s = e1 + e2 + e3;
+  ExpectTensorNear(
+      (*out)[0], F({e1 / s, e2 / s, e3 / s, 1 / 3.f, 1 / 3.f, 1 / 3.f}, {2, 3}),
+      1e-6);
   auto scalar = RunKernel("Softmax", {Tensor(1.f)});
   EXPECT_EQ(scalar.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(scalar.status()), HasSubstr("node 'op'"));
@@ -46,10 +51,13 @@ TEST(CrossEntropyTest, DenseLabels) {
   auto out = RunKernel("SoftmaxCrossEntropyWithLogits", {logits, labels});
   ASSERT_TRUE(out.ok()) << out.status();
   // Row 0: softmax = [1/4, 1/4, 1/2]; row 1 uniform.
-  ExpectTensorNear((*out)[0], Tensor::Vec<float>({std::log(2.f), std::log(3.f)}), 1e-6);
-  ExpectTensorNear((*out)[1], F({0.25, 0.25, -0.5, 1 / 3.f - 1, 1 / 3.f, 1 / 3.f}, {2, 3}),
+  ExpectTensorNear((*out)[0],
+                   Tensor::Vec<float>({std::log(2.f), std::log(3.f)}), 1e-6);
+  ExpectTensorNear((*out)[1],
+                   F({0.25, 0.25, -0.5, 1 / 3.f - 1, 1 / 3.f, 1 / 3.f}, {2, 3}),
                    1e-6);
-  auto bad = RunKernel("SoftmaxCrossEntropyWithLogits", {logits, F({1, 0}, {1, 2})});
+  auto bad =
+      RunKernel("SoftmaxCrossEntropyWithLogits", {logits, F({1, 0}, {1, 2})});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(bad.status()), HasSubstr("node 'op'"));
 }
@@ -59,8 +67,10 @@ TEST(CrossEntropyTest, SparseLabels) {
   auto out = RunKernel("SparseSoftmaxCrossEntropyWithLogits",
                        {logits, Tensor::Vec<int32_t>({2, 0})});
   ASSERT_TRUE(out.ok()) << out.status();
-  ExpectTensorNear((*out)[0], Tensor::Vec<float>({std::log(2.f), std::log(3.f)}), 1e-6);
-  ExpectTensorNear((*out)[1], F({0.25, 0.25, -0.5, 1 / 3.f - 1, 1 / 3.f, 1 / 3.f}, {2, 3}),
+  ExpectTensorNear((*out)[0],
+                   Tensor::Vec<float>({std::log(2.f), std::log(3.f)}), 1e-6);
+  ExpectTensorNear((*out)[1],
+                   F({0.25, 0.25, -0.5, 1 / 3.f - 1, 1 / 3.f, 1 / 3.f}, {2, 3}),
                    1e-6);
   auto out64 = RunKernel("SparseSoftmaxCrossEntropyWithLogits",
                          {logits, Tensor::Vec<int64_t>({2, 0})});
@@ -68,8 +78,9 @@ TEST(CrossEntropyTest, SparseLabels) {
   auto bad = RunKernel("SparseSoftmaxCrossEntropyWithLogits",
                        {logits, Tensor::Vec<int32_t>({2, 3})});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(Message(bad.status()),
-              HasSubstr("label 3 at position 1 is outside the valid range [0, 3)"));
+  EXPECT_THAT(
+      Message(bad.status()),
+      HasSubstr("label 3 at position 1 is outside the valid range [0, 3)"));
   EXPECT_THAT(Message(bad.status()), HasSubstr("node 'op'"));
   auto shape = RunKernel("SparseSoftmaxCrossEntropyWithLogits",
                          {logits, Tensor::Vec<int32_t>({1})});

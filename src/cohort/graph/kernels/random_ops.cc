@@ -77,7 +77,8 @@ class RandomOp : public OpKernel {
 absl::Status RandomShape(InferenceContext* c) {
   const Tensor* t = c->input_tensor(0);
   if (t != nullptr && t->dtype() == DT_INT32 && t->dims() == 1) {
-    std::vector<int64_t> dims(t->span<int32_t>().begin(), t->span<int32_t>().end());
+    std::vector<int64_t> dims(t->span<int32_t>().begin(),
+                              t->span<int32_t>().end());
     c->set_output(0, PartialTensorShape(absl::Span<const int64_t>(dims)));
   } else if (c->input(0).dims() == 1 && c->input(0).dim_size(0) >= 0) {
     c->set_output(0, PartialTensorShape::UnknownDims(c->input(0).dim_size(0)));
@@ -117,8 +118,8 @@ absl::Status RegisterRandomKernels(KernelRegistry* r) {
 
 namespace ops {
 namespace {
-Output Random(const Scope& s, const char* op, const Input& shape, DataType dtype,
-              int64_t seed, int64_t seed2) {
+Output Random(const Scope& s, const char* op, const Input& shape,
+              DataType dtype, int64_t seed, int64_t seed2) {
   return BuildOp(s, op, {shape.ToOutput(s, DT_INT32)},
                  {{"dtype", dtype}, {"seed", seed}, {"seed2", seed2}})
       .output(0);

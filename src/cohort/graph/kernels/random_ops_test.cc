@@ -14,12 +14,15 @@ using ::testing::HasSubstr;
 
 TEST(RandomTest, SameSeedSameNumbers) {
   for (const char* op : {"RandomUniform", "RandomNormal"}) {
-    auto a = RunKernel(op, {Tensor::Vec<int32_t>({3, 4})},
-                       {{"dtype", DT_FLOAT}, {"seed", int64_t{7}}, {"seed2", int64_t{1}}});
-    auto b = RunKernel(op, {Tensor::Vec<int32_t>({3, 4})},
-                       {{"dtype", DT_FLOAT}, {"seed", int64_t{7}}, {"seed2", int64_t{1}}});
-    auto c = RunKernel(op, {Tensor::Vec<int32_t>({3, 4})},
-                       {{"dtype", DT_FLOAT}, {"seed", int64_t{8}}, {"seed2", int64_t{1}}});
+    auto a = RunKernel(
+        op, {Tensor::Vec<int32_t>({3, 4})},
+        {{"dtype", DT_FLOAT}, {"seed", int64_t{7}}, {"seed2", int64_t{1}}});
+    auto b = RunKernel(
+        op, {Tensor::Vec<int32_t>({3, 4})},
+        {{"dtype", DT_FLOAT}, {"seed", int64_t{7}}, {"seed2", int64_t{1}}});
+    auto c = RunKernel(
+        op, {Tensor::Vec<int32_t>({3, 4})},
+        {{"dtype", DT_FLOAT}, {"seed", int64_t{8}}, {"seed2", int64_t{1}}});
     ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status();
     EXPECT_EQ((*a)[0].shape().DebugString(), "[3,4]");
     ExpectTensorEqual((*a)[0], (*b)[0]);
@@ -63,10 +66,12 @@ TEST(RandomTest, KnownFirstValuesPinTheGenerator) {
 }
 
 TEST(RandomTest, Errors) {
-  auto neg = RunKernel("RandomUniform", {Tensor::Vec<int32_t>({-1})}, {{"dtype", DT_FLOAT}});
+  auto neg = RunKernel("RandomUniform", {Tensor::Vec<int32_t>({-1})},
+                       {{"dtype", DT_FLOAT}});
   EXPECT_EQ(neg.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(neg.status().message()), HasSubstr("node 'op'"));
-  auto type = RunKernel("RandomNormal", {Tensor::Vec<int32_t>({1})}, {{"dtype", DT_INT32}});
+  auto type = RunKernel("RandomNormal", {Tensor::Vec<int32_t>({1})},
+                        {{"dtype", DT_INT32}});
   EXPECT_EQ(type.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -15,7 +15,8 @@ namespace {
 
 // Normalised reduction axes of a rank-`rank` input: reduced[i] is true for
 // reduced axes.
-absl::Status ReductionAxes(const Tensor& axes, int rank, std::vector<bool>* reduced) {
+absl::Status ReductionAxes(const Tensor& axes, int rank,
+                           std::vector<bool>* reduced) {
   if (axes.dtype() != DT_INT32 || axes.dims() > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reduction_indices must be an int32 scalar or vector, got ",
@@ -24,8 +25,9 @@ absl::Status ReductionAxes(const Tensor& axes, int rank, std::vector<bool>* redu
   reduced->assign(rank, false);
   for (int32_t a : axes.span<int32_t>()) {
     if (a < -rank || a >= rank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reduction axis ", a, " is out of range for an input of rank ", rank));
+      return absl::InvalidArgumentError(
+          absl::StrCat("reduction axis ", a,
+                       " is out of range for an input of rank ", rank));
     }
     (*reduced)[a < 0 ? a + rank : a] = true;
   }
@@ -50,8 +52,8 @@ void EigenReduce(OpKernelContext* ctx, const Tensor& in,
 }
 
 template <typename T, typename Reducer>
-void Reduce(OpKernelContext* ctx, const Tensor& in, const std::vector<bool>& reduced,
-            Tensor* out) {
+void Reduce(OpKernelContext* ctx, const Tensor& in,
+            const std::vector<bool>& reduced, Tensor* out) {
   // Collapse runs of adjacent axes that are all reduced or all kept;
   // size-1 axes join any run.
   std::vector<int64_t> collapsed;
@@ -74,7 +76,8 @@ void Reduce(OpKernelContext* ctx, const Tensor& in, const std::vector<bool>& red
   const bool fr = kinds[0];
   if (n == 1) return EigenReduce<T, Reducer, 1, 1>(ctx, in, collapsed, fr, out);
   if (n == 2) return EigenReduce<T, Reducer, 2, 1>(ctx, in, collapsed, fr, out);
-  if (n == 3 && fr) return EigenReduce<T, Reducer, 3, 2>(ctx, in, collapsed, fr, out);
+  if (n == 3 && fr)
+    return EigenReduce<T, Reducer, 3, 2>(ctx, in, collapsed, fr, out);
   if (n == 3) return EigenReduce<T, Reducer, 3, 1>(ctx, in, collapsed, fr, out);
   if (n == 4) return EigenReduce<T, Reducer, 4, 2>(ctx, in, collapsed, fr, out);
   // Rare (five or more alternating runs): a scalar loop.
@@ -114,7 +117,8 @@ class ReductionOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
     std::vector<bool> reduced;
-    COHORT_OP_REQUIRES_OK(ctx, ReductionAxes(ctx->input(1), in.dims(), &reduced));
+    COHORT_OP_REQUIRES_OK(ctx,
+                          ReductionAxes(ctx->input(1), in.dims(), &reduced));
     TensorShape out_shape;
     int64_t count = 1;
     for (int i = 0; i < in.dims(); ++i) {
@@ -167,23 +171,26 @@ class MatMulOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& a = ctx->input(0);
     const Tensor& b = ctx->input(1);
-    COHORT_OP_REQUIRES(ctx, a.dims() == 2 && b.dims() == 2,
-                       absl::InvalidArgumentError(absl::StrCat(
-                           "MatMul needs rank-2 inputs, got a ",
-                           a.shape().DebugString(), " and b ",
-                           b.shape().DebugString())));
+    COHORT_OP_REQUIRES(
+        ctx, a.dims() == 2 && b.dims() == 2,
+        absl::InvalidArgumentError(absl::StrCat(
+            "MatMul needs rank-2 inputs, got a ", a.shape().DebugString(),
+            " and b ", b.shape().DebugString())));
     const int ka = transpose_a_ ? 0 : 1;
     const int kb = transpose_b_ ? 1 : 0;
     COHORT_OP_REQUIRES(
         ctx, a.dim_size(ka) == b.dim_size(kb),
         absl::InvalidArgumentError(absl::StrCat(
-            "MatMul: inner dimensions do not match: a is ", a.shape().DebugString(),
+            "MatMul: inner dimensions do not match: a is ",
+            a.shape().DebugString(),
             " (transpose_a=", transpose_a_ ? "true" : "false", "), b is ",
-            b.shape().DebugString(), " (transpose_b=",
-            transpose_b_ ? "true" : "false", ")")));
-    const int64_t m = a.dim_size(1 - ka), n = b.dim_size(1 - kb), k = a.dim_size(ka);
+            b.shape().DebugString(),
+            " (transpose_b=", transpose_b_ ? "true" : "false", ")")));
+    const int64_t m = a.dim_size(1 - ka), n = b.dim_size(1 - kb),
+                  k = a.dim_size(ka);
     Tensor* out = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m, n}), &out));
+    COHORT_OP_REQUIRES_OK(ctx,
+                          ctx->allocate_output(0, TensorShape({m, n}), &out));
     if (out->NumElements() == 0) return;
     auto o = out->matrix<T>();
     if (k == 0) {
@@ -248,7 +255,8 @@ absl::Status MatMulShape(InferenceContext* c) {
         " (transpose_a=", ta ? "true" : "false", "), b is ", b.DebugString(),
         " (transpose_b=", tb ? "true" : "false", ")"));
   }
-  c->set_output(0, PartialTensorShape({a.dim_size(ta ? 1 : 0), b.dim_size(tb ? 0 : 1)}));
+  c->set_output(
+      0, PartialTensorShape({a.dim_size(ta ? 1 : 0), b.dim_size(tb ? 0 : 1)}));
   return absl::OkStatus();
 }
 
@@ -257,9 +265,12 @@ absl::Status RegisterTyped(KernelRegistry* r) {
   auto def = [](const char* op) {
     return KernelDefBuilder(op).TypeConstraint("T", DataTypeToEnum<T>::value);
   };
-  COHORT_RETURN_IF_ERROR((r->Register<ReductionOp<T, ReduceKind::kSum>>(def("Sum"))));
-  COHORT_RETURN_IF_ERROR((r->Register<ReductionOp<T, ReduceKind::kMean>>(def("Mean"))));
-  COHORT_RETURN_IF_ERROR((r->Register<ReductionOp<T, ReduceKind::kMax>>(def("Max"))));
+  COHORT_RETURN_IF_ERROR(
+      (r->Register<ReductionOp<T, ReduceKind::kSum>>(def("Sum"))));
+  COHORT_RETURN_IF_ERROR(
+      (r->Register<ReductionOp<T, ReduceKind::kMean>>(def("Mean"))));
+  COHORT_RETURN_IF_ERROR(
+      (r->Register<ReductionOp<T, ReduceKind::kMax>>(def("Max"))));
   COHORT_RETURN_IF_ERROR(r->Register<MatMulOp<T>>(def("MatMul")));
   return absl::OkStatus();
 }
@@ -268,22 +279,24 @@ absl::Status RegisterTyped(KernelRegistry* r) {
 
 absl::Status RegisterReductionOps(OpRegistry* r) {
   for (const char* name : {"Sum", "Mean", "Max"}) {
-    COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder(name)
-                                           .Input("input: T")
-                                           .Input("reduction_indices: int32")
-                                           .Output("output: T")
-                                           .Attr("T: {float, double, int32, int64}")
-                                           .Attr("keep_dims: bool = false")
-                                           .SetShapeFn(ReductionShape)));
+    COHORT_RETURN_IF_ERROR(
+        r->Register(OpDefBuilder(name)
+                        .Input("input: T")
+                        .Input("reduction_indices: int32")
+                        .Output("output: T")
+                        .Attr("T: {float, double, int32, int64}")
+                        .Attr("keep_dims: bool = false")
+                        .SetShapeFn(ReductionShape)));
   }
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("MatMul")
-                                         .Input("a: T")
-                                         .Input("b: T")
-                                         .Output("product: T")
-                                         .Attr("T: {float, double, int32, int64}")
-                                         .Attr("transpose_a: bool = false")
-                                         .Attr("transpose_b: bool = false")
-                                         .SetShapeFn(MatMulShape)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("MatMul")
+                      .Input("a: T")
+                      .Input("b: T")
+                      .Output("product: T")
+                      .Attr("T: {float, double, int32, int64}")
+                      .Attr("transpose_a: bool = false")
+                      .Attr("transpose_b: bool = false")
+                      .SetShapeFn(MatMulShape)));
   return absl::OkStatus();
 }
 
@@ -297,8 +310,8 @@ absl::Status RegisterReductionKernels(KernelRegistry* r) {
 
 namespace ops {
 namespace {
-Output Reduction(const Scope& s, const char* op, const Input& input, const Input& axes,
-                 bool keep_dims) {
+Output Reduction(const Scope& s, const char* op, const Input& input,
+                 const Input& axes, bool keep_dims) {
   return BuildOp(s, op, {input.ToOutput(s), axes.ToOutput(s, DT_INT32)},
                  {{"keep_dims", keep_dims}})
       .output(0);
@@ -315,7 +328,8 @@ Output Max(const Scope& s, Input input, Input axes, bool keep_dims) {
   return Reduction(s, "Max", input, axes, keep_dims);
 }
 
-Output MatMul(const Scope& s, Input a, Input b, bool transpose_a, bool transpose_b) {
+Output MatMul(const Scope& s, Input a, Input b, bool transpose_a,
+              bool transpose_b) {
   Output ao = a.ToOutput(s);
   return BuildOp(s, "MatMul", {ao, b.ToOutput(s, ao.dtype())},
                  {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}})

@@ -32,7 +32,8 @@ namespace ops {
 
 // `axes`: an int32 scalar or vector, e.g. 1 or Tensor::Vec<int32_t>({0, 1}).
 Output Sum(const Scope& scope, Input input, Input axes, bool keep_dims = false);
-Output Mean(const Scope& scope, Input input, Input axes, bool keep_dims = false);
+Output Mean(const Scope& scope, Input input, Input axes,
+            bool keep_dims = false);
 Output Max(const Scope& scope, Input input, Input axes, bool keep_dims = false);
 Output MatMul(const Scope& scope, Input a, Input b, bool transpose_a = false,
               bool transpose_b = false);

@@ -9,8 +9,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Tensor F(std::vector<float> v, TensorShape s) { return *Tensor::FromVector<float>(v, s); }
-Tensor D(std::vector<double> v, TensorShape s) { return *Tensor::FromVector<double>(v, s); }
+Tensor F(std::vector<float> v, TensorShape s) {
+  return *Tensor::FromVector<float>(v, s);
+}
+Tensor D(std::vector<double> v, TensorShape s) {
+  return *Tensor::FromVector<double>(v, s);
+}
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 // x[i][j][k] = 100 i + 10 j + k, shape [2,3,2].
@@ -27,7 +31,8 @@ TEST(ReductionTest, SumOverEachAxisCombination) {
   auto s1 = RunKernel("Sum", {Cube(), Tensor(int32_t{1})});
   ASSERT_TRUE(s1.ok()) << s1.status();
   ExpectTensorEqual((*s1)[0], *Tensor::FromVector<int32_t>(
-                                  std::vector<int32_t>{30, 33, 330, 333}, TensorShape({2, 2})));
+                                  std::vector<int32_t>{30, 33, 330, 333},
+                                  TensorShape({2, 2})));
   auto s02 = RunKernel("Sum", {Cube(), Tensor::Vec<int32_t>({0, -1})});
   ASSERT_TRUE(s02.ok());
   ExpectTensorEqual((*s02)[0], Tensor::Vec<int32_t>({202, 242, 282}));
@@ -37,20 +42,24 @@ TEST(ReductionTest, SumOverEachAxisCombination) {
   auto none = RunKernel("Sum", {Cube(), Tensor(DT_INT32, TensorShape({0}))});
   ASSERT_TRUE(none.ok());
   ExpectTensorEqual((*none)[0], Cube());
-  auto keep = RunKernel("Sum", {Cube(), Tensor::Vec<int32_t>({0, 2})}, {{"keep_dims", true}});
+  auto keep = RunKernel("Sum", {Cube(), Tensor::Vec<int32_t>({0, 2})},
+                        {{"keep_dims", true}});
   ASSERT_TRUE(keep.ok());
   EXPECT_EQ((*keep)[0].shape().DebugString(), "[1,3,1]");
 }
 
 TEST(ReductionTest, MeanAndMax) {
-  auto mean = RunKernel("Mean", {F({1, 2, 3, 4, 5, 6}, {2, 3}), Tensor(int32_t{0})});
+  auto mean =
+      RunKernel("Mean", {F({1, 2, 3, 4, 5, 6}, {2, 3}), Tensor(int32_t{0})});
   ASSERT_TRUE(mean.ok());
   ExpectTensorNear((*mean)[0], Tensor::Vec<float>({2.5, 3.5, 4.5}), 1e-6);
-  auto imean = RunKernel("Mean", {Tensor::Vec<int64_t>({1, 2}), Tensor(int32_t{0})});
+  auto imean =
+      RunKernel("Mean", {Tensor::Vec<int64_t>({1, 2}), Tensor(int32_t{0})});
   ASSERT_TRUE(imean.ok());
   ExpectTensorEqual((*imean)[0], Tensor(int64_t{1}));
-  auto mx = RunKernel("Max", {D({1, 9, 3, 4, -5, 6}, {2, 3}), Tensor(int32_t{-1})},
-                      {{"keep_dims", true}});
+  auto mx =
+      RunKernel("Max", {D({1, 9, 3, 4, -5, 6}, {2, 3}), Tensor(int32_t{-1})},
+                {{"keep_dims", true}});
   ASSERT_TRUE(mx.ok());
   ExpectTensorEqual((*mx)[0], D({9, 6}, {2, 1}));
 }
@@ -77,7 +86,8 @@ TEST(ReductionTest, LargeInputOnThePool) {
   Tensor x = Tensor::Filled<float>(TensorShape({300, 200}), 0.5f);
   auto out = RunKernel("Sum", {x, Tensor(int32_t{0})});
   ASSERT_TRUE(out.ok());
-  ExpectTensorNear((*out)[0], Tensor::Filled<float>(TensorShape({200}), 150.f), 1e-4);
+  ExpectTensorNear((*out)[0], Tensor::Filled<float>(TensorShape({200}), 150.f),
+                   1e-4);
 }
 
 TEST(ReductionTest, ErrorsNameTheNode) {
@@ -85,9 +95,11 @@ TEST(ReductionTest, ErrorsNameTheNode) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(bad.status()), HasSubstr("node 'op' (op Sum)"));
   EXPECT_THAT(Message(bad.status()), HasSubstr("axis 3"));
-  auto types = RunKernel("Mean", {Tensor::Vec<bool>({true}), Tensor(int32_t{0})});
+  auto types =
+      RunKernel("Mean", {Tensor::Vec<bool>({true}), Tensor(int32_t{0})});
   EXPECT_EQ(types.status().code(), absl::StatusCode::kInvalidArgument);
-  auto empty = RunKernel("Max", {Tensor(DT_FLOAT, TensorShape({0})), Tensor(int32_t{0})});
+  auto empty = RunKernel(
+      "Max", {Tensor(DT_FLOAT, TensorShape({0})), Tensor(int32_t{0})});
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -105,10 +117,12 @@ TEST(MatMulTest, AllTransposeCombinations) {
       ExpectTensorEqual((*out)[0], expected);
     }
   }
-  auto ints = RunKernel("MatMul", {Tensor::Filled<int64_t>(TensorShape({2, 3}), 2),
-                                   Tensor::Filled<int64_t>(TensorShape({3, 1}), 3)});
+  auto ints =
+      RunKernel("MatMul", {Tensor::Filled<int64_t>(TensorShape({2, 3}), 2),
+                           Tensor::Filled<int64_t>(TensorShape({3, 1}), 3)});
   ASSERT_TRUE(ints.ok());
-  ExpectTensorEqual((*ints)[0], Tensor::Filled<int64_t>(TensorShape({2, 1}), 18));
+  ExpectTensorEqual((*ints)[0],
+                    Tensor::Filled<int64_t>(TensorShape({2, 1}), 18));
 }
 
 TEST(MatMulTest, LargeMatchesNaiveProduct) {
@@ -121,7 +135,8 @@ TEST(MatMulTest, LargeMatchesNaiveProduct) {
   for (int i = 0; i < m; i += 7)
     for (int j = 0; j < n; j += 11) {
       double s = 0;
-      for (int p = 0; p < k; ++p) s += a.data<double>()[i * k + p] * b.data<double>()[p * n + j];
+      for (int p = 0; p < k; ++p)
+        s += a.data<double>()[i * k + p] * b.data<double>()[p * n + j];
       ASSERT_NEAR((*out)[0].data<double>()[i * n + j], s, 1e-9);
     }
 }
@@ -132,7 +147,8 @@ TEST(MatMulTest, ErrorsNameTheNode) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(bad.status()), HasSubstr("node 'op' (op MatMul)"));
   EXPECT_THAT(Message(bad.status()), HasSubstr("inner dimensions"));
-  auto rank = RunKernel("MatMul", {Tensor::Vec<float>({1}), Tensor::Vec<float>({1})});
+  auto rank =
+      RunKernel("MatMul", {Tensor::Vec<float>({1}), Tensor::Vec<float>({1})});
   EXPECT_EQ(rank.status().code(), absl::StatusCode::kInvalidArgument);
   auto types = RunKernel("MatMul", {Tensor(DT_FLOAT, TensorShape({1, 1})),
                                     Tensor(DT_DOUBLE, TensorShape({1, 1}))});

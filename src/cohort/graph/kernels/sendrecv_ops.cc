@@ -60,9 +60,10 @@ class RecvOp : public AsyncOpKernel {
           if (!s.ok()) {
             ctx->SetStatus(s);
           } else if (value.dtype() != want) {
-            ctx->SetStatus(absl::InvalidArgumentError(absl::StrCat(
-                "received tensor '", key_.edge_name, "' is ",
-                DataTypeName(value.dtype()), ", expected ", DataTypeName(want))));
+            ctx->SetStatus(absl::InvalidArgumentError(
+                absl::StrCat("received tensor '", key_.edge_name, "' is ",
+                             DataTypeName(value.dtype()), ", expected ",
+                             DataTypeName(want))));
           } else {
             ctx->set_output(0, value);
           }
@@ -77,24 +78,26 @@ class RecvOp : public AsyncOpKernel {
 }  // namespace
 
 absl::Status RegisterSendRecvOps(OpRegistry* r) {
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Send")
-                                         .Input("tensor: T")
-                                         .Attr("T: type")
-                                         .Attr("tensor_name: string")
-                                         .Attr("send_device: string")
-                                         .Attr("send_device_incarnation: int = 0")
-                                         .Attr("recv_device: string")
-                                         .SetIsStateful()
-                                         .SetShapeFn(shape_fns::NoOutputs)));
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Recv")
-                                         .Output("tensor: tensor_type")
-                                         .Attr("tensor_type: type")
-                                         .Attr("tensor_name: string")
-                                         .Attr("send_device: string")
-                                         .Attr("send_device_incarnation: int = 0")
-                                         .Attr("recv_device: string")
-                                         .SetIsStateful()
-                                         .SetShapeFn(shape_fns::Unknown)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("Send")
+                      .Input("tensor: T")
+                      .Attr("T: type")
+                      .Attr("tensor_name: string")
+                      .Attr("send_device: string")
+                      .Attr("send_device_incarnation: int = 0")
+                      .Attr("recv_device: string")
+                      .SetIsStateful()
+                      .SetShapeFn(shape_fns::NoOutputs)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("Recv")
+                      .Output("tensor: tensor_type")
+                      .Attr("tensor_type: type")
+                      .Attr("tensor_name: string")
+                      .Attr("send_device: string")
+                      .Attr("send_device_incarnation: int = 0")
+                      .Attr("recv_device: string")
+                      .SetIsStateful()
+                      .SetShapeFn(shape_fns::Unknown)));
   return absl::OkStatus();
 }
 

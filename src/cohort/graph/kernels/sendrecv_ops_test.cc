@@ -3,8 +3,8 @@
 #include <thread>
 
 #include "cohort/graph/executor.h"
-#include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernel_test_util.h"
+#include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/rendezvous.h"
 #include "cohort/graph/standard_registries.h"
 #include "gmock/gmock.h"
@@ -66,19 +66,24 @@ TEST(SendRecvTest, RecvOfWrongTypeFails) {
   auto ex = Executor::Create(*graph, {}, {"recv"}, {}, o);
   ASSERT_TRUE(ex.ok());
   LocalRendezvous rendezvous;
-  ASSERT_TRUE(rendezvous.Send(*Rendezvous::ParseKey(Rendezvous::CreateKey(kA, 0, kB, "t")),
-                              Tensor(1.f)).ok());
+  ASSERT_TRUE(
+      rendezvous
+          .Send(*Rendezvous::ParseKey(Rendezvous::CreateKey(kA, 0, kB, "t")),
+                Tensor(1.f))
+          .ok());
   Executor::RunArgs args;
   args.rendezvous = &rendezvous;
   std::vector<Tensor> out;
   absl::Status s = (*ex)->Run(args, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("node 'recv' (op Recv): received tensor 't' is float"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("node 'recv' (op Recv): received tensor 't' is float"));
 }
 
 TEST(SendRecvTest, SendWithoutRendezvousIsFailedPrecondition) {
-  auto out = RunKernel("Send", {Tensor(1.f)},
-                       {{"tensor_name", "t"}, {"send_device", kA}, {"recv_device", kB}});
+  auto out = RunKernel(
+      "Send", {Tensor(1.f)},
+      {{"tensor_name", "t"}, {"send_device", kA}, {"recv_device", kB}});
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 

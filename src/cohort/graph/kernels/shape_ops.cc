@@ -19,9 +19,9 @@ constexpr char kPodTypes[] = "T: {float, double, int32, int64, bool}";
 absl::Status ReadIntVector(const Tensor& t, const char* what,
                            std::vector<int64_t>* out) {
   if (t.dtype() != DT_INT32 || t.dims() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " must be a 1-D int32 tensor, got ", DataTypeName(t.dtype()), " ",
-        t.shape().DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a 1-D int32 tensor, got ",
+                     DataTypeName(t.dtype()), " ", t.shape().DebugString()));
   }
   out->assign(t.span<int32_t>().begin(), t.span<int32_t>().end());
   return absl::OkStatus();
@@ -39,8 +39,8 @@ absl::Status ResolveReshape(const TensorShape& in, std::vector<int64_t>* dims) {
     int64_t d = (*dims)[i];
     if (d == -1) {
       if (unknown >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "shape ", DimsString(*dims), " has more than one -1"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("shape ", DimsString(*dims), " has more than one -1"));
       }
       unknown = static_cast<int>(i);
     } else if (d < 0) {
@@ -53,15 +53,15 @@ absl::Status ResolveReshape(const TensorShape& in, std::vector<int64_t>* dims) {
   const int64_t n = in.num_elements();
   if (unknown >= 0) {
     if (product == 0 || n % product != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot reshape a tensor of ", n, " elements (shape ",
-          in.DebugString(), ") into shape ", DimsString(*dims)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot reshape a tensor of ", n, " elements (shape ",
+                       in.DebugString(), ") into shape ", DimsString(*dims)));
     }
     (*dims)[unknown] = n / product;
   } else if (product != n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot reshape a tensor of ", n, " elements (shape ", in.DebugString(),
-        ") into shape ", DimsString(*dims)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape a tensor of ", n, " elements (shape ",
+                     in.DebugString(), ") into shape ", DimsString(*dims)));
   }
   return absl::OkStatus();
 }
@@ -85,7 +85,8 @@ void BlockCopy(bool to_small, char* big, absl::Span<const int64_t> big_dims,
     return;
   }
   std::vector<int64_t> strides(r, 1);
-  for (int i = r - 2; i >= 0; --i) strides[i] = strides[i + 1] * big_dims[i + 1];
+  for (int i = r - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * big_dims[i + 1];
   const int64_t row = small_dims[r - 1];
   const int64_t rows = total / row;
   std::vector<int64_t> idx(r, 0);
@@ -113,7 +114,8 @@ absl::Status ResolveSlice(const TensorShape& shape, std::vector<int64_t>* begin,
       static_cast<int>(size->size()) != shape.dims()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "begin ", DimsString(*begin), " and size ", DimsString(*size),
-        " must have one entry per dimension of the input ", shape.DebugString()));
+        " must have one entry per dimension of the input ",
+        shape.DebugString()));
   }
   for (int i = 0; i < shape.dims(); ++i) {
     int64_t b = (*begin)[i], s = (*size)[i], d = shape.dim_size(i);
@@ -128,7 +130,8 @@ absl::Status ResolveSlice(const TensorShape& shape, std::vector<int64_t>* begin,
   return absl::OkStatus();
 }
 
-// --- Kernels ---------------------------------------------------------------------
+// --- Kernels
+// ---------------------------------------------------------------------
 
 class ReshapeOp : public OpKernel {
  public:
@@ -153,7 +156,8 @@ class ShapeOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     Tensor* out = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({x.dims()}), &out));
+    COHORT_OP_REQUIRES_OK(
+        ctx, ctx->allocate_output(0, TensorShape({x.dims()}), &out));
     for (int i = 0; i < x.dims(); ++i) {
       out->data<OutT>()[i] = static_cast<OutT>(x.dim_size(i));
     }
@@ -179,9 +183,9 @@ class FillOp : public OpKernel {
     COHORT_OP_REQUIRES_OK(ctx, ReadIntVector(ctx->input(0), "dims", &dims));
     const Tensor& value = ctx->input(1);
     COHORT_OP_REQUIRES(ctx, value.dims() == 0,
-                       absl::InvalidArgumentError(absl::StrCat(
-                           "value must be a scalar, got shape ",
-                           value.shape().DebugString())));
+                       absl::InvalidArgumentError(
+                           absl::StrCat("value must be a scalar, got shape ",
+                                        value.shape().DebugString())));
     auto shape = TensorShape::Make(dims);
     COHORT_OP_REQUIRES_OK(ctx, shape.status());
     Tensor* out = nullptr;
@@ -196,7 +200,8 @@ class ConstantLikeOp : public OpKernel {
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
     Tensor* out = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ctx->input(0).shape(), &out));
+    COHORT_OP_REQUIRES_OK(ctx,
+                          ctx->allocate_output(0, ctx->input(0).shape(), &out));
     out->flat<T>().setConstant(static_cast<T>(kValue));
   }
 };
@@ -207,15 +212,16 @@ class ConcatOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const int n = ctx->num_inputs() - 1;
     const Tensor& axis_t = ctx->input(n);
-    COHORT_OP_REQUIRES(ctx, axis_t.dtype() == DT_INT32 && axis_t.dims() == 0,
-                       absl::InvalidArgumentError("axis must be an int32 scalar"));
+    COHORT_OP_REQUIRES(
+        ctx, axis_t.dtype() == DT_INT32 && axis_t.dims() == 0,
+        absl::InvalidArgumentError("axis must be an int32 scalar"));
     const Tensor& first = ctx->input(0);
     const int rank = first.dims();
     int axis = axis_t.scalar<int32_t>();
-    COHORT_OP_REQUIRES(ctx, axis >= -rank && axis < rank && rank > 0,
-                       absl::InvalidArgumentError(absl::StrCat(
-                           "axis ", axis, " is out of range for inputs of rank ",
-                           rank)));
+    COHORT_OP_REQUIRES(
+        ctx, axis >= -rank && axis < rank && rank > 0,
+        absl::InvalidArgumentError(absl::StrCat(
+            "axis ", axis, " is out of range for inputs of rank ", rank)));
     if (axis < 0) axis += rank;
     TensorShape out_shape = first.shape();
     int64_t axis_total = 0;
@@ -266,7 +272,8 @@ class SliceOp : public OpKernel {
     COHORT_OP_REQUIRES_OK(ctx, ReadIntVector(ctx->input(2), "size", &size));
     COHORT_OP_REQUIRES_OK(ctx, ResolveSlice(x.shape(), &begin, &size));
     Tensor* out = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape(size), &out));
+    COHORT_OP_REQUIRES_OK(ctx,
+                          ctx->allocate_output(0, TensorShape(size), &out));
     BlockCopy(true, static_cast<char*>(x.raw_data()), x.shape().dim_sizes(),
               static_cast<char*>(out->raw_data()), size, begin,
               DataTypeSize(x.dtype()));
@@ -305,7 +312,8 @@ class BroadcastGradientArgsOp : public OpKernel {
     COHORT_OP_REQUIRES_OK(ctx, ReadIntVector(ctx->input(0), "s0", &s0));
     COHORT_OP_REQUIRES_OK(ctx, ReadIntVector(ctx->input(1), "s1", &s1));
     BCast b(s0, s1);
-    COHORT_OP_REQUIRES(ctx, b.valid(), absl::InvalidArgumentError(b.ErrorMessage()));
+    COHORT_OP_REQUIRES(ctx, b.valid(),
+                       absl::InvalidArgumentError(b.ErrorMessage()));
     auto emit = [&](int index, const BCast::Vec& v) -> absl::Status {
       Tensor* out = nullptr;
       COHORT_RETURN_IF_ERROR(ctx->allocate_output(
@@ -325,14 +333,16 @@ class ReducedShapeOp : public OpKernel {
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
     std::vector<int64_t> shape, axes;
-    COHORT_OP_REQUIRES_OK(ctx, ReadIntVector(ctx->input(0), "input_shape", &shape));
+    COHORT_OP_REQUIRES_OK(ctx,
+                          ReadIntVector(ctx->input(0), "input_shape", &shape));
     const Tensor& a = ctx->input(1);
-    COHORT_OP_REQUIRES(ctx, a.dtype() == DT_INT32 && a.dims() <= 1,
-                       absl::InvalidArgumentError("axes must be int32, rank <= 1"));
+    COHORT_OP_REQUIRES(
+        ctx, a.dtype() == DT_INT32 && a.dims() <= 1,
+        absl::InvalidArgumentError("axes must be int32, rank <= 1"));
     Tensor* out = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                                   0, TensorShape({static_cast<int64_t>(shape.size())}),
-                                   &out));
+    COHORT_OP_REQUIRES_OK(
+        ctx, ctx->allocate_output(
+                 0, TensorShape({static_cast<int64_t>(shape.size())}), &out));
     const int r = static_cast<int>(shape.size());
     for (int32_t axis : a.span<int32_t>()) {
       COHORT_OP_REQUIRES(ctx, axis >= -r && axis < r,
@@ -340,7 +350,8 @@ class ReducedShapeOp : public OpKernel {
                              "axis ", axis, " out of range for rank ", r)));
       shape[axis < 0 ? axis + r : axis] = 1;
     }
-    for (int i = 0; i < r; ++i) out->data<int32_t>()[i] = static_cast<int32_t>(shape[i]);
+    for (int i = 0; i < r; ++i)
+      out->data<int32_t>()[i] = static_cast<int32_t>(shape[i]);
   }
 };
 
@@ -349,8 +360,9 @@ class ConcatOffsetOp : public OpKernel {
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
     const Tensor& axis_t = ctx->input(0);
-    COHORT_OP_REQUIRES(ctx, axis_t.dtype() == DT_INT32 && axis_t.dims() == 0,
-                       absl::InvalidArgumentError("axis must be an int32 scalar"));
+    COHORT_OP_REQUIRES(
+        ctx, axis_t.dtype() == DT_INT32 && axis_t.dims() == 0,
+        absl::InvalidArgumentError("axis must be an int32 scalar"));
     const int n = ctx->num_inputs() - 1;
     std::vector<int64_t> first;
     COHORT_OP_REQUIRES_OK(ctx, ReadIntVector(ctx->input(1), "shape", &first));
@@ -364,20 +376,25 @@ class ConcatOffsetOp : public OpKernel {
     for (int i = 0; i < n; ++i) {
       std::vector<int64_t> s;
       COHORT_OP_REQUIRES_OK(ctx, ReadIntVector(ctx->input(1 + i), "shape", &s));
-      COHORT_OP_REQUIRES(ctx, static_cast<int>(s.size()) == r,
-                         absl::InvalidArgumentError("shapes have different ranks"));
+      COHORT_OP_REQUIRES(
+          ctx, static_cast<int>(s.size()) == r,
+          absl::InvalidArgumentError("shapes have different ranks"));
       Tensor* out = nullptr;
-      COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(i, TensorShape({r}), &out));
-      for (int d = 0; d < r; ++d) out->data<int32_t>()[d] = d == axis ? offset : 0;
+      COHORT_OP_REQUIRES_OK(ctx,
+                            ctx->allocate_output(i, TensorShape({r}), &out));
+      for (int d = 0; d < r; ++d)
+        out->data<int32_t>()[d] = d == axis ? offset : 0;
       offset += static_cast<int32_t>(s[axis]);
     }
   }
 };
 
-// --- Shape functions ---------------------------------------------------------------
+// --- Shape functions
+// ---------------------------------------------------------------
 
 // The values of a constant int32 vector input, if known.
-bool ConstIntVector(const InferenceContext* c, int i, std::vector<int64_t>* out) {
+bool ConstIntVector(const InferenceContext* c, int i,
+                    std::vector<int64_t>* out) {
   const Tensor* t = c->input_tensor(i);
   if (t == nullptr) return false;
   return ReadIntVector(*t, "", out).ok();
@@ -441,8 +458,8 @@ absl::Status ConcatShape(InferenceContext* c) {
   }
   int axis = axis_t->scalar<int32_t>();
   if (axis < -rank || axis >= rank) {
-    return c->InvalidArgument(absl::StrCat("axis ", axis,
-                                           " is out of range for inputs of rank ", rank));
+    return c->InvalidArgument(absl::StrCat(
+        "axis ", axis, " is out of range for inputs of rank ", rank));
   }
   if (axis < 0) axis += rank;
   std::vector<int64_t> dims(rank, -1);
@@ -468,7 +485,8 @@ absl::Status ConcatShape(InferenceContext* c) {
         dims[d] = s.dim_size(d);
       }
     }
-    if (total >= 0) total = s.dim_size(axis) < 0 ? -1 : total + s.dim_size(axis);
+    if (total >= 0)
+      total = s.dim_size(axis) < 0 ? -1 : total + s.dim_size(axis);
   }
   dims[axis] = total;
   c->set_output(0, PartialTensorShape(absl::Span<const int64_t>(dims)));
@@ -506,7 +524,8 @@ absl::Status SliceGradShape(InferenceContext* c) {
 }
 
 absl::Status VectorOutputs(InferenceContext* c) {
-  for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, PartialTensorShape({-1}));
+  for (int i = 0; i < c->num_outputs(); ++i)
+    c->set_output(i, PartialTensorShape({-1}));
   return absl::OkStatus();
 }
 
@@ -535,12 +554,13 @@ absl::Status RegisterShapeOps(OpRegistry* r) {
                                          .Output("output: T")
                                          .Attr("T: type")
                                          .SetShapeFn(ReshapeShape)));
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Shape")
-                                         .Input("input: T")
-                                         .Output("output: out_type")
-                                         .Attr("T: type")
-                                         .Attr("out_type: {int32, int64} = int32")
-                                         .SetShapeFn(ShapeShape)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("Shape")
+                      .Input("input: T")
+                      .Output("output: out_type")
+                      .Attr("T: type")
+                      .Attr("out_type: {int32, int64} = int32")
+                      .SetShapeFn(ShapeShape)));
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Size")
                                          .Input("input: T")
                                          .Output("output: int32")
@@ -612,23 +632,28 @@ absl::Status RegisterShapeKernels(KernelRegistry* r) {
   COHORT_RETURN_IF_ERROR(RegisterTyped<bool>(r));
   COHORT_RETURN_IF_ERROR(r->Register<ConcatOp>(KernelDefBuilder("Concat")));
   COHORT_RETURN_IF_ERROR(r->Register<SliceOp>(KernelDefBuilder("Slice")));
-  COHORT_RETURN_IF_ERROR(r->Register<SliceGradOp>(KernelDefBuilder("SliceGrad")));
+  COHORT_RETURN_IF_ERROR(
+      r->Register<SliceGradOp>(KernelDefBuilder("SliceGrad")));
   COHORT_RETURN_IF_ERROR(r->Register<BroadcastGradientArgsOp>(
       KernelDefBuilder("BroadcastGradientArgs")));
-  COHORT_RETURN_IF_ERROR(r->Register<ReducedShapeOp>(KernelDefBuilder("ReducedShape")));
-  COHORT_RETURN_IF_ERROR(r->Register<ConcatOffsetOp>(KernelDefBuilder("ConcatOffset")));
+  COHORT_RETURN_IF_ERROR(
+      r->Register<ReducedShapeOp>(KernelDefBuilder("ReducedShape")));
+  COHORT_RETURN_IF_ERROR(
+      r->Register<ConcatOffsetOp>(KernelDefBuilder("ConcatOffset")));
   return absl::OkStatus();
 }
 
 namespace ops {
 
 Output Reshape(const Scope& s, Input tensor, Input shape) {
-  return BuildOp(s, "Reshape", {tensor.ToOutput(s), shape.ToOutput(s, DT_INT32)})
+  return BuildOp(s, "Reshape",
+                 {tensor.ToOutput(s), shape.ToOutput(s, DT_INT32)})
       .output(0);
 }
 
 Output Shape(const Scope& s, Input input, DataType out_type) {
-  return BuildOp(s, "Shape", {input.ToOutput(s)}, {{"out_type", out_type}}).output(0);
+  return BuildOp(s, "Shape", {input.ToOutput(s)}, {{"out_type", out_type}})
+      .output(0);
 }
 
 Output Size(const Scope& s, Input input) {
@@ -636,7 +661,8 @@ Output Size(const Scope& s, Input input) {
 }
 
 Output Fill(const Scope& s, Input dims, Input value) {
-  return BuildOp(s, "Fill", {dims.ToOutput(s, DT_INT32), value.ToOutput(s)}).output(0);
+  return BuildOp(s, "Fill", {dims.ToOutput(s, DT_INT32), value.ToOutput(s)})
+      .output(0);
 }
 
 Output ZerosLike(const Scope& s, Input x) {
@@ -666,14 +692,16 @@ BroadcastGradientArgsOutputs BroadcastGradientArgs(const Scope& s, Input s0,
 }
 
 Output ReducedShape(const Scope& s, Input input_shape, Input axes) {
-  return BuildOp(s, "ReducedShape",
-                 {input_shape.ToOutput(s, DT_INT32), axes.ToOutput(s, DT_INT32)})
+  return BuildOp(
+             s, "ReducedShape",
+             {input_shape.ToOutput(s, DT_INT32), axes.ToOutput(s, DT_INT32)})
       .output(0);
 }
 
 std::vector<Output> ConcatOffset(const Scope& s, Input axis,
                                  const std::vector<Output>& shapes) {
-  Operation op = BuildOp(s, "ConcatOffset", {axis.ToOutput(s, DT_INT32), shapes});
+  Operation op =
+      BuildOp(s, "ConcatOffset", {axis.ToOutput(s, DT_INT32), shapes});
   std::vector<Output> out;
   if (!op.valid()) return std::vector<Output>(shapes.size());
   for (int i = 0; i < op.num_outputs(); ++i) out.push_back(op.output(i));

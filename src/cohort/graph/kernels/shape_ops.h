@@ -53,7 +53,8 @@ Output Size(const Scope& scope, Input input);
 Output Fill(const Scope& scope, Input dims, Input value);
 Output ZerosLike(const Scope& scope, Input x);
 Output OnesLike(const Scope& scope, Input x);
-Output Concat(const Scope& scope, const std::vector<Output>& values, Input axis);
+Output Concat(const Scope& scope, const std::vector<Output>& values,
+              Input axis);
 Output Slice(const Scope& scope, Input input, Input begin, Input size);
 
 // Gradient helpers.

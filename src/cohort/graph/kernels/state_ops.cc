@@ -8,9 +8,7 @@
 namespace cohort {
 namespace {
 
-absl::Status ScalarShapeFn(InferenceContext* c) {
-  return shape_fns::Scalar(c);
-}
+absl::Status ScalarShapeFn(InferenceContext* c) { return shape_fns::Scalar(c); }
 
 absl::Status ReadShapeFn(InferenceContext* c) {
   // The declared shape lives on the VarHandleOp; unknown here.
@@ -18,9 +16,11 @@ absl::Status ReadShapeFn(InferenceContext* c) {
   return absl::OkStatus();
 }
 
-std::string VarName(const ResourceHandle& h, const std::string& default_container) {
+std::string VarName(const ResourceHandle& h,
+                    const std::string& default_container) {
   return absl::StrCat("variable '", h.name, "' (container '",
-                      h.container.empty() ? default_container : h.container, "')");
+                      h.container.empty() ? default_container : h.container,
+                      "')");
 }
 
 class VarHandleOpKernel : public OpKernel {
@@ -44,10 +44,10 @@ class VarHandleOpKernel : public OpKernel {
     COHORT_OP_REQUIRES_OK(ctx, var.status());
     COHORT_OP_REQUIRES(
         ctx, (*var)->dtype() == dtype_,
-        absl::InvalidArgumentError(absl::StrCat(
-            VarName(handle_, rm->default_container()), " exists with dtype ",
-            DataTypeName((*var)->dtype()), " but this handle declares ",
-            DataTypeName(dtype_))));
+        absl::InvalidArgumentError(
+            absl::StrCat(VarName(handle_, rm->default_container()),
+                         " exists with dtype ", DataTypeName((*var)->dtype()),
+                         " but this handle declares ", DataTypeName(dtype_))));
     ctx->set_output(0, handle_tensor_);
   }
 
@@ -98,14 +98,16 @@ class AssignVariableKernel : public OpKernel {
     std::shared_ptr<Var> var;
     if (kMode == AssignMode::kAssign) {
       const Tensor& ht = ctx->input(0);
-      COHORT_OP_REQUIRES(ctx, ht.NumElements() == 1,
-                         absl::InvalidArgumentError("resource handle must be a scalar"));
+      COHORT_OP_REQUIRES(
+          ctx, ht.NumElements() == 1,
+          absl::InvalidArgumentError("resource handle must be a scalar"));
       const ResourceHandle& h = ht.scalar<ResourceHandle>();
       DataType dtype = value.dtype();
       std::function<absl::StatusOr<std::shared_ptr<Var>>()> create = [&]() {
         return std::make_shared<Var>(dtype, PartialTensorShape(), h.name);
       };
-      auto v = ctx->resource_manager()->LookupOrCreate<Var>(h.container, h.name, create);
+      auto v = ctx->resource_manager()->LookupOrCreate<Var>(h.container, h.name,
+                                                            create);
       COHORT_OP_REQUIRES_OK(ctx, v.status());
       var = *std::move(v);
     } else {
@@ -113,11 +115,11 @@ class AssignVariableKernel : public OpKernel {
       COHORT_OP_REQUIRES_OK(ctx, v.status());
       var = *std::move(v);
     }
-    COHORT_OP_REQUIRES(
-        ctx, var->dtype() == value.dtype(),
-        absl::InvalidArgumentError(absl::StrCat(
-            "cannot assign a ", DataTypeName(value.dtype()), " value to variable '",
-            var->name(), "' of dtype ", DataTypeName(var->dtype()))));
+    COHORT_OP_REQUIRES(ctx, var->dtype() == value.dtype(),
+                       absl::InvalidArgumentError(absl::StrCat(
+                           "cannot assign a ", DataTypeName(value.dtype()),
+                           " value to variable '", var->name(), "' of dtype ",
+                           DataTypeName(var->dtype()))));
     absl::MutexLock lock(var->mu());
     if (kMode == AssignMode::kAssign) {
       COHORT_OP_REQUIRES(
@@ -139,13 +141,22 @@ class AssignVariableKernel : public OpKernel {
     var->PrepareForUpdate();
     bool sub = kMode == AssignMode::kSub;
     switch (value.dtype()) {
-      case DT_FLOAT: AddInPlace<float>(var->tensor(), value, sub); break;
-      case DT_DOUBLE: AddInPlace<double>(var->tensor(), value, sub); break;
-      case DT_INT32: AddInPlace<int32_t>(var->tensor(), value, sub); break;
-      case DT_INT64: AddInPlace<int64_t>(var->tensor(), value, sub); break;
+      case DT_FLOAT:
+        AddInPlace<float>(var->tensor(), value, sub);
+        break;
+      case DT_DOUBLE:
+        AddInPlace<double>(var->tensor(), value, sub);
+        break;
+      case DT_INT32:
+        AddInPlace<int32_t>(var->tensor(), value, sub);
+        break;
+      case DT_INT64:
+        AddInPlace<int64_t>(var->tensor(), value, sub);
+        break;
       default:
-        ctx->SetStatus(absl::InvalidArgumentError(absl::StrCat(
-            "cannot add to a variable of dtype ", DataTypeName(value.dtype()))));
+        ctx->SetStatus(absl::InvalidArgumentError(
+            absl::StrCat("cannot add to a variable of dtype ",
+                         DataTypeName(value.dtype()))));
     }
   }
 };
@@ -155,8 +166,9 @@ class VarIsInitializedKernel : public OpKernel {
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
     const Tensor& ht = ctx->input(0);
-    COHORT_OP_REQUIRES(ctx, ht.NumElements() == 1,
-                       absl::InvalidArgumentError("resource handle must be a scalar"));
+    COHORT_OP_REQUIRES(
+        ctx, ht.NumElements() == 1,
+        absl::InvalidArgumentError("resource handle must be a scalar"));
     const ResourceHandle& h = ht.scalar<ResourceHandle>();
     auto var = ctx->resource_manager()->Lookup<Var>(h);
     bool init = false;
@@ -174,9 +186,9 @@ absl::StatusOr<std::shared_ptr<Var>> LookupVariable(OpKernelContext* ctx,
                                                     int index) {
   const Tensor& t = ctx->input(index);
   if (t.dtype() != DT_RESOURCE || t.NumElements() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input ", index, " must be a scalar resource handle, got ",
-        t.DebugString(1)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input ", index, " must be a scalar resource handle, got ",
+                     t.DebugString(1)));
   }
   const ResourceHandle& h = t.scalar<ResourceHandle>();
   auto var = ctx->resource_manager()->Lookup<Var>(h);
@@ -192,7 +204,8 @@ absl::StatusOr<std::shared_ptr<Var>> LookupVariable(OpKernelContext* ctx,
 absl::Status CheckInitialized(const Var& var) {
   if (!var.is_initialized()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "variable '", var.name(), "' is uninitialized; run its initializer "
+        "variable '", var.name(),
+        "' is uninitialized; run its initializer "
         "(e.g. GlobalVariablesInitializer) or restore a checkpoint first"));
   }
   return absl::OkStatus();
@@ -213,8 +226,8 @@ absl::Status RegisterStateOps(OpRegistry* r) {
                                          .Attr("dtype: type")
                                          .SetIsStateful()
                                          .SetShapeFn(ReadShapeFn)));
-  for (const char* op : {"AssignVariableOp", "AssignAddVariableOp",
-                         "AssignSubVariableOp"}) {
+  for (const char* op :
+       {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}) {
     COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder(op)
                                            .Input("resource: resource")
                                            .Input("value: dtype")
@@ -231,7 +244,8 @@ absl::Status RegisterStateOps(OpRegistry* r) {
 }
 
 absl::Status RegisterStateKernels(KernelRegistry* r) {
-  COHORT_RETURN_IF_ERROR(r->Register<VarHandleOpKernel>(KernelDefBuilder("VarHandleOp")));
+  COHORT_RETURN_IF_ERROR(
+      r->Register<VarHandleOpKernel>(KernelDefBuilder("VarHandleOp")));
   COHORT_RETURN_IF_ERROR(
       r->Register<ReadVariableOpKernel>(KernelDefBuilder("ReadVariableOp")));
   COHORT_RETURN_IF_ERROR(r->Register<AssignVariableKernel<AssignMode::kAssign>>(
@@ -240,18 +254,21 @@ absl::Status RegisterStateKernels(KernelRegistry* r) {
       KernelDefBuilder("AssignAddVariableOp")));
   COHORT_RETURN_IF_ERROR(r->Register<AssignVariableKernel<AssignMode::kSub>>(
       KernelDefBuilder("AssignSubVariableOp")));
-  COHORT_RETURN_IF_ERROR(
-      r->Register<VarIsInitializedKernel>(KernelDefBuilder("VarIsInitializedOp")));
+  COHORT_RETURN_IF_ERROR(r->Register<VarIsInitializedKernel>(
+      KernelDefBuilder("VarIsInitializedOp")));
   return absl::OkStatus();
 }
 
 namespace ops {
 
 Output VarHandleOp(const Scope& scope, DataType dtype,
-                   const PartialTensorShape& shape, const std::string& container,
+                   const PartialTensorShape& shape,
+                   const std::string& container,
                    const std::string& shared_name) {
   return BuildOp(scope, "VarHandleOp", {},
-                 {{"dtype", dtype}, {"shape", shape}, {"container", container},
+                 {{"dtype", dtype},
+                  {"shape", shape},
+                  {"container", container},
                   {"shared_name", shared_name}})
       .output(0);
 }
@@ -263,7 +280,8 @@ Output ReadVariableOp(const Scope& scope, Input resource, DataType dtype) {
 }
 
 namespace {
-Operation Assign(const char* op, const Scope& scope, Input resource, Input value) {
+Operation Assign(const char* op, const Scope& scope, Input resource,
+                 Input value) {
   Output r = resource.ToOutput(scope);
   Output v = value.ToOutput(scope);
   return BuildOp(scope, op, {r, v});
@@ -280,7 +298,8 @@ Operation AssignSubVariableOp(const Scope& scope, Input resource, Input value) {
   return Assign("AssignSubVariableOp", scope, resource, value);
 }
 Output VarIsInitializedOp(const Scope& scope, Input resource) {
-  return BuildOp(scope, "VarIsInitializedOp", {resource.ToOutput(scope)}).output(0);
+  return BuildOp(scope, "VarIsInitializedOp", {resource.ToOutput(scope)})
+      .output(0);
 }
 
 Variable MakeVariable(const Scope& scope, const std::string& name,
@@ -294,9 +313,11 @@ Variable MakeVariable(const Scope& scope, const std::string& name,
   if (!v.handle.valid()) return v;
   // The handle may have been renamed to stay unique ("w_1").
   std::string rel = v.handle.node_name();
-  if (!scope.name_scope().empty()) rel = rel.substr(scope.name_scope().size() + 1);
+  if (!scope.name_scope().empty())
+    rel = rel.substr(scope.name_scope().size() + 1);
   v.value = ReadVariableOp(s.WithOpName(rel + "/read"), v.handle, v.dtype);
-  v.initializer = AssignVariableOp(s.WithOpName(rel + "/Assign"), v.handle, init);
+  v.initializer =
+      AssignVariableOp(s.WithOpName(rel + "/Assign"), v.handle, init);
   if (v.initializer.valid()) scope.AddInitializer(v.initializer);
   return v;
 }
@@ -322,9 +343,10 @@ Variable GetOrCreateGlobalStep(const Scope& scope) {
   v.dtype = DT_INT64;
   v.handle = VarHandleOp(root.WithOpName("global_step"), DT_INT64,
                          PartialTensorShape::Scalar());
-  v.value = ReadVariableOp(root.WithOpName("global_step/read"), v.handle, DT_INT64);
-  v.initializer = AssignVariableOp(root.WithOpName("global_step/Assign"), v.handle,
-                                   Tensor(int64_t{0}));
+  v.value =
+      ReadVariableOp(root.WithOpName("global_step/read"), v.handle, DT_INT64);
+  v.initializer = AssignVariableOp(root.WithOpName("global_step/Assign"),
+                                   v.handle, Tensor(int64_t{0}));
   if (v.initializer.valid()) scope.AddInitializer(v.initializer);
   return v;
 }

@@ -44,8 +44,7 @@ absl::Status RegisterStateKernels(KernelRegistry* registry);
 absl::StatusOr<std::shared_ptr<Var>> LookupVariable(OpKernelContext* ctx,
                                                     int index);
 // FailedPrecondition unless initialised; call with var->mu() held.
-absl::Status CheckInitialized(const Var& var)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS;
+absl::Status CheckInitialized(const Var& var) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
 namespace ops {
 

@@ -37,9 +37,12 @@ class StateOpsTest : public ::testing::Test {
 TEST_F(StateOpsTest, AssignReadAddSubIsInitialized) {
   auto h = ops::VarHandleOp(root_.WithOpName("v"), DT_INT64, TensorShape({2}));
   ops::ReadVariableOp(root_.WithOpName("read"), h, DT_INT64);
-  ops::AssignVariableOp(root_.WithOpName("assign"), h, Tensor::Vec<int64_t>({5, 6}));
-  ops::AssignAddVariableOp(root_.WithOpName("add"), h, Tensor::Vec<int64_t>({1, 1}));
-  ops::AssignSubVariableOp(root_.WithOpName("sub"), h, Tensor::Vec<int64_t>({10, 0}));
+  ops::AssignVariableOp(root_.WithOpName("assign"), h,
+                        Tensor::Vec<int64_t>({5, 6}));
+  ops::AssignAddVariableOp(root_.WithOpName("add"), h,
+                           Tensor::Vec<int64_t>({1, 1}));
+  ops::AssignSubVariableOp(root_.WithOpName("sub"), h,
+                           Tensor::Vec<int64_t>({10, 0}));
   ops::VarIsInitializedOp(root_.WithOpName("is_init"), h);
   Start();
   EXPECT_FALSE(Fetch("is_init")->scalar<bool>());
@@ -57,32 +60,41 @@ TEST_F(StateOpsTest, AssignReadAddSubIsInitialized) {
 
 TEST_F(StateOpsTest, TypeAndShapeErrorsNameTheVariable) {
   auto h = ops::VarHandleOp(root_.WithOpName("w"), DT_FLOAT, TensorShape({2}));
-  ops::AssignVariableOp(root_.WithOpName("bad_shape"), h, Tensor::Vec<float>({1, 2, 3}));
+  ops::AssignVariableOp(root_.WithOpName("bad_shape"), h,
+                        Tensor::Vec<float>({1, 2, 3}));
   ops::AssignVariableOp(root_.WithOpName("ok"), h, Tensor::Vec<float>({1, 2}));
-  ops::AssignAddVariableOp(root_.WithOpName("bad_add"), h, Tensor::Vec<float>({1}));
+  ops::AssignAddVariableOp(root_.WithOpName("bad_add"), h,
+                           Tensor::Vec<float>({1}));
   ops::ReadVariableOp(root_.WithOpName("read_as_int"), h, DT_INT32);
   Start();
   absl::Status s = Run("bad_shape");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("node 'bad_shape' (op AssignVariableOp)"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("variable 'w' declared with shape [2]"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("node 'bad_shape' (op AssignVariableOp)"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("variable 'w' declared with shape [2]"));
   ASSERT_TRUE(Run("ok").ok());
-  EXPECT_THAT(std::string(Run("bad_add").message()), HasSubstr("shape [1] to variable 'w' of shape [2]"));
+  EXPECT_THAT(std::string(Run("bad_add").message()),
+              HasSubstr("shape [1] to variable 'w' of shape [2]"));
   EXPECT_THAT(std::string(Fetch("read_as_int").status().message()),
               HasSubstr("variable 'w' is float, read as int32"));
 }
 
 TEST_F(StateOpsTest, SharedNameAndContainers) {
-  auto a = ops::VarHandleOp(root_.WithOpName("a"), DT_FLOAT, TensorShape(), "", "shared");
-  auto b = ops::VarHandleOp(root_.WithOpName("b"), DT_FLOAT, TensorShape(), "", "shared");
-  auto c = ops::VarHandleOp(root_.WithOpName("c"), DT_FLOAT, TensorShape(), "other", "shared");
+  auto a = ops::VarHandleOp(root_.WithOpName("a"), DT_FLOAT, TensorShape(), "",
+                            "shared");
+  auto b = ops::VarHandleOp(root_.WithOpName("b"), DT_FLOAT, TensorShape(), "",
+                            "shared");
+  auto c = ops::VarHandleOp(root_.WithOpName("c"), DT_FLOAT, TensorShape(),
+                            "other", "shared");
   ops::AssignVariableOp(root_.WithOpName("set_a"), a, 3.0f);
   ops::ReadVariableOp(root_.WithOpName("read_b"), b, DT_FLOAT);
   ops::ReadVariableOp(root_.WithOpName("read_c"), c, DT_FLOAT);
   Start();
   ASSERT_TRUE(Run("set_a").ok());
   EXPECT_EQ(Fetch("read_b")->scalar<float>(), 3.f);
-  EXPECT_EQ(Fetch("read_c").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Fetch("read_c").status().code(),
+            absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(session_->Reset({"other"}).ok());
   EXPECT_EQ(Fetch("read_b")->scalar<float>(), 3.f);
 }

@@ -10,7 +10,8 @@
 namespace cohort {
 namespace {
 
-absl::StatusOr<std::shared_ptr<Var>> LookupVar(OpKernelContext* ctx, int input) {
+absl::StatusOr<std::shared_ptr<Var>> LookupVar(OpKernelContext* ctx,
+                                               int input) {
   const Tensor& h = ctx->input(input);
   if (h.dtype() != DT_RESOURCE || h.NumElements() != 1) {
     return absl::InvalidArgumentError(
@@ -35,9 +36,10 @@ absl::Status CheckVar(Var* var, const std::string& name, const Tensor& grad)
         " but grad is ", DataTypeName(grad.dtype())));
   }
   if (var->tensor()->shape() != grad.shape()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "variable '", name, "' has shape ", var->tensor()->shape().DebugString(),
-        " but grad has shape ", grad.shape().DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable '", name, "' has shape ",
+                     var->tensor()->shape().DebugString(),
+                     " but grad has shape ", grad.shape().DebugString()));
   }
   var->PrepareForUpdate();
   return absl::OkStatus();
@@ -49,8 +51,9 @@ std::string VarName(OpKernelContext* ctx, int input) {
 
 absl::Status ScalarInput(OpKernelContext* ctx, int input, const char* what) {
   if (ctx->input(input).dims() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " must be a scalar, got shape ", ctx->input(input).shape().DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a scalar, got shape ",
+                     ctx->input(input).shape().DebugString()));
   }
   return absl::OkStatus();
 }
@@ -91,8 +94,9 @@ class ApplyMomentumOp : public OpKernel {
     const T momentum = ctx->input(4).scalar<T>();
     Var* v = var->get();
     Var* a = accum->get();
-    COHORT_OP_REQUIRES(ctx, v != a,
-                       absl::InvalidArgumentError("var and accum are one variable"));
+    COHORT_OP_REQUIRES(
+        ctx, v != a,
+        absl::InvalidArgumentError("var and accum are one variable"));
     absl::MutexLock lock_v(v->mu());
     absl::MutexLock lock_a(a->mu());
     COHORT_OP_REQUIRES_OK(ctx, CheckVar(v, VarName(ctx, 0), grad));
@@ -125,8 +129,8 @@ class ApplyAdamOp : public OpKernel {
     COHORT_OP_REQUIRES_OK(ctx, m_var.status());
     auto v_var = LookupVar(ctx, 2);
     COHORT_OP_REQUIRES_OK(ctx, v_var.status());
-    const char* names[] = {"beta1_power", "beta2_power", "lr", "beta1", "beta2",
-                           "epsilon"};
+    const char* names[] = {"beta1_power", "beta2_power", "lr",
+                           "beta1",       "beta2",       "epsilon"};
     for (int i = 0; i < 6; ++i) {
       COHORT_OP_REQUIRES_OK(ctx, ScalarInput(ctx, 3 + i, names[i]));
     }
@@ -140,8 +144,9 @@ class ApplyAdamOp : public OpKernel {
     Var* w_v = var->get();
     Var* m_v = m_var->get();
     Var* v_v = v_var->get();
-    COHORT_OP_REQUIRES(ctx, w_v != m_v && w_v != v_v && m_v != v_v,
-                       absl::InvalidArgumentError("var, m and v must be distinct"));
+    COHORT_OP_REQUIRES(
+        ctx, w_v != m_v && w_v != v_v && m_v != v_v,
+        absl::InvalidArgumentError("var, m and v must be distinct"));
     absl::MutexLock lock_w(w_v->mu());
     absl::MutexLock lock_m(m_v->mu());
     absl::MutexLock lock_v(v_v->mu());
@@ -227,24 +232,25 @@ absl::Status RegisterTrainingKernels(KernelRegistry* r) {
 
 namespace ops {
 
-Operation ApplyGradientDescent(const Scope& s, Input var, Input alpha, Input delta) {
+Operation ApplyGradientDescent(const Scope& s, Input var, Input alpha,
+                               Input delta) {
   Output d = delta.ToOutput(s);
   return BuildOp(s, "ApplyGradientDescent",
                  {var.ToOutput(s), alpha.ToOutput(s, d.dtype()), d});
 }
 
-Operation ApplyMomentum(const Scope& s, Input var, Input accum, Input lr, Input grad,
-                        Input momentum, bool use_nesterov) {
+Operation ApplyMomentum(const Scope& s, Input var, Input accum, Input lr,
+                        Input grad, Input momentum, bool use_nesterov) {
   Output g = grad.ToOutput(s);
   return BuildOp(s, "ApplyMomentum",
-                 {var.ToOutput(s), accum.ToOutput(s), lr.ToOutput(s, g.dtype()), g,
-                  momentum.ToOutput(s, g.dtype())},
+                 {var.ToOutput(s), accum.ToOutput(s), lr.ToOutput(s, g.dtype()),
+                  g, momentum.ToOutput(s, g.dtype())},
                  {{"use_nesterov", use_nesterov}});
 }
 
-Operation ApplyAdam(const Scope& s, Input var, Input m, Input v, Input beta1_power,
-                    Input beta2_power, Input lr, Input beta1, Input beta2,
-                    Input epsilon, Input grad, bool use_nesterov) {
+Operation ApplyAdam(const Scope& s, Input var, Input m, Input v,
+                    Input beta1_power, Input beta2_power, Input lr, Input beta1,
+                    Input beta2, Input epsilon, Input grad, bool use_nesterov) {
   Output g = grad.ToOutput(s);
   const DataType t = g.dtype();
   return BuildOp(s, "ApplyAdam",

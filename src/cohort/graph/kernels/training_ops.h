@@ -8,7 +8,8 @@
 //  - ApplyMomentum(var, accum: resource, lr: T, grad: T, momentum: T;
 //    use_nesterov: bool = false):
 //      accum = accum * momentum + grad
-//      var -= lr * accum            (nesterov: lr * grad + lr * momentum * accum)
+//      var -= lr * accum            (nesterov: lr * grad + lr * momentum *
+//      accum)
 //  - ApplyAdam(var, m, v: resource, beta1_power, beta2_power, lr, beta1,
 //    beta2, epsilon: T (scalars), grad: T; use_nesterov: bool = false):
 //      lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)

@@ -14,7 +14,8 @@ namespace {
 using ::testing::HasSubstr;
 
 // Creates variable `name` in the test device (initialised when `value` is).
-Tensor MakeVar(const std::string& name, const Tensor& value, DataType dtype = DT_FLOAT) {
+Tensor MakeVar(const std::string& name, const Tensor& value,
+               DataType dtype = DT_FLOAT) {
   auto var = std::make_shared<Var>(dtype);
   if (value.IsInitialized()) {
     absl::MutexLock lock(var->mu());
@@ -38,7 +39,8 @@ Tensor Value(const std::string& name) {
 TEST(ApplyGradientDescentTest, UpdatesInPlaceWithoutChangingSnapshots) {
   Tensor h = MakeVar("gd_w", Tensor::Vec<float>({1, 2}));
   Tensor snapshot = Value("gd_w");
-  auto out = RunKernel("ApplyGradientDescent", {h, Tensor(0.5f), Tensor::Vec<float>({2, -2})});
+  auto out = RunKernel("ApplyGradientDescent",
+                       {h, Tensor(0.5f), Tensor::Vec<float>({2, -2})});
   ASSERT_TRUE(out.ok()) << out.status();
   ExpectTensorEqual(Value("gd_w"), Tensor::Vec<float>({0, 3}));
   ExpectTensorEqual(snapshot, Tensor::Vec<float>({1, 2}));
@@ -46,16 +48,20 @@ TEST(ApplyGradientDescentTest, UpdatesInPlaceWithoutChangingSnapshots) {
 
 TEST(ApplyGradientDescentTest, Errors) {
   Tensor h = MakeVar("gd_uninit", Tensor(), DT_FLOAT);
-  auto uninit = RunKernel("ApplyGradientDescent", {h, Tensor(0.5f), Tensor::Vec<float>({1})});
+  auto uninit = RunKernel("ApplyGradientDescent",
+                          {h, Tensor(0.5f), Tensor::Vec<float>({1})});
   EXPECT_EQ(uninit.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(uninit.status().message()), HasSubstr("'gd_uninit'"));
   EXPECT_THAT(std::string(uninit.status().message()), HasSubstr("node 'op'"));
   Tensor w = MakeVar("gd_shape", Tensor::Vec<float>({1, 2, 3}));
-  auto shape = RunKernel("ApplyGradientDescent", {w, Tensor(0.5f), Tensor::Vec<float>({1})});
+  auto shape = RunKernel("ApplyGradientDescent",
+                         {w, Tensor(0.5f), Tensor::Vec<float>({1})});
   EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(shape.status().message()),
-              HasSubstr("variable 'gd_shape' has shape [3] but grad has shape [1]"));
-  auto type = RunKernel("ApplyGradientDescent", {w, Tensor(0.5), Tensor::Vec<double>({1, 2, 3})});
+  EXPECT_THAT(
+      std::string(shape.status().message()),
+      HasSubstr("variable 'gd_shape' has shape [3] but grad has shape [1]"));
+  auto type = RunKernel("ApplyGradientDescent",
+                        {w, Tensor(0.5), Tensor::Vec<double>({1, 2, 3})});
   EXPECT_EQ(type.status().code(), absl::StatusCode::kInvalidArgument);
   ResourceHandle missing;
   missing.name = "gd_missing";
@@ -67,18 +73,21 @@ TEST(ApplyGradientDescentTest, Errors) {
 TEST(ApplyMomentumTest, PlainAndNesterov) {
   Tensor w = MakeVar("mom_w", Tensor::Vec<float>({1}));
   Tensor a = MakeVar("mom_a", Tensor::Vec<float>({0.5}));
-  auto out = RunKernel("ApplyMomentum",
-                       {w, a, Tensor(0.1f), Tensor::Vec<float>({2}), Tensor(0.9f)});
+  auto out =
+      RunKernel("ApplyMomentum",
+                {w, a, Tensor(0.1f), Tensor::Vec<float>({2}), Tensor(0.9f)});
   ASSERT_TRUE(out.ok()) << out.status();
   // accum = 0.5 * 0.9 + 2 = 2.45; w = 1 - 0.1 * 2.45.
   ExpectTensorNear(Value("mom_a"), Tensor::Vec<float>({2.45f}), 1e-6);
   ExpectTensorNear(Value("mom_w"), Tensor::Vec<float>({0.755f}), 1e-6);
-  auto nest = RunKernel("ApplyMomentum",
-                        {w, a, Tensor(0.1f), Tensor::Vec<float>({2}), Tensor(0.9f)},
-                        {{"use_nesterov", true}});
+  auto nest =
+      RunKernel("ApplyMomentum",
+                {w, a, Tensor(0.1f), Tensor::Vec<float>({2}), Tensor(0.9f)},
+                {{"use_nesterov", true}});
   ASSERT_TRUE(nest.ok());
   // accum = 2.45 * 0.9 + 2 = 4.205; w -= 0.1 * 2 + 0.1 * 0.9 * 4.205.
-  ExpectTensorNear(Value("mom_w"), Tensor::Vec<float>({0.755f - 0.2f - 0.37845f}), 1e-5);
+  ExpectTensorNear(Value("mom_w"),
+                   Tensor::Vec<float>({0.755f - 0.2f - 0.37845f}), 1e-5);
 }
 
 TEST(ApplyAdamTest, MatchesTheFormula) {
@@ -86,22 +95,26 @@ TEST(ApplyAdamTest, MatchesTheFormula) {
   Tensor m = MakeVar("adam_m", Tensor::Vec<double>({0, 0}), DT_DOUBLE);
   Tensor v = MakeVar("adam_v", Tensor::Vec<double>({0, 0}), DT_DOUBLE);
   const double b1 = 0.9, b2 = 0.999, lr = 0.01, eps = 1e-8;
-  auto out = RunKernel("ApplyAdam", {w, m, v, Tensor(b1), Tensor(b2), Tensor(lr), Tensor(b1),
-                                     Tensor(b2), Tensor(eps), Tensor::Vec<double>({0.5, -2})});
+  auto out = RunKernel(
+      "ApplyAdam", {w, m, v, Tensor(b1), Tensor(b2), Tensor(lr), Tensor(b1),
+                    Tensor(b2), Tensor(eps), Tensor::Vec<double>({0.5, -2})});
   ASSERT_TRUE(out.ok()) << out.status();
   const double lr_t = lr * std::sqrt(1 - b2) / (1 - b1);
   auto expect = [&](double w0, double g) {
     double mm = (1 - b1) * g, vv = (1 - b2) * g * g;
     return w0 - lr_t * mm / (std::sqrt(vv) + eps);
   };
-  ExpectTensorNear(Value("adam_w"), Tensor::Vec<double>({expect(1, 0.5), expect(-1, -2)}),
+  ExpectTensorNear(Value("adam_w"),
+                   Tensor::Vec<double>({expect(1, 0.5), expect(-1, -2)}),
                    1e-12);
   ExpectTensorNear(Value("adam_m"), Tensor::Vec<double>({0.05, -0.2}), 1e-12);
-  auto bad = RunKernel("ApplyAdam", {w, m, v, Tensor::Vec<double>({b1}), Tensor(b2), Tensor(lr),
-                                     Tensor(b1), Tensor(b2), Tensor(eps),
-                                     Tensor::Vec<double>({0.5, -2})});
+  auto bad =
+      RunKernel("ApplyAdam", {w, m, v, Tensor::Vec<double>({b1}), Tensor(b2),
+                              Tensor(lr), Tensor(b1), Tensor(b2), Tensor(eps),
+                              Tensor::Vec<double>({0.5, -2})});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("beta1_power must be a scalar"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("beta1_power must be a scalar"));
 }
 
 }  // namespace

@@ -16,8 +16,9 @@ FakeComputeServer::FakeComputeServer(std::optional<std::string> required_token)
     if (required_token_.has_value() &&
         req.get_header_value("Authorization") !=
             absl::StrCat("Bearer ", *required_token_)) {
-      ReplyError(res, 401, "Request is missing required authentication "
-                           "credential.");
+      ReplyError(res, 401,
+                 "Request is missing required authentication "
+                 "credential.");
       return false;
     }
     return true;
@@ -30,8 +31,10 @@ FakeComputeServer::FakeComputeServer(std::optional<std::string> required_token)
                           group = req.matches[3];
         Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
         if (!body.is_object() || body.value("instanceState", "") != "RUNNING") {
-          ReplyError(res, 400, absl::StrCat("expected body {\"instanceState\": "
-                                            "\"RUNNING\"}, got ", req.body));
+          ReplyError(res, 400,
+                     absl::StrCat("expected body {\"instanceState\": "
+                                  "\"RUNNING\"}, got ",
+                                  req.body));
           return;
         }
         int page = 0;
@@ -43,17 +46,17 @@ FakeComputeServer::FakeComputeServer(std::optional<std::string> required_token)
         absl::MutexLock lock(&mu_);
         auto it = groups_.find(group);
         if (it == groups_.end()) {
-          ReplyError(res, 404,
-                     absl::StrCat("The resource 'projects/", project, "/zones/",
-                                  zone, "/instanceGroups/", group,
-                                  "' was not found"));
+          ReplyError(
+              res, 404,
+              absl::StrCat("The resource 'projects/", project, "/zones/", zone,
+                           "/instanceGroups/", group, "' was not found"));
           return;
         }
         const auto& pages = it->second;
-        Json out = {{"kind", "compute#instanceGroupsListInstances"},
-                    {"id", absl::StrCat("projects/", project, "/zones/", zone,
-                                        "/instanceGroups/", group,
-                                        "/listInstances")}};
+        Json out = {
+            {"kind", "compute#instanceGroupsListInstances"},
+            {"id", absl::StrCat("projects/", project, "/zones/", zone,
+                                "/instanceGroups/", group, "/listInstances")}};
         if (page < 0 || page > static_cast<int>(pages.size())) {
           ReplyError(res, 400, "Invalid value for field 'pageToken'");
           return;
@@ -78,11 +81,11 @@ FakeComputeServer::FakeComputeServer(std::optional<std::string> required_token)
         absl::MutexLock lock(&mu_);
         auto it = instances_.find(name);
         if (it == instances_.end()) {
-          ReplyError(res, 404, absl::StrCat("The resource 'projects/",
-                                            std::string(req.matches[1]),
-                                            "/zones/", std::string(req.matches[2]),
-                                            "/instances/", name,
-                                            "' was not found"));
+          ReplyError(res, 404,
+                     absl::StrCat("The resource 'projects/",
+                                  std::string(req.matches[1]), "/zones/",
+                                  std::string(req.matches[2]), "/instances/",
+                                  name, "' was not found"));
           return;
         }
         Json instance = it->second;

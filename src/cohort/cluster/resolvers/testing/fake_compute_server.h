@@ -27,8 +27,8 @@ namespace cohort::testing {
 
 class FakeComputeServer : public FakeHttpServer {
  public:
-  explicit FakeComputeServer(std::optional<std::string> required_token =
-                                 std::nullopt);
+  explicit FakeComputeServer(
+      std::optional<std::string> required_token = std::nullopt);
 
   // Page i lists pages[i] (instance URLs).
   void SetInstanceGroup(const std::string& group,

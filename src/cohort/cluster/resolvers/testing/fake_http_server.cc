@@ -13,16 +13,18 @@ namespace cohort::testing {
 FakeHttpServer::FakeHttpServer() {
   // Recorded before routing, so a request is in the log before its answer
   // reaches the client.
-  server_.set_pre_routing_handler([this](const httplib::Request& req,
-                                         httplib::Response&) {
-    std::vector<std::string> params;
-    for (const auto& [k, v] : req.params) params.push_back(absl::StrCat(k, "=", v));
-    std::string line = absl::StrCat(req.method, " ", req.path);
-    if (!params.empty()) absl::StrAppend(&line, "?", absl::StrJoin(params, "&"));
-    absl::MutexLock lock(&mu_);
-    requests_.push_back(std::move(line));
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
+  server_.set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response&) {
+        std::vector<std::string> params;
+        for (const auto& [k, v] : req.params)
+          params.push_back(absl::StrCat(k, "=", v));
+        std::string line = absl::StrCat(req.method, " ", req.path);
+        if (!params.empty())
+          absl::StrAppend(&line, "?", absl::StrJoin(params, "&"));
+        absl::MutexLock lock(&mu_);
+        requests_.push_back(std::move(line));
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
   server_.set_read_timeout(5, 0);
   server_.set_write_timeout(5, 0);
 }
@@ -78,8 +80,10 @@ void FakeHttpServer::Reply(httplib::Response& res, int status,
 void FakeHttpServer::ReplyError(httplib::Response& res, int status,
                                 const std::string& message) {
   Reply(res, status,
-        Json{{"error", {{"code", status}, {"message", message},
-                        {"status", status == 404 ? "NOT_FOUND" : "ERROR"}}}});
+        Json{{"error",
+              {{"code", status},
+               {"message", message},
+               {"status", status == 404 ? "NOT_FOUND" : "ERROR"}}}});
 }
 
 }  // namespace cohort::testing

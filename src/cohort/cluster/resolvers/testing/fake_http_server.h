@@ -3,9 +3,9 @@
 // metadata servers that resolver tests and the conformance runner talk to.
 //
 //   FakeHttpServer server;
-//   server.server().Get("/x", [](const httplib::Request&, httplib::Response& r) {...});
-//   COHORT_CHECK_OK(server.Start());
-//   http.GetText(server.base_url() + "/x", ...);
+//   server.server().Get("/x", [](const httplib::Request&, httplib::Response& r)
+//   {...}); COHORT_CHECK_OK(server.Start()); http.GetText(server.base_url() +
+//   "/x", ...);
 //
 // Start() binds and listens before returning, so requests made right after
 // it are queued, never refused. Stop() (also run by the destructor) waits for

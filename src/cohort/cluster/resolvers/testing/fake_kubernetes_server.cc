@@ -45,8 +45,11 @@ FakeKubernetesServer::FakeKubernetesServer(
         req.get_header_value("Authorization") !=
             absl::StrCat("Bearer ", *required_token_)) {
       Reply(res, 401,
-            {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
-             {"message", "Unauthorized"}, {"reason", "Unauthorized"},
+            {{"kind", "Status"},
+             {"apiVersion", "v1"},
+             {"status", "Failure"},
+             {"message", "Unauthorized"},
+             {"reason", "Unauthorized"},
              {"code", 401}});
       return;
     }
@@ -58,8 +61,8 @@ FakeKubernetesServer::FakeKubernetesServer(
       return;
     }
     auto it = pods_.find(selector);
-    Reply(res, 200, PodList(it == pods_.end() ? std::vector<FakePod>()
-                                              : it->second));
+    Reply(res, 200,
+          PodList(it == pods_.end() ? std::vector<FakePod>() : it->second));
   });
 }
 

@@ -27,8 +27,8 @@ struct FakePod {
 
 class FakeKubernetesServer : public FakeHttpServer {
  public:
-  explicit FakeKubernetesServer(std::optional<std::string> required_token =
-                                    std::nullopt);
+  explicit FakeKubernetesServer(
+      std::optional<std::string> required_token = std::nullopt);
 
   void SetPods(const std::string& label_selector, std::vector<FakePod> pods);
   // Makes every pod list answer `status` with `body` (nullopt: normal).

@@ -10,8 +10,9 @@ namespace cohort::testing {
 
 FakeMetadataServer::FakeMetadataServer(std::string token)
     : token_(std::move(token)) {
-  server().Get(R"(/computeMetadata/v1/(.*))", [this](const httplib::Request& req,
-                                                      httplib::Response& res) {
+  server().Get(R"(/computeMetadata/v1/(.*))", [this](
+                                                  const httplib::Request& req,
+                                                  httplib::Response& res) {
     const std::string path = req.matches[1];
     absl::MutexLock lock(&mu_);
     if (fail_all_.has_value()) {
@@ -33,7 +34,8 @@ FakeMetadataServer::FakeMetadataServer(std::string token)
     }
     if (path == "instance/service-accounts/default/token") {
       Reply(res, 200,
-            Json{{"access_token", token_}, {"expires_in", 3599},
+            Json{{"access_token", token_},
+                 {"expires_in", 3599},
                  {"token_type", "Bearer"}});
       return;
     }
@@ -43,7 +45,8 @@ FakeMetadataServer::FakeMetadataServer(std::string token)
   });
 }
 
-void FakeMetadataServer::Set(const std::string& path, const std::string& value) {
+void FakeMetadataServer::Set(const std::string& path,
+                             const std::string& value) {
   absl::MutexLock lock(&mu_);
   values_[path] = value;
 }

@@ -23,9 +23,9 @@ FakeTpuServer::FakeTpuServer(std::optional<std::string> required_token)
                  absl::MutexLock lock(&mu_);
                  auto it = nodes_.find(name);
                  if (it == nodes_.end()) {
-                   ReplyError(res, 404,
-                              absl::StrCat("Resource '", name,
-                                           "' was not found"));
+                   ReplyError(
+                       res, 404,
+                       absl::StrCat("Resource '", name, "' was not found"));
                    return;
                  }
                  Reply(res, 200, it->second);

@@ -19,8 +19,8 @@ namespace cohort::testing {
 
 class FakeTpuServer : public FakeHttpServer {
  public:
-  explicit FakeTpuServer(std::optional<std::string> required_token =
-                             std::nullopt);
+  explicit FakeTpuServer(
+      std::optional<std::string> required_token = std::nullopt);
 
   // `full_name` is "projects/P/locations/Z/nodes/N".
   void SetNode(const std::string& full_name, Json node);
