@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/common/peer.h"
 #include "cohort/barrier/barrier_task_context.h"
 #include "cohort/barrier/launcher.h"
 #include "cohort/base/env.h"
@@ -165,119 +166,119 @@ std::vector<std::string> SelfCommand() {
   return {exe};
 }
 
-void PrintLine(const Json& line) { std::cout << JsonDump(line) << std::endl; }
-
-int RunGangs(const Flags& f) {
+// Runs every gang size once for repetition `rep`, printing (and keeping in
+// `log`) partition 0's lines. Returns non-zero when a gang failed.
+int RunGangs(const Flags& f, int rep, MeasurementLog& log) {
   int rc = 0;
   for (int world : f.sizes) {
-    for (int rep = 0; rep < f.reps; ++rep) {
-      barrier::LaunchOptions options;
-      options.num_workers = world;
-      options.command = SelfCommand();
-      for (const std::string& a :
-           {std::string("--child"), std::string("--iters"),
-            std::to_string(f.iters), std::string("--gather-iters"),
-            std::to_string(f.gather_iters)}) {
-        options.command.push_back(a);
-      }
-      options.progress = false;
-      options.stop_grace = absl::Seconds(2);
-      absl::Mutex mu;
-      std::vector<std::string> results, messages;
-      options.output = [&](const std::string& line) {
-        absl::MutexLock lock(&mu);
-        const std::string tag = std::string("[worker:0] ") + kResultTag;
-        if (absl::StartsWith(line, tag)) {
-          results.push_back(line.substr(tag.size()));
-        } else {
-          messages.push_back(line);
-        }
-      };
-      options.messages = [&](const std::string& line) {
-        absl::MutexLock lock(&mu);
-        messages.push_back(line);
-      };
-      barrier::Launcher launcher(Env::Default(), options);
-      absl::StatusOr<barrier::LaunchResult> result = launcher.Run();
+    barrier::LaunchOptions options;
+    options.num_workers = world;
+    options.command = SelfCommand();
+    for (const std::string& a :
+         {std::string("--child"), std::string("--iters"),
+          std::to_string(f.iters), std::string("--gather-iters"),
+          std::to_string(f.gather_iters)}) {
+      options.command.push_back(a);
+    }
+    options.progress = false;
+    options.stop_grace = absl::Seconds(2);
+    absl::Mutex mu;
+    std::vector<std::string> results, messages;
+    options.output = [&](const std::string& line) {
       absl::MutexLock lock(&mu);
-      if (!result.ok() || !result->succeeded || results.empty()) {
-        rc = 1;
-        const std::string why = !result.ok()
-                                    ? std::string(result.status().message())
-                                    : absl::StrJoin(messages, "\n");
-        PrintLine(Json{{"suite", "barrier"},
-                       {"error", why},
-                       {"params", {{"world", world}}},
-                       {"rep", rep}});
+      const std::string tag = std::string("[worker:0] ") + kResultTag;
+      if (absl::StartsWith(line, tag)) {
+        results.push_back(line.substr(tag.size()));
+      } else {
+        messages.push_back(line);
       }
-      for (const std::string& r : results) {
-        absl::StatusOr<Json> line = ParseJson(r, "benchmark child output");
-        if (!line.ok()) continue;
-        (*line)["rep"] = rep;
-        (*line)["note"] =
-            "processes started by cohort launch; TCP transport to the "
-            "coordinator in the launcher";
-        PrintLine(*line);
+    };
+    options.messages = [&](const std::string& line) {
+      absl::MutexLock lock(&mu);
+      messages.push_back(line);
+    };
+    barrier::Launcher launcher(Env::Default(), options);
+    absl::StatusOr<barrier::LaunchResult> result = launcher.Run();
+    absl::MutexLock lock(&mu);
+    int measurements = 0;
+    for (const std::string& r : results) {
+      absl::StatusOr<Json> line = ParseJson(r, "benchmark child output");
+      if (!line.ok()) continue;
+      (*line)["rep"] = rep;
+      (*line)["note"] =
+          "processes started by cohort launch; TCP transport to the "
+          "coordinator in the launcher";
+      log.Print(*line);
+      ++measurements;
+    }
+    if (!result.ok() || !result->succeeded || measurements == 0) {
+      rc = 1;
+      std::string why =
+          !result.ok() ? std::string(result.status().message())
+          : !result->succeeded
+              ? absl::StrCat("the gang failed: ", result->failure_summary)
+              : "partition 0 printed no measurement";
+      if (!messages.empty()) {
+        absl::StrAppend(&why, "; output: ", absl::StrJoin(messages, "\n"));
       }
-      if (result.ok()) {
-        std::error_code ignored;
-        std::filesystem::remove_all(result->log_dir, ignored);
-      }
+      PrintErrorLine("barrier", why,
+                     {{"params", {{"world", world}}}, {"rep", rep}});
+    }
+    if (result.ok()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(result->log_dir, ignored);
     }
   }
   return rc;
 }
 
-// Runs the peer kit's gloo benchmark for the same sizes, passing its lines
-// through. Returns false when it could not run (an "error" line says why).
-void RunPeer(const Flags& f) {
-  std::string script = f.peer_script;
-  if (script.empty()) {
-    for (const char* candidate : {"../shared/bench-peers/gloo_bench.py",
-                                  "/work/shared/bench-peers/gloo_bench.py"}) {
-      if (access(candidate, R_OK) == 0) {
-        script = candidate;
-        break;
-      }
+// The metrics of gloo_bench.py this suite compares against.
+bool ComparedGlooMetric(const Json& line) {
+  const std::string metric = line.value("metric", "");
+  return absl::StartsWith(metric, "barrier_p") ||
+         absl::StartsWith(metric, "all_gather_object_p") ||
+         absl::StartsWith(metric, "all_gather_p");
+}
+
+int PrintRatios(const Flags& f, const MeasurementLog& ours,
+                const MeasurementLog& gloo) {
+  std::vector<RatioSpec> specs;
+  for (int world : f.sizes) {
+    const Json params = {{"world", world}};
+    for (const char* p : {"p50", "p99"}) {
+      const std::string barrier = absl::StrCat("barrier_", p);
+      const std::string object = absl::StrCat("all_gather_object_", p);
+      const std::string tensor = absl::StrCat("all_gather_", p);
+      specs.push_back({barrier, params, barrier, Json::object(), true, ""});
+      specs.push_back({object,
+                       {{"world", world}, {"bytes", 64}},
+                       object,
+                       Json::object(),
+                       true,
+                       "cohort AllGather(64-byte string) vs gloo "
+                       "all_gather_object(64-byte str): pickling + two "
+                       "collectives"});
+      specs.push_back({object,
+                       {{"world", world}, {"bytes", 64}},
+                       tensor,
+                       Json::object(),
+                       true,
+                       "cohort AllGather(64-byte string) vs gloo "
+                       "all_gather(16 float32 = 64-byte tensor): one "
+                       "collective, no pickling"});
     }
   }
-  if (script.empty() || access(script.c_str(), R_OK) != 0) {
-    PrintLine(Json{{"suite", "gloo"},
-                   {"error",
-                    "peer kit not found (gloo_bench.py); pass "
-                    "--peer-script PATH"}});
-    return;
-  }
-  if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-    PrintLine(Json{
-        {"suite", "gloo"},
-        {"error",
-         "torch is not installed for /usr/bin/python3 (Debian python3-torch); "
-         "compare with the peer kit's recorded results instead"}});
-    return;
-  }
-  std::vector<std::string> sizes;
-  for (int n : f.sizes) sizes.push_back(std::to_string(n));
-  const std::string command = absl::StrCat(
-      "/usr/bin/python3 '", script, "' --world-sizes ",
-      absl::StrJoin(sizes, ","), " --reps ", f.reps, " 2>/dev/null");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    PrintLine(Json{{"suite", "gloo"}, {"error", "cannot run " + command}});
-    return;
-  }
-  char buf[8192];
-  while (fgets(buf, sizeof(buf), pipe) != nullptr) {
-    std::string line(buf);
-    while (!line.empty() && line.back() == '\n') line.pop_back();
-    // Only the latency metrics this suite compares against.
-    if (line.find("\"barrier_p") != std::string::npos ||
-        line.find("\"all_gather_object_p") != std::string::npos ||
-        line.find("\"error\"") != std::string::npos) {
-      std::cout << line << std::endl;
+  int rc = 0;
+  for (const RatioSpec& spec : specs) {
+    absl::Status s = PrintRatio("barrier", "gloo", ours, gloo, spec);
+    if (!s.ok()) {
+      PrintErrorLine("barrier", "no ratio for " + spec.metric + " vs gloo " +
+                                    spec.peer_metric + ": " +
+                                    std::string(s.message()));
+      rc = 1;
     }
   }
-  pclose(pipe);
+  return rc;
 }
 
 }  // namespace
@@ -290,8 +291,36 @@ int RunBarrierBench(const std::vector<std::string>& args) {
     return 1;
   }
   if (flags.child) return RunChild(flags);
-  const int rc = RunGangs(flags);
-  if (!flags.no_peer) RunPeer(flags);
+  int rc = 0;
+  PrintEnvLine("barrier", "start");
+  PeerRunner peer("gloo", "gloo_bench.py", flags.peer_script);
+  peer.set_filter(ComparedGlooMetric);
+  bool use_peer = !flags.no_peer;
+  if (use_peer) {
+    if (absl::Status s = peer.Check(); !s.ok()) {
+      PrintErrorLine("gloo", std::string(s.message()));
+      rc = 1;
+      use_peer = false;
+    }
+  }
+  std::vector<std::string> sizes;
+  for (int n : flags.sizes) sizes.push_back(std::to_string(n));
+  MeasurementLog ours, gloo;
+  // Each repetition: every gang size, then gloo for the same sizes, so that
+  // both see the same machine load.
+  for (int rep = 0; rep < flags.reps; ++rep) {
+    if (RunGangs(flags, rep, ours) != 0) rc = 1;
+    if (!use_peer) continue;
+    absl::Status s = peer.Run({"--world-sizes", absl::StrJoin(sizes, ","),
+                               "--reps", "1", "--deadline", "60"},
+                              absl::Minutes(10), rep, &gloo);
+    if (!s.ok()) {
+      PrintErrorLine("gloo", std::string(s.message()), {{"rep", rep}});
+      rc = 1;
+    }
+  }
+  if (use_peer && PrintRatios(flags, ours, gloo) != 0) rc = 1;
+  PrintEnvLine("barrier", "end");
   return rc;
 }
 

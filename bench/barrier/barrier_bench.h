@@ -10,10 +10,20 @@
 //   all_gather_object_p50 / all_gather_object_p99   (us; bytes=64, world=N)
 //       AllGather of a 64-byte string, the analogue of gloo's
 //       all_gather_object(64 B str)
-// Then, when the peer kit and torch are available, it runs
-// ../shared/bench-peers/gloo_bench.py for the same sizes in the same run and
-// passes its lines through (suite "gloo"); otherwise it prints one line with
-// an "error" key saying why.
+// Peer: after each repetition (every size), ../shared/bench-peers/
+// gloo_bench.py (found beside the source tree, in the working directory's
+// ../shared/bench-peers, or at --peer-script) runs once for the same sizes
+// with /usr/bin/python3; its barrier_p*, all_gather_object_p* and
+// all_gather_p* lines (all_gather: a 16-element float32 tensor, 64 bytes)
+// are passed through (suite "gloo", "rep" set to this repetition). At the
+// end, ratio lines (bench/common/peer.h) give median cohort / median gloo for
+// barrier_p50/p99, and for AllGather against both all_gather_object
+// (pickling, two collectives) and the tensor all_gather (one collective).
+//
+// Exit status: non-zero when any measurement fails (an error line says
+// which): a gang that fails or prints nothing, or, unless --no-peer, a peer
+// that is missing (torch not installed, script not found), crashes, times
+// out or reports an error.
 //
 //   cohort bench barrier [--sizes 2,4,8] [--reps 3] [--iters 300]
 //                        [--gather-iters 200] [--peer-script PATH | --no-peer]

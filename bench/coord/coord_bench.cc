@@ -1,30 +1,38 @@
 #include "bench/coord/coord_bench.h"
 
 #include <spawn.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
+#include <cmath>
+#include <cstring>
+#include <functional>
 #include <iostream>
-#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
+#include "bench/common/peer.h"
 #include "cohort/base/json.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/coordination_server.h"
 #include "cohort/coord/grpc_coordination_client.h"
+#include "cohort/rpc/frame.h"
+#include "cohort/rpc/transport.h"
 
 extern char** environ;
 
@@ -34,177 +42,331 @@ namespace {
 using coord::CoordinationAgent;
 using coord::TaskId;
 
+constexpr char kSuite[] = "coord";
+constexpr int kRttWarmup = 500;  // tcpstore_bench.py: bench_rtt(..., 500, ...)
+
 int64_t MonoNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// The peer kit's percentile: nearest rank on (n - 1).
 double Pct(std::vector<double> xs, double p) {
   if (xs.empty()) return 0;
   std::sort(xs.begin(), xs.end());
-  size_t k = static_cast<size_t>(p / 100.0 * (xs.size() - 1) + 0.5);
+  const size_t k = static_cast<size_t>(
+      std::lround(p / 100.0 * static_cast<double>(xs.size() - 1)));
   return xs[std::min(k, xs.size() - 1)];
 }
 
-void Emit(const std::string& metric, const Json& params, double value,
-          const std::string& unit, int rep) {
-  nlohmann::ordered_json line;
-  line["suite"] = "coord";
-  line["metric"] = metric;
-  line["params"] = params;
-  line["value"] = std::round(value * 1000.0) / 1000.0;
-  line["unit"] = unit;
-  line["rep"] = rep;
-  std::cout << line.dump() << std::endl;
+double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+std::string ModeName(bool processes) {
+  return processes ? "processes" : "threads";
 }
 
+// --- flags -------------------------------------------------------------------
+
 struct Flags {
-  std::map<std::string, std::string> values;
-  std::string Get(const std::string& key, const std::string& def) const {
-    auto it = values.find(key);
-    return it == values.end() ? def : it->second;
-  }
-  int GetInt(const std::string& key, int def) const {
-    int v;
-    return absl::SimpleAtoi(Get(key, ""), &v) ? v : def;
-  }
-  bool Has(const std::string& key) const { return values.count(key) > 0; }
+  int reps = 3;
+  std::set<std::string> only = {"rtt", "throughput", "barrier", "register"};
+  std::vector<bool> modes = {false, true};  // threads, processes
+  std::vector<int> sizes = {2, 8, 32, 128};
+  std::vector<int> tp_clients = {8, 64};
+  double seconds = 3;
+  int rtt_iters = 5000;
+  int rounds = 0;  // 0: the peer's rule for each size
+  int round_divisor = 1;
+  int register_tasks = 1024;
+  bool no_peer = false;
+  std::string peer_script;
+  // A child process (client_mode=processes): "barrier" or "throughput".
+  std::string child;
+  std::string coordinator;
+  int task = 0;
 };
 
-Flags ParseFlags(const std::vector<std::string>& args) {
-  Flags flags;
+constexpr char kUsage[] =
+    "flags: --reps 3 --only rtt,throughput,barrier,register "
+    "--client-mode threads|processes|both --sizes 2,8,32,128 --tp-clients "
+    "8,64 --seconds 3 --rtt-iters 5000 --rounds N --register-tasks 1024 "
+    "--quick --peer-script PATH --no-peer";
+
+bool ParseIntList(const std::string& v, std::vector<int>& out) {
+  out.clear();
+  for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+    int n;
+    if (!absl::SimpleAtoi(s, &n) || n <= 0) return false;
+    out.push_back(n);
+  }
+  return !out.empty();
+}
+
+bool ParseFlags(const std::vector<std::string>& args, Flags& f,
+                std::string& error) {
+  // --quick first, so that explicit flags override what it sets.
+  if (std::find(args.begin(), args.end(), "--quick") != args.end()) {
+    f.reps = 1;
+    f.seconds = 1;
+    f.rtt_iters = 500;
+    f.round_divisor = 5;
+  }
   for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg.rfind("--", 0) != 0) continue;
-    arg = arg.substr(2);
-    const size_t eq = arg.find('=');
-    if (eq != std::string::npos) {
-      flags.values[arg.substr(0, eq)] = arg.substr(eq + 1);
-    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
-      flags.values[arg] = args[++i];
+    std::string a = args[i];
+    std::string inline_value;
+    bool has_inline = false;
+    if (const size_t eq = a.find('=');
+        absl::StartsWith(a, "--") && eq != std::string::npos) {
+      inline_value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_inline = true;
+    }
+    auto value = [&](std::string& out) {
+      if (has_inline) {
+        out = inline_value;
+        return true;
+      }
+      if (i + 1 >= args.size()) {
+        error = a + " needs a value";
+        return false;
+      }
+      out = args[++i];
+      return true;
+    };
+    auto int_value = [&](int& out) {
+      std::string v;
+      if (!value(v)) return false;
+      if (!absl::SimpleAtoi(v, &out) || out <= 0) {
+        error = a + " must be a positive integer, got \"" + v + "\"";
+        return false;
+      }
+      return true;
+    };
+    auto list_value = [&](std::vector<int>& out) {
+      std::string v;
+      if (!value(v)) return false;
+      if (!ParseIntList(v, out)) {
+        error = a + " must be positive integers separated by commas, got \"" +
+                v + "\"";
+        return false;
+      }
+      return true;
+    };
+    std::string v;
+    if (a == "--quick") {
+      // Handled above.
+    } else if (a == "--no-peer") {
+      f.no_peer = true;
+    } else if (a == "--reps") {
+      if (!int_value(f.reps)) return false;
+    } else if (a == "--rtt-iters") {
+      if (!int_value(f.rtt_iters)) return false;
+    } else if (a == "--rounds") {
+      if (!int_value(f.rounds)) return false;
+    } else if (a == "--register-tasks") {
+      if (!int_value(f.register_tasks)) return false;
+    } else if (a == "--task") {
+      if (!value(v) || !absl::SimpleAtoi(v, &f.task)) return false;
+    } else if (a == "--sizes") {
+      if (!list_value(f.sizes)) return false;
+    } else if (a == "--tp-clients") {
+      if (!list_value(f.tp_clients)) return false;
+    } else if (a == "--seconds") {
+      if (!value(v)) return false;
+      if (!absl::SimpleAtod(v, &f.seconds) || !(f.seconds > 0)) {
+        error = "--seconds must be a positive number, got \"" + v + "\"";
+        return false;
+      }
+    } else if (a == "--only") {
+      if (!value(v)) return false;
+      f.only.clear();
+      for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        if (s != "rtt" && s != "throughput" && s != "barrier" &&
+            s != "register") {
+          error = "--only takes rtt, throughput, barrier, register; got \"" +
+                  std::string(s) + "\"";
+          return false;
+        }
+        f.only.insert(std::string(s));
+      }
+    } else if (a == "--client-mode") {
+      if (!value(v)) return false;
+      if (v == "threads") {
+        f.modes = {false};
+      } else if (v == "processes") {
+        f.modes = {true};
+      } else if (v == "both") {
+        f.modes = {false, true};
+      } else {
+        error = "--client-mode must be threads, processes or both, got \"" + v +
+                "\"";
+        return false;
+      }
+    } else if (a == "--peer-script") {
+      if (!value(f.peer_script)) return false;
+    } else if (a == "--child") {
+      if (!value(f.child)) return false;
+    } else if (a == "--coordinator") {
+      if (!value(f.coordinator)) return false;
     } else {
-      flags.values[arg] = "true";
+      error = "unknown flag \"" + a + "\"; " + kUsage;
+      return false;
     }
   }
-  return flags;
+  return true;
+}
+
+// The peer's rounds for its wait barrier: max(20, min(300, 3000 // n)).
+int RoundsFor(const Flags& f, int n) {
+  if (f.rounds > 0) return f.rounds;
+  const int rounds = std::max(20, std::min(300, 3000 / n));
+  return std::max(10, rounds / f.round_divisor);
+}
+
+// --- the run's context
+// ---------------------------------------------------------
+
+struct Bench {
+  Flags flags;
+  rpc::TransportSecurity security;  // job_token: random, per run
+  MeasurementLog ours;
+  MeasurementLog peer;
+};
+
+void Emit(Bench& b, const std::string& metric, const Json& params, double value,
+          const std::string& unit, int rep,
+          const Json& extra = Json::object()) {
+  Json line = {{"suite", kSuite},        {"metric", metric}, {"params", params},
+               {"value", Round3(value)}, {"unit", unit},     {"rep", rep}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) {
+    line[it.key()] = it.value();
+  }
+  b.ours.Print(line);
 }
 
 absl::StatusOr<std::unique_ptr<CoordinationAgent>> NewAgent(
-    const std::string& target, int index) {
+    const std::string& target, int index,
+    const rpc::TransportSecurity& security) {
   coord::CoordinationAgentOptions options;
   options.task = TaskId{"worker", index};
   options.register_timeout = absl::Seconds(60);
-  auto client = coord::NewGrpcCoordinationClient(target, {});
-  if (!client.ok()) return client.status();
-  return CoordinationAgent::Create(options, std::move(*client));
+  COHORT_ASSIGN_OR_RETURN(auto client,
+                          coord::NewGrpcCoordinationClient(target, security));
+  return CoordinationAgent::Create(options, std::move(client));
 }
 
-// --- per-client work (a thread here, or a child process) -------------------
+// --- per-client work (a thread here, or a child process) ---------------------
 
-struct BarrierTimes {
+absl::StatusOr<Json> BarrierClient(CoordinationAgent& agent, int rounds) {
+  // Untimed start, like the peer's multiprocessing barrier before its rounds.
+  COHORT_RETURN_IF_ERROR(
+      agent.WaitAtBarrier("bench_start", absl::Seconds(120)));
   std::vector<int64_t> arrive, depart;
-};
-
-absl::StatusOr<BarrierTimes> BarrierClient(CoordinationAgent& agent,
-                                           int rounds) {
-  BarrierTimes times;
   for (int r = 0; r < rounds; ++r) {
     const int64_t a = MonoNs();
-    absl::Status s = agent.WaitAtBarrier("bench", absl::Seconds(60));
+    COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier("bench", absl::Seconds(60)));
     const int64_t d = MonoNs();
-    if (!s.ok()) return s;
-    times.arrive.push_back(a);
-    times.depart.push_back(d);
+    arrive.push_back(a);
+    depart.push_back(d);
   }
-  return times;
+  return Json{{"arrive", arrive}, {"depart", depart}};
 }
 
-absl::StatusOr<int64_t> ThroughputClient(CoordinationAgent& agent, int index,
-                                         double seconds) {
+absl::StatusOr<Json> ThroughputClient(CoordinationAgent& agent, int index,
+                                      double seconds) {
   const std::string key = absl::StrCat("tp/", index);
   const std::string value(64, 'x');
-  auto s = agent.WaitAtBarrier("tp_start", absl::Seconds(120));
-  if (!s.ok()) return s;
+  // The peer's warm-up: one set of the client's key before the start barrier.
+  COHORT_RETURN_IF_ERROR(agent.InsertKeyValue(key, value, true));
+  COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier("tp_start", absl::Seconds(120)));
   int64_t ops = 0;
-  const int64_t end = MonoNs() + static_cast<int64_t>(seconds * 1e9);
-  while (MonoNs() < end) {
-    s = agent.InsertKeyValue(key, value, /*allow_overwrite=*/true);
-    if (!s.ok()) return s;
-    auto v = agent.TryGetKeyValue(key);
-    if (!v.ok()) return v.status();
+  const int64_t t0 = MonoNs();
+  const int64_t end = t0 + static_cast<int64_t>(seconds * 1e9);
+  int64_t t1 = t0;
+  while (t1 < end) {
+    COHORT_RETURN_IF_ERROR(
+        agent.InsertKeyValue(key, value, /*allow_overwrite=*/true));
+    COHORT_RETURN_IF_ERROR(agent.TryGetKeyValue(key).status());
     ops += 2;
+    t1 = MonoNs();
   }
-  return ops;
+  // t0: start of this client's first operation; t1: end of its last.
+  return Json{{"t0", t0}, {"t1", t1}, {"ops", ops}};
 }
 
-int RunChild(const Flags& flags) {
-  const std::string target = flags.Get("coordinator", "");
-  const int index = flags.GetInt("task", 0);
-  auto agent = NewAgent(target, index);
-  if (!agent.ok() || !(*agent)->Connect().ok()) {
-    std::cerr << "child " << index << ": cannot connect to " << target << "\n";
+int RunChild(const Flags& f) {
+  rpc::TransportSecurity security;
+  if (const char* token = getenv(rpc::kJobTokenEnvVar)) {
+    security.job_token = token;
+  }
+  auto agent = NewAgent(f.coordinator, f.task, security);
+  absl::Status s = agent.ok() ? (*agent)->Connect() : agent.status();
+  if (!s.ok()) {
+    std::cerr << "coord bench child " << f.task << ": cannot connect to "
+              << f.coordinator << ": " << s << "\n";
     return 1;
   }
-  Json out;
-  if (flags.Get("child", "") == "barrier") {
-    auto times = BarrierClient(**agent, flags.GetInt("rounds", 10));
-    if (!times.ok()) {
-      std::cerr << "child " << index << ": " << times.status() << "\n";
-      return 1;
-    }
-    out["arrive"] = times->arrive;
-    out["depart"] = times->depart;
-  } else {
-    double seconds = 3;
-    if (!absl::SimpleAtod(flags.Get("seconds", "3"), &seconds)) {
-      seconds = 3;
-    }
-    auto ops = ThroughputClient(**agent, index, seconds);
-    if (!ops.ok()) {
-      std::cerr << "child " << index << ": " << ops.status() << "\n";
-      return 1;
-    }
-    out["ops"] = *ops;
+  absl::StatusOr<Json> out = f.child == "barrier"
+                                 ? BarrierClient(**agent, f.rounds)
+                                 : ThroughputClient(**agent, f.task, f.seconds);
+  if (!out.ok()) {
+    std::cerr << "coord bench child " << f.task << ": " << out.status() << "\n";
+    return 1;
   }
   (*agent)->Shutdown().IgnoreError();
-  std::cout << out.dump() << std::endl;
+  std::cout << JsonDump(*out) << std::endl;
   return 0;
 }
 
-// --- running N clients -------------------------------------------------------
+// --- running N clients
+// ---------------------------------------------------------
 
 struct Child {
   pid_t pid = -1;
   int out_fd = -1;
 };
 
-absl::StatusOr<Child> SpawnChild(const std::vector<std::string>& args) {
+absl::StatusOr<Child> SpawnChild(const std::vector<std::string>& args,
+                                 const std::string& token) {
   int fds[2];
   if (pipe(fds) != 0) return absl::InternalError("pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
   std::vector<std::string> argv_storage = {"/proc/self/exe", "bench", "coord"};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The job token goes through the environment (as `cohort launch` hands it
+  // to tasks), not the command line.
+  const std::string prefix = absl::StrCat(rpc::kJobTokenEnvVar, "=");
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, prefix)) env_storage.emplace_back(*e);
+  }
+  env_storage.push_back(prefix + token);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
   Child child;
-  int rc = posix_spawn(&child.pid, "/proc/self/exe", &actions, nullptr,
-                       argv.data(), environ);
+  const int rc = posix_spawn(&child.pid, "/proc/self/exe", &actions, nullptr,
+                             argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   if (rc != 0) {
     close(fds[0]);
-    return absl::InternalError("posix_spawn failed");
+    return absl::InternalError(
+        absl::StrCat("posix_spawn of a client process failed: ", strerror(rc)));
   }
   child.out_fd = fds[0];
   return child;
 }
 
-absl::StatusOr<Json> CollectChild(Child& child) {
+absl::StatusOr<Json> CollectChild(Child& child, int index) {
   std::string out;
   char buf[4096];
   ssize_t n;
@@ -213,32 +375,49 @@ absl::StatusOr<Json> CollectChild(Child& child) {
   int status = 0;
   waitpid(child.pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError("benchmark child failed");
+    return absl::InternalError(absl::StrCat(
+        "client process ", index, " (pid ", child.pid, ") ",
+        WIFEXITED(status)
+            ? absl::StrCat("exited with status ", WEXITSTATUS(status))
+            : absl::StrCat("was killed by signal ", WTERMSIG(status)),
+        "; its stderr says why"));
   }
-  return ParseJson(out, "benchmark child output");
+  return ParseJson(out, "client process output");
 }
 
-// Runs `n` clients; returns each one's JSON result.
+// Runs `n` clients against `server` (threads running `fn`, or child
+// processes given `child_args`); returns each one's JSON result. On the
+// first failure the server is stopped, so that clients parked at a barrier
+// fail at once instead of at their timeout.
 absl::StatusOr<std::vector<Json>> RunClients(
-    const std::string& target, int n, bool processes,
+    Bench& b, coord::CoordinationServer& server, int n, bool processes,
     const std::vector<std::string>& child_args,
     const std::function<absl::StatusOr<Json>(CoordinationAgent&, int)>& fn) {
   std::vector<Json> results(n);
+  const std::string target = server.target();
   if (processes) {
     std::vector<Child> children;
-    for (int i = 0; i < n; ++i) {
+    absl::Status first;
+    for (int i = 0; i < n && first.ok(); ++i) {
       std::vector<std::string> args = child_args;
       args.insert(args.end(),
                   {"--coordinator", target, "--task", std::to_string(i)});
-      auto child = SpawnChild(args);
-      if (!child.ok()) return child.status();
-      children.push_back(*child);
+      auto child = SpawnChild(args, b.security.job_token);
+      if (child.ok()) {
+        children.push_back(*child);
+      } else {
+        first = child.status();
+        server.Stop();
+      }
     }
-    absl::Status first;
-    for (int i = 0; i < n; ++i) {
-      auto r = CollectChild(children[i]);
-      if (!r.ok() && first.ok()) first = r.status();
-      if (r.ok()) results[i] = *r;
+    for (size_t i = 0; i < children.size(); ++i) {
+      auto r = CollectChild(children[i], static_cast<int>(i));
+      if (r.ok()) {
+        results[i] = *r;
+      } else if (first.ok()) {
+        first = r.status();
+        server.Stop();
+      }
     }
     if (!first.ok()) return first;
     return results;
@@ -247,208 +426,351 @@ absl::StatusOr<std::vector<Json>> RunClients(
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
-      auto agent = NewAgent(target, i);
-      if (!agent.ok()) {
-        statuses[i] = agent.status();
-        return;
+      auto agent = NewAgent(target, i, b.security);
+      absl::Status s = agent.ok() ? (*agent)->Connect() : agent.status();
+      if (s.ok()) {
+        auto r = fn(**agent, i);
+        if (r.ok()) {
+          results[i] = *r;
+        } else {
+          s = r.status();
+        }
       }
-      statuses[i] = (*agent)->Connect();
-      if (!statuses[i].ok()) return;
-      auto r = fn(**agent, i);
-      if (r.ok()) {
-        results[i] = *r;
-      } else {
-        statuses[i] = r.status();
+      if (!s.ok()) {
+        statuses[i] = s;
+        server.Stop();
+        return;
       }
       (*agent)->Shutdown().IgnoreError();
     });
   }
   for (auto& t : threads) t.join();
-  for (const auto& s : statuses) {
-    if (!s.ok()) return s;
+  for (int i = 0; i < n; ++i) {
+    if (!statuses[i].ok()) {
+      return absl::Status(
+          statuses[i].code(),
+          absl::StrCat("client thread ", i, ": ", statuses[i].message()));
+    }
   }
   return results;
 }
 
-absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartService(int n) {
+absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartService(
+    const Bench& b, int n) {
   coord::CoordinationServerOptions options;
   options.service.jobs = {{"worker", n}};
+  options.security = b.security;
   return coord::CoordinationServer::Start(options);
 }
 
-absl::Status BenchBarrier(int n, bool processes, int rounds, int rep) {
-  COHORT_ASSIGN_OR_RETURN(auto server, StartService(n));
-  auto barrier_fn = [rounds](CoordinationAgent& agent,
-                             int) -> absl::StatusOr<Json> {
-    COHORT_ASSIGN_OR_RETURN(BarrierTimes t, BarrierClient(agent, rounds));
-    Json out;
-    out["arrive"] = t.arrive;
-    out["depart"] = t.depart;
-    return out;
+// --- the measurements
+// ----------------------------------------------------------
+
+absl::Status BenchBarrier(Bench& b, int n, bool processes, int rep) {
+  const int rounds = RoundsFor(b.flags, n);
+  COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, n));
+  auto fn = [rounds](CoordinationAgent& agent, int) {
+    return BarrierClient(agent, rounds);
   };
   const std::vector<std::string> child_args = {"--child", "barrier", "--rounds",
                                                std::to_string(rounds)};
-  auto run = RunClients(server->target(), n, processes, child_args, barrier_fn);
+  auto run = RunClients(b, *server, n, processes, child_args, fn);
+  server->Stop();
   if (!run.ok()) return run.status();
-  std::vector<Json> results = std::move(*run);
-  std::vector<double> release, cycle;
+  std::vector<double> release, cycle;  // cycle[r - 1]: round r
   int64_t prev_last_depart = 0;
   for (int r = 0; r < rounds; ++r) {
     int64_t last_arrive = 0, last_depart = 0;
-    for (const Json& res : results) {
-      last_arrive =
-          std::max<int64_t>(last_arrive, res["arrive"][r].get<int64_t>());
-      last_depart =
-          std::max<int64_t>(last_depart, res["depart"][r].get<int64_t>());
+    for (const Json& res : *run) {
+      last_arrive = std::max(last_arrive, res["arrive"][r].get<int64_t>());
+      last_depart = std::max(last_depart, res["depart"][r].get<int64_t>());
     }
-    if (r >= 2) {
-      release.push_back((last_depart - last_arrive) / 1e3);
-      cycle.push_back((last_depart - prev_last_depart) / 1e3);
-    }
+    release.push_back((last_depart - last_arrive) / 1e3);
+    if (r > 0) cycle.push_back((last_depart - prev_last_depart) / 1e3);
     prev_last_depart = last_depart;
   }
-  Json params = {{"barrier", "cohort"},
-                 {"client_mode", processes ? "processes" : "threads"},
-                 {"clients", n},
-                 {"rounds", rounds}};
-  Emit("barrier_release_p50", params, Pct(release, 50), "us", rep);
-  Emit("barrier_release_p99", params, Pct(release, 99), "us", rep);
-  Emit("barrier_cycle_p50", params, Pct(cycle, 50), "us", rep);
-  server->Stop();
+  // The peer drops min(2, rounds // 4) rounds of start-up skew from both.
+  const size_t skip = static_cast<size_t>(std::min(2, rounds / 4));
+  release.erase(release.begin(), release.begin() + skip);
+  cycle.erase(cycle.begin(), cycle.begin() + std::min(skip, cycle.size()));
+  const Json params = {{"barrier", "cohort"},
+                       {"client_mode", ModeName(processes)},
+                       {"clients", n},
+                       {"rounds", rounds}};
+  Emit(b, "barrier_release_p50", params, Pct(release, 50), "us", rep,
+       {{"note", "last arrival -> last departure"}});
+  Emit(b, "barrier_release_p99", params, Pct(release, 99), "us", rep);
+  Emit(b, "barrier_cycle_p50", params, Pct(cycle, 50), "us", rep,
+       {{"note", "back-to-back barrier period"}});
   return absl::OkStatus();
 }
 
-absl::Status BenchThroughput(int n, bool processes, double seconds, int rep) {
-  COHORT_ASSIGN_OR_RETURN(auto server, StartService(n));
-  auto tp_fn = [seconds](CoordinationAgent& agent,
-                         int i) -> absl::StatusOr<Json> {
-    COHORT_ASSIGN_OR_RETURN(int64_t ops, ThroughputClient(agent, i, seconds));
-    Json out;
-    out["ops"] = ops;
-    return out;
+absl::Status BenchThroughput(Bench& b, int n, bool processes, int rep) {
+  const double seconds = b.flags.seconds;
+  COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, n));
+  auto fn = [seconds](CoordinationAgent& agent, int i) {
+    return ThroughputClient(agent, i, seconds);
   };
   const std::vector<std::string> child_args = {
       "--child", "throughput", "--seconds", absl::StrCat(seconds)};
-  auto run = RunClients(server->target(), n, processes, child_args, tp_fn);
+  auto run = RunClients(b, *server, n, processes, child_args, fn);
+  server->Stop();
   if (!run.ok()) return run.status();
-  std::vector<Json> results = std::move(*run);
-  int64_t total = 0;
-  for (const Json& r : results) total += r["ops"].get<int64_t>();
-  Emit("throughput",
-       {{"client_mode", processes ? "processes" : "threads"},
+  int64_t ops = 0, t0 = INT64_MAX, t1 = 0;
+  for (const Json& r : *run) {
+    ops += r["ops"].get<int64_t>();
+    t0 = std::min(t0, r["t0"].get<int64_t>());
+    t1 = std::max(t1, r["t1"].get<int64_t>());
+  }
+  const double span = (t1 - t0) / 1e9;
+  if (!(span > 0) || ops == 0) {
+    return absl::InternalError(absl::StrCat("throughput with ", n,
+                                            " clients measured ", ops,
+                                            " operations in ", span, " s"));
+  }
+  Emit(b, "throughput",
+       {{"client_mode", ModeName(processes)},
         {"clients", n},
         {"op_mix", "set64+get alternating"},
         {"seconds", seconds}},
-       total / seconds, "ops/s", rep);
-  server->Stop();
+       ops / span, "ops/s", rep,
+       {{"per_client_ops_s", Round3(ops / span / n)},
+        {"span_s", Round3(span)},
+        {"note",
+         "all operations / (last client's end - first client's "
+         "start)"}});
   return absl::OkStatus();
 }
 
-absl::Status BenchRtt(int rep, int ops) {
-  COHORT_ASSIGN_OR_RETURN(auto server, StartService(1));
-  COHORT_ASSIGN_OR_RETURN(auto agent, NewAgent(server->target(), 0));
+absl::Status BenchRtt(Bench& b, int rep) {
+  const int iters = b.flags.rtt_iters;
+  COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, 1));
+  COHORT_ASSIGN_OR_RETURN(auto agent,
+                          NewAgent(server->target(), 0, b.security));
   COHORT_RETURN_IF_ERROR(agent->Connect());
   const std::string value(64, 'x');
-  std::vector<double> add, set, get;
-  for (int i = 0; i < ops; ++i) {
-    int64_t t0 = MonoNs();
-    COHORT_RETURN_IF_ERROR(agent->IncrementKeyValue("counter", 1).status());
-    int64_t t1 = MonoNs();
-    COHORT_RETURN_IF_ERROR(agent->InsertKeyValue("k", value, true));
-    int64_t t2 = MonoNs();
-    COHORT_RETURN_IF_ERROR(agent->TryGetKeyValue("k").status());
-    int64_t t3 = MonoNs();
-    add.push_back((t1 - t0) / 1e3);
-    set.push_back((t2 - t1) / 1e3);
-    get.push_back((t3 - t2) / 1e3);
+  for (int i = 0; i < kRttWarmup; ++i) {
+    COHORT_RETURN_IF_ERROR(agent->InsertKeyValue("rtt", value, true));
+    COHORT_RETURN_IF_ERROR(agent->TryGetKeyValue("rtt").status());
   }
-  Json params = {{"clients", 1}, {"value_bytes", 64}};
-  Emit("rtt_add_p50", params, Pct(add, 50), "us", rep);
-  Emit("rtt_add_p99", params, Pct(add, 99), "us", rep);
-  Emit("rtt_set_p50", params, Pct(set, 50), "us", rep);
-  Emit("rtt_get_p50", params, Pct(get, 50), "us", rep);
+  std::vector<double> set, get, add, pair;
+  for (int i = 0; i < iters; ++i) {
+    const int64_t t0 = MonoNs();
+    COHORT_RETURN_IF_ERROR(agent->InsertKeyValue("rtt", value, true));
+    const int64_t t1 = MonoNs();
+    COHORT_RETURN_IF_ERROR(agent->TryGetKeyValue("rtt").status());
+    const int64_t t2 = MonoNs();
+    COHORT_RETURN_IF_ERROR(agent->IncrementKeyValue("rtt_ctr", 1).status());
+    const int64_t t3 = MonoNs();
+    set.push_back((t1 - t0) / 1e3);
+    get.push_back((t2 - t1) / 1e3);
+    add.push_back((t3 - t2) / 1e3);
+    pair.push_back((t2 - t0) / 1e3);
+  }
   agent->Shutdown().IgnoreError();
+  server->Stop();
+  const Json params = {{"clients", 1}, {"value_bytes", 64}, {"iters", iters}};
+  Emit(b, "rtt_set_p50", params, Pct(set, 50), "us", rep);
+  Emit(b, "rtt_set_p99", params, Pct(set, 99), "us", rep);
+  Emit(b, "rtt_get_p50", params, Pct(get, 50), "us", rep);
+  Emit(b, "rtt_get_p99", params, Pct(get, 99), "us", rep);
+  Emit(b, "rtt_add_p50", params, Pct(add, 50), "us", rep);
+  Emit(b, "rtt_add_p99", params, Pct(add, 99), "us", rep);
+  Emit(b, "rtt_setget_pair_p50", params, Pct(pair, 50), "us", rep,
+       {{"note", "set then get, summed per iteration"}});
   return absl::OkStatus();
 }
 
-absl::Status BenchRegister(int n, int rep) {
-  COHORT_ASSIGN_OR_RETURN(auto server, StartService(n));
+absl::Status BenchRegister(Bench& b, int rep) {
+  const int n = b.flags.register_tasks;
+  COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, n));
   const int64_t start = MonoNs();
   std::atomic<int64_t> passed_at{0};
   auto fn = [&](CoordinationAgent& agent, int) -> absl::StatusOr<Json> {
     COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier("all", absl::Seconds(120)));
-    int64_t now = MonoNs();
+    const int64_t now = MonoNs();
     int64_t prev = passed_at.load();
     while (now > prev && !passed_at.compare_exchange_weak(prev, now)) {
     }
     return Json();
   };
-  auto run = RunClients(server->target(), n, /*processes=*/false, {}, fn);
+  auto run = RunClients(b, *server, n, /*processes=*/false, {}, fn);
+  server->Stop();
   if (!run.ok()) return run.status();
-  Emit("register_barrier_time", {{"tasks", n}, {"client_mode", "threads"}},
-       (passed_at.load() - start) / 1e9, "s", rep);
+  Emit(b, "register_barrier_time", {{"tasks", n}, {"client_mode", "threads"}},
+       (passed_at.load() - start) / 1e9, "s", rep,
+       {{"note",
+         "start of the first agent thread -> last agent past the "
+         "barrier"}});
   return absl::OkStatus();
+}
+
+// --- the peer
+// ------------------------------------------------------------------
+
+// Runs tcpstore_bench.py once per client mode for repetition `rep` (rtt,
+// which has one client and no mode, only with the first).
+int RunPeerRep(Bench& b, PeerRunner& peer, int rep) {
+  const Flags& f = b.flags;
+  int rc = 0;
+  bool first = true;
+  for (bool processes : f.modes) {
+    std::vector<std::string> only;
+    if (first && f.only.count("rtt")) only.push_back("rtt");
+    if (f.only.count("throughput")) only.push_back("throughput");
+    if (f.only.count("barrier")) only.push_back("barrier");
+    first = false;
+    if (only.empty()) continue;
+    const std::vector<std::string> args = {"--reps",
+                                           "1",
+                                           "--client-mode",
+                                           ModeName(processes),
+                                           "--only",
+                                           absl::StrJoin(only, ","),
+                                           "--rtt-iters",
+                                           std::to_string(f.rtt_iters),
+                                           "--tp-clients",
+                                           absl::StrJoin(f.tp_clients, ","),
+                                           "--tp-seconds",
+                                           absl::StrCat(f.seconds),
+                                           "--barrier-clients",
+                                           absl::StrJoin(f.sizes, ","),
+                                           "--barrier-modes",
+                                           "torch,wait"};
+    absl::Status s = peer.Run(args, absl::Minutes(15), rep, &b.peer);
+    if (!s.ok()) {
+      PrintErrorLine("tcpstore", std::string(s.message()),
+                     {{"rep", rep}, {"client_mode", ModeName(processes)}});
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+int PrintRatios(Bench& b) {
+  const Flags& f = b.flags;
+  std::vector<RatioSpec> specs;
+  if (f.only.count("rtt")) {
+    const Json params = {{"clients", 1}, {"value_bytes", 64}};
+    const std::string set_note =
+        "TCPStore's set sends and returns without a reply; cohort's waits "
+        "for the service's answer";
+    const std::string get_note =
+        "TCPStore's get is two round trips (wait for the key, then get)";
+    for (const char* m : {"rtt_set_p50", "rtt_set_p99"}) {
+      specs.push_back({m, params, m, Json::object(), true, set_note});
+    }
+    for (const char* m : {"rtt_get_p50", "rtt_get_p99"}) {
+      specs.push_back({m, params, m, Json::object(), true, get_note});
+    }
+    for (const char* m :
+         {"rtt_add_p50", "rtt_add_p99", "rtt_setget_pair_p50"}) {
+      specs.push_back({m, params, m, Json::object(), true, ""});
+    }
+  }
+  for (bool processes : f.modes) {
+    const std::string mode = ModeName(processes);
+    if (f.only.count("throughput")) {
+      for (int n : f.tp_clients) {
+        specs.push_back({"throughput",
+                         {{"clients", n}, {"client_mode", mode}},
+                         "throughput",
+                         Json::object(),
+                         false,
+                         ""});
+      }
+    }
+    if (f.only.count("barrier")) {
+      for (int n : f.sizes) {
+        for (const char* m : {"barrier_release_p50", "barrier_release_p99",
+                              "barrier_cycle_p50"}) {
+          for (const char* variant : {"wait", "torch"}) {
+            specs.push_back({m,
+                             {{"clients", n}, {"client_mode", mode}},
+                             m,
+                             {{"barrier", variant}},
+                             true,
+                             ""});
+          }
+        }
+      }
+    }
+  }
+  int rc = 0;
+  for (const RatioSpec& spec : specs) {
+    absl::Status s = PrintRatio(kSuite, "tcpstore", b.ours, b.peer, spec);
+    if (!s.ok()) {
+      PrintErrorLine(kSuite, "no ratio for " + spec.metric + ": " +
+                                 std::string(s.message()));
+      rc = 1;
+    }
+  }
+  return rc;
 }
 
 }  // namespace
 
 int RunCoordBench(const std::vector<std::string>& args) {
-  const Flags flags = ParseFlags(args);
+  Bench b;
+  std::string error;
+  if (!ParseFlags(args, b.flags, error)) {
+    std::cerr << "cohort bench coord: " << error << std::endl;
+    return 2;
+  }
   SetMinLogLevel(LogLevel::kWarning);
-  if (flags.Has("child")) return RunChild(flags);
-  const bool quick = flags.Has("quick");
-  const int reps = flags.GetInt("reps", quick ? 1 : 3);
-  double seconds = quick ? 1 : 3;
-  if (flags.Has("seconds") &&
-      !absl::SimpleAtod(flags.Get("seconds", "3"), &seconds)) {
-    seconds = 3;
-  }
-  const std::string only = flags.Get("only", "barrier,throughput,rtt,register");
-  const std::string mode = flags.Get("client-mode", "both");
-  std::vector<int> sizes;
-  for (absl::string_view s :
-       absl::StrSplit(flags.Get("sizes", "2,8,32,128"), ',')) {
-    int v;
-    if (absl::SimpleAtoi(s, &v)) sizes.push_back(v);
-  }
-  std::vector<bool> modes;
-  if (mode == "threads" || mode == "both") modes.push_back(false);
-  if (mode == "processes" || mode == "both") modes.push_back(true);
-  auto wants = [&](const char* what) {
-    return only.find(what) != std::string::npos;
-  };
-  auto check = [](const absl::Status& s, const std::string& what) {
-    if (!s.ok()) {
-      Json line = {{"suite", "coord"},
-                   {"metric", what},
-                   {"error", std::string(s.message())}};
-      std::cout << line.dump() << std::endl;
+  const Flags& f = b.flags;
+  if (!f.child.empty()) return RunChild(f);
+
+  // Every server of a real job requires a job token; so does this one.
+  b.security.job_token = absl::BytesToHexString(rpc::RandomNonce());
+
+  int rc = 0;
+  PrintEnvLine(kSuite, "start");
+  PeerRunner peer("tcpstore", "tcpstore_bench.py", f.peer_script);
+  bool use_peer = !f.no_peer;
+  if (use_peer) {
+    if (absl::Status s = peer.Check(); !s.ok()) {
+      PrintErrorLine("tcpstore", std::string(s.message()));
+      rc = 1;
+      use_peer = false;
     }
+  }
+  auto check = [&](const absl::Status& s, const std::string& what,
+                   const Json& params, int rep) {
+    if (s.ok()) return;
+    PrintErrorLine(kSuite, what + ": " + std::string(s.message()),
+                   {{"params", params}, {"rep", rep}});
+    rc = 1;
   };
-  for (int rep = 0; rep < reps; ++rep) {
-    if (wants("rtt")) check(BenchRtt(rep, quick ? 500 : 5000), "rtt");
-    if (wants("throughput")) {
-      for (bool processes : modes) {
-        for (int n : {8, 64}) {
-          check(BenchThroughput(n, processes, seconds, rep), "throughput");
+  for (int rep = 0; rep < f.reps; ++rep) {
+    if (f.only.count("rtt")) {
+      check(BenchRtt(b, rep), "rtt", {{"clients", 1}}, rep);
+    }
+    if (f.only.count("throughput")) {
+      for (bool processes : f.modes) {
+        for (int n : f.tp_clients) {
+          check(BenchThroughput(b, n, processes, rep), "throughput",
+                {{"clients", n}, {"client_mode", ModeName(processes)}}, rep);
         }
       }
     }
-    if (wants("barrier")) {
-      for (bool processes : modes) {
-        for (int n : sizes) {
-          int rounds = n <= 8 ? 300 : n <= 32 ? 100 : 30;
-          if (quick) rounds = std::max(10, rounds / 5);
-          check(BenchBarrier(n, processes, rounds, rep), "barrier");
+    if (f.only.count("barrier")) {
+      for (bool processes : f.modes) {
+        for (int n : f.sizes) {
+          check(BenchBarrier(b, n, processes, rep), "barrier",
+                {{"clients", n}, {"client_mode", ModeName(processes)}}, rep);
         }
       }
     }
-    if (wants("register")) {
-      check(BenchRegister(flags.GetInt("register-tasks", 1024), rep),
-            "register");
+    if (f.only.count("register")) {
+      check(BenchRegister(b, rep), "register", {{"tasks", f.register_tasks}},
+            rep);
     }
+    if (use_peer && RunPeerRep(b, peer, rep) != 0) rc = 1;
   }
-  return 0;
+  if (use_peer && PrintRatios(b) != 0) rc = 1;
+  PrintEnvLine(kSuite, "end");
+  return rc;
 }
 
 }  // namespace cohort::bench

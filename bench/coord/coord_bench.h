@@ -1,23 +1,53 @@
-// `cohort bench coord`: the coordination service's benchmark suite.
+// `cohort bench coord`: the coordination service's benchmark suite, with the
+// peer kit's TCPStore benchmark in the same run.
 //
 // Prints JSON lines (DESIGN.md format, suite "coord") with the metric names
 // and params of ../shared/bench-peers/tcpstore_bench.py where the
-// measurement is the same:
-//   barrier_release_p50/p99, barrier_cycle_p50   (us; clients=N,
-//       client_mode=threads|processes, barrier=cohort): release = last
-//       arrival -> last departure of one barrier round (CLOCK_MONOTONIC)
-//   throughput (ops/s; clients=8|64): each client alternates set(own key,
-//       64 B) and get(own key) for `seconds`
-//   rtt_add_p50/p99, rtt_set_p50, rtt_get_p50 (us; clients=1)
-//   register_barrier_time (s; tasks=1024): 1,024 agents (threads) register
-//       and pass one barrier
+// measurement is the same, and the same warm-up:
+//   rtt_{set,get,add}_p50/p99, rtt_setget_pair_p50 (us; clients=1,
+//       value_bytes=64): one agent, 500 untimed set+get pairs, then --rtt-iters
+//       timed rounds of set (InsertKeyValue, overwrite), get (TryGetKeyValue)
+//       and add (IncrementKeyValue). Every cohort call waits for its reply;
+//       TCPStore's set does not (no reply) and its get is two round trips.
+//   throughput (ops/s; clients=8|64, client_mode): each client sets its own
+//       key once, waits at an untimed start barrier, then alternates
+//       set(own key, 64 B) and get(own key) for --seconds; value = all
+//       operations / (last client's end - first client's start), the span
+//       actually measured (CLOCK_MONOTONIC, comparable across processes)
+//   barrier_release_p50/p99, barrier_cycle_p50 (us; clients=N, client_mode,
+//       barrier=cohort, rounds): after an untimed start barrier, N agents
+//       pass the named barrier "bench" back to back for rounds =
+//       max(20, min(300, 3000 / N)) rounds (the peer's wait-barrier rule);
+//       release = last arrival -> last departure of one round, cycle = time
+//       between the last departures of consecutive rounds; the first
+//       min(2, rounds / 4) rounds are dropped, as the peer does
+//   register_barrier_time (s; tasks=1024, client_mode=threads): 1,024
+//       agents (threads) register and pass one barrier (no peer figure)
 // The service runs in the benchmark process on 127.0.0.1 (port chosen by
-// the OS); agents talk to it over gRPC, as threads of this process or as
-// child processes (this binary re-executed with --child).
+// the OS) with a random job token, which every agent presents, as in a real
+// job; agents talk to it over gRPC as threads of this process
+// (client_mode=threads) or as child processes (this binary re-executed with
+// --child; client_mode=processes), and are compared with TCPStore's threads
+// and processes modes respectively.
 //
-//   cohort bench coord [--reps 3] [--only barrier,throughput,rtt,register]
+// Peer: after each repetition, tcpstore_bench.py (found beside the source
+// tree, in ../shared/bench-peers, or at --peer-script) runs once per client
+// mode with /usr/bin/python3; its lines are passed through (suite
+// "tcpstore", "rep" set to this repetition), and at the end one ratio line
+// per compared metric (peer.h) gives median cohort / median TCPStore:
+// barriers against both TCPStore barriers (barrier=wait, server-side
+// notification; barrier=torch, torch 1.13's 10-ms polling loop).
+//
+// Exit status: non-zero when any measurement fails (an error line says
+// which), including a peer that is missing (torch not installed, script not
+// found), crashes or reports an error, unless --no-peer.
+//
+//   cohort bench coord [--reps 3] [--only rtt,throughput,barrier,register]
 //                      [--client-mode threads|processes|both]
-//                      [--sizes 2,8,32,128] [--seconds 3] [--quick]
+//                      [--sizes 2,8,32,128] [--tp-clients 8,64]
+//                      [--seconds 3] [--rtt-iters 5000] [--rounds N]
+//                      [--register-tasks 1024] [--quick]
+//                      [--peer-script PATH | --no-peer]
 #ifndef COHORT_BENCH_COORD_COORD_BENCH_H_
 #define COHORT_BENCH_COORD_COORD_BENCH_H_
 

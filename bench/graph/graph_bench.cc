@@ -1,5 +1,7 @@
 #include "bench/graph/graph_bench.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/common/peer.h"
 #include "cohort/base/json.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
@@ -38,7 +41,9 @@ struct Flags {
   bool matmul = true;
   bool session = true;
   std::string python = "/usr/bin/python3";
-  std::string numpy_script = std::string(COHORT_BENCH_GRAPH_DIR) + "/numpy_matmul.py";
+  std::string numpy_script =
+      std::string(COHORT_BENCH_GRAPH_DIR) + "/numpy_matmul.py";
+  bool no_peer = false;
 };
 
 void Emit(const std::string& metric, const Json& params, double value,
@@ -46,6 +51,19 @@ void Emit(const std::string& metric, const Json& params, double value,
   Json j = {{"suite", "graph"}, {"metric", metric}, {"params", params},
             {"value", value},   {"unit", unit},     {"rep", rep}};
   std::cout << j.dump() << std::endl;
+}
+
+// A failed measurement: an error line on stdout (and the message on
+// stderr); returns the exit code 1.
+int Fail(const std::string& what) {
+  PrintErrorLine("graph", what);
+  std::cerr << "cohort bench graph: " << what << "\n";
+  return 1;
+}
+
+template <typename T>
+std::string Str(const T& status) {
+  return status.ToString();
 }
 
 double Median(std::vector<double> v) {
@@ -57,12 +75,15 @@ double Median(std::vector<double> v) {
 bool ParseFlags(const std::vector<std::string>& args, Flags* f) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> std::string { return i + 1 < args.size() ? args[++i] : ""; };
+    auto value = [&]() -> std::string {
+      return i + 1 < args.size() ? args[++i] : "";
+    };
     if (a == "--reps") {
       if (!absl::SimpleAtoi(value(), &f->reps) || f->reps < 1) return false;
     } else if (a == "--sizes") {
       f->sizes.clear();
-      for (absl::string_view s : absl::StrSplit(value(), ',', absl::SkipEmpty())) {
+      for (absl::string_view s :
+           absl::StrSplit(value(), ',', absl::SkipEmpty())) {
         int n = 0;
         if (!absl::SimpleAtoi(s, &n) || n < 1) return false;
         f->sizes.push_back(n);
@@ -79,6 +100,8 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* f) {
       f->python = value();
     } else if (a == "--numpy-script") {
       f->numpy_script = value();
+    } else if (a == "--no-peer") {
+      f->no_peer = true;
     } else if (a == "--quick") {
       f->reps = 1;
       f->sizes = {256};
@@ -92,30 +115,32 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* f) {
   return true;
 }
 
-// Runs NumPy's script; returns GFLOP/s per size (empty when unavailable).
-std::map<int, std::vector<double>> RunNumpy(const Flags& f) {
+// Runs NumPy's script, printing its lines; returns GFLOP/s per size, or an
+// error when it cannot run, exits non-zero or prints nothing.
+absl::StatusOr<std::map<int, std::vector<double>>> RunNumpy(const Flags& f) {
   std::map<int, std::vector<double>> out;
   std::string sizes;
   for (int n : f.sizes) absl::StrAppend(&sizes, sizes.empty() ? "" : ",", n);
-  std::string cmd = absl::StrCat("'", f.python, "' '", f.numpy_script, "' --sizes ", sizes,
-                                 " --reps ", f.reps, " --min-seconds ", f.min_seconds);
+  std::string cmd =
+      absl::StrCat("'", f.python, "' '", f.numpy_script, "' --sizes ", sizes,
+                   " --reps ", f.reps, " --min-seconds ", f.min_seconds);
   FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    std::cerr << "cohort bench graph: cannot run '" << cmd << "'; NumPy figures skipped\n";
-    return out;
-  }
+  if (p == nullptr) return absl::InternalError("cannot run '" + cmd + "'");
   char buf[4096];
   while (fgets(buf, sizeof(buf), p) != nullptr) {
     auto j = ParseJson(buf, "numpy_matmul.py output");
-    if (!j.ok()) continue;
+    if (!j.ok() || !j->contains("value")) continue;
     std::cout << j->dump() << std::endl;  // Pass NumPy's line through.
     out[(*j)["params"]["n"].get<int>()].push_back((*j)["value"].get<double>());
   }
-  int rc = pclose(p);
+  const int status = pclose(p);
+  const int rc =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (rc != 0 || out.empty()) {
-    std::cerr << "cohort bench graph: '" << cmd << "' exited with status " << rc
-              << " (is python3-numpy installed? check --python); NumPy figures "
-                 "skipped\n";
+    return absl::FailedPreconditionError(absl::StrCat(
+        cmd, " exited with status ", rc, " and printed ", out.size(),
+        " sizes (is python3-numpy installed? check --python); pass --no-peer "
+        "to run without NumPy"));
   }
   return out;
 }
@@ -130,18 +155,17 @@ int BenchMatMul(const Flags& f) {
     ops::MatMul(root.WithOpName("c"), a, b);
     GraphDef g;
     if (!root.ToGraphDef(&g).ok()) {
-      std::cerr << "building the MatMul graph: " << root.status() << "\n";
-      return 1;
+      return Fail(
+          absl::StrCat("building the MatMul graph: ", Str(root.status())));
     }
     auto session = LocalSession::Create(g);
     if (!session.ok()) {
-      std::cerr << "creating the session: " << session.status() << "\n";
-      return 1;
+      return Fail(
+          absl::StrCat("creating the session: ", Str(session.status())));
     }
     auto handle = (*session)->MakeCallable({{"a", "b"}, {"c:0"}, {}, {}});
     if (!handle.ok()) {
-      std::cerr << "making the callable: " << handle.status() << "\n";
-      return 1;
+      return Fail(absl::StrCat("making the callable: ", Str(handle.status())));
     }
     Tensor av(DT_FLOAT, TensorShape({n, n})), bv(DT_FLOAT, TensorShape({n, n}));
     for (int64_t i = 0; i < av.NumElements(); ++i) {
@@ -149,10 +173,10 @@ int BenchMatMul(const Flags& f) {
       bv.data<float>()[i] = static_cast<float>((i * 104729) % 1000) / 1000.f;
     }
     std::vector<Tensor> out;
-    absl::Status s = (*session)->RunCallable(*handle, {av, bv}, &out);  // warm-up
+    absl::Status s =
+        (*session)->RunCallable(*handle, {av, bv}, &out);  // warm-up
     if (!s.ok()) {
-      std::cerr << "running MatMul: " << s << "\n";
-      return 1;
+      return Fail(absl::StrCat("running MatMul: ", Str(s)));
     }
     for (int rep = 0; rep < f.reps; ++rep) {
       int iters = 0;
@@ -161,23 +185,29 @@ int BenchMatMul(const Flags& f) {
       do {
         s = (*session)->RunCallable(*handle, {av, bv}, &out);
         if (!s.ok()) {
-          std::cerr << "running MatMul: " << s << "\n";
-          return 1;
+          return Fail(absl::StrCat("running MatMul: ", Str(s)));
         }
         ++iters;
         elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       } while (elapsed < f.min_seconds);
-      double gflops = 2.0 * n * n * static_cast<double>(n) * iters / elapsed / 1e9;
+      double gflops =
+          2.0 * n * n * static_cast<double>(n) * iters / elapsed / 1e9;
       ours[n].push_back(gflops);
-      Emit("matmul_gflops", {{"n", n}, {"dtype", "float32"}, {"threads", threads}},
-           gflops, "GFLOP/s", rep);
+      Emit("matmul_gflops",
+           {{"n", n}, {"dtype", "float32"}, {"threads", threads}}, gflops,
+           "GFLOP/s", rep);
     }
   }
-  std::map<int, std::vector<double>> numpy = RunNumpy(f);
+  if (f.no_peer) return 0;
+  auto numpy = RunNumpy(f);
+  if (!numpy.ok()) return Fail(std::string(numpy.status().message()));
   for (int n : f.sizes) {
-    auto it = numpy.find(n);
-    if (it == numpy.end() || Median(it->second) <= 0) continue;
-    Emit("matmul_vs_numpy_ratio", {{"n", n}, {"dtype", "float32"}, {"threads", threads}},
+    auto it = numpy->find(n);
+    if (it == numpy->end() || Median(it->second) <= 0) {
+      return Fail(absl::StrCat("no NumPy figure for n=", n));
+    }
+    Emit("matmul_vs_numpy_ratio",
+         {{"n", n}, {"dtype", "float32"}, {"threads", threads}},
          Median(ours[n]) / Median(it->second), "x", 0);
   }
   return 0;
@@ -185,33 +215,31 @@ int BenchMatMul(const Flags& f) {
 
 int BenchSession(const Flags& f) {
   Scope root = Scope::NewRootScope();
-  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({}));
+  auto x =
+      ops::Placeholder(root.WithOpName("x"), DT_FLOAT, PartialTensorShape({}));
   Output y = x;
   for (int i = 0; i < 9; ++i) {
     y = i % 2 == 0 ? ops::Add(root, y, y) : ops::Mul(root, y, x);
   }
   GraphDef g;
   if (!root.ToGraphDef(&g).ok() || g.node_size() != 10) {
-    std::cerr << "building the scalar graph: " << root.status() << "\n";
-    return 1;
+    return Fail(
+        absl::StrCat("building the scalar graph: ", Str(root.status())));
   }
   auto session = LocalSession::Create(g);
   if (!session.ok()) {
-    std::cerr << "creating the session: " << session.status() << "\n";
-    return 1;
+    return Fail(absl::StrCat("creating the session: ", Str(session.status())));
   }
   auto handle = (*session)->MakeCallable({{"x"}, {y.name()}, {}, {}});
   if (!handle.ok()) {
-    std::cerr << "making the callable: " << handle.status() << "\n";
-    return 1;
+    return Fail(absl::StrCat("making the callable: ", Str(handle.status())));
   }
   const std::vector<Tensor> feeds = {Tensor(1.0f)};
   std::vector<Tensor> out;
   for (int i = 0; i < 1000; ++i) {
     absl::Status s = (*session)->RunCallable(*handle, feeds, &out);
     if (!s.ok()) {
-      std::cerr << "running the scalar graph: " << s << "\n";
-      return 1;
+      return Fail(absl::StrCat("running the scalar graph: ", Str(s)));
     }
   }
   for (int rep = 0; rep < f.reps; ++rep) {
@@ -219,16 +247,17 @@ int BenchSession(const Flags& f) {
     for (int i = 0; i < f.runs; ++i) {
       auto start = Clock::now();
       absl::Status s = (*session)->RunCallable(*handle, feeds, &out);
-      us[i] = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      us[i] = std::chrono::duration<double, std::micro>(Clock::now() - start)
+                  .count();
       if (!s.ok()) {
-        std::cerr << "running the scalar graph: " << s << "\n";
-        return 1;
+        return Fail(absl::StrCat("running the scalar graph: ", Str(s)));
       }
     }
     std::sort(us.begin(), us.end());
     Json params = {{"nodes", 10}, {"path", "callable"}};
     Emit("session_run_overhead_p50", params, us[us.size() / 2], "us", rep);
-    Emit("session_run_overhead_p99", params, us[us.size() * 99 / 100], "us", rep);
+    Emit("session_run_overhead_p99", params, us[us.size() * 99 / 100], "us",
+         rep);
   }
   return 0;
 }
@@ -238,18 +267,18 @@ int BenchSession(const Flags& f) {
 int RunGraphBench(const std::vector<std::string>& args) {
   Flags f;
   if (!ParseFlags(args, &f)) {
-    std::cerr << "usage: cohort bench graph [--reps N] [--only matmul,session] "
-                 "[--sizes 256,1024,2048] [--min-seconds S] [--runs N] "
-                 "[--python PATH] [--numpy-script PATH] [--quick]\n";
+    std::cerr
+        << "usage: cohort bench graph [--reps N] [--only matmul,session] "
+           "[--sizes 256,1024,2048] [--min-seconds S] [--runs N] "
+           "[--python PATH] [--numpy-script PATH] [--no-peer] [--quick]\n";
     return 2;
   }
-  if (f.matmul) {
-    if (int rc = BenchMatMul(f); rc != 0) return rc;
-  }
-  if (f.session) {
-    if (int rc = BenchSession(f); rc != 0) return rc;
-  }
-  return 0;
+  PrintEnvLine("graph", "start");
+  int rc = 0;
+  if (f.matmul) rc = BenchMatMul(f);
+  if (rc == 0 && f.session) rc = BenchSession(f);
+  PrintEnvLine("graph", "end");
+  return rc;
 }
 
 }  // namespace cohort::bench

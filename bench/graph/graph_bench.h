@@ -8,8 +8,9 @@
 //       many products as fit in --min-seconds after one warm-up.
 //   numpy_matmul_gflops (GFLOP/s; same n): NumPy's np.matmul in the same
 //       run, from bench/graph/numpy_matmul.py run with --python (default
-//       /usr/bin/python3, Debian's python3-numpy); skipped with a note on
-//       stderr when NumPy is missing.
+//       /usr/bin/python3, Debian's python3-numpy). NumPy missing or failing
+//       is a failed measurement (an error line, exit status 1) unless
+//       --no-peer, which runs without it.
 //   matmul_vs_numpy_ratio (x; n): median cohort GFLOP/s / median NumPy
 //       GFLOP/s (target >= 0.8).
 //   session_run_overhead_p50 / _p99 (us; nodes=10, path=callable): the
@@ -17,9 +18,13 @@
 //       Placeholder and nine chained Add/Mul nodes), --runs runs per rep
 //       after 1,000 warm-up runs (target p50 < 20 us).
 //
-//   cohort bench graph [--reps 3] [--only matmul,session] [--sizes 256,1024,2048]
-//                      [--min-seconds 0.5] [--runs 20000] [--python PATH]
-//                      [--numpy-script PATH] [--quick]
+// Exit status: non-zero when any measurement fails; the suite prints a line
+// {"suite": "graph", "error": ...} saying which.
+//
+//   cohort bench graph [--reps 3] [--only matmul,session]
+//                      [--sizes 256,1024,2048] [--min-seconds 0.5]
+//                      [--runs 20000] [--python PATH]
+//                      [--numpy-script PATH] [--no-peer] [--quick]
 #ifndef COHORT_BENCH_GRAPH_GRAPH_BENCH_H_
 #define COHORT_BENCH_GRAPH_GRAPH_BENCH_H_
 

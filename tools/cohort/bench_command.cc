@@ -2,11 +2,15 @@
 // prints JSON lines in the format of DESIGN.md ("Benchmark output format").
 //
 //   cohort bench coord --quick
+//   cohort bench barrier --reps 3 --no-peer
 //   cohort bench list
 //
 // Suites are an explicit table below: to add one, include its header, add
 // one line to kSuites and link its library in tools/cohort/CMakeLists.txt.
-// A suite gets the arguments after its name and returns the exit code.
+// A suite gets the arguments after its name and returns the exit code:
+// non-zero when any measurement failed (the suite prints a JSON line with an
+// "error" key saying which), including a peer benchmark (TCPStore, gloo,
+// NumPy) that is missing or fails; --no-peer runs a suite without its peer.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -27,14 +31,19 @@ struct BenchSuite {
 };
 
 const BenchSuite kSuites[] = {
-    {"coord", "coordination service: barrier release latency, KV throughput, "
-              "increment round trip, 1,024-task registration",
+    {"coord",
+     "coordination service: barrier release latency, KV throughput, "
+     "KV round trips, 1,024-task registration, with the TCPStore "
+     "peer (threads and processes)",
      &bench::RunCoordBench},
-    {"barrier", "barrier execution mode: barrier and allGather (64 B) latency "
-                "for gangs of 2, 4, 8 processes, with the gloo peer",
+    {"barrier",
+     "barrier execution mode: barrier and allGather (64 B) latency "
+     "for gangs of 2, 4, 8 processes, with the gloo peer "
+     "(all_gather_object and tensor all_gather)",
      &bench::RunBarrierBench},
-    {"graph", "graph engine: MatMul float32 GFLOP/s (256, 1024, 2048) against "
-              "NumPy, LocalSession per-run overhead (10-node callable)",
+    {"graph",
+     "graph engine: MatMul float32 GFLOP/s (256, 1024, 2048) against "
+     "NumPy, LocalSession per-run overhead (10-node callable)",
      &bench::RunGraphBench},
 };
 
@@ -49,7 +58,8 @@ void ListSuites(std::ostream& out) {
 void RegisterBenchCommand(CLI::App& app, int& exit_code) {
   auto suite_name = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand(
-      "bench", "run a benchmark suite (JSON lines on stdout); `list` lists them");
+      "bench",
+      "run a benchmark suite (JSON lines on stdout); `list` lists them");
   command->add_option("suite", *suite_name, "suite name, or list")->required();
   command->allow_extras();
   command->prefix_command();

@@ -1,0 +1,277 @@
+#include "bench/common/peer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+#ifndef COHORT_BENCH_SOURCE_DIR
+#define COHORT_BENCH_SOURCE_DIR "."
+#endif
+
+namespace cohort::bench {
+namespace {
+
+constexpr char kPython[] = "/usr/bin/python3";
+
+bool IsMeasurement(const Json& line) {
+  return line.is_object() && !line.contains("error") &&
+         line.contains("metric") && line.contains("value") &&
+         line["value"].is_number();
+}
+
+// `params` contains every entry of `want`.
+bool Contains(const Json& params, const Json& want) {
+  if (!want.is_object()) return true;
+  if (!params.is_object()) return want.empty();
+  for (auto it = want.begin(); it != want.end(); ++it) {
+    auto found = params.find(it.key());
+    if (found == params.end() || *found != it.value()) return false;
+  }
+  return true;
+}
+
+std::string ShellQuote(const std::string& s) {
+  return "'" + absl::StrReplaceAll(s, {{"'", "'\\''"}}) + "'";
+}
+
+double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+}  // namespace
+
+void PrintJsonLine(const Json& line) {
+  std::cout << JsonDump(line) << std::endl;
+}
+
+void PrintErrorLine(const std::string& suite, const std::string& message,
+                    const Json& extra) {
+  Json line = {{"suite", suite}, {"error", message}};
+  if (extra.is_object()) {
+    for (auto it = extra.begin(); it != extra.end(); ++it) {
+      line[it.key()] = it.value();
+    }
+  }
+  PrintJsonLine(line);
+}
+
+void PrintEnvLine(const std::string& bench, const std::string& when) {
+  Json line = {{"suite", "env"}, {"bench", bench}, {"when", when}};
+  char date[64];
+  const time_t now = time(nullptr);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  line["date"] = date;
+  line["nproc"] = sysconf(_SC_NPROCESSORS_ONLN);
+  double load[3];
+  if (getloadavg(load, 3) == 3) {
+    line["loadavg"] = {Round3(load[0]), Round3(load[1]), Round3(load[2])};
+  }
+  PrintJsonLine(line);
+}
+
+void MeasurementLog::Print(const Json& line) {
+  PrintJsonLine(line);
+  Add(line);
+}
+
+void MeasurementLog::Add(const Json& line) {
+  if (!IsMeasurement(line)) return;
+  absl::MutexLock lock(&mu_);
+  lines_.push_back(line);
+}
+
+std::vector<Json> MeasurementLog::lines() const {
+  absl::MutexLock lock(&mu_);
+  return lines_;
+}
+
+double MedianOf(const MeasurementLog& log, const std::string& metric,
+                const Json& params, int* count) {
+  std::vector<double> values;
+  for (const Json& line : log.lines()) {
+    if (line["metric"] != metric) continue;
+    if (!Contains(line.value("params", Json::object()), params)) continue;
+    values.push_back(line["value"].get<double>());
+  }
+  *count = static_cast<int>(values.size());
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+absl::Status PrintRatio(const std::string& suite, const std::string& peer,
+                        const MeasurementLog& ours,
+                        const MeasurementLog& theirs, const RatioSpec& spec) {
+  Json peer_params = spec.params.is_object() ? spec.params : Json::object();
+  for (auto it = spec.peer_params.begin(); it != spec.peer_params.end(); ++it) {
+    peer_params[it.key()] = it.value();
+  }
+  int n_ours = 0, n_theirs = 0;
+  const double a = MedianOf(ours, spec.metric, spec.params, &n_ours);
+  const double b = MedianOf(theirs, spec.peer_metric, peer_params, &n_theirs);
+  if (n_ours == 0 || n_theirs == 0 || b == 0) {
+    return absl::NotFoundError(absl::StrCat(
+        "no ", n_ours == 0 ? "cohort" : peer, " measurement of ",
+        n_ours == 0 ? spec.metric : spec.peer_metric, " with params ",
+        JsonDump(n_ours == 0 ? spec.params : peer_params),
+        n_ours != 0 && n_theirs != 0 ? " (the peer's median is 0)" : ""));
+  }
+  Json params = spec.params.is_object() ? spec.params : Json::object();
+  params["peer"] = peer;
+  params["peer_metric"] = spec.peer_metric;
+  for (auto it = spec.peer_params.begin(); it != spec.peer_params.end(); ++it) {
+    params["peer_" + it.key()] = it.value();
+  }
+  Json line = {{"suite", suite},
+               {"metric", spec.metric + "_ratio"},
+               {"params", params},
+               {"value", Round3(a / b)},
+               {"unit", "x"},
+               {"cohort", Round3(a)},
+               {"peer_value", Round3(b)},
+               {"reps", std::min(n_ours, n_theirs)},
+               {"better", spec.lower_is_better ? "lower" : "higher"}};
+  if (!spec.note.empty()) line["note"] = spec.note;
+  PrintJsonLine(line);
+  return absl::OkStatus();
+}
+
+PeerRunner::PeerRunner(std::string suite, std::string script, std::string path)
+    : suite_(std::move(suite)), script_(std::move(script)) {
+  if (!path.empty()) {
+    path_ = std::move(path);
+    return;
+  }
+  for (const std::string& dir :
+       {std::string(COHORT_BENCH_SOURCE_DIR) + "/../shared/bench-peers",
+        std::string("../shared/bench-peers"),
+        std::string("/work/shared/bench-peers")}) {
+    const std::string candidate = dir + "/" + script_;
+    if (access(candidate.c_str(), R_OK) == 0) {
+      path_ = candidate;
+      return;
+    }
+  }
+}
+
+absl::Status PeerRunner::Check() {
+  if (path_.empty() || access(path_.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat(
+        "peer kit not found (", path_.empty() ? script_ : path_,
+        " is not readable; looked in ../shared/bench-peers beside the source "
+        "tree and the working directory, and /work/shared/bench-peers); pass "
+        "--peer-script PATH, or --no-peer to run without the peer"));
+  }
+  const std::string probe =
+      absl::StrCat(kPython, " -c 'import torch.distributed' >/dev/null 2>&1");
+  if (system(probe.c_str()) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("torch is not installed for ", kPython,
+                     " (apt-get install python3-torch), so the ", suite_,
+                     " peer cannot run; pass --no-peer to run without it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PeerRunner::Run(const std::vector<std::string>& args,
+                             absl::Duration timeout, int rep,
+                             MeasurementLog* log) {
+  char stderr_path[] = "/tmp/cohort-bench-peer-XXXXXX";
+  const int stderr_fd = mkstemp(stderr_path);
+  if (stderr_fd < 0) {
+    return absl::InternalError("cannot create a temporary file for stderr");
+  }
+  close(stderr_fd);
+  std::vector<std::string> quoted;
+  for (const std::string& a : args) quoted.push_back(ShellQuote(a));
+  const int64_t seconds = std::max<int64_t>(
+      1, absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1))));
+  const std::string command = absl::StrCat(
+      "exec timeout -k 10 ", seconds, " ", kPython, " ", ShellQuote(path_), " ",
+      absl::StrJoin(quoted, " "), " 2>", ShellQuote(stderr_path));
+  const std::string shown =
+      absl::StrCat(script_, " ", absl::StrJoin(args, " "));
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    unlink(stderr_path);
+    return absl::InternalError("cannot run " + command);
+  }
+  int measurements = 0;
+  std::vector<std::string> errors;
+  auto handle_line = [&](const std::string& text, bool from_stderr) {
+    if (text.empty() || text[0] != '{') return;
+    absl::StatusOr<Json> line = ParseJson(text, shown);
+    if (!line.ok() || !line->is_object()) return;
+    if (line->contains("error")) {
+      (*line)["suite"] = line->value("suite", suite_);
+      (*line)["rep"] = rep;
+      errors.push_back(JsonDump((*line)["error"]));
+      PrintJsonLine(*line);
+      return;
+    }
+    if (from_stderr) return;
+    (*line)["rep"] = rep;
+    if (!IsMeasurement(*line)) return;
+    ++measurements;
+    if (keep_ && !keep_(*line)) return;
+    log->Print(*line);
+  };
+  char* buf = nullptr;
+  size_t cap = 0;
+  ssize_t len;
+  while ((len = getline(&buf, &cap, pipe)) > 0) {
+    std::string text(buf, static_cast<size_t>(len));
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+      text.pop_back();
+    }
+    handle_line(text, false);
+  }
+  free(buf);
+  const int status = pclose(pipe);
+  std::vector<std::string> tail;
+  {
+    std::ifstream err(stderr_path);
+    std::string text;
+    while (std::getline(err, text)) {
+      handle_line(text, true);
+      if (text.empty()) continue;
+      tail.push_back(text);
+      if (tail.size() > 5) tail.erase(tail.begin());
+    }
+  }
+  unlink(stderr_path);
+  const int code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::string why;
+  if (code == 124 || code == 137) {
+    why = absl::StrCat("timed out after ", seconds, " s");
+  } else if (code != 0) {
+    why = absl::StrCat("exited with status ", code);
+  } else if (!errors.empty()) {
+    why = absl::StrCat("reported ", errors.size(), " error(s), first ",
+                       errors.front());
+  } else if (measurements == 0) {
+    why = "printed no measurement";
+  } else {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat(
+      "peer ", shown, " ", why,
+      tail.empty() ? "" : "; stderr ends: " + absl::StrJoin(tail, " | ")));
+}
+
+}  // namespace cohort::bench
