@@ -22,14 +22,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         << hosts.status();
     return 0;
   }
-  COHORT_CHECK(static_cast<int64_t>(hosts->size()) <= cohort::kMaxExpandedEntries);
+  COHORT_CHECK(static_cast<int64_t>(hosts->size()) <=
+               cohort::kMaxExpandedEntries);
   for (const std::string& host : *hosts) {
     COHORT_CHECK(!host.empty()) << "empty host from \"" << text << "\"";
     COHORT_CHECK(host.find_first_of(",[]") == std::string::npos) << host;
   }
   if (hosts->size() <= 1000) {
     auto again = cohort::ExpandHostlist(absl::StrJoin(*hosts, ","));
-    COHORT_CHECK(again.ok() && *again == *hosts) << "round trip of \"" << text << "\"";
+    COHORT_CHECK(again.ok() && *again == *hosts)
+        << "round trip of \"" << text << "\"";
   }
   return 0;
 }

@@ -20,13 +20,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!counts.ok()) {
     COHORT_CHECK(counts.status().code() == absl::StatusCode::kInvalidArgument)
         << counts.status();
-    COHORT_CHECK(counts.status().message().find(
-                     "Invalid tasks-per-node list format") !=
-                 absl::string_view::npos)
+    COHORT_CHECK(
+        counts.status().message().find("Invalid tasks-per-node list format") !=
+        absl::string_view::npos)
         << counts.status();
     return 0;
   }
-  COHORT_CHECK(static_cast<int64_t>(counts->size()) <= cohort::kMaxExpandedEntries);
+  COHORT_CHECK(static_cast<int64_t>(counts->size()) <=
+               cohort::kMaxExpandedEntries);
   int64_t total = 0;
   for (int c : *counts) {
     COHORT_CHECK(c >= 0);
@@ -46,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   env.SetVar("CUDA_VISIBLE_DEVICES", "0,1,2,3");
   auto resolver = cohort::SlurmClusterResolver::Create(&env, {});
   if (!resolver.ok()) {
-    COHORT_CHECK(resolver.status().code() == absl::StatusCode::kFailedPrecondition ||
+    COHORT_CHECK(resolver.status().code() ==
+                     absl::StatusCode::kFailedPrecondition ||
                  resolver.status().code() == absl::StatusCode::kInvalidArgument)
         << resolver.status();
     return 0;

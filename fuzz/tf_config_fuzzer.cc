@@ -27,11 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   COHORT_CHECK(from_json.ok() && *from_json == spec) << spec.DebugString();
   auto from_def = cohort::ClusterSpec::FromClusterDef(spec.ToClusterDef());
   COHORT_CHECK(from_def.ok() && *from_def == spec) << spec.DebugString();
-  (void)cohort::MakeServerDef(spec, config->task_type,
-                              config->task_index.has_value()
-                                  ? std::optional<int>(static_cast<int>(
-                                        *config->task_index))
-                                  : std::nullopt);
+  (void)cohort::MakeServerDef(
+      spec, config->task_type,
+      config->task_index.has_value()
+          ? std::optional<int>(static_cast<int>(*config->task_index))
+          : std::nullopt);
 
   cohort::FakeEnv env;
   env.SetVar("TF_CONFIG", text);
