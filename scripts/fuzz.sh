@@ -16,11 +16,16 @@ for name in $(ls fuzz/corpus); do
   work="$(mktemp -d)"
   cp -r "fuzz/corpus/${name}/." "$work/"
   echo "fuzz: fuzz_${name} for ${seconds}s"
-  if ! "$fuzzer" -max_total_time="$seconds" -print_final_stats=1 "$work" >"$work.log" 2>&1; then
+  # -timeout: an input running this long is a hang (a failure, like a crash);
+  # -artifact_prefix: a failing input is written next to the log.
+  if ! "$fuzzer" -max_total_time="$seconds" -timeout=25 \
+      -artifact_prefix="$work." -print_final_stats=1 "$work" \
+      >"$work.log" 2>&1; then
     tail -40 "$work.log"
     echo "fuzz: fuzz_${name} FAILED (crash input saved next to $work.log)"
     exit 1
   fi
   grep -E "stat::number_of_executed_units" "$work.log" || true
+  grep -E "^#[0-9]+ +DONE" "$work.log" || true
   rm -rf "$work" "$work.log"
 done
