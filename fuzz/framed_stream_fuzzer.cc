@@ -21,7 +21,6 @@
 #include "absl/strings/string_view.h"
 #include "cohort/base/logging.h"
 #include "cohort/rpc/frame.h"
-#include "known_bugs.h"
 
 namespace {
 
@@ -47,12 +46,6 @@ constexpr size_t kCaps[] = {
     size_t{0xFFFFFFFF},
     std::numeric_limits<size_t>::max(),
     7};
-
-// Known project bug (fuzz/crashes-found/framed_stream/README.md):
-// FrameReader::Next computes `4 + size` in 32 bits, so with a cap of
-// 0xFFFFFFFC or more a frame announcing 0xFFFFFFFD..0xFFFFFFFF wraps and is
-// returned short. Such caps are skipped unless COHORT_FUZZ_KNOWN_BUGS is set
-// (known_bugs.h).
 
 uint32_t Le32(absl::string_view s, size_t pos) {
   uint32_t v = 0;
@@ -121,7 +114,6 @@ void CheckPayload(const std::string& payload, const std::string& nonce) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const size_t cap = kCaps[data[0] % (sizeof(kCaps) / sizeof(kCaps[0]))];
-  if (cap >= 0xFFFFFFFC && cohort::fuzz::SkipKnownBugs()) return 0;
   uint32_t rng = data[1] * 2654435761u + 1;
   const absl::string_view stream(reinterpret_cast<const char*>(data) + 2,
                                  size - 2);

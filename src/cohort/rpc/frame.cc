@@ -36,7 +36,8 @@ void AppendReplyFrame(std::string* out, absl::StatusCode code,
 FrameReader::Result FrameReader::Next(std::string* payload,
                                       uint64_t* announced) {
   if (buffered() < 4) return Result::kNeedMore;
-  const uint32_t size = DecodeFixed32(buffer_.data() + offset_);
+  // size_t arithmetic: `4 + size` in 32 bits wraps for sizes near 2^32.
+  const size_t size = DecodeFixed32(buffer_.data() + offset_);
   if (size > max_frame_) {
     if (announced != nullptr) *announced = size;
     return Result::kTooLarge;

@@ -65,6 +65,19 @@ TEST(FrameReaderTest, FrameAtTheCapIsAcceptedOneAboveIsNot) {
   EXPECT_EQ(below.Next(&payload), FrameReader::Result::kTooLarge);
 }
 
+// A length near 2^32 must not wrap when the header is added to it (found
+// by fuzz_framed_stream with a cap above 4 GiB).
+TEST(FrameReaderTest, LengthsNear4GiBDoNotWrap) {
+  std::string header;
+  PutFixed32(&header, 0xFFFFFFFFu);
+  FrameReader reader(size_t{1} << 33);
+  reader.Append(header.data(), header.size());
+  reader.Append("abc", 3);
+  std::string payload;
+  EXPECT_EQ(reader.Next(&payload), FrameReader::Result::kNeedMore);
+  EXPECT_TRUE(payload.empty());
+}
+
 TEST(FrameReaderTest, PartialFrameNeedsMore) {
   std::string stream;
   AppendFrame(&stream, "hello");
