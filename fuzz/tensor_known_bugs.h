@@ -14,9 +14,11 @@
 
 namespace cohort::fuzz {
 
-// Bug (crashes-found/checkpoint/README.md): Tensor::FromProto allocates the
-// declared shape before looking at the values, and TensorBuffer::Allocate
-// multiplies element size by count in size_t without an overflow check.
+// Fixed (crashes-found/checkpoint/README.md): Tensor::FromProto allocated the
+// declared shape before looking at the values, and the byte count wrapped.
+// It now refuses a byte count that overflows and any size its values do not
+// carry, except one value broadcast up to 1 GiB, which is legal; this filter
+// stays only to keep the fuzzer from spending its time on such allocations.
 // True when `proto` declares more than 64 MiB or a byte count that
 // overflows 64 bits.
 inline bool TensorDeclaresTooMuch(const TensorProto& proto) {

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,10 @@ void DestroyElements(void* data, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i].~T();
 }
 
+// The most a TensorProto may declare by broadcasting one value (its other
+// forms carry every byte they declare).
+constexpr size_t kMaxBroadcastProtoBytes = size_t{1} << 30;
+
 size_t ElementBytes(DataType dtype) {
   switch (dtype) {
     case DT_STRING:
@@ -39,6 +44,12 @@ TensorBuffer* TensorBuffer::Allocate(DataType dtype, int64_t num_elements) {
   size_t elem = ElementBytes(dtype);
   COHORT_CHECK(elem > 0) << "cannot allocate a tensor of dtype "
                          << DataTypeName(dtype);
+  COHORT_CHECK(num_elements >= 0 &&
+               static_cast<uint64_t>(num_elements) <=
+                   (std::numeric_limits<size_t>::max() - kTensorAlignment) /
+                       elem)
+      << "tensor of " << num_elements << " elements of dtype "
+      << DataTypeName(dtype) << " overflows the address space";
   size_t bytes = elem * static_cast<size_t>(num_elements);
   // aligned_alloc needs a size that is a multiple of the alignment.
   size_t alloc =
@@ -136,15 +147,49 @@ absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto) {
     return absl::InvalidArgumentError(
         absl::StrCat("TensorProto shape: ", shape_or.status().message()));
   }
-  Tensor t(dtype, *shape_or);
-  const int64_t n = t.NumElements();
+  // Everything is checked against the proto's own bytes before anything is
+  // allocated: a proto read from a file or the wire must not make this side
+  // allocate more than what it carries (plus one broadcast value, capped).
+  const int64_t n = shape_or->num_elements();
+  const size_t elem = ElementBytes(dtype);
+  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / elem) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TensorProto of dtype ", DataTypeName(dtype), " and shape ",
+        shape_or->DebugString(), " is too large to address"));
+  }
+  const size_t bytes = elem * static_cast<size_t>(n);
   if (DataTypeIsPod(dtype) && !proto.tensor_content().empty()) {
-    if (proto.tensor_content().size() != t.TotalBytes()) {
+    if (proto.tensor_content().size() != bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "TensorProto of dtype ", DataTypeName(dtype), " and shape ",
-          t.shape().DebugString(), " needs ", t.TotalBytes(),
+          shape_or->DebugString(), " needs ", bytes,
           " bytes of tensor_content, has ", proto.tensor_content().size()));
     }
+  } else {
+    const int64_t values =
+        proto.float_val_size() + proto.double_val_size() +
+        proto.int_val_size() + proto.int64_val_size() +
+        proto.bool_val_size() + proto.string_val_size() +
+        proto.resource_val_size();
+    // n values, or at most one value broadcast to the shape (TensorFlow's
+    // convention): the broadcast case is the only one where a few bytes
+    // declare a large tensor, so it is capped.
+    if (values != n && values > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TensorProto of dtype ", DataTypeName(dtype), " and shape ",
+          shape_or->DebugString(), " has ", values, " values; needs ", n,
+          " (or 1 to broadcast)"));
+    }
+    if (values != n && bytes > kMaxBroadcastProtoBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TensorProto of dtype ", DataTypeName(dtype), " and shape ",
+          shape_or->DebugString(), " broadcasts ", values,
+          " value(s) to ", bytes, " bytes, over the cap of ",
+          kMaxBroadcastProtoBytes, "; store the values instead"));
+    }
+  }
+  Tensor t(dtype, *shape_or);
+  if (DataTypeIsPod(dtype) && !proto.tensor_content().empty()) {
     std::memcpy(t.raw_data(), proto.tensor_content().data(), t.TotalBytes());
     if (dtype == DT_BOOL) {
       // Normalise so every byte is a valid bool.

@@ -1,6 +1,7 @@
 #include "cohort/graph/tensor.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -99,6 +100,44 @@ TEST(TensorTest, ProtoRoundTripAllTypes) {
     EXPECT_TRUE(back->Equals(t))
         << t.DebugString() << " vs " << back->DebugString();
   }
+}
+
+// A proto read from a file or the wire may not make this side allocate what
+// it only declares (found by fuzz_checkpoint and fuzz_graph_def: a 58-byte
+// entry asked for 4 GiB, and shapes whose byte count wraps got a 64-byte
+// buffer that was then written past).
+TEST(TensorTest, FromProtoRefusesDeclaredSizesItDoesNotCarry) {
+  auto proto = [](DataType dtype, std::vector<int64_t> dims) {
+    TensorProto p;
+    p.set_dtype(dtype);
+    for (int64_t d : dims) p.mutable_tensor_shape()->add_dim()->set_size(d);
+    return p;
+  };
+  TensorProto wraps = proto(DT_FLOAT, {int64_t{1} << 62});
+  wraps.add_float_val(1.f);
+  EXPECT_TRUE(absl::IsInvalidArgument(Tensor::FromProto(wraps).status()));
+  TensorProto strings = proto(DT_STRING, {int64_t{1} << 59});
+  strings.add_string_val("x");
+  EXPECT_TRUE(absl::IsInvalidArgument(Tensor::FromProto(strings).status()));
+  TensorProto broadcast = proto(DT_FLOAT, {int64_t{1} << 30});  // 4 GiB
+  broadcast.add_float_val(0.f);
+  absl::Status big = Tensor::FromProto(broadcast).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(big)) << big;
+  EXPECT_NE(big.message().find("cap"), absl::string_view::npos) << big;
+  TensorProto short_content = proto(DT_FLOAT, {int64_t{1} << 30});
+  short_content.set_tensor_content(std::string(16, '\0'));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(Tensor::FromProto(short_content).status()));
+  TensorProto some_values = proto(DT_INT32, {4});
+  some_values.add_int_val(1);
+  some_values.add_int_val(2);
+  EXPECT_TRUE(absl::IsInvalidArgument(Tensor::FromProto(some_values).status()));
+  // A modest broadcast is still fine.
+  TensorProto ok = proto(DT_FLOAT, {1000});
+  ok.add_float_val(2.f);
+  auto t = Tensor::FromProto(ok);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->NumElements(), 1000);
 }
 
 TEST(TensorTest, FromProtoTypedFieldsAndBroadcast) {
