@@ -447,13 +447,23 @@ absl::Status ValidateNodeDef(const NodeDef& node, const OpDef& op_def) {
       ++data_inputs;
     }
   }
-  int expected = 0;
+  // In int64, each term bounded by the inputs the node really has: a
+  // number attr such as AddN's N comes from the GraphDef, and an int cast
+  // or a sum that wraps would let N = 2^32+1 pass as 1 and then size the
+  // node's input type list (found by fuzz_graph_def).
+  int64_t expected = 0;
   for (const auto& arg : op_def.inputs) {
     if (arg.number_attr.empty()) {
       ++expected;
-    } else {
-      expected += static_cast<int>(node.attr().at(arg.number_attr).i());
+      continue;
     }
+    const int64_t count = node.attr().at(arg.number_attr).i();
+    if (count < 0 || count > data_inputs) {
+      return error(absl::StrCat("attr '", arg.number_attr, "' is ", count,
+                                " but the node has ", data_inputs,
+                                " data inputs"));
+    }
+    expected += count;
   }
   if (data_inputs != expected) {
     return error(absl::StrCat("has ", data_inputs, " data inputs, op ",

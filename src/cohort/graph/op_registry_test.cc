@@ -86,6 +86,22 @@ TEST(OpRegistryTest, BadSpecsAndDuplicates) {
   EXPECT_EQ(r.ListOps(), std::vector<std::string>{"E"});
 }
 
+// A number attr from the GraphDef is checked against the inputs the node
+// has, in int64: N = 2^32+1 used to pass as 1 (found by fuzz_graph_def).
+TEST(OpRegistryTest, NumberAttrMustMatchTheInputsWithoutWrapping) {
+  const OpDef* def = TestRegistry()->LookUp("AddNLike");
+  NodeDef n = MakeNode("sum", "AddNLike", {"x"});
+  (*n.mutable_attr())["T"].set_type(DT_FLOAT);
+  (*n.mutable_attr())["N"].set_i(1);
+  ASSERT_TRUE(ValidateNodeDef(n, *def).ok());
+  for (int64_t bad : {(int64_t{1} << 32) + 1, int64_t{-1}, int64_t{2}}) {
+    (*n.mutable_attr())["N"].set_i(bad);
+    absl::Status s = ValidateNodeDef(n, *def);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "N=" << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("sum")) << s;
+  }
+}
+
 TEST(OpRegistryTest, ValidationErrorsNameTheNode) {
   const OpDef* def = TestRegistry()->LookUp("MatMulLike");
   NodeDef n = MakeNode("dense/mm", "MatMulLike", {"x", "w:0"});
