@@ -58,9 +58,22 @@ class YamlSubsetParser {
     return text == "-" || absl::StartsWith(text, "- ");
   }
 
+  // Deeper nesting than any kubeconfig has is refused: the parser recurses
+  // once per level, and "- - - ... x" on one line would exhaust the stack
+  // (found by fuzz_kubeconfig).
+  static constexpr int kMaxDepth = 64;
+
   absl::StatusOr<Json> ParseNode(size_t* i, int indent) {
-    if (IsSeqItem(lines_[*i].text)) return ParseSequence(i, indent);
-    return ParseMapping(i, indent);
+    if (depth_ >= kMaxDepth) {
+      return Error(lines_[*i], absl::StrCat("nested more than ", kMaxDepth,
+                                            " levels deep"));
+    }
+    ++depth_;
+    absl::StatusOr<Json> node = IsSeqItem(lines_[*i].text)
+                                    ? ParseSequence(i, indent)
+                                    : ParseMapping(i, indent);
+    --depth_;
+    return node;
   }
 
   // Finds the ": " (or trailing ':') ending a mapping key outside quotes.
@@ -185,6 +198,7 @@ class YamlSubsetParser {
   }
 
   std::vector<YamlLine> lines_;
+  int depth_ = 0;  // ParseNode calls in progress
   std::string what_;
 };
 
@@ -407,9 +421,15 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
     config.token = StringField(*user, "token");
     std::string token_file = StringField(*user, "tokenFile");
     if (config.token.empty() && !token_file.empty()) {
-      COHORT_ASSIGN_OR_RETURN(std::string t,
-                              env->ReadFile(RelativeTo(*path, token_file)));
-      config.token = std::string(absl::StripAsciiWhitespace(t));
+      absl::StatusOr<std::string> t =
+          env->ReadFile(RelativeTo(*path, token_file));
+      if (!t.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "kubeconfig ", *path, ": user \"", user_name, "\" has tokenFile ",
+            RelativeTo(*path, token_file), ", which cannot be read: ",
+            t.status().message()));
+      }
+      config.token = std::string(absl::StripAsciiWhitespace(*t));
     }
     COHORT_ASSIGN_OR_RETURN(config.http.client_cert_path,
                             PemPath(*user, "client-certificate", *path));

@@ -192,6 +192,21 @@ TEST(KubernetesConfigTest, YamlSubset) {
   EXPECT_THAT(bad.status().message(), HasSubstr("line 2"));
 }
 
+// "- - - ... x" recursed once per dash until the stack ran out (found by
+// fuzz_kubeconfig); nesting is capped well above anything kubectl writes.
+TEST(KubernetesConfigTest, DeepNestingIsAnErrorNotACrash) {
+  std::string deep = "a:\n";
+  for (int i = 0; i < 5000; ++i) deep += "- ";
+  deep += "x\n";
+  auto j = ParseKubeconfigText(deep, "deep.yaml");
+  EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(j.status().message(), HasSubstr("levels deep"));
+  std::string fine = "a:\n";
+  for (int i = 0; i < 10; ++i) fine += "- ";
+  fine += "x\n";
+  EXPECT_TRUE(ParseKubeconfigText(fine, "fine.yaml").ok());
+}
+
 TEST(KubernetesResolverTest, ExecutableLocation) {
   EXPECT_TRUE(
       KubernetesClusterResolver::ParseExecutableLocation("OFF_CLUSTER").ok());
