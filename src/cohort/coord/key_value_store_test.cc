@@ -48,10 +48,13 @@ TEST(KeyValueStoreLimitsTest, EntryAndByteCapsRefuseNewDataNotOverwrites) {
 }
 
 TEST(KeyValueStoreLimitsTest, ParkedCallsAreCappedAndExpiryFreesTheirSlot) {
+  // The result slots outlive the store: its destructor answers what is
+  // still parked.
+  std::optional<absl::StatusOr<std::string>> first, second, third;
+  std::optional<absl::StatusOr<KeyValueWatchResult>> watch;
   KeyValueLimits limits;
   limits.max_waiters = 2;
   KeyValueStore kv(limits);
-  std::optional<absl::StatusOr<std::string>> first, second, third;
   const uint64_t id1 = kv.GetAsync("x", [&](auto r) { first = r; });
   const uint64_t id2 = kv.GetAsync("y", [&](auto r) { second = r; });
   EXPECT_NE(id1, 0u);
@@ -61,7 +64,6 @@ TEST(KeyValueStoreLimitsTest, ParkedCallsAreCappedAndExpiryFreesTheirSlot) {
   EXPECT_TRUE(absl::IsResourceExhausted(third->status())) << third->status();
   kv.ExpireGet(id1, absl::DeadlineExceededError("late"));
   EXPECT_TRUE(absl::IsDeadlineExceeded(first->status()));
-  std::optional<absl::StatusOr<KeyValueWatchResult>> watch;
   EXPECT_NE(kv.WatchAsync("w", 0, [&](auto r) { watch = r; }), 0u)
       << "the expired get's slot is free again";
   ASSERT_TRUE(kv.Insert("y", "v", false).ok());
@@ -69,6 +71,7 @@ TEST(KeyValueStoreLimitsTest, ParkedCallsAreCappedAndExpiryFreesTheirSlot) {
 }
 
 TEST(KeyValueStoreLimitsTest, OldestDeletionsAreForgottenBeyondTheCap) {
+  std::optional<absl::StatusOr<KeyValueWatchResult>> c, a;
   KeyValueLimits limits;
   limits.max_tombstones = 2;
   KeyValueStore kv(limits);
@@ -78,7 +81,6 @@ TEST(KeyValueStoreLimitsTest, OldestDeletionsAreForgottenBeyondTheCap) {
   }
   // "c" and "b" are remembered (a watch from version 0 sees the deletion at
   // once); "a" is forgotten (its version reads 0, so the watch parks).
-  std::optional<absl::StatusOr<KeyValueWatchResult>> c, a;
   EXPECT_EQ(kv.WatchAsync("c", 0, [&](auto r) { c = r; }), 0u);
   ASSERT_TRUE(c.has_value() && c->ok());
   EXPECT_FALSE((*c)->present);
