@@ -166,26 +166,25 @@ absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto) {
           " bytes of tensor_content, has ", proto.tensor_content().size()));
     }
   } else {
-    const int64_t values =
-        proto.float_val_size() + proto.double_val_size() +
-        proto.int_val_size() + proto.int64_val_size() +
-        proto.bool_val_size() + proto.string_val_size() +
-        proto.resource_val_size();
+    const int64_t values = proto.float_val_size() + proto.double_val_size() +
+                           proto.int_val_size() + proto.int64_val_size() +
+                           proto.bool_val_size() + proto.string_val_size() +
+                           proto.resource_val_size();
     // n values, or at most one value broadcast to the shape (TensorFlow's
     // convention): the broadcast case is the only one where a few bytes
     // declare a large tensor, so it is capped.
     if (values != n && values > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TensorProto of dtype ", DataTypeName(dtype), " and shape ",
-          shape_or->DebugString(), " has ", values, " values; needs ", n,
-          " (or 1 to broadcast)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("TensorProto of dtype ", DataTypeName(dtype),
+                       " and shape ", shape_or->DebugString(), " has ", values,
+                       " values; needs ", n, " (or 1 to broadcast)"));
     }
     if (values != n && bytes > kMaxBroadcastProtoBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "TensorProto of dtype ", DataTypeName(dtype), " and shape ",
-          shape_or->DebugString(), " broadcasts ", values,
-          " value(s) to ", bytes, " bytes, over the cap of ",
-          kMaxBroadcastProtoBytes, "; store the values instead"));
+          shape_or->DebugString(), " broadcasts ", values, " value(s) to ",
+          bytes, " bytes, over the cap of ", kMaxBroadcastProtoBytes,
+          "; store the values instead"));
     }
   }
   Tensor t(dtype, *shape_or);

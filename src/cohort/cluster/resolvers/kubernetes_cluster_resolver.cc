@@ -424,10 +424,10 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
       absl::StatusOr<std::string> t =
           env->ReadFile(RelativeTo(*path, token_file));
       if (!t.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "kubeconfig ", *path, ": user \"", user_name, "\" has tokenFile ",
-            RelativeTo(*path, token_file), ", which cannot be read: ",
-            t.status().message()));
+        return absl::FailedPreconditionError(
+            absl::StrCat("kubeconfig ", *path, ": user \"", user_name,
+                         "\" has tokenFile ", RelativeTo(*path, token_file),
+                         ", which cannot be read: ", t.status().message()));
       }
       config.token = std::string(absl::StripAsciiWhitespace(*t));
     }
