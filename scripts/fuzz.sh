@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang 14, ASan) into build-fuzz/ and runs each
-# for FUZZ_SECONDS (default 15) from its seed corpus in fuzz/corpus/<name>/.
+# Runs each libFuzzer target for FUZZ_SECONDS (default 15) from its seed
+# corpus in fuzz/corpus/<name>/. The targets live in the ASan+UBSan build
+# (build-asan/, see scripts/sanitize.sh, which runs this after the sanitized
+# tests); run alone, this configures that build and builds only the fuzzers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DCOHORT_FUZZ=ON -DCOHORT_BUILD_TESTS=OFF >/dev/null
+build="${FUZZ_BUILD_DIR:-build-asan}"
 targets=$(cd fuzz/corpus && ls | sed 's/^/fuzz_/')
-# shellcheck disable=SC2086
-cmake --build build-fuzz -j"$(nproc)" --target $targets
+if [ -z "${FUZZ_BUILD_DIR:-}" ]; then
+  bash scripts/setup.sh
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCOHORT_BUILD_TESTS=ON -DCOHORT_SANITIZE=address,undefined \
+    -DCOHORT_FUZZ=ON >/dev/null
+  # shellcheck disable=SC2086
+  cmake --build "$build" -j"$(nproc)" --target $targets
+fi
 seconds="${FUZZ_SECONDS:-15}"
 for name in $(ls fuzz/corpus); do
-  fuzzer="build-fuzz/bin/fuzz_${name}"
+  fuzzer="$build/bin/fuzz_${name}"
   work="$(mktemp -d)"
   cp -r "fuzz/corpus/${name}/." "$work/"
   echo "fuzz: fuzz_${name} for ${seconds}s"

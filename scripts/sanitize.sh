@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds cohort under the sanitizers and runs the tests there (issue 9):
-#   asan  build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, every test
+#   asan  build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, every test,
+#                      then every fuzzer (scripts/fuzz.sh) from the same build
 #   tsan  build-tsan/  ThreadSanitizer, the threaded areas only (TSAN_AREAS,
 #                      default "rpc coord barrier runtime": their unit tests and
 #                      multi-process tests, and the binaries those start)
@@ -32,7 +33,7 @@ configure() {
   local dir="$1" sanitizers="$2"
   shift 2
   # RelWithDebInfo keeps NDEBUG as in the tested release build; the sanitizer
-  # module replaces its -O2 with -O1.
+  # module replaces its -O2 -g with -O1 -gline-tables-only.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCOHORT_BUILD_TESTS=ON -DCOHORT_SANITIZE="$sanitizers" "$@" >/dev/null
@@ -40,6 +41,8 @@ configure() {
 
 # run_tests DIR [ctest args...]: ctest with every sanitizer report going to a
 # file (log_exe_name: the file names the binary), then those files printed.
+# All runtimes get the same log_path: under TSan the UBSan options are parsed
+# too and the last log_path read wins.
 run_tests() {
   local dir="$1"
   shift
@@ -48,9 +51,8 @@ run_tests() {
   mkdir -p "$reports"
   local status=0
   (
-    export ASAN_OPTIONS="log_path=$reports/asan:log_exe_name=1"
-    export UBSAN_OPTIONS="log_path=$reports/ubsan:log_exe_name=1"
-    export TSAN_OPTIONS="log_path=$reports/tsan:log_exe_name=1"
+    local log="log_path=$reports/report:log_exe_name=1"
+    export ASAN_OPTIONS="$log" UBSAN_OPTIONS="$log" TSAN_OPTIONS="$log" LSAN_OPTIONS="$log"
     cd "$dir"
     # Per-test timeouts are the tests' own times COHORT_TEST_TIMEOUT_SCALE;
     # --timeout covers tests that set none.
@@ -124,17 +126,25 @@ phase() {
 }
 
 run_asan() {
-  phase "asan configure" configure build-asan address,undefined || return
+  # One build for the sanitized test suite and the fuzzers (COHORT_FUZZ adds
+  # libFuzzer's coverage instrumentation and the fuzz_* targets).
+  phase "asan configure" configure build-asan address,undefined -DCOHORT_FUZZ=ON || return
   phase "asan build" cmake --build build-asan -j"$jobs" || return
-  phase "asan test" run_tests build-asan
+  phase "asan test" run_tests build-asan || return
+  phase "fuzz" env FUZZ_BUILD_DIR=build-asan bash scripts/fuzz.sh
 }
 
 run_tsan() {
   phase "tsan fetch abseil source" fetch_abseil_source || return
   local absl
   absl="$(find "$PWD/build-tsan/_deps/abseil" -mindepth 1 -maxdepth 1 -type d | head -1)"
+  # The graph engine, the cluster resolvers and the benchmarks are linked into
+  # the `cohort` binary that the multi-process tests start, but no TSan test
+  # runs them: they are compiled without TSan (and without debug info), which
+  # saves most of this build (the Eigen kernels above all).
   phase "tsan configure" configure build-tsan thread \
-    -DCOHORT_TSAN_ABSEIL_SOURCE_DIR="$absl" || return
+    -DCOHORT_TSAN_ABSEIL_SOURCE_DIR="$absl" \
+    -DCOHORT_SANITIZE_EXCLUDE="src/cohort/graph;src/cohort/cluster;bench" || return
   # Only the test binaries of the threaded areas (and what they start).
   local targets=() regex=() area
   for area in $TSAN_AREAS; do

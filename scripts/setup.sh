@@ -9,6 +9,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
+  iperf3
 )
 
 missing=()

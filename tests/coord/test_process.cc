@@ -209,7 +209,9 @@ void TcpProxy::Pump(int from, int to) {
     }
     ssize_t off = 0;
     while (off < n) {
-      ssize_t w = write(to, buf + off, n - off);
+      // MSG_NOSIGNAL: a peer that reset must end this pump, not the test
+      // binary (SIGPIPE).
+      ssize_t w = send(to, buf + off, n - off, MSG_NOSIGNAL);
       if (w <= 0) break;
       off += w;
     }

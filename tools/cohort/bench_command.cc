@@ -19,6 +19,7 @@
 #include "bench/barrier/barrier_bench.h"
 #include "bench/coord/coord_bench.h"
 #include "bench/graph/graph_bench.h"
+#include "bench/runtime/runtime_bench.h"
 #include "tools/cohort/commands.h"
 
 namespace cohort::tools {
@@ -45,6 +46,12 @@ const BenchSuite kSuites[] = {
      "graph engine: MatMul float32 GFLOP/s (256, 1024, 2048) against "
      "NumPy, LocalSession per-run overhead (10-node callable)",
      &bench::RunGraphBench},
+    {"runtime",
+     "distributed runtime between `cohort server` processes: tensor "
+     "transfer GB/s (1, 16, 64 MiB) against one iperf3 TCP stream, remote "
+     "step p50/p99 (4-byte tensor, callable), GrpcSession vs LocalSession "
+     "step overhead",
+     &bench::RunRuntimeBench},
 };
 
 void ListSuites(std::ostream& out) {

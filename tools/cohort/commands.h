@@ -17,6 +17,8 @@ void RegisterTaskCommand(CLI::App& app, int& exit_code);
 void RegisterCoordinatorCommand(CLI::App& app, int& exit_code);
 void RegisterStatusCommand(CLI::App& app, int& exit_code);
 void RegisterKvCommand(CLI::App& app, int& exit_code);
+void RegisterServerCommand(CLI::App& app, int& exit_code);
+void RegisterRunCommand(CLI::App& app, int& exit_code);
 void RegisterBenchCommand(CLI::App& app, int& exit_code);
 
 }  // namespace cohort::tools

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   cohort::tools::RegisterCoordinatorCommand(app, exit_code);
   cohort::tools::RegisterStatusCommand(app, exit_code);
   cohort::tools::RegisterKvCommand(app, exit_code);
+  cohort::tools::RegisterServerCommand(app, exit_code);
+  cohort::tools::RegisterRunCommand(app, exit_code);
   cohort::tools::RegisterBenchCommand(app, exit_code);
 
   CLI11_PARSE(app, argc, argv);

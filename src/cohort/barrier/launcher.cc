@@ -28,6 +28,7 @@
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_server.h"
 #include "cohort/rpc/frame.h"
+#include "cohort/rpc/socket.h"
 #include "cohort/rpc/transport.h"
 
 namespace cohort::barrier {
@@ -307,7 +308,7 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
   } close_gang{coordinator.get(), attempt};
   std::vector<std::string> addresses;
   for (int i = 0; i < n; ++i) {
-    COHORT_ASSIGN_OR_RETURN(int port, PickFreePort(options.host));
+    COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(options.host));
     addresses.push_back(absl::StrCat(options.host, ":", port));
   }
   std::vector<std::string> gang_addresses;

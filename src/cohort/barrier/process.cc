@@ -1,12 +1,9 @@
 #include "cohort/barrier/process.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,32 +110,6 @@ std::vector<std::string> EnvironmentWith(
   out.reserve(vars.size());
   for (const auto& [k, v] : vars) out.push_back(absl::StrCat(k, "=", v));
   return out;
-}
-
-absl::StatusOr<int> PickFreePort(const std::string& host) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("socket() failed: ", strerror(errno)));
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot pick a port on \"", host, "\": not an IPv4 address"));
-  }
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("cannot bind a free port on ", host, ": ", strerror(err)));
-  }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 }  // namespace cohort::barrier

@@ -71,10 +71,6 @@ class Subprocess {
 std::vector<std::string> EnvironmentWith(
     const std::vector<std::string>& overrides);
 
-// A TCP port on `host` that was free a moment ago (bind to port 0, read the
-// port back, close). Unavailable when binding fails.
-absl::StatusOr<int> PickFreePort(const std::string& host);
-
 }  // namespace cohort::barrier
 
 #endif  // COHORT_BARRIER_PROCESS_H_

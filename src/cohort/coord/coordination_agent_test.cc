@@ -335,8 +335,12 @@ TEST(CoordinationAgentTest, ReconnectsWithNewIncarnationWhenDeclaredDead) {
                   ->ReportErrorToService(TaskId{"worker", 0},
                                          absl::UnavailableError("stalled"))
                   .ok());
-  ASSERT_TRUE(Eventually([&] { return (*agent)->incarnation() != first; }));
-  EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected);
+  // The agent picks its new incarnation before it registers it, so wait for
+  // both: the new incarnation and the state that its registration brings.
+  ASSERT_TRUE(Eventually([&] {
+    return (*agent)->incarnation() != first &&
+           (*agent)->state() == CoordinationAgent::State::kConnected;
+  }));
   auto states = (*cluster)->service()->GetTaskState({TaskId{"worker", 0}});
   ASSERT_TRUE(states.ok());
   EXPECT_EQ((*states)[0].state, TaskState::kConnected);

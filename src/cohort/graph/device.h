@@ -4,6 +4,12 @@
 // executor schedules nodes on and that heavy kernels use through an
 // Eigen::ThreadPoolDevice (intra-op parallelism, e.g. MatMul).
 //
+// Every Device has an incarnation: a random non-zero uint64 chosen when it is
+// constructed (once per server start). The distributed runtime reports it in
+// GetStatus and writes it into Send/Recv nodes and rendezvous keys, so a
+// tensor or RecvTensor call meant for a task's previous life is told apart
+// from one for the restarted task.
+//
 // Thread safety: thread-safe; the pool and Eigen device may be used from any
 // thread. Destruction waits for scheduled closures to finish.
 #ifndef COHORT_GRAPH_DEVICE_H_
@@ -12,6 +18,7 @@
 #ifndef EIGEN_USE_THREADS
 #define EIGEN_USE_THREADS  // Also set by CMake for every cohort_graph user.
 #endif
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,16 +31,20 @@ namespace cohort {
 
 class Device {
  public:
-  // `num_threads` <= 0 means the number of hardware threads.
+  // `num_threads` <= 0 means the number of hardware threads. `incarnation`
+  // 0 (the default) draws a random non-zero one from the OS's entropy
+  // source; tests pass a fixed value to get predictable rendezvous keys.
   explicit Device(
       std::string name = "/job:localhost/replica:0/task:0/device:CPU:0",
-      int num_threads = 0);
+      int num_threads = 0, uint64_t incarnation = 0);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
   const std::string& name() const { return name_; }
   const std::string& device_type() const { return device_type_; }
+  // Non-zero; fixed for the Device's lifetime.
+  uint64_t incarnation() const { return incarnation_; }
   ResourceMgr* resource_manager() { return &resource_mgr_; }
   // Runs `fn` on the device's pool. Never blocks.
   void Schedule(std::function<void()> fn) { pool_->Schedule(std::move(fn)); }
@@ -46,6 +57,7 @@ class Device {
  private:
   const std::string name_;
   const std::string device_type_ = "CPU";
+  const uint64_t incarnation_;
   ResourceMgr resource_mgr_;
   std::unique_ptr<Eigen::ThreadPool> pool_;
   std::unique_ptr<Eigen::ThreadPoolDevice> eigen_device_;

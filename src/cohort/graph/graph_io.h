@@ -6,6 +6,11 @@
 // NotFound (no file), InvalidArgument naming the file and, for text, the
 // line and column. Writes are atomic (see checkpoint.h).
 //
+// GraphDefs written by TensorFlow read as they are: `versions { ... }` and
+// an empty `library {}` are kept (graph.proto), and internal node attrs
+// ("_class", "_output_shapes") pass validation (op_registry.h). A library
+// with functions is InvalidArgument: cohort cannot express functions.
+//
 // Thread safety: thread-safe functions; block on file I/O.
 #ifndef COHORT_GRAPH_GRAPH_IO_H_
 #define COHORT_GRAPH_GRAPH_IO_H_

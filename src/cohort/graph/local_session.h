@@ -47,6 +47,7 @@
 #include "cohort/graph/device.h"
 #include "cohort/graph/executor.h"
 #include "cohort/graph/graph.h"
+#include "cohort/graph/session.h"
 #include "cohort/graph/tensor.h"
 
 namespace cohort {
@@ -66,59 +67,42 @@ struct SessionOptions {
   absl::Duration default_timeout = absl::ZeroDuration();
 };
 
-struct RunOptions {
-  absl::Duration timeout = absl::ZeroDuration();  // Zero = session default.
-};
-
-struct CallableOptions {
-  std::vector<std::string> feeds;
-  std::vector<std::string> fetches;
-  std::vector<std::string> targets;
-  RunOptions run_options;
-};
-
-class LocalSession {
+class LocalSession : public Session {
  public:
-  using CallableHandle = int64_t;
-
   // InvalidArgument naming the node for a bad graph.
   static absl::StatusOr<std::unique_ptr<LocalSession>> Create(
       const GraphDef& graph, const SessionOptions& options = SessionOptions());
-  ~LocalSession();
+  ~LocalSession() override;
   LocalSession(const LocalSession&) = delete;
   LocalSession& operator=(const LocalSession&) = delete;
 
   // Adds nodes (which may refer to existing ones). On error the graph is
   // unchanged.
-  absl::Status Extend(const GraphDef& graph);
+  absl::Status Extend(const GraphDef& graph) override;
 
   absl::Status Run(const RunOptions& options,
                    const std::vector<std::pair<std::string, Tensor>>& feeds,
                    const std::vector<std::string>& fetches,
                    const std::vector<std::string>& targets,
-                   std::vector<Tensor>* outputs);
-  absl::Status Run(const std::vector<std::pair<std::string, Tensor>>& feeds,
-                   const std::vector<std::string>& fetches,
-                   const std::vector<std::string>& targets,
-                   std::vector<Tensor>* outputs) {
-    return Run(RunOptions(), feeds, fetches, targets, outputs);
-  }
+                   std::vector<Tensor>* outputs) override;
+  using Session::Run;
 
   // Prunes and builds the executor now; errors as Run's.
-  absl::StatusOr<CallableHandle> MakeCallable(const CallableOptions& options);
+  absl::StatusOr<CallableHandle> MakeCallable(
+      const CallableOptions& options) override;
   // `feeds` in the callable's feed order; `fetches` gets its fetches.
   // `options` null = the callable's own. InvalidArgument for an unknown
   // handle.
   absl::Status RunCallable(CallableHandle handle,
                            const std::vector<Tensor>& feeds,
                            std::vector<Tensor>* fetches,
-                           const RunOptions* options = nullptr);
-  absl::Status ReleaseCallable(CallableHandle handle);
+                           const RunOptions* options = nullptr) override;
+  absl::Status ReleaseCallable(CallableHandle handle) override;
 
   // Cancels running steps and refuses further calls. Idempotent.
-  absl::Status Close();
+  absl::Status Close() override;
   // Drops variables and other resources: all, or only `containers`.
-  absl::Status Reset(const std::vector<std::string>& containers = {});
+  absl::Status Reset(const std::vector<std::string>& containers = {}) override;
 
   Device* device() { return device_.get(); }
   // The session's graph as a GraphDef.

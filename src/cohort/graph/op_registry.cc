@@ -388,6 +388,12 @@ absl::Status ValidateNodeDef(const NodeDef& node, const OpDef& op_def) {
         absl::StrCat(NodeDebugName(node), ": ", msg));
   };
   for (const auto& [name, value] : node.attr()) {
+    // Attrs named "_..." are internal to whoever wrote the graph
+    // (TensorFlow's "_class" colocation list, "_output_shapes", ...): no
+    // OpDef declares them, so they are carried along unvalidated, as
+    // TensorFlow does. Readers that understand one (the placer reads
+    // "_class") check it themselves.
+    if (absl::StartsWith(name, "_")) continue;
     if (op_def.FindAttr(name) == nullptr) {
       return error(
           absl::StrCat("unknown attr '", name, "' for op ", op_def.name));

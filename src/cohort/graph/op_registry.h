@@ -25,9 +25,11 @@
 // Contract for a node (NodeDef) of a registered op, checked by
 // ValidateNodeDef: every attr of the OpDef is present (after
 // AddDefaultAttrs) with the declared type and in its allowed set, no unknown
-// attrs, and the number of data inputs matches. Every error names the node
-// and its op: "node 'dense/MatMul' (op MatMul): attr 'T' is string, allowed
-// [float, double]".
+// attrs, and the number of data inputs matches. Attrs whose name starts with
+// "_" (TensorFlow's internal attrs such as "_class" and "_output_shapes")
+// are accepted without any check and kept on the node. Every error names the
+// node and its op: "node 'dense/MatMul' (op MatMul): attr 'T' is string,
+// allowed [float, double]".
 //
 // Shape functions receive an InferenceContext with the inputs' partial
 // shapes, types and (when the input is a Const) values, and set every

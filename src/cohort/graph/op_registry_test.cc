@@ -1,5 +1,6 @@
 #include "cohort/graph/op_registry.h"
 
+#include "cohort/graph/graph.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -144,6 +145,36 @@ TEST(OpRegistryTest, ValidationErrorsNameTheNode) {
   *control_first.mutable_attr() = n.attr();
   EXPECT_THAT(std::string(ValidateNodeDef(control_first, *def).message()),
               HasSubstr("control inputs (^node) must be last"));
+}
+
+// TensorFlow writes internal attrs ("_class", "_output_shapes") that no
+// OpDef declares; they must pass validation untouched, and only they: an
+// unknown attr without the leading underscore is still an error.
+TEST(OpRegistryTest, InternalAttrsAreAcceptedWithoutValidation) {
+  const OpDef* def = TestRegistry()->LookUp("Defaults");
+  ASSERT_NE(def, nullptr);
+  NodeDef n = MakeNode("d", "Defaults", {});
+  AddDefaultAttrs(*def, &n);
+  (*n.mutable_attr())["_class"].mutable_list()->add_s("loc:@x");
+  (*n.mutable_attr())["_output_shapes"].mutable_list()->add_shape();
+  // Even a value no OpDef attr type could have (nothing set) is not looked
+  // at.
+  (*n.mutable_attr())["_anything"];
+  EXPECT_TRUE(ValidateNodeDef(n, *def).ok()) << ValidateNodeDef(n, *def);
+
+  NodeDef unknown = n;
+  (*unknown.mutable_attr())["class"].mutable_list()->add_s("loc:@x");
+  absl::Status s = ValidateNodeDef(unknown, *def);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unknown attr 'class'"));
+
+  // A Graph keeps the internal attr on the node (the placer reads it).
+  GraphDef g;
+  *g.add_node() = n;
+  auto graph = Graph::FromGraphDef(g, TestRegistry());
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ((*graph)->FindNode("d")->def.attr().at("_class").list().s(0),
+            "loc:@x");
 }
 
 TEST(OpRegistryTest, NumberAttrsAndMinimum) {

@@ -88,6 +88,14 @@ absl::StatusOr<Listener> ListenTcp(const std::string& host) {
   return Listener{std::move(fd), absl::StrCat(host, ":", ntohs(addr.sin_port))};
 }
 
+absl::StatusOr<int> PickFreePort(const std::string& host) {
+  absl::StatusOr<Listener> listener = ListenTcp(host);
+  if (!listener.ok()) return listener.status();
+  absl::StatusOr<HostPort> bound = ParseHostPort(listener->address);
+  if (!bound.ok()) return bound.status();
+  return bound->port;
+}
+
 void TuneTcpSocket(int fd, absl::Duration keepalive_idle) {
   // Failures only lose an optimisation (latency) or an early detection that
   // the application-level deadlines still provide, so they are not errors.

@@ -65,6 +65,12 @@ struct Listener {
 };
 absl::StatusOr<Listener> ListenTcp(const std::string& host);
 
+// A TCP port on `host` that was free a moment ago (listen on port 0, read
+// the port back, close): for configurations that must name ports before
+// the servers start (a launcher's TF_CONFIG, tests' clusters). Errors as
+// ListenTcp's.
+absl::StatusOr<int> PickFreePort(const std::string& host);
+
 // Connects to "host:port" by `deadline`, with TCP_NODELAY and keepalive.
 // The fd is blocking. Unavailable naming the address when the connection is
 // refused or times out; InvalidArgument for a malformed address.

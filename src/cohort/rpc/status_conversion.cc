@@ -14,8 +14,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
       [&details](absl::string_view url, const absl::Cord& payload) {
         (*details.mutable_payloads())[std::string(url)] = std::string(payload);
       });
+  details.set_from_service(true);
   std::string encoded;
-  if (!details.payloads().empty()) details.SerializeToString(&encoded);
+  details.SerializeToString(&encoded);
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()), encoded);
 }
@@ -33,6 +34,13 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
     }
   }
   return result;
+}
+
+bool AnsweredByService(const grpc::Status& status) {
+  if (status.ok() || status.error_details().empty()) return false;
+  StatusDetails details;
+  return details.ParseFromString(status.error_details()) &&
+         details.from_service();
 }
 
 }  // namespace cohort::rpc

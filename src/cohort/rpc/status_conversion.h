@@ -21,6 +21,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // and gets no payloads.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// True when `status` is an error that a cohort service returned through
+// ToGrpcStatus; false for OK and for errors made by gRPC itself (the
+// transport: refused, reset, deadline, cancelled).
+bool AnsweredByService(const grpc::Status& status);
+
 }  // namespace cohort::rpc
 
 #endif  // COHORT_RPC_STATUS_CONVERSION_H_

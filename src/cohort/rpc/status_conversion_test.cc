@@ -34,3 +34,21 @@ TEST(StatusConversionTest, GarbageDetailsAreIgnored) {
 
 }  // namespace
 }  // namespace cohort::rpc
+
+namespace cohort::rpc {
+namespace {
+
+TEST(StatusConversionTest, ServiceAnswersAreToldFromTransportErrors) {
+  // Also an error without payloads, which once crossed with empty details.
+  EXPECT_TRUE(AnsweredByService(
+      ToGrpcStatus(absl::UnavailableError("server /job:ps is stopping"))));
+  // What gRPC itself reports for a peer that is not there.
+  EXPECT_FALSE(AnsweredByService(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE, "Connection refused")));
+  EXPECT_FALSE(AnsweredByService(grpc::Status::OK));
+  EXPECT_FALSE(AnsweredByService(
+      grpc::Status(grpc::StatusCode::UNAVAILABLE, "x", "not a proto")));
+}
+
+}  // namespace
+}  // namespace cohort::rpc

@@ -40,9 +40,15 @@ grpc::ChannelArguments DefaultChannelArguments() {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ToMs(kKeepaliveTimeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Reconnect quickly to a peer that restarts (a task rejoining its job).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC also takes this as the time one connection attempt (TCP, TLS
+  // handshake, HTTP/2 settings) may last. It was 100 ms once, and a TLS
+  // handshake on a busy machine (or under a sanitizer) then failed as
+  // "connection attempt timed out before receiving SETTINGS frame". 2 s is
+  // ample for a handshake and still bounds an attempt to a silent host.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   return args;
 }
 
@@ -142,6 +148,10 @@ absl::StatusOr<GrpcServer> StartGrpcServer(
   GrpcServer result;
   builder.AddListeningPort(address, credentials, &result.port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // gRPC sets SO_REUSEPORT by default, so a second server (any process of
+  // the same user) could bind a port in use and take half its connections.
+  // A port in use must be an error naming it instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Clients ping every kKeepaliveTime; accept that, and ping them in turn so
   // that a vanished client's parked calls are cancelled.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ToMs(kKeepaliveTime));

@@ -1,0 +1,135 @@
+#include "cohort/runtime/grpc_master_service.h"
+
+#include <functional>
+#include <thread>
+#include <utility>
+
+#include "cohort/rpc/status_conversion.h"
+#include "cohort/rpc/transport.h"
+
+namespace cohort::runtime {
+
+// One master call: a reactor whose work runs on its own thread. gRPC's
+// OnCancel (client cancel, deadline, broken connection) cancels the work
+// through CallOptions.
+class GrpcMasterService::Call final : public grpc::ServerUnaryReactor {
+ public:
+  Call(GrpcMasterService* service,
+       std::function<absl::Status(CallOptions*)> work)
+      : service_(service), work_(std::move(work)) {}
+
+  void Start() {
+    // A thread per call: master calls block for as long as a step runs,
+    // and gRPC's callback threads must never block. Thread creation costs
+    // tens of microseconds, small beside a distributed step.
+    std::thread([this] {
+      absl::Status status = work_(&opts_);
+      Finish(rpc::ToGrpcStatus(status));
+    }).detach();
+  }
+
+  void OnCancel() override { opts_.StartCancel(); }
+
+  void OnDone() override {
+    GrpcMasterService* service = service_;
+    delete this;
+    service->Leave();
+  }
+
+ private:
+  GrpcMasterService* const service_;
+  std::function<absl::Status(CallOptions*)> work_;
+  CallOptions opts_;
+};
+
+GrpcMasterService::GrpcMasterService(Master* master, std::string job_token)
+    : master_(master), job_token_(std::move(job_token)) {}
+
+GrpcMasterService::~GrpcMasterService() { Shutdown(); }
+
+bool GrpcMasterService::Enter() {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_ || in_flight_ >= kMaxCallsInFlight) return false;
+  ++in_flight_;
+  return true;
+}
+
+void GrpcMasterService::Leave() {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
+}
+
+void GrpcMasterService::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = true;
+  mu_.Await(absl::Condition(
+      +[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
+}
+
+namespace {
+
+// Calls that take CallOptions (a step) and those that do not.
+absl::Status Invoke(Master* m, CallOptions*, const CreateSessionRequest* r,
+                    CreateSessionResponse* p) {
+  return m->CreateSession(*r, p);
+}
+absl::Status Invoke(Master* m, CallOptions*, const ExtendSessionRequest* r,
+                    ExtendSessionResponse* p) {
+  return m->ExtendSession(*r, p);
+}
+absl::Status Invoke(Master* m, CallOptions* o, const RunStepRequest* r,
+                    RunStepResponse* p) {
+  return m->RunStep(o, *r, p);
+}
+absl::Status Invoke(Master* m, CallOptions*, const CloseSessionRequest* r,
+                    CloseSessionResponse* p) {
+  return m->CloseSession(*r, p);
+}
+absl::Status Invoke(Master* m, CallOptions*, const ListDevicesRequest* r,
+                    ListDevicesResponse* p) {
+  return m->ListDevices(*r, p);
+}
+absl::Status Invoke(Master* m, CallOptions*, const ResetRequest* r,
+                    ResetResponse* p) {
+  return m->Reset(*r, p);
+}
+absl::Status Invoke(Master* m, CallOptions*, const MakeCallableRequest* r,
+                    MakeCallableResponse* p) {
+  return m->MakeCallable(*r, p);
+}
+absl::Status Invoke(Master* m, CallOptions* o, const RunCallableRequest* r,
+                    RunCallableResponse* p) {
+  return m->RunCallable(o, *r, p);
+}
+absl::Status Invoke(Master* m, CallOptions*, const ReleaseCallableRequest* r,
+                    ReleaseCallableResponse* p) {
+  return m->ReleaseCallable(*r, p);
+}
+
+}  // namespace
+
+#define COHORT_RUNTIME_GRPC_MASTER_IMPL_(Name)                                \
+  grpc::ServerUnaryReactor* GrpcMasterService::Name(                          \
+      grpc::CallbackServerContext* context, const Name##Request* request,     \
+      Name##Response* response) {                                             \
+    absl::Status auth = rpc::CheckJobToken(*context, job_token_);             \
+    if (!auth.ok() || !Enter()) {                                             \
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();          \
+      reactor->Finish(rpc::ToGrpcStatus(                                      \
+          !auth.ok() ? auth                                                   \
+                     : absl::ResourceExhaustedError(                          \
+                           "master: too many calls in flight, or the "        \
+                           "server is stopping; retry later")));              \
+      return reactor;                                                         \
+    }                                                                         \
+    Master* master = master_;                                                 \
+    auto* call = new Call(this, [master, request, response](CallOptions* o) { \
+      return Invoke(master, o, request, response);                            \
+    });                                                                       \
+    call->Start();                                                            \
+    return call;                                                              \
+  }
+COHORT_MASTER_RPCS(COHORT_RUNTIME_GRPC_MASTER_IMPL_)
+#undef COHORT_RUNTIME_GRPC_MASTER_IMPL_
+
+}  // namespace cohort::runtime

@@ -1,0 +1,279 @@
+#include "cohort/runtime/grpc_session.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cohort/base/status.h"
+#include "cohort/rpc/status_conversion.h"
+#include "cohort/runtime/call_options.h"
+
+namespace cohort::runtime {
+namespace {
+
+// The master answers a timed-out step itself, naming what it waited for;
+// the RPC deadline leaves it this long to do so.
+constexpr absl::Duration kStepRpcMargin = absl::Seconds(5);
+
+// Errors from gRPC itself (the master unreachable) name the target; errors
+// the master returned pass unchanged.
+absl::Status FromRpc(const grpc::Status& status, const std::string& target) {
+  absl::Status s = rpc::FromGrpcStatus(status);
+  if (absl::IsUnavailable(s) && !rpc::AnsweredByService(status)) {
+    return absl::UnavailableError(
+        absl::StrCat("master at ", target, " is unavailable: ", s.message(),
+                     ". Check that `cohort server` runs there."));
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ParseGrpcTarget(const std::string& target) {
+  constexpr absl::string_view kScheme = "grpc://";
+  if (!absl::StartsWith(target, kScheme) || target.size() == kScheme.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no session factory for target '", target,
+                     "'; expected \"\" or grpc://host:port"));
+  }
+  return target.substr(kScheme.size());
+}
+
+GrpcSession::GrpcSession(std::shared_ptr<grpc::Channel> channel,
+                         const GrpcSessionOptions& options)
+    : options_(options), stub_(MasterService::NewStub(std::move(channel))) {}
+
+GrpcSession::~GrpcSession() { (void)Close(); }
+
+std::unique_ptr<grpc::ClientContext> GrpcSession::NewContext(
+    absl::Duration timeout) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  rpc::AttachJobToken(ctx.get(), options_.security);
+  if (timeout != absl::InfiniteDuration()) {
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  return ctx;
+}
+
+absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(
+    const std::string& target, const GraphDef& graph,
+    const GrpcSessionOptions& options) {
+  COHORT_ASSIGN_OR_RETURN(std::string address, ParseGrpcTarget(target));
+  COHORT_ASSIGN_OR_RETURN(auto channel,
+                          rpc::CreateChannel(address, options.security));
+  std::unique_ptr<GrpcSession> session(new GrpcSession(channel, options));
+  session->target_ = target;
+  CreateSessionRequest request;
+  *request.mutable_graph_def() = graph;
+  *request.mutable_config() = options.config;
+  request.set_target(target);
+  CreateSessionResponse response;
+  auto ctx = session->NewContext(options.rpc_timeout);
+  // CreateSession waits for a master that is still starting.
+  ctx->set_wait_for_ready(true);
+  COHORT_RETURN_IF_ERROR(FromRpc(
+      session->stub_->CreateSession(ctx.get(), request, &response), target));
+  session->handle_ = response.session_handle();
+  absl::MutexLock lock(&session->mu_);
+  session->graph_version_ = response.graph_version();
+  return session;
+}
+
+absl::Status GrpcSession::ResetTarget(
+    const std::string& target, const std::vector<std::string>& containers,
+    const GrpcSessionOptions& options) {
+  COHORT_ASSIGN_OR_RETURN(std::string address, ParseGrpcTarget(target));
+  COHORT_ASSIGN_OR_RETURN(auto channel,
+                          rpc::CreateChannel(address, options.security));
+  auto stub = MasterService::NewStub(channel);
+  ResetRequest request;
+  for (const auto& c : containers) request.add_container(c);
+  for (const auto& f : options.config.device_filters()) {
+    request.add_device_filters(f);
+  }
+  ResetResponse response;
+  grpc::ClientContext ctx;
+  rpc::AttachJobToken(&ctx, options.security);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.rpc_timeout));
+  return FromRpc(stub->Reset(&ctx, request, &response), target);
+}
+
+absl::Status GrpcSession::CheckOpen() const {
+  absl::MutexLock lock(&mu_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        "the session is closed; create a new session");
+  }
+  return absl::OkStatus();
+}
+
+absl::Duration GrpcSession::StepRpcTimeout(absl::Duration step_timeout) const {
+  if (step_timeout <= absl::ZeroDuration() &&
+      options_.config.operation_timeout_in_ms() > 0) {
+    step_timeout =
+        absl::Milliseconds(options_.config.operation_timeout_in_ms());
+  }
+  if (step_timeout <= absl::ZeroDuration()) return absl::InfiniteDuration();
+  return step_timeout + kStepRpcMargin;
+}
+
+absl::Status GrpcSession::Extend(const GraphDef& graph) {
+  COHORT_RETURN_IF_ERROR(CheckOpen());
+  absl::MutexLock lock(&mu_);
+  ExtendSessionRequest request;
+  request.set_session_handle(handle_);
+  *request.mutable_graph_def() = graph;
+  request.set_current_graph_version(graph_version_);
+  ExtendSessionResponse response;
+  auto ctx = NewContext(options_.rpc_timeout);
+  COHORT_RETURN_IF_ERROR(
+      FromRpc(stub_->ExtendSession(ctx.get(), request, &response), target_));
+  graph_version_ = response.new_graph_version();
+  return absl::OkStatus();
+}
+
+absl::Status GrpcSession::Run(
+    const RunOptions& options,
+    const std::vector<std::pair<std::string, Tensor>>& feeds,
+    const std::vector<std::string>& fetches,
+    const std::vector<std::string>& targets, std::vector<Tensor>* outputs) {
+  COHORT_RETURN_IF_ERROR(CheckOpen());
+  RunStepRequest request;
+  request.set_session_handle(handle_);
+  for (const auto& [name, value] : feeds) {
+    NamedTensorProto* f = request.add_feed();
+    f->set_name(name);
+    value.AsProto(f->mutable_tensor());
+  }
+  for (const auto& f : fetches) request.add_fetch(f);
+  for (const auto& t : targets) request.add_target(t);
+  request.mutable_options()->set_timeout_in_ms(
+      absl::ToInt64Milliseconds(options.timeout));
+  request.set_request_id(NewRequestId());
+  RunStepResponse response;
+  auto ctx = NewContext(StepRpcTimeout(options.timeout));
+  COHORT_RETURN_IF_ERROR(
+      FromRpc(stub_->RunStep(ctx.get(), request, &response), target_));
+  if (response.tensor_size() != static_cast<int>(fetches.size())) {
+    return absl::InternalError(
+        absl::StrCat("RunStep: the master returned ", response.tensor_size(),
+                     " tensors for ", fetches.size(), " fetches"));
+  }
+  std::vector<Tensor> out;
+  for (const NamedTensorProto& t : response.tensor()) {
+    auto value = Tensor::FromProto(t.tensor());
+    if (!value.ok()) {
+      return absl::Status(
+          value.status().code(),
+          absl::StrCat("fetch '", t.name(), "': ", value.status().message()));
+    }
+    out.push_back(std::move(*value));
+  }
+  if (outputs != nullptr) *outputs = std::move(out);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Session::CallableHandle> GrpcSession::MakeCallable(
+    const CallableOptions& options) {
+  COHORT_RETURN_IF_ERROR(CheckOpen());
+  MakeCallableRequest request;
+  request.set_session_handle(handle_);
+  for (const auto& f : options.feeds) request.mutable_options()->add_feed(f);
+  for (const auto& f : options.fetches) {
+    request.mutable_options()->add_fetch(f);
+  }
+  for (const auto& t : options.targets) {
+    request.mutable_options()->add_target(t);
+  }
+  request.mutable_options()->mutable_run_options()->set_timeout_in_ms(
+      absl::ToInt64Milliseconds(options.run_options.timeout));
+  request.set_request_id(NewRequestId());
+  MakeCallableResponse response;
+  auto ctx = NewContext(options_.rpc_timeout);
+  COHORT_RETURN_IF_ERROR(
+      FromRpc(stub_->MakeCallable(ctx.get(), request, &response), target_));
+  absl::MutexLock lock(&mu_);
+  callable_timeouts_[response.handle()] = options.run_options.timeout;
+  return response.handle();
+}
+
+absl::Status GrpcSession::RunCallable(CallableHandle handle,
+                                      const std::vector<Tensor>& feeds,
+                                      std::vector<Tensor>* fetches,
+                                      const RunOptions* options) {
+  COHORT_RETURN_IF_ERROR(CheckOpen());
+  absl::Duration timeout = absl::ZeroDuration();
+  if (options != nullptr) {
+    timeout = options->timeout;
+  } else {
+    absl::MutexLock lock(&mu_);
+    auto it = callable_timeouts_.find(handle);
+    if (it != callable_timeouts_.end()) timeout = it->second;
+  }
+  RunCallableRequest request;
+  request.set_session_handle(handle_);
+  request.set_handle(handle);
+  for (const Tensor& t : feeds) t.AsProto(request.add_feed());
+  request.set_request_id(NewRequestId());
+  RunCallableResponse response;
+  auto ctx = NewContext(StepRpcTimeout(timeout));
+  COHORT_RETURN_IF_ERROR(
+      FromRpc(stub_->RunCallable(ctx.get(), request, &response), target_));
+  std::vector<Tensor> out;
+  for (const TensorProto& t : response.fetch()) {
+    COHORT_ASSIGN_OR_RETURN(Tensor value, Tensor::FromProto(t));
+    out.push_back(std::move(value));
+  }
+  if (fetches != nullptr) *fetches = std::move(out);
+  return absl::OkStatus();
+}
+
+absl::Status GrpcSession::ReleaseCallable(CallableHandle handle) {
+  COHORT_RETURN_IF_ERROR(CheckOpen());
+  ReleaseCallableRequest request;
+  request.set_session_handle(handle_);
+  request.set_handle(handle);
+  ReleaseCallableResponse response;
+  auto ctx = NewContext(options_.rpc_timeout);
+  COHORT_RETURN_IF_ERROR(
+      FromRpc(stub_->ReleaseCallable(ctx.get(), request, &response), target_));
+  absl::MutexLock lock(&mu_);
+  callable_timeouts_.erase(handle);
+  return absl::OkStatus();
+}
+
+absl::Status GrpcSession::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_ || handle_.empty()) return absl::OkStatus();
+    closed_ = true;
+  }
+  CloseSessionRequest request;
+  request.set_session_handle(handle_);
+  CloseSessionResponse response;
+  auto ctx = NewContext(options_.rpc_timeout);
+  return FromRpc(stub_->CloseSession(ctx.get(), request, &response), target_);
+}
+
+absl::Status GrpcSession::Reset(const std::vector<std::string>& containers) {
+  ResetRequest request;
+  for (const auto& c : containers) request.add_container(c);
+  ResetResponse response;
+  auto ctx = NewContext(options_.rpc_timeout);
+  return FromRpc(stub_->Reset(ctx.get(), request, &response), target_);
+}
+
+absl::StatusOr<std::vector<DeviceAttributes>> GrpcSession::ListDevices() {
+  COHORT_RETURN_IF_ERROR(CheckOpen());
+  ListDevicesRequest request;
+  request.set_session_handle(handle_);
+  ListDevicesResponse response;
+  auto ctx = NewContext(options_.rpc_timeout);
+  COHORT_RETURN_IF_ERROR(
+      FromRpc(stub_->ListDevices(ctx.get(), request, &response), target_));
+  std::vector<DeviceAttributes> out(response.local_device().begin(),
+                                    response.local_device().end());
+  out.insert(out.end(), response.remote_device().begin(),
+             response.remote_device().end());
+  return out;
+}
+
+}  // namespace cohort::runtime

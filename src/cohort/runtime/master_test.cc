@@ -1,0 +1,367 @@
+// The master, GrpcSession and Server together: a cluster of real gRPC
+// servers in this process (ps:0, worker:0, worker:1 on 127.0.0.1), driven
+// through GrpcSession as a client would.
+#include "cohort/runtime/master.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cohort/graph/builder.h"
+#include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/kernels/elementwise_ops.h"
+#include "cohort/graph/kernels/math_ops.h"
+#include "cohort/graph/kernels/sendrecv_ops.h"
+#include "cohort/graph/kernels/state_ops.h"
+#include "cohort/graph/local_session.h"
+#include "cohort/rpc/socket.h"
+#include "cohort/runtime/grpc_session.h"
+#include "cohort/runtime/server.h"
+#include "cohort/runtime/worker.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kPs[] = "/job:ps/replica:0/task:0";
+constexpr char kWorker0[] = "/job:worker/replica:0/task:0";
+constexpr char kWorker1[] = "/job:worker/replica:0/task:1";
+constexpr char kToken[] = "master-test-token";
+
+// ps:0, worker:0, worker:1, each a Server on its own port.
+class Cluster {
+ public:
+  static std::unique_ptr<Cluster> Start() {
+    auto c = std::make_unique<Cluster>();
+    ClusterDef def;
+    for (auto [job, n] :
+         {std::pair<const char*, int>{"ps", 1}, {"worker", 2}}) {
+      JobDef* j = def.add_job();
+      j->set_name(job);
+      for (int i = 0; i < n; ++i) {
+        auto port = rpc::PickFreePort("127.0.0.1");
+        EXPECT_TRUE(port.ok()) << port.status();
+        (*j->mutable_tasks())[i] = absl::StrCat("127.0.0.1:", *port);
+      }
+    }
+    for (const JobDef& j : def.job()) {
+      for (const auto& [index, address] : j.tasks()) {
+        ServerDef sd;
+        *sd.mutable_cluster() = def;
+        sd.set_job_name(j.name());
+        sd.set_task_index(index);
+        ServerOptions options;
+        options.security.job_token = kToken;
+        options.num_threads = 2;
+        auto server = Server::Create(sd, options);
+        EXPECT_TRUE(server.ok()) << server.status();
+        if (!server.ok()) return nullptr;
+        EXPECT_TRUE((*server)->Start().ok());
+        c->servers.push_back(std::move(*server));
+      }
+    }
+    return c;
+  }
+
+  Server* server(const std::string& task) {
+    for (auto& s : servers) {
+      if (s->task_name() == task) return s.get();
+    }
+    return nullptr;
+  }
+
+  std::unique_ptr<GrpcSession> Session(const GraphDef& graph,
+                                       ConfigProto config = {}) {
+    GrpcSessionOptions options;
+    options.security.job_token = kToken;
+    options.config = config;
+    auto s = GrpcSession::Create(server(kWorker0)->target(), graph, options);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  std::vector<std::unique_ptr<Server>> servers;
+};
+
+// w (on ps:0) = [1, 2]; y = (w + x) * 2 with the add on worker:1 and the
+// multiply on worker:0; "update" adds x to w.
+GraphDef ParameterServerGraph() {
+  Scope root = Scope::NewRootScope();
+  Scope ps = root.WithDevice(kPs);
+  auto w =
+      ops::MakeVariable(ps, "w", ops::Const(ps, Tensor::Vec<float>({1, 2})));
+  ops::GlobalVariablesInitializer(ps.WithOpName("init"));
+  auto x = ops::Placeholder(root.WithOpName("x").WithDevice(kWorker0), DT_FLOAT,
+                            PartialTensorShape({2}));
+  auto sum = ops::Add(root.WithOpName("sum").WithDevice(kWorker1), w.value, x);
+  ops::Mul(root.WithOpName("y").WithDevice(kWorker0), sum,
+           ops::Const(root.WithDevice(kWorker0), 2.0f));
+  ops::AssignAddVariableOp(ps.WithOpName("update"), w.handle, x);
+  GraphDef g;
+  EXPECT_TRUE(root.ToGraphDef(&g).ok());
+  return g;
+}
+
+std::vector<float> Values(const Tensor& t) {
+  auto flat = t.flat<float>();
+  return std::vector<float>(flat.data(), flat.data() + flat.size());
+}
+
+TEST(MasterTest, StepAcrossThreeTasksMatchesLocalSession) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  GraphDef graph = ParameterServerGraph();
+  auto session = cluster->Session(graph);
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  std::vector<Tensor> out;
+  Tensor x = Tensor::Vec<float>({10, 20});
+  ASSERT_TRUE(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out).ok());
+  ASSERT_EQ(out.size(), 2u);
+
+  // The same graph in one process gives the same values.
+  auto local = LocalSession::Create(graph);
+  ASSERT_TRUE(local.ok());
+  ASSERT_TRUE((*local)->Run({}, {}, {"init"}, nullptr).ok());
+  std::vector<Tensor> expected;
+  ASSERT_TRUE((*local)->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &expected).ok());
+  EXPECT_EQ(Values(out[0]), Values(expected[0]));
+  EXPECT_EQ(Values(out[1]), Values(expected[1]));
+  EXPECT_EQ(Values(out[0]), (std::vector<float>{22, 44}));
+}
+
+TEST(MasterTest, VariablesOnPsOutliveTheSessionUntilReset) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  GraphDef graph = ParameterServerGraph();
+  {
+    auto first = cluster->Session(graph);
+    ASSERT_NE(first, nullptr);
+    ASSERT_TRUE(first->Run({}, {}, {"init"}, nullptr).ok());
+    Tensor x = Tensor::Vec<float>({1, 1});
+    ASSERT_TRUE(first->Run({{"x", x}}, {}, {"update"}, nullptr).ok());
+    ASSERT_TRUE(first->Close().ok());
+  }
+  // A second session (no init) reads the value the first one left.
+  auto second = cluster->Session(graph);
+  ASSERT_NE(second, nullptr);
+  std::vector<Tensor> out;
+  absl::Status read = second->Run({}, {"w/read:0"}, {}, &out);
+  ASSERT_TRUE(read.ok()) << read;
+  EXPECT_EQ(Values(out[0]), (std::vector<float>{2, 3}));
+
+  // Reset drops them: reading is an error again.
+  ASSERT_TRUE(second->Reset({}).ok());
+  auto third = cluster->Session(graph);
+  ASSERT_NE(third, nullptr);
+  absl::Status s = third->Run({}, {"w/read:0"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
+TEST(MasterTest, ManyStepsReuseTheRegisteredPartitions) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  auto session = cluster->Session(ParameterServerGraph());
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  for (int i = 0; i < 50; ++i) {
+    std::vector<Tensor> out;
+    Tensor x = Tensor::Vec<float>({static_cast<float>(i), 0});
+    ASSERT_TRUE(session->Run({{"x", x}}, {"y:0"}, {}, &out).ok());
+    EXPECT_EQ(Values(out[0]), (std::vector<float>{2.0f * (1 + i), 4}));
+  }
+  // No step leaves state behind on any worker.
+  for (auto& server : cluster->servers) {
+    EXPECT_EQ(server->worker()->NumRunningSteps(), 0u) << server->task_name();
+  }
+}
+
+TEST(MasterTest, CallablesRunAndReleasedHandlesAreNamed) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  auto session = cluster->Session(ParameterServerGraph());
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  CallableOptions options;
+  options.feeds = {"x"};
+  options.fetches = {"y:0"};
+  auto handle = session->MakeCallable(options);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(
+      session->RunCallable(*handle, {Tensor::Vec<float>({1, 1})}, &out).ok());
+  EXPECT_EQ(Values(out[0]), (std::vector<float>{4, 6}));
+  ASSERT_TRUE(session->ReleaseCallable(*handle).ok());
+  absl::Status s =
+      session->RunCallable(*handle, {Tensor::Vec<float>({1, 1})}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      s.message(),
+      HasSubstr(absl::StrCat(
+          "Attempted to run callable after handle was released: ", *handle)));
+  s = session->RunCallable(*handle + 7, {}, &out);
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("No such callable handle: ",
+                                                  *handle + 7)));
+}
+
+TEST(MasterTest, UnknownDeviceNamesTheNodeAndTheDevice) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  Scope root = Scope::NewRootScope();
+  ops::Const(root.WithOpName("c").WithDevice("/job:worker/task:9"), 1.0f);
+  GraphDef g;
+  ASSERT_TRUE(root.ToGraphDef(&g).ok());
+  auto session = cluster->Session(g);
+  ASSERT_NE(session, nullptr);
+  absl::Status s = session->Run({}, {"c:0"}, {}, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("c"));
+  EXPECT_THAT(s.message(), HasSubstr("task:9"));
+  // The session stays usable.
+  EXPECT_TRUE(session->Run({}, {}, {}, nullptr).ok());
+}
+
+TEST(MasterTest, DuplicatedFeedsAndUnknownSessionsAreRefused) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  auto session = cluster->Session(ParameterServerGraph());
+  ASSERT_NE(session, nullptr);
+  Tensor x = Tensor::Vec<float>({1, 1});
+  absl::Status s = session->Run({{"x", x}, {"x:0", x}}, {"y:0"}, {}, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("Duplicated feeds: x:0"));
+
+  // A session unknown to the master (as after a master restart): Aborted,
+  // which a MonitoredSession recovers from.
+  Master* master = cluster->server(kWorker0)->master();
+  RunStepRequest request;
+  request.set_session_handle("00000000deadbeef");
+  RunStepResponse response;
+  s = master->RunStep(nullptr, request, &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(s.message(), HasSubstr("Session 00000000deadbeef is not found."));
+  CloseSessionRequest close;
+  close.set_session_handle("00000000deadbeef");
+  CloseSessionResponse closed;
+  s = master->CloseSession(close, &closed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(s.message(), HasSubstr("Possibly, this master has restarted."));
+}
+
+TEST(MasterTest, RepeatedRequestIdIsRefusedNotRunTwice) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  auto session = cluster->Session(ParameterServerGraph());
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  Master* master = cluster->server(kWorker0)->master();
+  RunStepRequest request;
+  request.set_session_handle(session->handle());
+  NamedTensorProto* feed = request.add_feed();
+  feed->set_name("x");
+  Tensor::Vec<float>({1, 1}).AsProto(feed->mutable_tensor());
+  request.add_target("update");
+  request.set_request_id(4242);
+  RunStepResponse response;
+  ASSERT_TRUE(master->RunStep(nullptr, request, &response).ok());
+  absl::Status s = master->RunStep(nullptr, request, &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(
+      s.message(),
+      HasSubstr("The same RunStep (Master) request was received twice"));
+  // The update ran once: w = [1, 2] + [1, 1].
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {"w/read:0"}, {}, &out).ok());
+  EXPECT_EQ(Values(out[0]), (std::vector<float>{2, 3}));
+}
+
+// A Recv on worker:1 whose Send never comes (a local one: the rendezvous
+// of worker:1 waits for it): the step can only end by its deadline or by
+// cancellation.
+GraphDef StuckGraph() {
+  Scope root = Scope::NewRootScope();
+  ops::Recv(root.WithOpName("never").WithDevice(kWorker1), DT_FLOAT,
+            "nobody_sends_this", absl::StrCat(kWorker1, "/device:CPU:0"),
+            absl::StrCat(kWorker1, "/device:CPU:0"));
+  GraphDef g;
+  EXPECT_TRUE(root.ToGraphDef(&g).ok());
+  return g;
+}
+
+TEST(MasterTest, StepDeadlineNamesTheTaskStillRunning) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  auto session = cluster->Session(StuckGraph());
+  ASSERT_NE(session, nullptr);
+  RunOptions options;
+  options.timeout = absl::Milliseconds(300);
+  absl::Status s = session->Run(options, {}, {"never:0"}, {}, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(s.message(), HasSubstr(kWorker1));
+  // The servers take new steps.
+  EXPECT_TRUE(session->Run({}, {}, {}, nullptr).ok());
+}
+
+TEST(MasterTest, CloseCancelsARunningStep) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  auto session = cluster->Session(StuckGraph());
+  ASSERT_NE(session, nullptr);
+  absl::Status step_status;
+  std::thread step(
+      [&] { step_status = session->Run({}, {"never:0"}, {}, nullptr); });
+  // Wait until the step runs on worker:1, then close the session.
+  Worker* worker1 = cluster->server(kWorker1)->worker();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (worker1->NumRunningSteps() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(worker1->NumRunningSteps(), 1u);
+  ASSERT_TRUE(session->Close().ok());
+  step.join();
+  EXPECT_EQ(step_status.code(), absl::StatusCode::kCancelled) << step_status;
+  EXPECT_THAT(step_status.message(),
+              HasSubstr("explicit call to `Session::Close()`"));
+  EXPECT_EQ(session->Run({}, {}, {}, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(MasterTest, WrongTokenIsUnauthenticated) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  GrpcSessionOptions options;
+  options.security.job_token = "wrong";
+  auto s = GrpcSession::Create(cluster->server(kWorker0)->target(),
+                               ParameterServerGraph(), options);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnauthenticated)
+      << s.status();
+}
+
+TEST(MasterTest, DeviceFiltersLimitDiscovery) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  ConfigProto config;
+  config.add_device_filters("/job:worker");
+  auto session = cluster->Session(ParameterServerGraph(), config);
+  ASSERT_NE(session, nullptr);
+  auto devices = session->ListDevices();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  std::vector<std::string> names;
+  for (const auto& d : *devices) names.push_back(d.name());
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre(
+                         absl::StrCat(kWorker0, "/device:CPU:0"),
+                         absl::StrCat(kWorker1, "/device:CPU:0")));
+  // The ps is not in the session, so a graph placed there is refused.
+  absl::Status s = session->Run({}, {}, {"init"}, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("/job:ps"));
+}
+
+}  // namespace
+}  // namespace cohort::runtime

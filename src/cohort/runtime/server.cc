@@ -1,0 +1,247 @@
+#include "cohort/runtime/server.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cohort/base/env.h"
+#include "cohort/base/logging.h"
+#include "cohort/base/status.h"
+#include "cohort/graph/device.h"
+#include "cohort/graph/standard_registries.h"
+#include "cohort/rpc/socket.h"
+#include "cohort/runtime/grpc_master_service.h"
+#include "cohort/runtime/grpc_worker_cache.h"
+#include "cohort/runtime/grpc_worker_service.h"
+#include "cohort/runtime/master.h"
+#include "cohort/runtime/server_coordination.h"
+#include "cohort/runtime/worker.h"
+
+namespace cohort::runtime {
+namespace {
+
+// How long Stop lets gRPC finish the calls in flight before it cancels
+// them (the steps among them have been ended already).
+constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
+
+struct Address {
+  std::string host;
+  int port = -1;  // -1: no parsable port.
+};
+
+// "host:port", "[v6]:port" or a bare host. Host names are allowed (TF
+// clusters use them); only the port must be numeric.
+Address SplitAddress(const std::string& address) {
+  Address out;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    out.host = address;
+    return out;
+  }
+  out.host = address.substr(0, colon);
+  int port = 0;
+  if (absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 0 &&
+      port <= 65535) {
+    out.port = port;
+  }
+  return out;
+}
+
+const JobDef* FindJob(const ClusterDef& cluster, const std::string& name) {
+  for (const JobDef& job : cluster.job()) {
+    if (job.name() == name) return &job;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(
+    const ServerDef& server_def, const ServerOptions& options) {
+  std::unique_ptr<Server> server(new Server);
+  COHORT_RETURN_IF_ERROR(server->Init(server_def, options));
+  return server;
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::CreateLocal(
+    const ServerOptions& options) {
+  ServerDef def;
+  JobDef* job = def.mutable_cluster()->add_job();
+  job->set_name("localhost");
+  (*job->mutable_tasks())[0] = "localhost:0";
+  def.set_job_name("localhost");
+  def.set_task_index(0);
+  def.set_protocol("grpc");
+  return Create(def, options);
+}
+
+absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
+  if (!def.protocol().empty() && def.protocol() != "grpc") {
+    return absl::NotFoundError(
+        absl::StrCat("No server factory registered for the given ServerDef: ",
+                     def.ShortDebugString(),
+                     "\nThe available server factories are: [ GRPC_SERVER ]"));
+  }
+  const JobDef* job = FindJob(def.cluster(), def.job_name());
+  if (job == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Job \"", def.job_name(), "\" was not defined in cluster"));
+  }
+  auto it = job->tasks().find(def.task_index());
+  if (it == job->tasks().end()) {
+    return absl::InvalidArgumentError(absl::StrCat("Task ", def.task_index(),
+                                                   " was not defined in job \"",
+                                                   def.job_name(), "\""));
+  }
+  Address address = SplitAddress(it->second);
+  if (def.port() != 0) address.port = def.port();
+  if (address.port < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Could not parse port for local server from \"", it->second, "\"."));
+  }
+  task_ = absl::StrCat("/job:", def.job_name(),
+                       "/replica:0/task:", def.task_index());
+  int num_tasks = 0;
+  for (const JobDef& j : def.cluster().job()) num_tasks += j.tasks_size();
+  if (address.port == 0 && num_tasks > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", task_, " has port 0 in a cluster of ", num_tasks,
+        " tasks: the other tasks could not find it. Give it a fixed port."));
+  }
+  if (address.host.empty()) address.host = "localhost";
+
+  server_def_ = def;
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  device_ = std::make_unique<Device>(absl::StrCat(task_, "/device:CPU:0"),
+                                     options.num_threads);
+  // The cache first (the worker's remote Recvs go through it), then the
+  // worker, whose own task the cache then reaches in process.
+  COHORT_ASSIGN_OR_RETURN(
+      worker_cache_,
+      GrpcWorkerCache::Create(def.cluster(), task_, nullptr, options.security));
+  WorkerEnv worker_env;
+  worker_env.task_name = task_;
+  worker_env.device = device_.get();
+  worker_env.worker_cache = worker_cache_.get();
+  worker_env.env = env;
+  worker_ = std::make_unique<Worker>(worker_env);
+  worker_cache_->SetLocalWorker(worker_.get());
+
+  MasterEnv master_env;
+  master_env.task = task_;
+  master_env.device = device_->name();
+  master_env.server_def = def;
+  master_env.workers = worker_cache_.get();
+  master_env.env = env;
+  master_env.op_registry = StandardOpRegistry();
+  master_ = std::make_unique<Master>(master_env);
+
+  ServerCoordinationOptions coordination;
+  coordination.server_def = def;
+  coordination.job = def.job_name();
+  coordination.task_index = def.task_index();
+  coordination.security = options.security;
+  coordination.env = env;
+  coordination.launcher_service_address = options.launcher_coordination_address;
+  Master* master = master_.get();
+  coordination.on_task_lost = [master](const std::string& task,
+                                       const absl::Status& status) {
+    master->AbortStepsOn(task, status);
+  };
+  COHORT_ASSIGN_OR_RETURN(coordination_,
+                          ServerCoordination::Create(std::move(coordination)));
+
+  worker_service_ = std::make_unique<GrpcWorkerService>(
+      worker_.get(), options.security.job_token);
+  master_service_ = std::make_unique<GrpcMasterService>(
+      master_.get(), options.security.job_token);
+  // A loopback host binds only loopback; any other host binds every
+  // interface, as TensorFlow does (the host may be a name of this machine).
+  const std::string bind_host =
+      rpc::IsLoopbackHost(address.host) ? address.host : "0.0.0.0";
+  std::vector<grpc::Service*> services = {worker_service_.get(),
+                                          master_service_.get()};
+  if (coordination_ != nullptr && coordination_->service() != nullptr) {
+    services.push_back(coordination_->service());
+  }
+  COHORT_ASSIGN_OR_RETURN(
+      grpc_, rpc::StartGrpcServer(absl::StrCat(bind_host, ":", address.port),
+                                  services, options.security));
+  port_ = grpc_.port;
+  target_ = absl::StrCat("grpc://", address.host, ":", port_);
+  return absl::OkStatus();
+}
+
+Server::~Server() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+  }
+  (void)Stop();
+}
+
+absl::Status Server::Start() {
+  absl::MutexLock lock(&mu_);
+  switch (state_) {
+    case State::kNew:
+      state_ = State::kStarted;
+      if (coordination_ != nullptr) coordination_->Start(port_);
+      COHORT_LOG(INFO) << "Started server with target: " << target_;
+      return absl::OkStatus();
+    case State::kStarted:
+      COHORT_LOG(INFO) << "Server already started (target: " << target_ << ")";
+      return absl::OkStatus();
+    case State::kStopped:
+      return absl::FailedPreconditionError("Server has stopped.");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      if (state_ == State::kStopped) {
+        COHORT_LOG(INFO) << "Server already stopped (target: " << target_
+                         << ")";
+      }
+      // Another thread is stopping it: return when it is done, like Join.
+      mu_.Await(absl::Condition(
+          +[](bool* done) { return *done; }, &shut_down_));
+      return absl::OkStatus();
+    }
+    stopping_ = true;
+  }
+  const absl::Status stopping =
+      absl::UnavailableError(absl::StrCat("server ", task_, " is stopping"));
+  // Order: end the steps (master sessions first, they drive the workers),
+  // then let gRPC finish what is in flight, then wait for the master's own
+  // call threads.
+  if (master_ != nullptr) master_->Stop(stopping);
+  if (worker_ != nullptr) worker_->Stop(stopping);
+  // Leave the job cleanly (the other servers learn that this task is gone)
+  // and stop the service this task may host.
+  if (coordination_ != nullptr) coordination_->Stop();
+  if (grpc_.server != nullptr) {
+    grpc_.server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  }
+  if (master_service_ != nullptr) master_service_->Shutdown();
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  state_ = State::kStopped;
+  return absl::OkStatus();
+}
+
+absl::Status Server::Join() {
+  absl::MutexLock lock(&mu_);
+  if (state_ == State::kNew) {
+    state_ = State::kStopped;
+    return absl::OkStatus();
+  }
+  mu_.Await(absl::Condition(
+      +[](State* s) { return *s == State::kStopped; }, &state_));
+  return absl::OkStatus();
+}
+
+}  // namespace cohort::runtime

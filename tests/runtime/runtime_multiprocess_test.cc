@@ -1,0 +1,303 @@
+// The distributed runtime between real processes: `cohort server` for
+// ps:0, worker:0 and worker:1 on 127.0.0.1, driven by `cohort run` and by a
+// GrpcSession in this process; kill -9 between and during steps, restart
+// on the same port, SIGTERM, configuration errors.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "cohort/base/json.h"
+#include "cohort/graph/builder.h"
+#include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/kernels/math_ops.h"
+#include "cohort/graph/kernels/sendrecv_ops.h"
+#include "cohort/rpc/socket.h"
+#include "cohort/runtime/grpc_session.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coord/test_process.h"
+
+namespace cohort::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const char kCohort[] = COHORT_BINARY;
+constexpr char kToken[] = "multiprocess-runtime-token";
+constexpr char kPs[] = "/job:ps/replica:0/task:0";
+constexpr char kWorker0[] = "/job:worker/replica:0/task:0";
+constexpr char kWorker1[] = "/job:worker/replica:0/task:1";
+
+// Three `cohort server` processes, each started (and restartable) on a
+// fixed port of the cluster.
+class ProcessCluster {
+ public:
+  ProcessCluster() {
+    for (const char* task : {"ps:0", "worker:0", "worker:1"}) {
+      auto port = rpc::PickFreePort("127.0.0.1");
+      EXPECT_TRUE(port.ok()) << port.status();
+      ports_[task] = *port;
+    }
+    cluster_json_ =
+        absl::StrCat(R"({"ps": ["127.0.0.1:)", ports_["ps:0"],
+                     R"("], "worker": ["127.0.0.1:)", ports_["worker:0"],
+                     R"(", "127.0.0.1:)", ports_["worker:1"], R"("]})");
+    setenv("COHORT_JOB_TOKEN", kToken, 1);
+  }
+
+  // Starts `job:index` and waits for its "serving" line.
+  TestProcess* Start(const std::string& job, int index) {
+    const std::string key = absl::StrCat(job, ":", index);
+    auto p = std::make_unique<TestProcess>(std::vector<std::string>{
+        kCohort, "server", "--cluster", cluster_json_, "--job", job, "--task",
+        std::to_string(index), "--threads", "2", "--heartbeat-timeout", "2"});
+    std::string line = p->WaitForLine("serving");
+    EXPECT_EQ(line, absl::StrCat("serving grpc://127.0.0.1:", ports_[key]));
+    servers_[key] = std::move(p);
+    return servers_[key].get();
+  }
+  void StartAll() {
+    Start("ps", 0);
+    Start("worker", 0);
+    Start("worker", 1);
+  }
+  TestProcess* server(const std::string& key) { return servers_[key].get(); }
+  std::string target(const std::string& key) {
+    return absl::StrCat("grpc://127.0.0.1:", ports_[key]);
+  }
+  const std::string& cluster_json() const { return cluster_json_; }
+
+  // Stops every server with SIGTERM (a clean stop) and waits for them.
+  ~ProcessCluster() {
+    for (auto& [key, p] : servers_) p->Terminate();
+    for (auto& [key, p] : servers_) p->Wait(absl::Seconds(10));
+  }
+
+ private:
+  std::map<std::string, int> ports_;
+  std::string cluster_json_;
+  std::map<std::string, std::unique_ptr<TestProcess>> servers_;
+};
+
+// A CLI run to completion: stdout lines and exit code.
+struct Result {
+  std::vector<std::string> lines;
+  int exit_code = -1;
+};
+
+Result RunCli(std::vector<std::string> args) {
+  args.insert(args.begin(), kCohort);
+  TestProcess p(args);
+  p.WaitForLine("\x01never\x01", absl::Seconds(60));  // Reads until EOF.
+  Result r;
+  r.lines = p.lines();
+  const int status = p.Wait(absl::Seconds(10));
+  r.exit_code = (status >= 0 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// x (fed on worker:0) + c (a Const on ps:0), added on worker:1.
+std::string WriteGraphFile() {
+  const std::string path = absl::StrCat(
+      ::testing::TempDir(), "/runtime_mp_graph_", getpid(), ".pbtxt");
+  FILE* f = fopen(path.c_str(), "w");
+  EXPECT_NE(f, nullptr);
+  fputs(
+      R"(node { name: "x" op: "Placeholder" device: "/job:worker/task:0"
+  attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "c" op: "Const" device: "/job:ps/task:0"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT
+    tensor_shape { dim { size: 2 } } float_val: 1 float_val: 2 } } } }
+node { name: "y" op: "Add" device: "/job:worker/task:1" input: "x"
+  input: "c" attr { key: "T" value { type: DT_FLOAT } }
+  attr { key: "_output_shapes" value { list { shape { dim { size: 2 } } } } } }
+versions { producer: 27 }
+library {}
+)",
+      f);
+  fclose(f);
+  return path;
+}
+
+std::unique_ptr<runtime::GrpcSession> NewSession(const std::string& target,
+                                                 const GraphDef& graph) {
+  runtime::GrpcSessionOptions options;
+  options.security.job_token = kToken;
+  options.rpc_timeout = absl::Seconds(30);
+  options.config.set_operation_timeout_in_ms(20000);
+  auto s = runtime::GrpcSession::Create(target, graph, options);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// ps:0 computes c + 1 and worker:0 fetches it: a step that needs ps.
+GraphDef PsGraph() {
+  Scope root = Scope::NewRootScope();
+  Scope ps = root.WithDevice(kPs);
+  auto c = ops::Const(ps.WithOpName("c"), 41.0f);
+  auto y = ops::Add(ps.WithOpName("y"), c, ops::Const(ps, 1.0f));
+  ops::Identity(root.WithOpName("out").WithDevice(kWorker0), y);
+  // A Recv on ps:0 that nobody sends: a step fetching "stuck" runs on ps
+  // until it is cancelled or ps dies.
+  auto stuck = ops::Recv(root.WithOpName("wait").WithDevice(kPs), DT_FLOAT,
+                         "never_sent", absl::StrCat(kPs, "/device:CPU:0"),
+                         absl::StrCat(kPs, "/device:CPU:0"));
+  ops::Identity(root.WithOpName("stuck").WithDevice(kWorker0), stuck);
+  GraphDef g;
+  EXPECT_TRUE(root.ToGraphDef(&g).ok());
+  return g;
+}
+
+TEST(RuntimeMultiprocessTest, CohortRunAcrossThreeServerProcesses) {
+  ProcessCluster cluster;
+  cluster.StartAll();
+  const std::string graph = WriteGraphFile();
+  Result r = RunCli({"run", "--target", cluster.target("worker:0"), "--graph",
+                     graph, "--feed", "x=[10, 20]", "--fetch", "y:0", "--steps",
+                     "3", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << absl::StrJoin(r.lines, "\n");
+  ASSERT_EQ(r.lines.size(), 1u) << absl::StrJoin(r.lines, "\n");
+  auto json = ParseJson(r.lines[0], "cohort run output");
+  ASSERT_TRUE(json.ok()) << json.status();
+  const Json& y = (*json)["y:0"];
+  EXPECT_EQ(y["dtype"], "float32");
+  EXPECT_EQ(y["shape"], Json::array({2}));
+  EXPECT_EQ(y["values"], Json::array({11.0, 22.0}));
+
+  // A feed whose shape cannot be added to c's: exit 1 (the message, on
+  // stderr, names node y).
+  r = RunCli({"run", "--target", cluster.target("worker:0"), "--graph", graph,
+              "--feed", "x=[1, 2, 3]", "--fetch", "y:0"});
+  EXPECT_EQ(r.exit_code, 1);
+  // No token: refused.
+  unsetenv("COHORT_JOB_TOKEN");
+  r = RunCli({"run", "--target", cluster.target("worker:0"), "--graph", graph,
+              "--feed", "x=[1, 2]", "--fetch", "y:0", "--timeout", "10"});
+  setenv("COHORT_JOB_TOKEN", kToken, 1);
+  EXPECT_EQ(r.exit_code, 1);
+}
+
+TEST(RuntimeMultiprocessTest, PsKilledBetweenStepsIsNamedAndComesBack) {
+  ProcessCluster cluster;
+  cluster.StartAll();
+  auto session = NewSession(cluster.target("worker:0"), PsGraph());
+  ASSERT_NE(session, nullptr);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {"out:0"}, {}, &out).ok());
+  EXPECT_EQ(out[0].scalar<float>(), 42.0f);
+
+  cluster.server("ps:0")->Kill9();
+  ASSERT_GE(cluster.server("ps:0")->Wait(), 0);
+  const absl::Time start = absl::Now();
+  absl::Status s = session->Run({}, {"out:0"}, {}, &out);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr(kPs));
+
+  // The workers stayed up: once ps:0 is back (same port, new incarnation),
+  // a new session works. The old one registered graphs on the dead ps.
+  cluster.Start("ps", 0);
+  absl::Status old = session->Run({}, {"out:0"}, {}, &out);
+  EXPECT_FALSE(old.ok());
+  EXPECT_TRUE(absl::IsAborted(old) || absl::IsUnavailable(old)) << old;
+  auto fresh = NewSession(cluster.target("worker:0"), PsGraph());
+  ASSERT_NE(fresh, nullptr);
+  ASSERT_TRUE(fresh->Run({}, {"out:0"}, {}, &out).ok());
+  EXPECT_EQ(out[0].scalar<float>(), 42.0f);
+}
+
+TEST(RuntimeMultiprocessTest, PsKilledDuringAStepFailsItPromptly) {
+  ProcessCluster cluster;
+  cluster.StartAll();
+  auto session = NewSession(cluster.target("worker:0"), PsGraph());
+  ASSERT_NE(session, nullptr);
+  absl::Status step;
+  absl::Time ended;
+  // Whether ps dies while the stuck step's RunGraph is parked there or just
+  // before it arrives, the step must fail the same way, promptly.
+  std::thread runner([&] {
+    step = session->Run({}, {"stuck:0"}, {}, nullptr);
+    ended = absl::Now();
+  });
+  // The step is running once its RunGraph reached ps; a quick extra step
+  // through ps proves the session is registered there. Then kill ps.
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {"out:0"}, {}, &out).ok());
+  cluster.server("ps:0")->Kill9();
+  const absl::Time killed = absl::Now();
+  runner.join();
+  EXPECT_EQ(step.code(), absl::StatusCode::kUnavailable) << step;
+  EXPECT_THAT(step.message(), HasSubstr(kPs));
+  EXPECT_LT(ended - killed, absl::Seconds(10));
+  // The other servers stayed up: once ps:0 is back they serve new sessions.
+  cluster.Start("ps", 0);
+  Result r = RunCli({"run", "--target", cluster.target("worker:1"), "--graph",
+                     WriteGraphFile(), "--feed", "x=[1, 1]", "--fetch", "x:0",
+                     "--timeout", "20"});
+  EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(r.lines, "\n");
+}
+
+TEST(RuntimeMultiprocessTest, HungPsIsFoundByTheCoordinationService) {
+  // ps:0 is stopped (SIGSTOP), not killed: no connection breaks, so only the
+  // coordination service's heartbeat timeout (2 s here) can tell. The
+  // leader is worker:0, which hosts the service.
+  ProcessCluster cluster;
+  cluster.StartAll();
+  auto session = NewSession(cluster.target("worker:0"), PsGraph());
+  ASSERT_NE(session, nullptr);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {"out:0"}, {}, &out).ok());
+  absl::Status step;
+  absl::Time ended;
+  std::thread runner([&] {
+    step = session->Run({}, {"stuck:0"}, {}, nullptr);
+    ended = absl::Now();
+  });
+  const pid_t ps = cluster.server("ps:0")->pid();
+  ASSERT_EQ(kill(ps, SIGSTOP), 0);
+  const absl::Time stopped = absl::Now();
+  runner.join();
+  kill(ps, SIGCONT);
+  EXPECT_EQ(step.code(), absl::StatusCode::kUnavailable) << step;
+  EXPECT_THAT(step.message(), HasSubstr(kPs));
+  EXPECT_THAT(step.message(), HasSubstr("coordination service"));
+  // Heartbeat timeout (2 s) plus the service's check and the watch.
+  EXPECT_LT(ended - stopped, absl::Seconds(12));
+}
+
+TEST(RuntimeMultiprocessTest, SigtermStopsCleanlyWithExitZero) {
+  ProcessCluster cluster;
+  TestProcess* ps = cluster.Start("ps", 0);
+  ps->Terminate();
+  const int status = ps->Wait(absl::Seconds(10));
+  ASSERT_GE(status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(RuntimeMultiprocessTest, ConfigurationErrorsExitTwoAndNameTheProblem) {
+  ProcessCluster cluster;
+  Result r = RunCli({"server", "--cluster", cluster.cluster_json(), "--job",
+                     "chief", "--task", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunCli({"server", "--cluster", R"({"worker": ["localhost"]})", "--job",
+              "worker", "--task", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunCli({"server", "--cluster",
+              R"({"worker": ["127.0.0.1:0", "127.0.0.1:0"]})", "--job",
+              "worker", "--task", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace cohort::testing

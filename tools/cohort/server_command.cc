@@ -1,0 +1,182 @@
+// `cohort server`: runs one task of a cluster: its master and its worker
+// (src/cohort/runtime/server.h).
+//
+//   cohort server (--cluster JSON --job NAME --task I | --resolver NAME)
+//       [--port P] [--session-gc-seconds S] [--threads N]
+//       [--heartbeat-timeout SEC] [--no-coordination]
+//       [--token-file F] [--insecure]
+//       [--tls-ca F --tls-cert F --tls-key F [--tls-client-certs]]
+//
+// Prints exactly one line on stdout, `serving grpc://HOST:PORT` (the bound
+// port), once it serves; logs go to stderr. SIGINT/SIGTERM stop it cleanly
+// and it exits 0. Configuration errors exit 2 with the message on stderr,
+// and nothing listens.
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cohort/base/env.h"
+#include "cohort/base/json.h"
+#include "cohort/base/logging.h"
+#include "cohort/base/status.h"
+#include "cohort/cluster/cluster_resolver.h"
+#include "cohort/cluster/cluster_spec.h"
+#include "cohort/cluster/resolver_registry.h"
+#include "cohort/runtime/server.h"
+#include "tools/cohort/commands.h"
+#include "tools/cohort/coord_client_flags.h"
+
+namespace cohort::tools {
+namespace {
+
+struct ServerFlags {
+  std::string cluster_json;
+  std::string job;
+  int task = -1;
+  std::string resolver;
+  int port = 0;
+  int64_t session_gc_seconds = 0;
+  int threads = 0;
+  double heartbeat_timeout = 10;
+  bool no_coordination = false;
+  CoordSecurityFlags security;
+};
+
+// The ServerDef from --cluster/--job/--task or from a resolver.
+absl::StatusOr<ServerDef> LoadServerDef(const ServerFlags& f) {
+  if (f.cluster_json.empty() == f.resolver.empty()) {
+    return absl::InvalidArgumentError(
+        "give either --cluster JSON --job NAME --task I, or --resolver NAME");
+  }
+  ClusterSpec cluster;
+  std::optional<std::string> job;
+  std::optional<int> task;
+  if (!f.cluster_json.empty()) {
+    COHORT_ASSIGN_OR_RETURN(Json json, ParseJson(f.cluster_json, "--cluster"));
+    COHORT_ASSIGN_OR_RETURN(cluster, ClusterSpec::FromJson(json, "--cluster"));
+    if (!f.job.empty()) job = f.job;
+    if (f.task >= 0) task = f.task;
+  } else {
+    Env* env = Env::Default();
+    const ResolverRegistry& registry = BuiltinResolverRegistry();
+    std::string name = f.resolver;
+    if (name == "auto") {
+      COHORT_ASSIGN_OR_RETURN(auto detected, registry.Detect(env));
+      name = detected->name;
+    }
+    COHORT_ASSIGN_OR_RETURN(auto resolver, registry.Create(name, env));
+    auto spec = resolver->cluster_spec();
+    if (!spec.ok()) {
+      return absl::Status(
+          spec.status().code(),
+          absl::StrCat("resolver ", name, ": ", spec.status().message()));
+    }
+    cluster = *spec;
+    job = f.job.empty() ? resolver->task_type() : f.job;
+    if (f.task >= 0) {
+      task = f.task;
+    } else if (resolver->task_id().has_value()) {
+      task = static_cast<int>(*resolver->task_id());
+    }
+  }
+  COHORT_ASSIGN_OR_RETURN(ServerDef def, MakeServerDef(cluster, job, task));
+  if (f.port != 0) def.set_port(f.port);
+  ConfigProto* config = def.mutable_default_session_config();
+  config->set_session_gc_seconds(f.session_gc_seconds);
+  if (!f.no_coordination) {
+    CoordinationServiceConfig* c =
+        config->mutable_experimental()->mutable_coordination_config();
+    c->set_service_type("standalone");
+    c->set_heartbeat_timeout_in_ms(
+        static_cast<int64_t>(f.heartbeat_timeout * 1000));
+  }
+  return def;
+}
+
+int RunServer(const ServerFlags& f) {
+  auto def = LoadServerDef(f);
+  if (!def.ok()) {
+    std::cerr << "cohort server: " << def.status().message() << "\n";
+    return 2;
+  }
+  runtime::ServerOptions options;
+  auto security = f.security.Security();
+  if (!security.ok()) {
+    std::cerr << "cohort server: " << security.status().message() << "\n";
+    return 2;
+  }
+  options.security = *security;
+  options.num_threads = f.threads;
+  // Under `cohort launch` the task joins the launcher's coordination
+  // service instead of hosting one.
+  if (!f.no_coordination) {
+    options.launcher_coordination_address =
+        Env::Default()
+            ->GetVar("COHORT_COORDINATION_SERVICE_ADDRESS")
+            .value_or("");
+  }
+
+  // Block the termination signals before any thread starts, so that only
+  // sigwait below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = runtime::Server::Create(*def, options);
+  if (!server.ok()) {
+    std::cerr << "cohort server: " << server.status().message() << "\n";
+    return absl::IsUnavailable(server.status()) ? 1 : 2;
+  }
+  absl::Status started = (*server)->Start();
+  if (!started.ok()) {
+    std::cerr << "cohort server: " << started.message() << "\n";
+    return 1;
+  }
+  std::cout << "serving " << (*server)->target() << std::endl;
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  COHORT_LOG(INFO) << "stopping " << (*server)->task_name() << " (signal "
+                   << signal_number << ")";
+  (void)(*server)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServerCommand(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<ServerFlags>();
+  CLI::App* command = app.add_subcommand(
+      "server", "run one task of a cluster: its master and its worker");
+  command->add_option(
+      "--cluster", flags->cluster_json,
+      "cluster spec JSON, e.g. {\"ps\": [\"h:2222\"], \"worker\": [...]}");
+  command->add_option("--job", flags->job, "this task's job");
+  command->add_option("--task", flags->task, "this task's index in its job");
+  command->add_option(
+      "--resolver", flags->resolver,
+      "take cluster, job and task from a resolver: auto, tf_config, slurm, "
+      "sagemaker, kubernetes, gce, tpu");
+  command->add_option("--port", flags->port,
+                      "port to bind instead of the cluster address's");
+  command->add_option("--session-gc-seconds", flags->session_gc_seconds,
+                      "close master sessions idle this long (0: never)");
+  command
+      ->add_option("--heartbeat-timeout", flags->heartbeat_timeout,
+                   "seconds of silence after which a task is lost (10)")
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--no-coordination", flags->no_coordination,
+                    "run no coordination service or agent (failures are then "
+                    "found only by transport errors and step deadlines)");
+  command->add_option("--threads", flags->threads,
+                      "threads of the task's device (0: one per core)");
+  flags->security.Add(command, /*server=*/true);
+  command->callback([flags, &exit_code] { exit_code = RunServer(*flags); });
+}
+
+}  // namespace cohort::tools
