@@ -147,8 +147,8 @@ void RecvTensor(cohort::RecvTensorRequest req, bool local_key) {
   // Ends a wait in the step's rendezvous (Aborted "Cleanup <id>").
   Cleanup(req.step_id());
   done.WaitForNotification();
-  COHORT_CHECK(CodeIs(status, {absl::StatusCode::kInvalidArgument,
-                               absl::StatusCode::kAborted}))
+  COHORT_CHECK(CodeIs(
+      status, {absl::StatusCode::kInvalidArgument, absl::StatusCode::kAborted}))
       << status;
 }
 

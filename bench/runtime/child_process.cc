@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <fstream>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -14,6 +16,56 @@
 #include "absl/strings/str_split.h"
 
 namespace cohort::bench {
+namespace {
+
+// The process groups of the children still running, so that a benchmark
+// interrupted by a signal (Ctrl-C reaches only the terminal's foreground
+// group, not our children's own groups) does not leave `cohort server`s
+// behind. Slots hold a group id or 0; the handler only reads them and
+// calls kill(), both async-signal-safe.
+constexpr int kMaxLiveGroups = 64;
+std::atomic<pid_t> live_groups[kMaxLiveGroups];
+
+void StopChildrenAndDie(int sig) {
+  for (std::atomic<pid_t>& group : live_groups) {
+    const pid_t pgid = group.load(std::memory_order_relaxed);
+    if (pgid > 0) kill(-pgid, SIGTERM);
+  }
+  // SA_RESETHAND restored the default action: die of the same signal.
+  raise(sig);
+}
+
+// Installs StopChildrenAndDie for the termination signals whose action is
+// still the default (a program that handles them itself keeps its
+// handler).
+void InstallSignalHandlersOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction old;
+      if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) {
+        continue;
+      }
+      struct sigaction action = {};
+      action.sa_handler = StopChildrenAndDie;
+      action.sa_flags = SA_RESETHAND;
+      sigemptyset(&action.sa_mask);
+      sigaction(sig, &action, nullptr);
+    }
+  });
+}
+
+// Returns the slot now holding `pgid`, or -1 when all are taken (the child
+// then is only stopped by this object, not on a signal).
+int RegisterGroup(pid_t pgid) {
+  for (int i = 0; i < kMaxLiveGroups; ++i) {
+    pid_t expected = 0;
+    if (live_groups[i].compare_exchange_strong(expected, pgid)) return i;
+  }
+  return -1;
+}
+
+}  // namespace
 
 absl::StatusOr<double> ProcessCpuSeconds(pid_t pid) {
   const std::string path = absl::StrCat("/proc/", pid, "/stat");
@@ -44,6 +96,8 @@ absl::StatusOr<double> ProcessCpuSeconds(pid_t pid) {
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     std::string name, const std::vector<std::string>& argv,
     const std::vector<std::string>& env_overrides) {
+  // Before the spawn: a signal in between would leave the child behind.
+  InstallSignalHandlersOnce();
   absl::StatusOr<std::unique_ptr<barrier::Subprocess>> process =
       barrier::Subprocess::Spawn(argv, barrier::EnvironmentWith(env_overrides));
   if (!process.ok()) {
@@ -52,6 +106,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
   }
   std::unique_ptr<ChildProcess> child(
       new ChildProcess(std::move(name), *std::move(process)));
+  // The child leads its own group (barrier::Subprocess).
+  child->signal_slot_ = RegisterGroup(child->pid());
   // Started here rather than in the constructor so that the thread never
   // sees a half-built object.
   child->reader_ = std::thread([c = child.get()] { c->ReadOutput(); });
@@ -137,6 +193,8 @@ bool ChildProcess::AwaitExit(absl::Duration timeout) {
 barrier::ExitInfo ChildProcess::ReapLocked() {
   if (exit_.has_value()) return *exit_;
   if (reader_.joinable()) reader_.join();
+  // Forgotten before it is reaped: after that its group id may be reused.
+  if (signal_slot_ >= 0) live_groups[signal_slot_].store(0);
   exit_ = process_->Wait();
   return *exit_;
 }

@@ -16,7 +16,11 @@
 //   barrier::ExitInfo how = child->Stop(absl::Seconds(5));
 //
 // Processes are signalled by their own process group id only (never by
-// name), and the destructor stops a child that is still running.
+// name), and the destructor stops a child that is still running. The first
+// Start installs a handler for SIGINT, SIGTERM and SIGHUP (where their
+// action is still the default) that sends SIGTERM to every child still
+// running and then dies of the signal, so that an interrupted benchmark
+// leaves no server behind.
 //
 // Thread safety: thread-safe; the reader thread is internal.
 #ifndef COHORT_BENCH_RUNTIME_CHILD_PROCESS_H_
@@ -112,6 +116,7 @@ class ChildProcess {
   const std::string name_;
   const std::unique_ptr<barrier::Subprocess> process_;
   std::thread reader_;
+  int signal_slot_ = -1;  // In the signal handler's table; -1 = none.
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // Signalled on every new line and at EOF.

@@ -664,8 +664,9 @@ absl::StatusOr<std::unique_ptr<ServerCluster>> StartCluster(
   return ServerCluster::Start(jobs, options);
 }
 
-// Everything a run holds; sessions before clusters, so that sessions close
-// while their servers still run.
+// Everything a run holds. The clusters come first so that they are
+// destroyed last: sessions close while their servers still run (Teardown
+// does the same explicitly).
 struct Fixture {
   std::unique_ptr<ServerCluster> two_tasks;  // ps:0, worker:0
   std::unique_ptr<ServerCluster> one_task;   // localhost:0

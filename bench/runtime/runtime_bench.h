@@ -7,7 +7,10 @@
 // count); the servers are started once per run and serve every repetition.
 // Prints JSON lines (DESIGN.md format, suite "runtime"); each measurement
 // line also carries "loadavg_1m", the machine's 1-minute load average when
-// it was taken.
+// it was taken, and "cpu_us_per_step", the CPU time (user + system, from
+// /proc/PID/stat) that the benchmark process and its servers used per
+// timed step: on a shared machine the wall time also counts waiting for a
+// core, the CPU time does not.
 //
 //   tensor_transfer_throughput (GB/s = 1e9 bytes/s; bytes = 1, 16, 64 MiB,
 //       dtype=float32, tasks=2): cluster {ps:0, worker:0}; a float32
@@ -19,7 +22,8 @@
 //       Callable (MakeCallable once), 2 untimed steps, then steps back to
 //       back for --transfer-seconds (at least --transfer-min-steps);
 //       value = bytes x steps / elapsed. Nothing is subtracted: the step's
-//       control RPCs and the Sum are inside the time.
+//       control RPCs and the Sum are inside the time. The line also has
+//       "steps" and "step_ms_p50".
 //   tcp_bw_recv / tcp_bw_recv_bytes (suite "iperf3"; Gbit/s, GB/s): the
 //       peer, one iperf3 TCP stream on loopback for --iperf-seconds, run
 //       after cohort's transfers in every repetition (iperf3_peer.h).
@@ -37,8 +41,8 @@
 //       process and through a GrpcSession to a one-task `cohort server`
 //       child process (cluster {"localhost": ["127.0.0.1:P"]}: what
 //       Server::CreateLocal builds, in a process of its own, with a port
-//       picked beforehand as `cohort server` refuses port 0); both results
-//       are checked equal. --warmup then --runs timed runs each.
+//       picked beforehand as `cohort server` refuses port 0); every result
+//       is checked. --warmup then --runs timed runs each.
 //   step_overhead_vs_local (x; nodes=10, path=callable): median grpc p50 /
 //       median local p50, with both medians ("grpc_p50_us",
 //       "local_p50_us").

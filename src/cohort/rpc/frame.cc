@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -31,6 +32,44 @@ void AppendReplyFrame(std::string* out, absl::StatusCode code,
   PutFixed32(out, static_cast<uint32_t>(body.size() + 1));
   out->push_back(static_cast<char>(code));
   out->append(body.data(), body.size());
+}
+
+void AppendPayloadReplyFrame(std::string* out, absl::string_view header,
+                             uint64_t payload_bytes) {
+  PutFixed32(out, static_cast<uint32_t>(1 + 8 + header.size()));
+  out->push_back(static_cast<char>(absl::StatusCode::kOk));
+  PutFixed64(out, payload_bytes);
+  out->append(header.data(), header.size());
+}
+
+absl::StatusOr<PayloadReply> ParsePayloadReply(absl::string_view body,
+                                               uint64_t max_payload) {
+  if (body.size() < 8) {
+    return absl::DataLossError(absl::StrCat(
+        "malformed payload reply (", body.size(),
+        " bytes, fewer than its 8-byte length field): the peer does not "
+        "speak this protocol or the stream is corrupt"));
+  }
+  PayloadReply reply;
+  reply.payload_bytes = DecodeFixed64(body.data());
+  if (reply.payload_bytes > max_payload) {
+    return absl::DataLossError(absl::StrCat(
+        "payload reply announces ", reply.payload_bytes,
+        " bytes, over the cap of ", max_payload, " bytes"));
+  }
+  reply.header.assign(body.data() + 8, body.size() - 8);
+  return reply;
+}
+
+size_t FrameReader::TakeBuffered(char* dst, size_t size) {
+  const size_t n = std::min(size, buffered());
+  std::memcpy(dst, buffer_.data() + offset_, n);
+  offset_ += n;
+  if (offset_ == buffer_.size()) {
+    buffer_.clear();
+    offset_ = 0;
+  }
+  return n;
 }
 
 FrameReader::Result FrameReader::Next(std::string* payload,

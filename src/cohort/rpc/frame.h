@@ -11,6 +11,14 @@
 // A reply frame's payload is a u8 absl::StatusCode followed by the body: the
 // answer when the code is OK, the error message otherwise.
 //
+// Payload replies (bulk data such as tensors, written zero-copy): an OK
+// reply frame whose body is a u64 payload length followed by a small
+// application header, then exactly that many raw bytes outside any frame.
+// Only a request the handler's protocol answers this way gets one; the
+// client knows from its own request which kind to expect. The payload is
+// capped separately from frames (kDefaultMaxPayload), and the client checks
+// the announced length against its cap before it allocates anything.
+//
 // The token never crosses the wire, and a proof is good for one nonce only,
 // so neither a local sniffer nor a replay of a captured hello gets in.
 //
@@ -38,12 +46,31 @@ inline constexpr size_t kMaxHandshakeFrame = 64;
 inline constexpr size_t kMaxHandshakeReply = 1024;
 // Default cap on any frame after the handshake, both directions.
 inline constexpr size_t kDefaultMaxFrame = size_t{64} << 20;
+// Default cap on the raw payload of a payload reply: 2 GiB - 1, the largest
+// tensor TensorFlow's wire accepts.
+inline constexpr uint64_t kDefaultMaxPayload = (uint64_t{1} << 31) - 1;
 
 // Appends one frame holding `payload`.
 void AppendFrame(std::string* out, absl::string_view payload);
 // Appends one reply frame: code byte + body.
 void AppendReplyFrame(std::string* out, absl::StatusCode code,
                       absl::string_view body);
+
+// Appends the frame that precedes a payload of `payload_bytes`: an OK reply
+// whose body is the payload length and `header`.
+void AppendPayloadReplyFrame(std::string* out, absl::string_view header,
+                             uint64_t payload_bytes);
+
+// The body of an OK reply frame to a payload request, split.
+struct PayloadReply {
+  std::string header;          // the application's header
+  uint64_t payload_bytes = 0;  // raw bytes that follow the frame
+};
+// DataLoss when the body is shorter than the length field or announces more
+// than `max_payload` bytes (the stream must then be closed: the payload
+// cannot be skipped safely). Nothing is allocated by the announced size.
+absl::StatusOr<PayloadReply> ParsePayloadReply(absl::string_view body,
+                                               uint64_t max_payload);
 
 // Splits a byte stream into frames, refusing any frame longer than
 // `max_frame` before buffering it.
@@ -61,6 +88,10 @@ class FrameReader {
   // frame announces more than max_frame bytes (its length is in
   // *announced); the stream cannot be resynchronised and must be closed.
   Result Next(std::string* payload, uint64_t* announced = nullptr);
+  // Moves up to `size` buffered bytes (those after the last frame, e.g. the
+  // start of a payload read together with its frame) to `dst`; returns how
+  // many.
+  size_t TakeBuffered(char* dst, size_t size);
 
  private:
   size_t max_frame_;

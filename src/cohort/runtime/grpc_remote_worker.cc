@@ -31,7 +31,11 @@ std::shared_ptr<GrpcRemoteWorker::Call> GrpcRemoteWorker::StartCall(
   // fine: gRPC cancels it as soon as it starts.
   std::weak_ptr<Call> weak = call;
   opts->SetCancelCallback([weak] {
-    if (auto live = weak.lock()) live->context.TryCancel();
+    if (auto live = weak.lock()) {
+      live->cancelling.store(std::this_thread::get_id());
+      live->context.TryCancel();
+      live->cancelling.store(std::thread::id());
+    }
   });
   return call;
 }
@@ -40,12 +44,8 @@ absl::Status GrpcRemoteWorker::Convert(const grpc::Status& grpc_status,
                                        const Target& target, const char* rpc) {
   absl::Status s = rpc::FromGrpcStatus(grpc_status);
   if (s.ok()) return s;
-  // The remote worker answered: pass its status on untouched (minus the
-  // marker, which only means something on this hop).
-  if (s.GetPayload(kWorkerAnswerPayload).has_value()) {
-    s.ErasePayload(kWorkerAnswerPayload);
-    return s;
-  }
+  // The remote worker answered: pass its status on untouched.
+  if (rpc::AnsweredByService(grpc_status)) return s;
   const std::string where =
       absl::StrCat(rpc, " to ", target.task, " (", target.address, ")");
   switch (s.code()) {
@@ -68,8 +68,8 @@ absl::Status GrpcRemoteWorker::Convert(const grpc::Status& grpc_status,
       // Internal gRPC reports for a peer that died mid-call: the task is
       // not there now. Unavailable = retry or recover (DESIGN.md).
       return absl::UnavailableError(absl::StrCat(
-          target.task, " (", target.address, ") is unavailable: ",
-          s.message(), ". Additional GRPC error information from remote target ",
+          target.task, " (", target.address, ") is unavailable: ", s.message(),
+          ". Additional GRPC error information from remote target ",
           target.task));
   }
 }
@@ -77,20 +77,20 @@ absl::Status GrpcRemoteWorker::Convert(const grpc::Status& grpc_status,
 // The response and request belong to the caller until `done`; the call's
 // context is released before `done` runs, not when gRPC frees the callback.
 #define COHORT_RUNTIME_GRPC_REMOTE_IMPL_(Name)                              \
-  void GrpcRemoteWorker::Name##Async(CallOptions* opts,                     \
-                                     const Name##Request* request,          \
-                                     Name##Response* response,              \
-                                     StatusCallback done) {                 \
+  void GrpcRemoteWorker::Name##Async(                                       \
+      CallOptions* opts, const Name##Request* request,                      \
+      Name##Response* response, StatusCallback done) {                      \
     std::shared_ptr<Call> call = StartCall(opts);                           \
     grpc::ClientContext* context = &call->context;                          \
     stub_->async()->Name(                                                   \
         context, request, response,                                         \
         [call = std::move(call), opts, target = target_,                    \
          done = std::move(done)](grpc::Status status) mutable {             \
-          /* Once cancelled, StartCancel holds the callback and */          \
-          /* gRPC may run this inside TryCancel: nothing to clear, */       \
-          /* and waiting for it would wait for ourselves. */                \
-          if (opts != nullptr && !opts->cancelled()) {                      \
+          /* Wait for a cancel callback on another thread, so the */        \
+          /* caller may free opts after done; not when gRPC completes */    \
+          /* the call inline in that callback: it would wait for itself. */ \
+          if (opts != nullptr &&                                            \
+              call->cancelling.load() != std::this_thread::get_id()) {      \
             opts->ClearCancelCallback();                                    \
           }                                                                 \
           call.reset();                                                     \

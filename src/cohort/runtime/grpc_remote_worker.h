@@ -8,7 +8,9 @@
 //
 // Every call attaches the job token; CallOptions' deadline becomes the gRPC
 // deadline and CallOptions::StartCancel() cancels the call
-// (ClientContext::TryCancel). `done` runs on a gRPC thread.
+// (ClientContext::TryCancel). `done` runs on a gRPC thread, or inline in
+// opts->StartCancel() when gRPC completes the cancelled call right there
+// (it may); a caller must then not free `opts` from `done`.
 //
 // Errors:
 //  - Whatever the remote worker answered, as it answered (code, message,
@@ -29,8 +31,10 @@
 #ifndef COHORT_RUNTIME_GRPC_REMOTE_WORKER_H_
 #define COHORT_RUNTIME_GRPC_REMOTE_WORKER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "cohort/rpc/transport.h"
 #include "cohort/runtime/worker_interface.h"
@@ -47,8 +51,8 @@ class GrpcRemoteWorker final : public WorkerInterface {
                    std::shared_ptr<grpc::Channel> channel,
                    rpc::TransportSecurity security);
 
-#define COHORT_RUNTIME_GRPC_REMOTE_METHOD_(Name)                           \
-  void Name##Async(CallOptions* opts, const Name##Request* request,        \
+#define COHORT_RUNTIME_GRPC_REMOTE_METHOD_(Name)                    \
+  void Name##Async(CallOptions* opts, const Name##Request* request, \
                    Name##Response* response, StatusCallback done) override;
   COHORT_WORKER_RPCS(COHORT_RUNTIME_GRPC_REMOTE_METHOD_)
 #undef COHORT_RUNTIME_GRPC_REMOTE_METHOD_
@@ -60,6 +64,9 @@ class GrpcRemoteWorker final : public WorkerInterface {
   };
   struct Call {
     grpc::ClientContext context;
+    // The thread inside this call's cancel callback (TryCancel), if any:
+    // gRPC may complete the call inline there.
+    std::atomic<std::thread::id> cancelling{};
   };
 
   // Token, deadline and cancellation of one call.

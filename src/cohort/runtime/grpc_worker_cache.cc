@@ -71,9 +71,9 @@ absl::StatusOr<WorkerInterface*> GrpcWorkerCache::GetWorker(
     const std::string& task) {
   const std::string name = Canonical(task);
   if (name.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "task ", task, " is not in the cluster; known tasks: [",
-        absl::StrJoin(ListTasks(), ", "), "]"));
+    return absl::NotFoundError(
+        absl::StrCat("task ", task, " is not in the cluster; known tasks: [",
+                     absl::StrJoin(ListTasks(), ", "), "]"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -85,8 +85,8 @@ absl::StatusOr<WorkerInterface*> GrpcWorkerCache::GetWorker(
   const std::string& address = addresses_.at(name);
   auto channel = rpc::CreateChannel(address, security_);
   if (!channel.ok()) return channel.status();
-  auto worker = std::make_unique<GrpcRemoteWorker>(name, address, *channel,
-                                                   security_);
+  auto worker =
+      std::make_unique<GrpcRemoteWorker>(name, address, *channel, security_);
   absl::MutexLock lock(&mu_);
   // Another caller may have won the race; keep the first so pointers
   // handed out stay valid.

@@ -28,10 +28,7 @@ class WorkerCallReactor final : public grpc::ServerUnaryReactor {
 
   CallOptions* opts() { return &opts_; }
 
-  void Reply(absl::Status status) {
-    if (!status.ok()) status.SetPayload(kWorkerAnswerPayload, absl::Cord());
-    Finish(rpc::ToGrpcStatus(status));
-  }
+  void Reply(const absl::Status& status) { Finish(rpc::ToGrpcStatus(status)); }
 
   void OnCancel() override { opts_.StartCancel(); }
   void OnDone() override { delete this; }
@@ -48,20 +45,20 @@ GrpcWorkerService::GrpcWorkerService(WorkerInterface* worker,
 
 // The token is checked before the worker sees anything (§1.13). The worker
 // calls `done` exactly once, and the reactor is finished from there.
-#define COHORT_RUNTIME_GRPC_SERVICE_IMPL_(Name)                            \
-  grpc::ServerUnaryReactor* GrpcWorkerService::Name(                       \
-      grpc::CallbackServerContext* context, const Name##Request* request,  \
-      Name##Response* response) {                                          \
-    auto* reactor = new WorkerCallReactor(*context);                       \
-    absl::Status auth = rpc::CheckJobToken(*context, job_token_);          \
-    if (!auth.ok()) {                                                      \
-      reactor->Reply(auth);                                                \
-      return reactor;                                                      \
-    }                                                                      \
-    worker_->Name##Async(                                                  \
-        reactor->opts(), request, response,                                \
+#define COHORT_RUNTIME_GRPC_SERVICE_IMPL_(Name)                             \
+  grpc::ServerUnaryReactor* GrpcWorkerService::Name(                        \
+      grpc::CallbackServerContext* context, const Name##Request* request,   \
+      Name##Response* response) {                                           \
+    auto* reactor = new WorkerCallReactor(*context);                        \
+    absl::Status auth = rpc::CheckJobToken(*context, job_token_);           \
+    if (!auth.ok()) {                                                       \
+      reactor->Reply(auth);                                                 \
+      return reactor;                                                       \
+    }                                                                       \
+    worker_->Name##Async(                                                   \
+        reactor->opts(), request, response,                                 \
         [reactor](const absl::Status& status) { reactor->Reply(status); }); \
-    return reactor;                                                        \
+    return reactor;                                                         \
   }
 COHORT_WORKER_RPCS(COHORT_RUNTIME_GRPC_SERVICE_IMPL_)
 #undef COHORT_RUNTIME_GRPC_SERVICE_IMPL_

@@ -13,9 +13,9 @@
 // RecvTensor waits in the rendezvous. A client cancel (or its deadline) is
 // passed on as CallOptions::StartCancel().
 //
-// Errors keep their code, message and payloads (rpc/status_conversion.h);
-// each also gets kWorkerAnswerPayload (worker_errors.h) so the client can
-// tell them from transport failures.
+// Errors keep their code, message and payloads (rpc/status_conversion.h),
+// which also marks them as answered by the service, so the client can tell
+// them from transport failures (rpc::AnsweredByService).
 //
 // Shutdown: Stop() the Worker before shutting the grpc::Server down, so
 // every parked RecvTensor and running RunGraph finishes (Server::Shutdown

@@ -12,6 +12,7 @@
 #include "cohort/base/status.h"
 #include "cohort/runtime/device_name.h"
 #include "cohort/runtime/partition.h"
+#include "cohort/runtime/worker_errors.h"
 
 namespace cohort::runtime {
 namespace {
@@ -516,11 +517,38 @@ struct MasterSession::Step : MasterSession::Running {
     }
     CancelAll();
   }
+  // A partition's RunGraph finished.
+  void OnCallDone(size_t p, const absl::Status& s) {
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu);
+      calls[p].status = s;
+      calls[p].done = true;
+      // The first error is the root cause, unless it is derived (a
+      // cancelled partition, an aborted rendezvous: consequences of another
+      // error); a derived error never replaces a root one. The first error
+      // of any kind cancels the other calls.
+      if (!s.ok()) {
+        const bool derived = IsDerivedError(s);
+        if (root < 0) cancel = true;
+        if (root < 0 || (root_derived && !derived)) {
+          root = p;
+          root_derived = derived;
+        }
+      }
+    }
+    if (cancel) CancelAll();
+    // Last: once pending is 0 the step may be freed by its thread.
+    absl::MutexLock lock(&mu);
+    --pending;
+  }
+
   std::vector<Call> calls;
   absl::Mutex mu;
   int pending ABSL_GUARDED_BY(mu) = 0;
   // The call whose error is the step's root cause; -1 while none failed.
   int root ABSL_GUARDED_BY(mu) = -1;
+  bool root_derived ABSL_GUARDED_BY(mu) = false;
   // Why the step was ended from outside; OK when it was not.
   absl::Status forced ABSL_GUARDED_BY(mu);
 };
@@ -569,32 +597,9 @@ absl::Status MasterSession::RunSignature(CallOptions* opts,
 
   for (size_t p = 0; p < n; ++p) {
     Step::Call& call = step.calls[p];
-    sig.partitions[p].worker->RunGraphAsync(&call.opts, &call.request,
-                                            &call.response,
-                                            [&step, p](const absl::Status& s) {
-                                              bool cancel = false;
-                                              {
-                                                absl::MutexLock lock(&step.mu);
-                                                step.calls[p].status = s;
-                                                step.calls[p].done = true;
-                                                // The first error is the root
-                                                // cause; errors after it are
-                                                // mostly its consequences
-                                                // (cancelled partitions,
-                                                // aborted rendezvous) and never
-                                                // replace it.
-                                                if (!s.ok() && step.root < 0) {
-                                                  step.root = p;
-                                                  cancel = true;
-                                                }
-                                              }
-                                              if (cancel) step.CancelAll();
-                                              // Last: once pending is 0 the
-                                              // step may be freed by its
-                                              // thread.
-                                              absl::MutexLock lock(&step.mu);
-                                              --step.pending;
-                                            });
+    sig.partitions[p].worker->RunGraphAsync(
+        &call.opts, &call.request, &call.response,
+        [&step, p](const absl::Status& s) { step.OnCallDone(p, s); });
   }
 
   std::vector<std::string> still_running;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cohort/base/fake_env.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
@@ -361,6 +362,46 @@ TEST(MasterTest, DeviceFiltersLimitDiscovery) {
   absl::Status s = session->Run({}, {}, {"init"}, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("/job:ps"));
+}
+
+TEST(MasterTest, IdleSessionsAreGarbageCollected) {
+  // One task on a fake clock; sessions idle over 30 s are collected.
+  FakeEnv env;
+  ServerDef def;
+  JobDef* job = def.mutable_cluster()->add_job();
+  job->set_name("worker");
+  (*job->mutable_tasks())[0] = "127.0.0.1:0";
+  def.set_job_name("worker");
+  def.mutable_default_session_config()->set_session_gc_seconds(30);
+  ServerOptions options;
+  options.env = &env;
+  auto server = Server::Create(def, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->Start().ok());
+  Scope root = Scope::NewRootScope();
+  ops::Const(root.WithOpName("c"), 3.0f);
+  GraphDef g;
+  ASSERT_TRUE(root.ToGraphDef(&g).ok());
+  auto idle = GrpcSession::Create((*server)->target(), g);
+  auto busy = GrpcSession::Create((*server)->target(), g);
+  ASSERT_TRUE(idle.ok() && busy.ok());
+  std::vector<Tensor> out;
+
+  env.AdvanceTime(absl::Seconds(29));
+  (*server)->master()->GcSessionsNow();
+  // Idle for 29 s of 30: both are kept.
+  ASSERT_TRUE((*idle)->Run({}, {"c:0"}, {}, &out).ok());
+  ASSERT_TRUE((*busy)->Run({}, {"c:0"}, {}, &out).ok());
+
+  env.AdvanceTime(absl::Seconds(29));
+  ASSERT_TRUE((*busy)->Run({}, {"c:0"}, {}, &out).ok());
+  env.AdvanceTime(absl::Seconds(2));  // idle: 31 s, busy: 2 s.
+  (*server)->master()->GcSessionsNow();
+  absl::Status s = (*idle)->Run({}, {"c:0"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("Session ", (*idle)->handle(),
+                                                  " is not found.")));
+  EXPECT_TRUE((*busy)->Run({}, {"c:0"}, {}, &out).ok());
 }
 
 }  // namespace

@@ -35,8 +35,7 @@ RecentRequestIds::RecentRequestIds(int num_tracked, int num_shards)
 bool RecentRequestIds::Insert(int64_t request_id) {
   // The shard is picked from the unsigned value so negative ids (the wire
   // type is int64) land in a valid shard too.
-  Shard& shard =
-      *shards_[static_cast<uint64_t>(request_id) % shards_.size()];
+  Shard& shard = *shards_[static_cast<uint64_t>(request_id) % shards_.size()];
   absl::MutexLock lock(&shard.mu);
   if (!shard.ids.insert(request_id).second) return false;
   shard.order.push_back(request_id);

@@ -97,10 +97,10 @@ void RemoteRendezvous::RecvAsync(const ParsedKey& key, DoneCallback done) {
     RecvRemote(key, std::move(done));
     return;
   }
-  RecvLocalAsync(key, nullptr,
-                 [done = std::move(done)](const absl::Status& s,
-                                          const Tensor& v,
-                                          absl::Time) { done(s, v); });
+  RecvLocalAsync(
+      key, nullptr,
+      [done = std::move(done)](const absl::Status& s, const Tensor& v,
+                               absl::Time) { done(s, v); });
 }
 
 void RemoteRendezvous::RecvLocalAsync(const ParsedKey& key,
@@ -170,8 +170,9 @@ void RemoteRendezvous::CancelWaiter(const std::string& key, uint64_t id) {
   COHORT_LOG(INFO) << "RecvTensor cancelled for " << step_id_;
   // Not RunWaiter: we are inside this waiter's cancel callback, and
   // deregistering it here would wait for ourselves.
-  done(absl::CancelledError(absl::StrCat("RecvTensor cancelled for ", step_id_)),
-       Tensor(), absl::Time());
+  done(
+      absl::CancelledError(absl::StrCat("RecvTensor cancelled for ", step_id_)),
+      Tensor(), absl::Time());
 }
 
 void RemoteRendezvous::StartAbort(const absl::Status& status) {
@@ -191,7 +192,8 @@ void RemoteRendezvous::StartAbort(const absl::Status& status) {
     table_.clear();
     calls.assign(remote_calls_.begin(), remote_calls_.end());
   }
-  for (auto& w : waiters) RunWaiter(std::move(w), abort, Tensor(), absl::Time());
+  for (auto& w : waiters)
+    RunWaiter(std::move(w), abort, Tensor(), absl::Time());
   // Each cancelled call finishes through FinishRemote, which reports the
   // abort status rather than the transport's Cancelled.
   for (auto& call : calls) call->opts.StartCancel();
@@ -232,12 +234,11 @@ void RemoteRendezvous::RecvRemote(const ParsedKey& key, DoneCallback done) {
   }
   // The callback keeps this rendezvous alive until the call is over, so
   // FinishRemote can always deregister the call.
-  (*worker)->RecvTensorAsync(
-      &call->opts, &call->request, &call->response,
-      [self = shared_from_this(), call, task = *src_task,
-       done = std::move(done)](const absl::Status& s) {
-        self->FinishRemote(call, task, s, done);
-      });
+  (*worker)->RecvTensorAsync(&call->opts, &call->request, &call->response,
+                             [self = shared_from_this(), call, task = *src_task,
+                              done = std::move(done)](const absl::Status& s) {
+                               self->FinishRemote(call, task, s, done);
+                             });
 }
 
 void RemoteRendezvous::FinishRemote(const std::shared_ptr<RemoteCall>& call,
@@ -285,9 +286,8 @@ absl::StatusOr<std::shared_ptr<RemoteRendezvous>> RendezvousMgr::Find(
   if (cleaned_.contains(step_id)) return CleanupError(step_id);
   auto& slot = steps_[step_id];
   if (slot == nullptr) {
-    slot = std::make_shared<RemoteRendezvous>(step_id, options_.task_name,
-                                              options_.worker_cache,
-                                              options_.env);
+    slot = std::make_shared<RemoteRendezvous>(
+        step_id, options_.task_name, options_.worker_cache, options_.env);
   }
   return slot;
 }
@@ -319,7 +319,8 @@ void RendezvousMgr::AbortAll(const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     if (closed_.ok()) {
-      closed_ = status.ok() ? absl::CancelledError("rendezvous closed") : status;
+      closed_ =
+          status.ok() ? absl::CancelledError("rendezvous closed") : status;
     }
     why = closed_;
     steps.swap(steps_);

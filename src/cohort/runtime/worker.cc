@@ -72,10 +72,10 @@ Worker::Worker(WorkerEnv env)
 
 Worker::~Worker() = default;
 
-#define COHORT_RUNTIME_WORKER_FORWARD_(Name)                              \
+#define COHORT_RUNTIME_WORKER_FORWARD_(Name)                                \
   void Worker::Name##Async(CallOptions* opts, const Name##Request* request, \
                            Name##Response* response, StatusCallback done) { \
-    impl_->Name(opts, request, response, done);                           \
+    impl_->Name(opts, request, response, done);                             \
   }
 COHORT_WORKER_RPCS(COHORT_RUNTIME_WORKER_FORWARD_)
 #undef COHORT_RUNTIME_WORKER_FORWARD_
@@ -83,9 +83,7 @@ COHORT_WORKER_RPCS(COHORT_RUNTIME_WORKER_FORWARD_)
 void Worker::Stop(const absl::Status& status) { impl_->Stop(status); }
 const std::string& Worker::task_name() const { return impl_->task_name(); }
 size_t Worker::NumRunningSteps() const { return impl_->NumRunningSteps(); }
-size_t Worker::NumStepRendezvous() const {
-  return impl_->NumStepRendezvous();
-}
+size_t Worker::NumStepRendezvous() const { return impl_->NumStepRendezvous(); }
 
 // --- Lifecycle ------------------------------------------------------------
 
@@ -195,20 +193,19 @@ void Worker::Impl::GetStatus(CallOptions*, const GetStatusRequest*,
   done(absl::OkStatus());
 }
 
-void Worker::Impl::CreateWorkerSession(CallOptions*,
-                                       const CreateWorkerSessionRequest* request,
-                                       CreateWorkerSessionResponse*,
-                                       const StatusCallback& done) {
+void Worker::Impl::CreateWorkerSession(
+    CallOptions*, const CreateWorkerSessionRequest* request,
+    CreateWorkerSessionResponse*, const StatusCallback& done) {
   if (absl::Status s = CheckRunning(); !s.ok()) return done(s);
   std::vector<std::shared_ptr<WorkerSession>> collected;
   absl::Status status = sessions_.Create(*request, &collected);
   for (const auto& old : collected) {
     CancelSessionSteps(
         old->handle(),
-        absl::CancelledError(absl::StrCat(
-            "worker session ", old->handle(), " on ", env_.task_name,
-            " was garbage collected: master task ", old->master_task(),
-            " has a new incarnation")));
+        absl::CancelledError(
+            absl::StrCat("worker session ", old->handle(), " on ",
+                         env_.task_name, " was garbage collected: master task ",
+                         old->master_task(), " has a new incarnation")));
   }
   collected.clear();  // Isolated devices are joined here, not in `done`.
   done(status);
@@ -222,8 +219,8 @@ void Worker::Impl::DeleteWorkerSession(
   if (sessions_.Remove(request->session_handle()) != nullptr) {
     CancelSessionSteps(request->session_handle(),
                        absl::CancelledError(absl::StrCat(
-                           "worker session ", request->session_handle(),
-                           " on ", env_.task_name, " was deleted")));
+                           "worker session ", request->session_handle(), " on ",
+                           env_.task_name, " was deleted")));
   }
   done(absl::OkStatus());
 }
@@ -304,8 +301,7 @@ void Worker::Impl::CleanupGraph(CallOptions*,
 }
 
 void Worker::Impl::CleanupAll(CallOptions*, const CleanupAllRequest* request,
-                              CleanupAllResponse*,
-                              const StatusCallback& done) {
+                              CleanupAllResponse*, const StatusCallback& done) {
   if (absl::Status s = CheckRunning(); !s.ok()) return done(s);
   ResourceMgr* rm = env_.device->resource_manager();
   if (request->container().empty()) {

@@ -48,7 +48,8 @@
 //    registration order. Step errors keep their code; node errors read
 //    `node 'x' (op Y) on <task>: ...`; DeadlineExceeded when the deadline
 //    passes; Cancelled (derived) after opts->StartCancel(); Cancelled when
-//    its session is deleted; Stop's status after Stop.
+//    its session is deleted; Stop's status after Stop; Aborted `Cleanup
+//    <id>` (derived) when the step was already cleaned up.
 //  - CleanupGraph: aborts and forgets the step's rendezvous (Aborted
 //    `Cleanup <id>` for what still waits or arrives later); always OK.
 //  - CleanupAll: clears the named containers of env.device's ResourceMgr
@@ -63,14 +64,15 @@
 //    `RecvTensor cancelled for <step_id>` after opts->StartCancel(), which
 //    drops only this waiter (the step goes on); DeadlineExceeded at opts'
 //    deadline.
-//  - After Stop(status), every call answers Unavailable `server <task> is
-//    stopping`.
+//  - After Stop(status), every call answers that status (the Server and
+//    ~Worker pass Unavailable `server <task> is stopping`).
 //
 // Callbacks (`done`) run exactly once, never under a Worker lock, on the
 // calling thread (quick calls and errors), a step thread (RunGraph), the
 // thread that sent the tensor or aborted the step (RecvTensor), or the
-// worker's timer thread (RecvTensor deadline). CallOptions deadlines are
-// compared with env.env's clock.
+// worker's timer thread (RecvTensor deadline or cancel); never inside the
+// caller's opts->StartCancel(). CallOptions deadlines are compared with
+// env.env's clock.
 //
 // Thread safety: thread-safe.
 #ifndef COHORT_RUNTIME_WORKER_H_
@@ -118,15 +120,15 @@ class Worker final : public WorkerInterface {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-#define COHORT_RUNTIME_WORKER_OVERRIDE_(Name)                              \
-  void Name##Async(CallOptions* opts, const Name##Request* request,        \
+#define COHORT_RUNTIME_WORKER_OVERRIDE_(Name)                       \
+  void Name##Async(CallOptions* opts, const Name##Request* request, \
                    Name##Response* response, StatusCallback done) override;
   COHORT_WORKER_RPCS(COHORT_RUNTIME_WORKER_OVERRIDE_)
 #undef COHORT_RUNTIME_WORKER_OVERRIDE_
 
-  // Clean stop: from now on every call answers Unavailable `server <task>
-  // is stopping`; running steps end with `status` (the Server passes that
-  // same Unavailable), pending RecvTensors and remote Recvs too. Blocks
+  // Clean stop: from now on every call answers `status` (the Server passes
+  // Unavailable `server <task> is stopping`; an OK status means that one);
+  // running steps end with it, pending RecvTensors and remote Recvs too. Blocks
   // until every running RunGraph has answered, i.e. its `done` returned
   // (promptly: steps are cancelled; a kernel already computing finishes
   // first). Idempotent; later calls keep the first status. Must not be

@@ -22,10 +22,10 @@ absl::Status GraphNotFoundError(absl::string_view graph_handle) {
 }
 
 absl::Status DeregisterGraphNotFoundError(absl::string_view graph_handle) {
-  return absl::AbortedError(absl::StrCat("Graph handle is not found: ",
-                                         graph_handle,
-                                         ". Possibly, this worker just "
-                                         "restarted."));
+  return absl::AbortedError(
+      absl::StrCat("Graph handle is not found: ", graph_handle,
+                   ". Possibly, this worker just "
+                   "restarted."));
 }
 
 absl::Status StoppingError(absl::string_view task) {
@@ -68,13 +68,11 @@ absl::Status AttachTaskName(const absl::Status& status,
   absl::string_view msg = status.message();
   const size_t end = msg.find("): ");
   if (absl::StartsWith(msg, "node '") && end != absl::string_view::npos) {
-    absl::Status out(status.code(),
-                     absl::StrCat(msg.substr(0, end + 1), " on ", task,
-                                  msg.substr(end + 1)));
-    status.ForEachPayload(
-        [&](absl::string_view url, const absl::Cord& p) {
-          out.SetPayload(url, p);
-        });
+    absl::Status out(status.code(), absl::StrCat(msg.substr(0, end + 1), " on ",
+                                                 task, msg.substr(end + 1)));
+    status.ForEachPayload([&](absl::string_view url, const absl::Cord& p) {
+      out.SetPayload(url, p);
+    });
     return out;
   }
   return Annotate(status, task);

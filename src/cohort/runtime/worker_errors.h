@@ -28,11 +28,6 @@ inline constexpr char kWorkerPossiblyRestartedPayload[] =
     "type.googleapis.com/cohort.runtime.WorkerPossiblyRestarted";
 inline constexpr char kDerivedErrorPayload[] =
     "type.googleapis.com/cohort.runtime.DerivedStatus";
-// Set by GrpcWorkerService on every error it returns and removed by
-// GrpcRemoteWorker: an error without it was made by gRPC itself (the task
-// is down or unreachable), not answered by the remote worker.
-inline constexpr char kWorkerAnswerPayload[] =
-    "type.googleapis.com/cohort.runtime.WorkerAnswer";
 
 // Aborted `Session handle is not found: <h>. Possibly this worker
 // ("<task>") just restarted.` with kWorkerPossiblyRestartedPayload.
@@ -62,8 +57,7 @@ absl::Status MarkDerived(absl::Status status);
 // executor's prefix, graph/op_registry.h AttachNodeName) becomes
 // "node 'x' (op Y) on <task>: msg"; any other message gets "<task>: ".
 // Code and payloads are kept.
-absl::Status AttachTaskName(const absl::Status& status,
-                            absl::string_view task);
+absl::Status AttachTaskName(const absl::Status& status, absl::string_view task);
 
 }  // namespace cohort::runtime
 

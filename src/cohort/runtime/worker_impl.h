@@ -58,8 +58,8 @@ class Worker::Impl {
   explicit Impl(WorkerEnv env);
   ~Impl();
 
-#define COHORT_RUNTIME_WORKER_IMPL_METHOD_(Name)                    \
-  void Name(CallOptions* opts, const Name##Request* request,        \
+#define COHORT_RUNTIME_WORKER_IMPL_METHOD_(Name)             \
+  void Name(CallOptions* opts, const Name##Request* request, \
             Name##Response* response, const StatusCallback& done);
   COHORT_WORKER_RPCS(COHORT_RUNTIME_WORKER_IMPL_METHOD_)
 #undef COHORT_RUNTIME_WORKER_IMPL_METHOD_

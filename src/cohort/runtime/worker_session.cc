@@ -122,10 +122,11 @@ absl::Status WorkerSessionMgr::Create(
   auto it = sessions_.find(request.session_handle());
   if (it != sessions_.end()) {
     if (it->second->SameAs(request)) return absl::OkStatus();
-    return absl::AlreadyExistsError(absl::StrCat(
-        "worker session ", request.session_handle(), " already exists on ",
-        task_name_, " with other settings (master_task, master_incarnation "
-        "or isolate_session_state)"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("worker session ", request.session_handle(),
+                     " already exists on ", task_name_,
+                     " with other settings (master_task, master_incarnation "
+                     "or isolate_session_state)"));
   }
   sessions_.emplace(request.session_handle(), std::move(session));
   return absl::OkStatus();

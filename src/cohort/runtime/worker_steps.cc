@@ -13,16 +13,6 @@
 namespace cohort::runtime {
 namespace {
 
-// Unregisters this call's cancel callback from `opts` before `done`.
-// When the call was cancelled, StartCancel already took the callback, and
-// `done` may be running inside it (a cancelled RecvTensor answers from its
-// cancel callback); ClearCancelCallback would then wait for itself. Nothing
-// is left to clear in that case, and the callback's captures (shared_ptrs)
-// keep what it uses alive, so it is skipped.
-void ReleaseCancelCallback(CallOptions* opts) {
-  if (opts != nullptr && !opts->cancelled()) opts->ClearCancelCallback();
-}
-
 // "x" and "x:0" name the same tensor.
 bool SameTensorName(const std::string& a, const std::string& b) {
   return a == b || a == b + ":0" || b == a + ":0";
@@ -60,11 +50,11 @@ absl::StatusOr<std::vector<Tensor>> Worker::Impl::DecodeFeeds(
     const RunGraphRequest& request, const RegisteredGraph& graph) const {
   const int expected = static_cast<int>(graph.feeds.size());
   if (request.send_size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RunGraph on ", env_.task_name, ": graph ", request.graph_handle(),
-        " was registered with ", expected, " feeds [",
-        absl::StrJoin(graph.feeds, ", "), "] but the request sends ",
-        request.send_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RunGraph on ", env_.task_name, ": graph ",
+                     request.graph_handle(), " was registered with ", expected,
+                     " feeds [", absl::StrJoin(graph.feeds, ", "),
+                     "] but the request sends ", request.send_size()));
   }
   std::vector<Tensor> feeds;
   feeds.reserve(expected);
@@ -75,12 +65,12 @@ absl::StatusOr<std::vector<Tensor>> Worker::Impl::DecodeFeeds(
     if (!sent.name().empty() && !SameTensorName(sent.name(), want)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "RunGraph on ", env_.task_name, ": send ", i, " is '", sent.name(),
-          "' but feed ", i, " of graph ", request.graph_handle(), " is '",
-          want, "'; send feeds in RegisterGraph order"));
+          "' but feed ", i, " of graph ", request.graph_handle(), " is '", want,
+          "'; send feeds in RegisterGraph order"));
     }
     COHORT_ASSIGN_OR_RETURN(
-        Tensor t, DecodeWireTensor(sent.tensor(),
-                                   absl::StrCat("feed '", want, "'")));
+        Tensor t,
+        DecodeWireTensor(sent.tensor(), absl::StrCat("feed '", want, "'")));
     feeds.push_back(std::move(t));
   }
   return feeds;
@@ -107,7 +97,8 @@ Worker::Impl::PrepareStep(CallOptions* opts, const RunGraphRequest& request) {
     call->deadline =
         env_.env->Now() + absl::Milliseconds(request.timeout_in_ms());
   }
-  if (opts != nullptr) call->deadline = std::min(call->deadline, opts->deadline());
+  if (opts != nullptr)
+    call->deadline = std::min(call->deadline, opts->deadline());
   call->step = std::make_shared<RunningStep>(request.session_handle(),
                                              request.step_id());
   return call;
@@ -151,7 +142,10 @@ void Worker::Impl::ExecuteStep(const std::shared_ptr<StepCall>& call,
   args.deadline = call->deadline;
   std::vector<Tensor> fetches;
   absl::Status status = call->graph->executor->Run(args, &fetches);
-  ReleaseCancelCallback(opts);
+  // Waits for a cancel callback running on another thread, so the caller
+  // may free `opts` once `done` ran. (`done` never runs inside that
+  // callback: the step answers from this thread.)
+  if (opts != nullptr) opts->ClearCancelCallback();
   // Before `done`: once a caller has its answer, the step no longer counts
   // as running (NumRunningSteps). Stop still waits for `done` to return.
   UnregisterStep(call->running_id, /*answering=*/true);
@@ -182,10 +176,10 @@ absl::StatusOr<Rendezvous::ParsedKey> Worker::Impl::CheckRecvKey(
                           Rendezvous::ParseKey(request.rendezvous_key()));
   auto src_task = TaskOfDevice(key.src_device);
   if (!src_task.ok() || *src_task != env_.task_name) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RecvTensor: the src device ", key.src_device, " of key '",
-        key.full_key, "' is not on this task (", env_.task_name,
-        "); ask the task that sends it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("RecvTensor: the src device ", key.src_device, " of key '",
+                     key.full_key, "' is not on this task (", env_.task_name,
+                     "); ask the task that sends it"));
   }
   if (key.src_incarnation != env_.device->incarnation()) {
     return IncarnationMismatchError(key.src_incarnation,
@@ -213,9 +207,15 @@ void Worker::Impl::RecvTensor(CallOptions* opts,
 
   auto call = std::make_shared<RecvCall>();
   if (opts != nullptr) {
-    // Runs at once if the caller already cancelled; the waiter below then
-    // answers Cancelled without waiting.
-    opts->SetCancelCallback([call] { call->cancellation.StartCancel(); });
+    // A cancelled waiter answers from the thread that cancels it. Doing that
+    // inside the caller's StartCancel would let the caller free its
+    // CallOptions while StartCancel still uses them, so the cancel is handed
+    // to the timer thread (due at once). Runs at once if the caller already
+    // cancelled; the waiter below then answers Cancelled without waiting.
+    opts->SetCancelCallback([this, call] {
+      timer_.Schedule(absl::InfinitePast(),
+                      [call] { call->cancellation.StartCancel(); });
+    });
   }
   const absl::Time deadline =
       opts != nullptr ? opts->deadline() : absl::InfiniteFuture();
@@ -234,13 +234,16 @@ void Worker::Impl::RecvTensor(CallOptions* opts,
               const absl::Status& status, const Tensor& value,
               absl::Time sent_at) {
             if (call->timer_id != 0) timer_.Cancel(call->timer_id);
-            ReleaseCancelCallback(opts);
+            // Safe to wait: this never runs inside the opts callback, which
+            // only hands the cancel to the timer thread.
+            if (opts != nullptr) opts->ClearCancelCallback();
             absl::Status s = status;
             if (!s.ok() && call->expired.load(std::memory_order_acquire)) {
-              s = absl::DeadlineExceededError(absl::StrCat(
-                  "RecvTensor of '", k, "' for step ", step_id, " on ",
-                  env_.task_name, " passed its deadline before the tensor "
-                  "was sent"));
+              s = absl::DeadlineExceededError(
+                  absl::StrCat("RecvTensor of '", k, "' for step ", step_id,
+                               " on ", env_.task_name,
+                               " passed its deadline before the tensor "
+                               "was sent"));
             }
             if (s.ok()) {
               s = EncodeWireTensor(value, absl::StrCat("RecvTensor '", k, "'"),

@@ -45,8 +45,8 @@ class WorkerStepsTest : public WorkerFixture {
     RecvTensorRequest r;
     r.set_step_id(step);
     r.set_rendezvous_key(Rendezvous::CreateKey(
-        kDev, incarnation == 0 ? kIncarnation : incarnation,
-        Dev(Task("ps", 0)), "t"));
+        kDev, incarnation == 0 ? kIncarnation : incarnation, Dev(Task("ps", 0)),
+        "t"));
     r.set_request_id(request_id);
     return r;
   }
@@ -69,10 +69,9 @@ TEST_F(WorkerStepsTest, RunGraphFeedsAndFetchesInRegistrationOrder) {
   EXPECT_EQ(resp.recv(1).name(), "c:0");
   EXPECT_EQ(Tensor::FromProto(resp.recv(1).tensor())->scalar<float>(), 2.0f);
   // Unnamed feeds are taken in order.
-  ASSERT_TRUE(
-      DoRunGraph(worker_.get(), RunRequest("s", g, 2, {{"", Tensor(0.5f)}}),
-                 &resp)
-          .ok());
+  ASSERT_TRUE(DoRunGraph(worker_.get(),
+                         RunRequest("s", g, 2, {{"", Tensor(0.5f)}}), &resp)
+                  .ok());
   EXPECT_EQ(Tensor::FromProto(resp.recv(0).tensor())->scalar<float>(), 2.5f);
 }
 
@@ -95,8 +94,11 @@ TEST_F(WorkerStepsTest, BadFeedsAreInvalidArgumentNamingThem) {
   EXPECT_EQ(s.message(),
             "feed 'x': tensor_content has 5 bytes but shape [] of float "
             "needs 4");
-  hostile.mutable_send(0)->mutable_tensor()->mutable_tensor_shape()
-      ->add_dim()->set_size(-4);
+  hostile.mutable_send(0)
+      ->mutable_tensor()
+      ->mutable_tensor_shape()
+      ->add_dim()
+      ->set_size(-4);
   EXPECT_EQ(DoRunGraph(worker_.get(), hostile).code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -109,9 +111,8 @@ TEST_F(WorkerStepsTest, NodeErrorKeepsItsCodeAndNamesTheTask) {
   ASSERT_TRUE(h.ok());
   absl::Status s = DoRunGraph(worker_.get(), RunRequest("s", *h, 1));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(),
-              StartsWith("node 'r' (op ReadVariableOp) on "
-                         "/job:worker/replica:0/task:0: "));
+  EXPECT_THAT(s.message(), StartsWith("node 'r' (op ReadVariableOp) on "
+                                      "/job:worker/replica:0/task:0: "));
 }
 
 TEST_F(WorkerStepsTest, RepeatedRequestIdIsRefusedAndRunsOnce) {
@@ -199,8 +200,8 @@ TEST_F(WorkerStepsTest, StopEndsRunningStepsUnavailableAndRefusesCalls) {
   EXPECT_TRUE(call->finished.HasBeenNotified());
   EXPECT_EQ(worker_->NumRunningSteps(), 0u);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  const absl::Status stopping = absl::UnavailableError(
-      "server /job:worker/replica:0/task:0 is stopping");
+  const absl::Status stopping =
+      absl::UnavailableError("server /job:worker/replica:0/task:0 is stopping");
   EXPECT_EQ(call->Result(), stopping);
   EXPECT_EQ(recv->Result(), stopping);
   EXPECT_EQ(DoGetStatus(worker_.get(), {}), stopping);
@@ -230,8 +231,8 @@ TEST_F(WorkerStepsTest, RecvTensorBeforeAndAfterTheSend) {
   EXPECT_FALSE(early->Wait(absl::Milliseconds(20)));
   ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", g, 5)).ok());
   ASSERT_TRUE(early->Result().ok()) << early->status;
-  EXPECT_TRUE(Tensor::FromProto(early->response.tensor())
-                  ->Equals(Tensor(4.5f)));
+  EXPECT_TRUE(
+      Tensor::FromProto(early->response.tensor())->Equals(Tensor(4.5f)));
   EXPECT_FALSE(early->response.is_dead());
   EXPECT_GT(early->response.send_start_micros(), 0);
   // After: the tensor is already there.
@@ -277,8 +278,8 @@ TEST_F(WorkerStepsTest, RecvTensorKeyErrors) {
             absl::StatusCode::kInvalidArgument);
   RecvTensorRequest remote;
   remote.set_step_id(1);
-  remote.set_rendezvous_key(Rendezvous::CreateKey(
-      Dev(Task("ps", 0)), kIncarnation, kDev, "t"));
+  remote.set_rendezvous_key(
+      Rendezvous::CreateKey(Dev(Task("ps", 0)), kIncarnation, kDev, "t"));
   absl::Status s = DoRecvTensor(worker_.get(), remote);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("not on this task"));
@@ -294,8 +295,7 @@ TEST_F(WorkerStepsTest, RecvTensorCancelDropsOnlyTheWaiter) {
   // The step was not aborted: its Send and a retry (new id) still meet.
   ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", SendGraph(), 8)).ok());
   RecvTensorResponse resp;
-  ASSERT_TRUE(
-      DoRecvTensor(worker_.get(), RecvRequest(8, 0, 1002), &resp).ok());
+  ASSERT_TRUE(DoRecvTensor(worker_.get(), RecvRequest(8, 0, 1002), &resp).ok());
   EXPECT_TRUE(Tensor::FromProto(resp.tensor())->Equals(Tensor(4.5f)));
 }
 
@@ -307,7 +307,7 @@ TEST_F(WorkerStepsTest, RecvTensorDedupAndDeadline) {
   EXPECT_THAT(again.message(),
               StartsWith("The same RecvTensor (GrpcWorker) request was "
                          "received twice. "));
-  auto late = StartRecvTensor(worker_.get(), RecvRequest(40), 
+  auto late = StartRecvTensor(worker_.get(), RecvRequest(40),
                               absl::Now() + absl::Milliseconds(50));
   EXPECT_EQ(late->Result().code(), absl::StatusCode::kDeadlineExceeded);
 }

@@ -72,10 +72,10 @@ absl::StatusOr<Tensor> DecodeWireTensor(const TensorProto& proto,
   int64_t bytes = 0;
   if (__builtin_mul_overflow(n, ElementBytes(dtype), &bytes) ||
       bytes > max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, ": a tensor of ", n, " ", DataTypeName(dtype),
-        " elements is over the limit of ", max_bytes,
-        " bytes for one tensor on the wire"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": a tensor of ", n, " ", DataTypeName(dtype),
+                     " elements is over the limit of ", max_bytes,
+                     " bytes for one tensor on the wire"));
   }
   if (DataTypeIsPod(dtype) && !proto.tensor_content().empty() &&
       static_cast<int64_t>(proto.tensor_content().size()) != bytes) {
@@ -102,8 +102,8 @@ absl::Status EncodeWireTensor(const Tensor& tensor, absl::string_view what,
   if (bytes > max_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         what, ": a tensor of ", bytes, " bytes (", DataTypeName(tensor.dtype()),
-        " ", tensor.shape().DebugString(), ") is over the limit of ",
-        max_bytes, " bytes for one tensor on the wire"));
+        " ", tensor.shape().DebugString(), ") is over the limit of ", max_bytes,
+        " bytes for one tensor on the wire"));
   }
   tensor.AsProto(proto);
   return absl::OkStatus();

@@ -58,8 +58,7 @@ class WorkerTest : public WorkerFixture {
     if (!g.ok()) return g.status();
     return DoRunGraph(worker_.get(), RunRequest(session, *g, NextStep()));
   }
-  absl::StatusOr<float> Read(const std::string& session,
-                             const std::string& var,
+  absl::StatusOr<float> Read(const std::string& session, const std::string& var,
                              const std::string& container = "") {
     auto g = Register(session, ReadGraph(var, container), {}, {"r:0"});
     if (!g.ok()) return g.status();
@@ -209,6 +208,10 @@ TEST_F(WorkerTest, IsolatedSessionsHaveTheirOwnVariables) {
 }
 
 TEST_F(WorkerTest, NewMasterIncarnationCollectsOldSessions) {
+  {
+    absl::MutexLock lock(&log_mu);
+    log_lines->clear();
+  }
   SetLogSinkForTest(CaptureLog);
   const std::string master = "/job:m/replica:0/task:0";
   const std::string line =

@@ -90,8 +90,7 @@ inline void AddAssign(GraphDef* g, const std::string& name,
 }
 inline void AddRead(GraphDef* g, const std::string& name,
                     const std::string& var, const std::string& device) {
-  SetType(AddNode(g, name, "ReadVariableOp", {var}, device), "dtype",
-          DT_FLOAT);
+  SetType(AddNode(g, name, "ReadVariableOp", {var}, device), "dtype", DT_FLOAT);
 }
 inline void AddSend(GraphDef* g, const std::string& name,
                     const std::string& input, const std::string& tensor_name,
@@ -139,33 +138,32 @@ struct PendingCall {
   }
 };
 
-#define COHORT_WORKER_TEST_START_(Name)                                    \
-  using Name##Call = PendingCall<Name##Request, Name##Response>;           \
-  inline std::shared_ptr<Name##Call> Start##Name(                          \
-      WorkerInterface* w, Name##Request request,                           \
-      absl::Time deadline = absl::InfiniteFuture()) {                      \
-    auto call = std::make_shared<Name##Call>();                            \
-    call->request = std::move(request);                                    \
-    call->opts.set_deadline(deadline);                                     \
-    w->Name##Async(&call->opts, &call->request, &call->response,           \
-                   [call](const absl::Status& s) {                         \
-                     call->status = s;                                     \
-                     call->finished.Notify();                              \
-                   });                                                     \
-    return call;                                                           \
-  }                                                                        \
-  inline absl::Status Do##Name(WorkerInterface* w, Name##Request request,  \
-                               Name##Response* response = nullptr) {       \
-    auto call = Start##Name(w, std::move(request));                        \
-    absl::Status s = call->Result();                                       \
-    if (response != nullptr && call->finished.HasBeenNotified()) {         \
-      *response = call->response;                                          \
-    }                                                                      \
-    return s;                                                              \
+#define COHORT_WORKER_TEST_START_(Name)                                   \
+  using Name##Call = PendingCall<Name##Request, Name##Response>;          \
+  inline std::shared_ptr<Name##Call> Start##Name(                         \
+      WorkerInterface* w, Name##Request request,                          \
+      absl::Time deadline = absl::InfiniteFuture()) {                     \
+    auto call = std::make_shared<Name##Call>();                           \
+    call->request = std::move(request);                                   \
+    call->opts.set_deadline(deadline);                                    \
+    w->Name##Async(&call->opts, &call->request, &call->response,          \
+                   [call](const absl::Status& s) {                        \
+                     call->status = s;                                    \
+                     call->finished.Notify();                             \
+                   });                                                    \
+    return call;                                                          \
+  }                                                                       \
+  inline absl::Status Do##Name(WorkerInterface* w, Name##Request request, \
+                               Name##Response* response = nullptr) {      \
+    auto call = Start##Name(w, std::move(request));                       \
+    absl::Status s = call->Result();                                      \
+    if (response != nullptr && call->finished.HasBeenNotified()) {        \
+      *response = call->response;                                         \
+    }                                                                     \
+    return s;                                                             \
   }
 COHORT_WORKER_RPCS(COHORT_WORKER_TEST_START_)
 #undef COHORT_WORKER_TEST_START_
-
 
 // One in-process Worker for /job:worker/replica:0/task:0 on a 2-thread
 // device with a fixed incarnation.
