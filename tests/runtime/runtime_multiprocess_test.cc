@@ -287,6 +287,12 @@ TEST(RuntimeMultiprocessTest, SigtermStopsCleanlyWithExitZero) {
 
 TEST(RuntimeMultiprocessTest, ConfigurationErrorsExitTwoAndNameTheProblem) {
   ProcessCluster cluster;
+  // No job token: refused, even on loopback.
+  unsetenv("COHORT_JOB_TOKEN");
+  Result r0 = RunCli({"server", "--cluster", R"({"worker": ["127.0.0.1:1"]})",
+                      "--job", "worker", "--task", "0"});
+  setenv("COHORT_JOB_TOKEN", kToken, 1);
+  EXPECT_EQ(r0.exit_code, 2);
   Result r = RunCli({"server", "--cluster", cluster.cluster_json(), "--job",
                      "chief", "--task", "0"});
   EXPECT_EQ(r.exit_code, 2);

@@ -17,8 +17,10 @@
 // Failures print the master's message (it names the node, device or task)
 // and exit 1; bad flags exit 2.
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -101,10 +103,36 @@ void Flatten(const Json& value, std::vector<const Json*>* out) {
   for (const Json& item : value) Flatten(item, out);
 }
 
+// Checks every value against the placeholder's dtype before converting:
+// a bool must be true/false, an integer dtype takes integers within range,
+// a float dtype any number.
 template <typename T>
-void Fill(const std::vector<const Json*>& values, Tensor* t) {
+absl::Status Fill(const std::vector<const Json*>& values,
+                  const std::string& feed, Tensor* t) {
   T* data = t->data<T>();
-  for (size_t i = 0; i < values.size(); ++i) data[i] = values[i]->get<T>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Json& v = *values[i];
+    bool fits;
+    if constexpr (std::is_same_v<T, bool>) {
+      fits = v.is_boolean();
+    } else if constexpr (std::is_integral_v<T>) {
+      fits = v.is_number_integer() &&
+             (v.is_number_unsigned()
+                  ? v.get<uint64_t>() <=
+                        static_cast<uint64_t>(std::numeric_limits<T>::max())
+                  : v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                        v.get<int64_t>() <= std::numeric_limits<T>::max());
+    } else {
+      fits = v.is_number();
+    }
+    if (!fits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--feed ", feed, ": value ", v.dump(), " (element ", i,
+          ") does not fit the placeholder's dtype ", DataTypeName(t->dtype())));
+    }
+    data[i] = v.get<T>();
+  }
+  return absl::OkStatus();
 }
 
 // NAME=JSON -> (NAME, tensor of the placeholder's dtype).
@@ -139,27 +167,29 @@ absl::StatusOr<std::pair<std::string, Tensor>> ParseFeed(
   std::vector<const Json*> values;
   Flatten(json, &values);
   Tensor t(dtype, TensorShape(absl::MakeConstSpan(dims)));
+  absl::Status filled;
   switch (dtype) {
     case DT_FLOAT:
-      Fill<float>(values, &t);
+      filled = Fill<float>(values, name, &t);
       break;
     case DT_DOUBLE:
-      Fill<double>(values, &t);
+      filled = Fill<double>(values, name, &t);
       break;
     case DT_INT32:
-      Fill<int32_t>(values, &t);
+      filled = Fill<int32_t>(values, name, &t);
       break;
     case DT_INT64:
-      Fill<int64_t>(values, &t);
+      filled = Fill<int64_t>(values, name, &t);
       break;
     case DT_BOOL:
-      Fill<bool>(values, &t);
+      filled = Fill<bool>(values, name, &t);
       break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("--feed ", name, ": placeholders of dtype ",
                        DataTypeName(dtype), " cannot be fed from JSON"));
   }
+  COHORT_RETURN_IF_ERROR(filled);
   return std::make_pair(name, std::move(t));
 }
 

@@ -7,6 +7,9 @@
 //       [--token-file F] [--insecure]
 //       [--tls-ca F --tls-cert F --tls-key F [--tls-client-certs]]
 //
+// The job token (COHORT_JOB_TOKEN or --token-file) is required: without
+// one, or TLS, it refuses to start unless --insecure is given.
+//
 // Prints exactly one line on stdout, `serving grpc://HOST:PORT` (the bound
 // port), once it serves; logs go to stderr. SIGINT/SIGTERM stop it cleanly
 // and it exits 0. Configuration errors exit 2 with the message on stderr,
@@ -110,6 +113,16 @@ int RunServer(const ServerFlags& f) {
     return 2;
   }
   options.security = *security;
+  // Every cohort endpoint checks the job token, loopback included: any local
+  // user could otherwise run graphs or Reset the cluster's variables.
+  if (options.security.job_token.empty() && !options.security.tls() &&
+      !options.security.insecure) {
+    std::cerr << "cohort server: no job token: set COHORT_JOB_TOKEN or give "
+                 "--token-file (every task and client of the cluster uses "
+                 "the same one), use TLS client certificates, or pass "
+                 "--insecure to serve without authentication\n";
+    return 2;
+  }
   options.num_threads = f.threads;
   // Under `cohort launch` the task joins the launcher's coordination
   // service instead of hosting one.

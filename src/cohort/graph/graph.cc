@@ -191,4 +191,24 @@ absl::Status Graph::Extend(const GraphDef& def) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<const Graph::Node*> Graph::ResolveFeed(
+    absl::string_view feed) const {
+  COHORT_ASSIGN_OR_RETURN(TensorId id, ParseTensorName(feed));
+  const Node* n = FindNode(id.node);
+  if (n == nullptr || id.control) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "feed '", feed, "' refers to unknown node '", id.node, "'"));
+  }
+  if (n->op() != "Placeholder") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "feed '", feed, "' names ", NodeDebugName(n->def),
+        ", which is not a Placeholder; only placeholders can be fed"));
+  }
+  if (id.index != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "feed '", feed, "': placeholder '", id.node, "' has only output 0"));
+  }
+  return n;
+}
+
 }  // namespace cohort

@@ -80,6 +80,11 @@ class Graph {
   };
   static absl::StatusOr<TensorId> ParseTensorName(absl::string_view name);
 
+  // The Placeholder that a feed ("x" or "x:0") names. InvalidArgument naming
+  // the feed for an unknown node, a node that is not a Placeholder, or an
+  // output index other than 0.
+  absl::StatusOr<const Node*> ResolveFeed(absl::string_view feed) const;
+
  private:
   const OpRegistry* registry_;
   std::deque<Node> nodes_;

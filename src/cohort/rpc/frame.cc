@@ -53,9 +53,9 @@ absl::StatusOr<PayloadReply> ParsePayloadReply(absl::string_view body,
   PayloadReply reply;
   reply.payload_bytes = DecodeFixed64(body.data());
   if (reply.payload_bytes > max_payload) {
-    return absl::DataLossError(absl::StrCat(
-        "payload reply announces ", reply.payload_bytes,
-        " bytes, over the cap of ", max_payload, " bytes"));
+    return absl::DataLossError(
+        absl::StrCat("payload reply announces ", reply.payload_bytes,
+                     " bytes, over the cap of ", max_payload, " bytes"));
   }
   reply.header.assign(body.data() + 8, body.size() - 8);
   return reply;

@@ -144,5 +144,58 @@ TEST(ReplyTest, DecodesBodiesAndErrorsAndRejectsBadCodes) {
   EXPECT_TRUE(absl::IsDataLoss(ParseReply(std::string(1, '\xff')).status()));
 }
 
+TEST(CodingTest, Fixed64RoundTripsLittleEndian) {
+  std::string s;
+  PutFixed64(&s, 0x0102030405060708ull);
+  ASSERT_EQ(s.size(), 8u);
+  EXPECT_EQ(s[0], '\x08');
+  EXPECT_EQ(DecodeFixed64(s.data()), 0x0102030405060708ull);
+}
+
+TEST(PayloadReplyTest, RoundTripsHeaderAndLength) {
+  std::string frame;
+  AppendPayloadReplyFrame(&frame, "hdr", 12345);
+  FrameReader reader(kDefaultMaxFrame);
+  reader.Append(frame.data(), frame.size());
+  std::string payload;
+  ASSERT_EQ(reader.Next(&payload), FrameReader::Result::kFrame);
+  absl::StatusOr<std::string> body = ParseReply(payload);
+  ASSERT_TRUE(body.ok()) << body.status();
+  absl::StatusOr<PayloadReply> reply = ParsePayloadReply(*body, 1 << 20);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header, "hdr");
+  EXPECT_EQ(reply->payload_bytes, 12345u);
+}
+
+TEST(PayloadReplyTest, RefusesShortBodiesAndLengthsOverTheCap) {
+  EXPECT_TRUE(absl::IsDataLoss(ParsePayloadReply("1234567", 100).status()));
+  std::string body;
+  PutFixed64(&body, ~uint64_t{0});
+  absl::Status huge = ParsePayloadReply(body, kDefaultMaxPayload).status();
+  EXPECT_TRUE(absl::IsDataLoss(huge)) << huge;
+  EXPECT_NE(huge.message().find("over the cap"), std::string::npos) << huge;
+  body.clear();
+  PutFixed64(&body, 101);
+  EXPECT_TRUE(absl::IsDataLoss(ParsePayloadReply(body, 100).status()));
+  body.clear();
+  PutFixed64(&body, 100);
+  EXPECT_TRUE(ParsePayloadReply(body, 100).ok());
+}
+
+TEST(FrameReaderTest, TakeBufferedHandsOutBytesAfterTheLastFrame) {
+  std::string stream;
+  AppendFrame(&stream, "ab");
+  stream += "rawbytes";
+  FrameReader reader(100);
+  reader.Append(stream.data(), stream.size());
+  std::string payload;
+  ASSERT_EQ(reader.Next(&payload), FrameReader::Result::kFrame);
+  char buf[5];
+  EXPECT_EQ(reader.TakeBuffered(buf, 5), 5u);
+  EXPECT_EQ(std::string(buf, 5), "rawby");
+  EXPECT_EQ(reader.TakeBuffered(buf, 5), 3u);
+  EXPECT_EQ(reader.buffered(), 0u);
+}
+
 }  // namespace
 }  // namespace cohort::rpc

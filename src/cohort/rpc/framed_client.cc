@@ -67,6 +67,27 @@ absl::Status FramedClient::WriteAll(absl::string_view bytes) {
   return absl::OkStatus();
 }
 
+absl::Status FramedClient::WaitReadable(absl::Time deadline, int wake_fd) {
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return Broken(absl::DeadlineExceededError(
+          absl::StrCat("no answer from ", address_, " before the deadline")));
+    }
+    pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int64_t ms =
+        std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30);
+    const int r = poll(p, wake_fd >= 0 ? 2 : 1, static_cast<int>(ms));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Broken(SocketError("poll() on", errno, address_));
+    if (wake_fd >= 0 && (p[1].revents & POLLIN)) {
+      return Broken(absl::CancelledError(
+          absl::StrCat("call to ", address_, " cancelled")));
+    }
+    if (r > 0) return absl::OkStatus();
+  }
+}
+
 absl::StatusOr<std::string> FramedClient::ReadFrame(absl::Time deadline,
                                                     int wake_fd) {
   std::string payload;
@@ -83,24 +104,9 @@ absl::StatusOr<std::string> FramedClient::ReadFrame(absl::Time deadline,
       case FrameReader::Result::kNeedMore:
         break;
     }
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return Broken(absl::DeadlineExceededError(
-          absl::StrCat("no answer from ", address_, " before the deadline")));
-    }
-    pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    const int64_t ms =
-        std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30);
-    const int r = poll(p, wake_fd >= 0 ? 2 : 1, static_cast<int>(ms));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Broken(SocketError("poll() on", errno, address_));
-    if (wake_fd >= 0 && (p[1].revents & POLLIN)) {
-      return Broken(absl::CancelledError(
-          absl::StrCat("call to ", address_, " cancelled")));
-    }
-    if (r == 0) continue;
+    COHORT_RETURN_IF_ERROR(WaitReadable(deadline, wake_fd));
     const ssize_t n = read(fd_.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0)
       return Broken(SocketError("lost the connection to", errno, address_));
     if (n == 0) {
@@ -109,6 +115,67 @@ absl::StatusOr<std::string> FramedClient::ReadFrame(absl::Time deadline,
     }
     reader_.Append(buf, static_cast<size_t>(n));
   }
+}
+
+absl::Status FramedClient::ReadExactly(char* dst, uint64_t size,
+                                       absl::Time deadline, int wake_fd) {
+  // Whatever arrived together with the reply frame is copied once; the rest
+  // (nearly all of a large payload) lands in `dst` directly.
+  uint64_t done = reader_.TakeBuffered(dst, size);
+  while (done < size) {
+    // MSG_DONTWAIT: a blocking recv could not be woken by the deadline or
+    // the cancel fd; poll only when the socket is drained.
+    const ssize_t n = recv(fd_.get(), dst + done, size - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      COHORT_RETURN_IF_ERROR(WaitReadable(deadline, wake_fd));
+      continue;
+    }
+    if (n < 0)
+      return Broken(SocketError("lost the connection to", errno, address_));
+    return Broken(absl::UnavailableError(absl::StrCat(
+        "the server at ", address_, " closed the connection after ", done,
+        " of the ", size, " payload bytes it announced (truncated reply)")));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FramedClient::CallWithPayload(
+    absl::string_view request, const PayloadSink& sink, absl::Time deadline,
+    int wake_fd) {
+  if (broken_.load()) {
+    return absl::UnavailableError(absl::StrCat("the connection to ", address_,
+                                               " is broken; connect again"));
+  }
+  std::string frame;
+  frame.reserve(request.size() + 4);
+  AppendFrame(&frame, request);
+  COHORT_RETURN_IF_ERROR(WriteAll(frame));
+  COHORT_ASSIGN_OR_RETURN(std::string reply, ReadFrame(deadline, wake_fd));
+  absl::StatusOr<std::string> body = ParseReply(std::move(reply));
+  if (!body.ok()) {
+    // A server error carries no payload: the stream is still in step.
+    if (absl::IsDataLoss(body.status())) {
+      return Broken(Annotate(body.status(), absl::StrCat("server ", address_)));
+    }
+    return body.status();
+  }
+  // The announced length is checked before anything is sized by it; any
+  // refusal breaks the client, since the payload cannot be skipped.
+  absl::StatusOr<PayloadReply> parsed =
+      ParsePayloadReply(*body, max_payload_bytes_);
+  if (!parsed.ok()) {
+    return Broken(Annotate(parsed.status(), absl::StrCat("server ", address_)));
+  }
+  absl::StatusOr<char*> dst = sink(parsed->header, parsed->payload_bytes);
+  if (!dst.ok()) return Broken(dst.status());
+  COHORT_RETURN_IF_ERROR(
+      ReadExactly(*dst, parsed->payload_bytes, deadline, wake_fd));
+  return std::move(parsed->header);
 }
 
 absl::StatusOr<std::string> FramedClient::Call(absl::string_view request,

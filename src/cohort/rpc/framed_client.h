@@ -18,6 +18,8 @@
 #define COHORT_RPC_FRAMED_CLIENT_H_
 
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -47,6 +49,31 @@ class FramedClient {
   absl::StatusOr<std::string> Call(absl::string_view request,
                                    absl::Time deadline, int wake_fd = -1);
 
+  // Where a payload reply's bytes go: given the reply's application header
+  // and the announced payload length (already checked against
+  // max_payload_bytes()), validates the header and returns memory of
+  // exactly that many bytes, which stays valid until the call returns. An
+  // error refuses the reply: the call returns it and the client is broken.
+  using PayloadSink = std::function<absl::StatusOr<char*>(
+      absl::string_view header, uint64_t payload_bytes)>;
+
+  // Sends `request` and waits for a payload reply (frame.h): the header is
+  // handed to `sink`, then the payload is received straight into the
+  // memory it returned (no intermediate buffer beyond what arrived with the
+  // header). Returns the header. Errors as Call()'s, plus: DataLoss naming
+  // the server when the reply announces more than max_payload_bytes() or
+  // is not a payload reply; Unavailable when the connection ends before the
+  // whole payload arrived (truncated); the sink's error. A server error
+  // (non-OK reply) is returned as is and leaves the client usable.
+  absl::StatusOr<std::string> CallWithPayload(absl::string_view request,
+                                              const PayloadSink& sink,
+                                              absl::Time deadline,
+                                              int wake_fd = -1);
+
+  // Cap on payloads this client accepts (default kDefaultMaxPayload).
+  void set_max_payload_bytes(uint64_t max) { max_payload_bytes_ = max; }
+  uint64_t max_payload_bytes() const { return max_payload_bytes_; }
+
   // Wakes a blocked Call() (it returns Unavailable) and breaks the client;
   // the server sees the connection end. Thread-safe, never blocks.
   void Shutdown();
@@ -62,12 +89,20 @@ class FramedClient {
 
   // Reads until one frame is complete. Errors as Call()'s.
   absl::StatusOr<std::string> ReadFrame(absl::Time deadline, int wake_fd);
+  // Fills `dst` from the stream: bytes already buffered first, then recv()
+  // straight into it. Errors as ReadFrame's; Unavailable when truncated.
+  absl::Status ReadExactly(char* dst, uint64_t size, absl::Time deadline,
+                           int wake_fd);
+  // Waits until the socket is readable: OK, or the deadline / cancellation
+  // / poll error (each breaks the client).
+  absl::Status WaitReadable(absl::Time deadline, int wake_fd);
   absl::Status WriteAll(absl::string_view bytes);
   absl::Status Broken(absl::Status status);
 
   const UniqueFd fd_;
   const std::string address_;
   FrameReader reader_;
+  uint64_t max_payload_bytes_ = kDefaultMaxPayload;
   // Set by Shutdown() from any thread and by failed calls.
   std::atomic<bool> broken_{false};
 };

@@ -4,6 +4,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,7 +39,14 @@ void FramedConnection::Reply(absl::StatusCode code, absl::string_view body) {
   std::string frame;
   frame.reserve(body.size() + 5);
   AppendReplyFrame(&frame, code, body);
-  Send(frame);
+  Send(std::move(frame), Payload());
+}
+
+void FramedConnection::ReplyWithPayload(absl::string_view header,
+                                        Payload payload) {
+  std::string frame;
+  AppendPayloadReplyFrame(&frame, header, payload.size);
+  Send(std::move(frame), std::move(payload));
 }
 
 void FramedConnection::Close(std::string reason) {
@@ -50,20 +58,39 @@ void FramedConnection::Close(std::string reason) {
   server_->ReportBroken(id_);
 }
 
-void FramedConnection::Send(absl::string_view frames) {
+void FramedConnection::Send(std::string frames, Payload payload) {
   bool report = false;
+  // A refused payload's reference is dropped outside the lock: it may be
+  // the last one, and freeing a large buffer takes a while.
+  std::shared_ptr<const void> release;
   {
     absl::MutexLock lock(&mu_);
     if (closed_ || broken_) return;
-    if (out_.size() - out_offset_ + frames.size() >
-        server_->options_.max_queued_reply_bytes) {
-      MarkBrokenLocked(absl::StrCat(
-          "the client does not read its replies (",
-          out_.size() - out_offset_ + frames.size(), " bytes queued, cap ",
-          server_->options_.max_queued_reply_bytes, ")"));
+    const size_t adding = frames.size() + payload.size;
+    // An empty queue always takes the reply: the cap bounds what piles up
+    // behind a reader that does not read, not the size of one answer (a
+    // payload is bounded by the handler's own limit).
+    if (out_bytes_ > 0 &&
+        out_bytes_ + adding > server_->options_.max_queued_reply_bytes) {
+      MarkBrokenLocked(absl::StrCat("the client does not read its replies (",
+                                    out_bytes_ + adding, " bytes queued, cap ",
+                                    server_->options_.max_queued_reply_bytes,
+                                    ")"));
       report = true;
+      release = std::move(payload.keepalive);
     } else {
-      out_.append(frames.data(), frames.size());
+      Segment frame_segment;
+      frame_segment.owned = std::move(frames);
+      frame_segment.size = frame_segment.owned.size();
+      out_.push_back(std::move(frame_segment));
+      if (payload.size > 0) {
+        Segment payload_segment;
+        payload_segment.data = payload.data;
+        payload_segment.size = payload.size;
+        payload_segment.keepalive = std::move(payload.keepalive);
+        out_.push_back(std::move(payload_segment));
+      }
+      out_bytes_ += adding;
       report = !FlushLocked();
     }
   }
@@ -77,24 +104,35 @@ void FramedConnection::MarkBrokenLocked(std::string reason) {
 }
 
 bool FramedConnection::FlushLocked() {
-  while (out_offset_ < out_.size()) {
-    const ssize_t n = send(fd_, out_.data() + out_offset_,
-                           out_.size() - out_offset_, MSG_NOSIGNAL);
-    if (n > 0) {
-      out_offset_ += static_cast<size_t>(n);
-      continue;
+  constexpr int kMaxIov = 16;
+  while (!out_.empty()) {
+    // One sendmsg for the queued frames and payloads together: a payload
+    // reply's small frame and its large body leave in one syscall, and the
+    // body is read by the kernel straight from its owner's memory.
+    iovec iov[kMaxIov];
+    int count = 0;
+    size_t skip = out_offset_;
+    for (auto it = out_.begin(); it != out_.end() && count < kMaxIov; ++it) {
+      const char* base = it->data != nullptr ? it->data : it->owned.data();
+      iov[count].iov_base = const_cast<char*>(base + skip);
+      iov[count].iov_len = it->size - skip;
+      skip = 0;
+      ++count;
     }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    MarkBrokenLocked(
-        SocketError("cannot write a reply to", errno, peer_).ToString());
-    return false;
+    if (n <= 0) {
+      MarkBrokenLocked(
+          SocketError("cannot write a reply to", errno, peer_).ToString());
+      return false;
+    }
+    ConsumeLocked(static_cast<size_t>(n));
   }
-  const bool pending = out_offset_ < out_.size();
-  if (!pending) {
-    out_.clear();
-    out_offset_ = 0;
-  }
+  const bool pending = !out_.empty();
   if (pending != want_write_) {
     // A reader too slow for the socket buffer: let the loop finish the write
     // when the socket drains, instead of blocking this (replying) thread.
@@ -105,6 +143,22 @@ bool FramedConnection::FlushLocked() {
     epoll_ctl(server_->epoll_fd_.get(), EPOLL_CTL_MOD, fd_, &ev);
   }
   return true;
+}
+
+void FramedConnection::ConsumeLocked(size_t written) {
+  out_bytes_ -= written;
+  while (written > 0) {
+    Segment& front = out_.front();
+    const size_t left = front.size - out_offset_;
+    if (written < left) {
+      out_offset_ += written;
+      return;
+    }
+    written -= left;
+    out_offset_ = 0;
+    // A payload's buffer is released as soon as the kernel holds its bytes.
+    out_.pop_front();
+  }
 }
 
 // --- FramedServer ---------------------------------------------------------
@@ -293,7 +347,7 @@ void FramedServer::Accept() {
     num_connections_.store(static_cast<int>(connections_.size()));
     std::string greeting;
     AppendFrame(&greeting, GreetingPayload(c->nonce_));
-    c->Send(greeting);
+    c->Send(std::move(greeting), FramedConnection::Payload());
   }
 }
 
@@ -372,7 +426,7 @@ bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
                                   ": wrong or missing job token; check "
                                   "COHORT_JOB_TOKEN / --token-file of the "
                                   "client"));
-    c->Send(reply);
+    c->Send(std::move(reply), FramedConnection::Payload());
     *why = "failed authentication (wrong or missing job token)";
     return false;
   }
@@ -381,7 +435,7 @@ bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
   c->reader_.set_max_frame(options_.max_frame_bytes);
   std::string ok;
   AppendReplyFrame(&ok, absl::StatusCode::kOk, "");
-  c->Send(ok);
+  c->Send(std::move(ok), FramedConnection::Payload());
   return true;
 }
 
@@ -394,12 +448,19 @@ void FramedServer::CloseConnection(const std::shared_ptr<FramedConnection>& c,
     COHORT_LOG(WARNING) << options_.name << ": closing the connection from "
                         << c->peer() << ": " << why;
   }
+  // Unsent output goes with the connection; payload buffers are released
+  // after the lock (the handler may still hold the connection for a while).
+  std::deque<FramedConnection::Segment> unsent;
   {
     absl::MutexLock lock(&c->mu_);
     c->closed_ = true;
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->fd_, nullptr);
     close(c->fd_);
+    unsent.swap(c->out_);
+    c->out_offset_ = 0;
+    c->out_bytes_ = 0;
   }
+  unsent.clear();
   if (c->authenticated_) handler_->OnClose(c);
 }
 

@@ -23,8 +23,10 @@
 //     `max_unauthenticated` may still be in their handshake (the oldest such
 //     is dropped for a new one);
 //   - replies are queued and written without blocking; a connection whose
-//     unsent replies exceed `max_queued_reply_bytes`, or whose socket fails,
-//     is closed, so one slow or dead reader never stalls the others;
+//     unsent replies (payloads included) exceed `max_queued_reply_bytes`,
+//     or whose socket fails, is closed, so one slow or dead reader never
+//     stalls the others (a reply queued behind nothing always passes, so
+//     one payload larger than the cap is still delivered);
 //   - accepted sockets have TCP keepalive on, so a silently partitioned peer
 //     is dropped by the kernel.
 // Every connection that is dropped for misbehaving is logged with its peer
@@ -88,6 +90,23 @@ class FramedConnection {
   // closed. Thread-safe.
   void Reply(absl::StatusCode code, absl::string_view body);
 
+  // Bulk data sent without copying: `data` points at `size` bytes that
+  // `keepalive` keeps valid (e.g. a tensor's buffer) until the loop wrote
+  // them or the connection closed; the reference is dropped on whichever
+  // thread finishes the write or the close.
+  struct Payload {
+    const char* data = nullptr;
+    size_t size = 0;
+    std::shared_ptr<const void> keepalive;
+  };
+  // Queues a payload reply (frame.h): an OK frame carrying `header` and the
+  // payload's length, then the payload's bytes straight from its memory
+  // (writev; no copy). Never blocks. The queue cap counts the payload, but
+  // a reply queued while nothing else is waiting always passes, so one
+  // payload up to the handler's own limit is never refused; a second one
+  // queued behind an unread first is. Otherwise as Reply(). Thread-safe.
+  void ReplyWithPayload(absl::string_view header, Payload payload);
+
   // Drops the connection (a peer that broke the handler's protocol); the
   // loop logs `reason` with the peer's address and calls OnClose. Replies
   // not yet written are discarded. Thread-safe, never blocks.
@@ -98,13 +117,24 @@ class FramedConnection {
   FramedConnection(class FramedServer* server, int fd, uint64_t id,
                    std::string peer, size_t max_handshake_frame);
 
-  // Appends `frames` to the queue and writes what the socket takes. On
-  // overflow or a socket error, marks the connection broken and asks the
-  // loop to close it.
-  void Send(absl::string_view frames);
+  // One queued piece of output: owned bytes (frames), or borrowed payload
+  // bytes kept alive by `keepalive`.
+  struct Segment {
+    std::string owned;
+    const char* data = nullptr;
+    size_t size = 0;
+    std::shared_ptr<const void> keepalive;
+  };
+
+  // Appends `frames` (and `payload`, if any) to the queue and writes what
+  // the socket takes. On overflow or a socket error, marks the connection
+  // broken and asks the loop to close it.
+  void Send(std::string frames, Payload payload);
   // Writes queued bytes; arms or disarms EPOLLOUT. Returns false (with
   // broken_reason_ set) when the connection must close.
   bool FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops `written` bytes from the front of the queue.
+  void ConsumeLocked(size_t written) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkBrokenLocked(std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   FramedServer* const server_;
@@ -122,8 +152,11 @@ class FramedConnection {
 
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::string out_ ABSL_GUARDED_BY(mu_);
+  // Output not yet written, oldest first; the first `out_offset_` bytes of
+  // the front segment are written. `out_bytes_` is the unwritten total.
+  std::deque<Segment> out_ ABSL_GUARDED_BY(mu_);
   size_t out_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t out_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool want_write_ ABSL_GUARDED_BY(mu_) = false;
   // Set once the connection must go; the loop closes it.
   bool broken_ ABSL_GUARDED_BY(mu_) = false;

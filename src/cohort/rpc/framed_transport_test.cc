@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "cohort/rpc/coding.h"
@@ -315,6 +316,178 @@ TEST(FramedTransportTest, ConnectToNothingIsUnavailableNamingTheAddress) {
   auto client = FramedClient::Connect(address, kToken, absl::Now() + kWait);
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(client.status().message().find(address), std::string::npos);
+}
+
+// Answers payload requests: "payload:N" sends N patterned bytes zero-copy
+// (recording a weak reference to the buffer), "huge" announces 2^40 bytes,
+// "trunc" announces 1000 and sends 15 before closing, "fail" is an error.
+class PayloadHandler : public FramedServer::Handler {
+ public:
+  void OnRequest(const std::shared_ptr<FramedConnection>& c,
+                 std::string request) override {
+    if (request.rfind("payload:", 0) == 0) {
+      auto bytes =
+          std::make_shared<std::string>(std::stoul(request.substr(8)), '\0');
+      for (size_t i = 0; i < bytes->size(); ++i) (*bytes)[i] = char(i * 7);
+      {
+        absl::MutexLock lock(&mu);
+        last_buffer = bytes;
+      }
+      FramedConnection::Payload payload;
+      payload.data = bytes->data();
+      payload.size = bytes->size();
+      payload.keepalive = std::move(bytes);
+      c->ReplyWithPayload("hdr", std::move(payload));
+    } else if (request == "huge" || request == "trunc") {
+      std::string body;
+      PutFixed64(&body, request == "huge" ? uint64_t{1} << 40 : 1000);
+      c->Reply(absl::StatusCode::kOk, body + "hdr");
+      if (request == "trunc") {
+        c->Reply(absl::StatusCode::kOk, "0123456789");  // 15 raw bytes
+        c->Close("test: truncating a payload");
+      }
+    } else if (request == "fail") {
+      c->Reply(absl::StatusCode::kNotFound, "no such tensor");
+    } else {
+      c->Reply(absl::StatusCode::kOk, request);
+    }
+  }
+  void OnClose(const std::shared_ptr<FramedConnection>&) override {}
+  absl::Mutex mu;
+  std::weak_ptr<std::string> last_buffer ABSL_GUARDED_BY(mu);
+};
+
+// A sink that allocates what the header announced, counting its calls.
+struct TestSink {
+  std::string data;
+  int calls = 0;
+  FramedClient::PayloadSink Get() {
+    return
+        [this](absl::string_view header, uint64_t n) -> absl::StatusOr<char*> {
+          ++calls;
+          if (header != "hdr") return absl::DataLossError("bad header");
+          data.resize(n);
+          return data.data();
+        };
+  }
+};
+
+std::unique_ptr<FramedServer> StartPayloadServer(
+    PayloadHandler* handler, FramedServerOptions options = {}) {
+  options.job_token = kToken;
+  options.name = "payload server";
+  auto server = FramedServer::Start(options, handler);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(server).value() : nullptr;
+}
+
+TEST(FramedPayloadTest, LargePayloadArrivesIntactPastTheQueueCapAndIsReleased) {
+  PayloadHandler handler;
+  FramedServerOptions options;
+  // One payload larger than the queue cap still passes (empty queue).
+  options.max_queued_reply_bytes = 1 << 20;
+  auto server = StartPayloadServer(&handler, options);
+  ASSERT_NE(server, nullptr);
+  auto client =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (size_t size : {size_t{64} << 20, size_t{0}, size_t{3}}) {
+    TestSink sink;
+    auto header = (*client)->CallWithPayload(absl::StrCat("payload:", size),
+                                             sink.Get(), absl::Now() + kWait);
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(*header, "hdr");
+    ASSERT_EQ(sink.data.size(), size);
+    bool intact = true;
+    for (size_t i = 0; i < size && intact; ++i) {
+      intact = sink.data[i] == char(i * 7);
+    }
+    EXPECT_TRUE(intact) << "payload of " << size << " bytes corrupted";
+    // The server drops its reference once the kernel has the bytes.
+    EXPECT_TRUE(WaitUntil([&] {
+      absl::MutexLock lock(&handler.mu);
+      return handler.last_buffer.expired();
+    }));
+  }
+  // The stream is still in step for ordinary calls.
+  auto echo = (*client)->Call("plain", absl::Now() + kWait);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(*echo, "plain");
+}
+
+TEST(FramedPayloadTest, ServerErrorKeepsTheClientUsable) {
+  PayloadHandler handler;
+  auto server = StartPayloadServer(&handler);
+  ASSERT_NE(server, nullptr);
+  auto client =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(client.ok()) << client.status();
+  TestSink sink;
+  auto r = (*client)->CallWithPayload("fail", sink.Get(), absl::Now() + kWait);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(), "no such tensor");
+  EXPECT_EQ(sink.calls, 0);
+  EXPECT_FALSE((*client)->broken());
+}
+
+TEST(FramedPayloadTest, HugeAnnouncedPayloadIsRefusedBeforeAllocating) {
+  PayloadHandler handler;
+  auto server = StartPayloadServer(&handler);
+  ASSERT_NE(server, nullptr);
+  auto client =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(client.ok()) << client.status();
+  TestSink sink;
+  auto r = (*client)->CallWithPayload("huge", sink.Get(), absl::Now() + kWait);
+  EXPECT_TRUE(absl::IsDataLoss(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find(server->address()), std::string::npos)
+      << r.status();
+  EXPECT_EQ(sink.calls, 0);
+  EXPECT_TRUE((*client)->broken());
+}
+
+TEST(FramedPayloadTest, TruncatedPayloadIsUnavailable) {
+  PayloadHandler handler;
+  auto server = StartPayloadServer(&handler);
+  ASSERT_NE(server, nullptr);
+  auto client =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(client.ok()) << client.status();
+  TestSink sink;
+  auto r = (*client)->CallWithPayload("trunc", sink.Get(), absl::Now() + kWait);
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos)
+      << r.status();
+  EXPECT_TRUE((*client)->broken());
+}
+
+TEST(FramedPayloadTest, SinkRefusalBreaksTheClientAndTheServerSurvives) {
+  PayloadHandler handler;
+  auto server = StartPayloadServer(&handler);
+  ASSERT_NE(server, nullptr);
+  auto client =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(client.ok()) << client.status();
+  FramedClient::PayloadSink refuse = [](absl::string_view,
+                                        uint64_t) -> absl::StatusOr<char*> {
+    return absl::ResourceExhaustedError("too big for this test");
+  };
+  auto r =
+      (*client)->CallWithPayload("payload:100", refuse, absl::Now() + kWait);
+  EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+  EXPECT_TRUE((*client)->broken());
+  // Not a payload reply at all (a plain echo of 3 bytes) is DataLoss.
+  auto other =
+      FramedClient::Connect(server->address(), kToken, absl::Now() + kWait);
+  ASSERT_TRUE(other.ok()) << other.status();
+  TestSink sink;
+  auto plain =
+      (*other)->CallWithPayload("abc", sink.Get(), absl::Now() + kWait);
+  EXPECT_TRUE(absl::IsDataLoss(plain.status())) << plain.status();
+  // A wrong token never reaches a payload call.
+  auto wrong =
+      FramedClient::Connect(server->address(), "wrong", absl::Now() + kWait);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated);
 }
 
 }  // namespace

@@ -29,10 +29,12 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   return buffer.str();
 }
 
-grpc::ChannelArguments DefaultChannelArguments() {
+grpc::ChannelArguments DefaultChannelArguments(int max_message_bytes) {
   grpc::ChannelArguments args;
-  // Large KV values and status listings; no compression on loopback.
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // Large KV values, status listings and tensors; no compression on
+  // loopback.
+  args.SetMaxReceiveMessageSize(max_message_bytes);
+  args.SetMaxSendMessageSize(max_message_bytes);
   // Keepalive pings find a silently partitioned connection (packets dropped,
   // no reset) even while a long poll is parked on it, within
   // kKeepaliveTime + kKeepaliveTimeout, below the default heartbeat timeout.
@@ -55,8 +57,9 @@ grpc::ChannelArguments DefaultChannelArguments() {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(
-    const std::string& target, const TransportSecurity& security) {
-  grpc::ChannelArguments args = DefaultChannelArguments();
+    const std::string& target, const TransportSecurity& security,
+    int max_message_bytes) {
+  grpc::ChannelArguments args = DefaultChannelArguments(max_message_bytes);
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (security.tls()) {
     grpc::SslCredentialsOptions options;
@@ -115,7 +118,7 @@ absl::Status CheckJobToken(const grpc::ServerContextBase& context,
 
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& address, const std::vector<grpc::Service*>& services,
-    const TransportSecurity& security) {
+    const TransportSecurity& security, int max_message_bytes) {
   const std::string host = address.substr(0, address.rfind(':'));
   if (security.job_token.empty() && !security.tls() && !security.insecure &&
       !IsLoopbackHost(host)) {
@@ -147,7 +150,8 @@ absl::StatusOr<GrpcServer> StartGrpcServer(
   grpc::ServerBuilder builder;
   GrpcServer result;
   builder.AddListeningPort(address, credentials, &result.port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
+  builder.SetMaxSendMessageSize(max_message_bytes);
   // gRPC sets SO_REUSEPORT by default, so a second server (any process of
   // the same user) could bind a port in use and take half its connections.
   // A port in use must be an error naming it instead.

@@ -38,8 +38,11 @@ inline constexpr char kJobTokenMetadataKey[] = "cohort-job-token";
 // Environment variable that hands the job token to tasks and CLI commands.
 inline constexpr char kJobTokenEnvVar[] = "COHORT_JOB_TOKEN";
 
-// Limits applied to every channel and server.
+// Limits applied to every channel and server. kMaxMessageBytes is the
+// default message cap; services that carry tensors (the runtime) pass
+// kMaxTensorMessageBytes instead.
 inline constexpr int kMaxMessageBytes = 64 << 20;
+inline constexpr int kMaxTensorMessageBytes = (1 << 30) - 1;
 inline constexpr int kMaxConcurrentStreams = 4096;
 inline constexpr size_t kServerMemoryQuotaBytes = size_t{1} << 30;
 inline constexpr absl::Duration kKeepaliveTime = absl::Seconds(4);
@@ -68,7 +71,8 @@ struct TransportSecurity {
 // Creates a channel to "host:port". Fails (InvalidArgument / NotFound) only
 // when TLS files cannot be read; connecting happens lazily.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(
-    const std::string& target, const TransportSecurity& security);
+    const std::string& target, const TransportSecurity& security,
+    int max_message_bytes = kMaxMessageBytes);
 
 // Adds the job token (if any) to an outgoing call.
 void AttachJobToken(grpc::ClientContext* context,
@@ -92,7 +96,8 @@ struct GrpcServer {
 // Every service must call CheckJobToken on every call.
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& address, const std::vector<grpc::Service*>& services,
-    const TransportSecurity& security);
+    const TransportSecurity& security,
+    int max_message_bytes = kMaxMessageBytes);
 
 }  // namespace cohort::rpc
 

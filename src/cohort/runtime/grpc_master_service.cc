@@ -1,7 +1,7 @@
 #include "cohort/runtime/grpc_master_service.h"
 
 #include <functional>
-#include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "cohort/rpc/status_conversion.h"
@@ -18,14 +18,16 @@ class GrpcMasterService::Call final : public grpc::ServerUnaryReactor {
        std::function<absl::Status(CallOptions*)> work)
       : service_(service), work_(std::move(work)) {}
 
-  void Start() {
-    // A thread per call: master calls block for as long as a step runs,
-    // and gRPC's callback threads must never block. Thread creation costs
-    // tens of microseconds, small beside a distributed step.
-    std::thread([this] {
+  void Start(StepThreadPool* pool) {
+    // Master calls block for as long as a step runs, and gRPC's callback
+    // threads must never block: each call runs on a pool thread. The pool
+    // grows rather than queue (a Close must not wait behind the steps it
+    // would cancel) and keeps its threads, so a step costs no thread
+    // creation (which, with its stack release, was 12% of a step's CPU).
+    pool->Schedule([this] {
       absl::Status status = work_(&opts_);
       Finish(rpc::ToGrpcStatus(status));
-    }).detach();
+    });
   }
 
   void OnCancel() override { opts_.StartCancel(); }
@@ -47,9 +49,14 @@ GrpcMasterService::GrpcMasterService(Master* master, std::string job_token)
 
 GrpcMasterService::~GrpcMasterService() { Shutdown(); }
 
-bool GrpcMasterService::Enter() {
+bool GrpcMasterService::Enter(bool control) {
   absl::MutexLock lock(&mu_);
-  if (shutdown_ || in_flight_ >= kMaxCallsInFlight) return false;
+  // Calls that release resources (CloseSession, Reset, ReleaseCallable) are
+  // let in above the cap: a client holding every slot with blocked steps
+  // must not be able to prevent their own cleanup.
+  if (shutdown_ || (!control && in_flight_ >= kMaxCallsInFlight)) {
+    return false;
+  }
   ++in_flight_;
   return true;
 }
@@ -68,10 +75,17 @@ void GrpcMasterService::Shutdown() {
 
 namespace {
 
+template <typename Request>
+bool IsControl(const Request*) {
+  return std::is_same_v<Request, CloseSessionRequest> ||
+         std::is_same_v<Request, ResetRequest> ||
+         std::is_same_v<Request, ReleaseCallableRequest>;
+}
+
 // Calls that take CallOptions (a step) and those that do not.
-absl::Status Invoke(Master* m, CallOptions*, const CreateSessionRequest* r,
+absl::Status Invoke(Master* m, CallOptions* o, const CreateSessionRequest* r,
                     CreateSessionResponse* p) {
-  return m->CreateSession(*r, p);
+  return m->CreateSession(o, *r, p);
 }
 absl::Status Invoke(Master* m, CallOptions*, const ExtendSessionRequest* r,
                     ExtendSessionResponse* p) {
@@ -113,7 +127,7 @@ absl::Status Invoke(Master* m, CallOptions*, const ReleaseCallableRequest* r,
       grpc::CallbackServerContext* context, const Name##Request* request,     \
       Name##Response* response) {                                             \
     absl::Status auth = rpc::CheckJobToken(*context, job_token_);             \
-    if (!auth.ok() || !Enter()) {                                             \
+    if (!auth.ok() || !Enter(IsControl(request))) {                           \
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();          \
       reactor->Finish(rpc::ToGrpcStatus(                                      \
           !auth.ok() ? auth                                                   \
@@ -126,7 +140,7 @@ absl::Status Invoke(Master* m, CallOptions*, const ReleaseCallableRequest* r,
     auto* call = new Call(this, [master, request, response](CallOptions* o) { \
       return Invoke(master, o, request, response);                            \
     });                                                                       \
-    call->Start();                                                            \
+    call->Start(&pool_);                                                      \
     return call;                                                              \
   }
 COHORT_MASTER_RPCS(COHORT_RUNTIME_GRPC_MASTER_IMPL_)

@@ -2,10 +2,12 @@
 // master.proto) for GrpcSession and `cohort run`.
 //
 // Every call checks the job token first (Unauthenticated, nothing done).
-// Master calls block (discovery, steps), so each runs on a thread of its
-// own, never on a gRPC thread; at most kMaxCallsInFlight run at once and
-// more are refused with ResourceExhausted. A client that cancels its call
-// (or whose deadline passes) cancels the step it was running.
+// Master calls block (discovery, steps), so each runs on a pool thread,
+// never on a gRPC thread; at most kMaxCallsInFlight run at once and
+// more are refused with ResourceExhausted (calls that release resources,
+// CloseSession, Reset and ReleaseCallable, are admitted beyond it). A client
+// that cancels its call (or whose deadline passes) cancels the step it was
+// running.
 //
 // Thread safety: thread-safe. Shutdown() must run before the grpc::Server
 // is destroyed: it refuses new calls and waits for running ones (the
@@ -19,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cohort/master.grpc.pb.h"
 #include "cohort/runtime/master.h"
+#include "cohort/runtime/worker_thread_pool.h"
 
 namespace cohort::runtime {
 
@@ -53,12 +56,15 @@ class GrpcMasterService final : public MasterService::CallbackService {
  private:
   class Call;
 
-  // Admits a call (false when shut down or too many run).
-  bool Enter();
+  // Admits a call (false when shut down or, unless `control`, too many
+  // run).
+  bool Enter(bool control);
   void Leave();
 
   Master* const master_;
   const std::string job_token_;
+
+  StepThreadPool pool_;  // Runs the calls (they block).
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

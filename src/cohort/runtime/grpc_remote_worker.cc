@@ -2,8 +2,11 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "cohort/base/logging.h"
+#include "cohort/rpc/socket.h"
 #include "cohort/rpc/status_conversion.h"
 #include "cohort/runtime/worker_errors.h"
 
@@ -99,5 +102,120 @@ absl::Status GrpcRemoteWorker::Convert(const grpc::Status& grpc_status,
   }
 COHORT_WORKER_RPCS(COHORT_RUNTIME_GRPC_REMOTE_IMPL_)
 #undef COHORT_RUNTIME_GRPC_REMOTE_IMPL_
+
+// --- Tensor data plane ----------------------------------------------------
+
+bool GrpcRemoteWorker::UsesTensorDataPlane() const {
+  absl::MutexLock lock(&data_mu_);
+  return data_plane_ == DataPlane::kAvailable;
+}
+
+void GrpcRemoteWorker::RecvTensorValueAsync(CallOptions* opts,
+                                            const RecvTensorRequest* request,
+                                            RecvTensorValue* value,
+                                            StatusCallback done) {
+  TensorDataClient* client = nullptr;
+  bool probe = false;
+  {
+    absl::MutexLock lock(&data_mu_);
+    if (data_plane_ == DataPlane::kUnknown) {
+      // The framed transport has no TLS: where TLS protects gRPC, tensors
+      // stay on gRPC.
+      data_plane_ = security_.tls() ? DataPlane::kNone : DataPlane::kProbing;
+      probe = data_plane_ == DataPlane::kProbing;
+    }
+    if (data_plane_ == DataPlane::kAvailable) client = data_client_;
+  }
+  if (client != nullptr) {
+    return RecvOverDataPlane(client, opts, request, value, std::move(done));
+  }
+  if (probe) return ProbeDataPlane(opts, request, value, std::move(done));
+  // No data plane (yet): gRPC RecvTensor, decoded.
+  WorkerInterface::RecvTensorValueAsync(opts, request, value, std::move(done));
+}
+
+void GrpcRemoteWorker::ProbeDataPlane(CallOptions* opts,
+                                      const RecvTensorRequest* request,
+                                      RecvTensorValue* value,
+                                      StatusCallback done) {
+  struct Probe {
+    CallOptions opts;
+    GetStatusRequest request;
+    GetStatusResponse response;
+  };
+  auto probe = std::make_shared<Probe>();
+  // Bounded by the RecvTensor's own deadline: the probe is part of it.
+  probe->opts.set_deadline(opts != nullptr ? opts->deadline()
+                                           : absl::InfiniteFuture());
+  GetStatusAsync(
+      &probe->opts, &probe->request, &probe->response,
+      [this, probe, opts, request, value,
+       done = std::move(done)](const absl::Status& s) mutable {
+        // The framed transport connects to dotted IPv4 only.
+        const std::string& address = target_->address;
+        absl::StatusOr<rpc::HostPort> host = rpc::ParseHostPort(
+            absl::StartsWith(address, "localhost:")
+                ? absl::StrCat("127.0.0.1", address.substr(9))
+                : address);
+        const int port = s.ok() ? probe->response.tensor_port() : 0;
+        TensorDataClient* client = nullptr;
+        {
+          absl::MutexLock lock(&data_mu_);
+          if (port > 0 && host.ok()) {
+            data_clients_.push_back(std::make_unique<TensorDataClient>(
+                target_->task, absl::StrCat(host->host, ":", port),
+                security_.job_token));
+            client = data_clients_.back().get();
+          }
+          // A failed probe (the task is not up yet) is retried by the next
+          // RecvTensor; an answer without a port is final for this peer.
+          data_plane_ = client != nullptr ? DataPlane::kAvailable
+                        : s.ok()          ? DataPlane::kNone
+                                          : DataPlane::kUnknown;
+          data_client_ = client;
+        }
+        // Once per peer (and per restart): which path its tensors take.
+        COHORT_LOG(INFO) << "tensors from " << target_->task << " go over "
+                         << (client != nullptr
+                                 ? absl::StrCat("its tensor data plane at ",
+                                                client->address())
+                                 : absl::StrCat(
+                                       "gRPC RecvTensor (probe: ", s.ToString(),
+                                       ", port ", port, ")"));
+        if (client != nullptr) {
+          RecvOverDataPlane(client, opts, request, value, std::move(done));
+        } else {
+          WorkerInterface::RecvTensorValueAsync(opts, request, value,
+                                                std::move(done));
+        }
+      });
+}
+
+void GrpcRemoteWorker::RecvOverDataPlane(TensorDataClient* client,
+                                         CallOptions* opts,
+                                         const RecvTensorRequest* request,
+                                         RecvTensorValue* value,
+                                         StatusCallback done) {
+  client->RecvAsync(opts, request, value,
+                    [this, client, opts, request, value,
+                     done = std::move(done)](const absl::Status& s) mutable {
+                      if (absl::IsUnavailable(s)) {
+                        // The target may have restarted on another tensor port:
+                        // probe again.
+                        absl::MutexLock lock(&data_mu_);
+                        if (data_client_ == client)
+                          data_plane_ = DataPlane::kUnknown;
+                      }
+                      if (TensorDataClient::IsNotConnected(s)) {
+                        // Nothing was sent, so this call may go over gRPC
+                        // instead, which reaches a restarted target (or reports
+                        // a dead one as it always has); the next call probes
+                        // for the new tensor port.
+                        return WorkerInterface::RecvTensorValueAsync(
+                            opts, request, value, std::move(done));
+                      }
+                      done(s);
+                    });
+}
 
 }  // namespace cohort::runtime

@@ -27,6 +27,15 @@
 //    WorkerService) keep their code: `<Rpc> to <task> (<host:port>) failed
 //    in transport: <detail>`.
 //
+// Tensor data plane: RecvTensorValueAsync (what the remote rendezvous
+// calls) asks the target's GetStatus once for its tensor port and, when it
+// advertises one, receives tensors over it (tensor_data_client.h: header +
+// raw bytes into the tensor's buffer, the same semantics and errors);
+// otherwise, under TLS (the framed transport has none), while the probe
+// runs, or when the host is not a dotted IPv4 address, over gRPC
+// RecvTensor. An Unavailable answer on the data plane forgets the port, so
+// a restarted target is probed again.
+//
 // Thread safety: thread-safe.
 #ifndef COHORT_RUNTIME_GRPC_REMOTE_WORKER_H_
 #define COHORT_RUNTIME_GRPC_REMOTE_WORKER_H_
@@ -35,8 +44,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "cohort/rpc/transport.h"
+#include "cohort/runtime/tensor_data_client.h"
 #include "cohort/runtime/worker_interface.h"
 #include "cohort/worker.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -57,7 +70,23 @@ class GrpcRemoteWorker final : public WorkerInterface {
   COHORT_WORKER_RPCS(COHORT_RUNTIME_GRPC_REMOTE_METHOD_)
 #undef COHORT_RUNTIME_GRPC_REMOTE_METHOD_
 
+  void RecvTensorValueAsync(CallOptions* opts, const RecvTensorRequest* request,
+                            RecvTensorValue* value,
+                            StatusCallback done) override;
+
+  // For tests: whether RecvTensors now use the data plane.
+  bool UsesTensorDataPlane() const;
+
  private:
+  enum class DataPlane { kUnknown, kProbing, kAvailable, kNone };
+  // Asks GetStatus for the tensor port, records the answer, then runs the
+  // first RecvTensor on whichever path it chose.
+  void ProbeDataPlane(CallOptions* opts, const RecvTensorRequest* request,
+                      RecvTensorValue* value, StatusCallback done);
+  void RecvOverDataPlane(TensorDataClient* client, CallOptions* opts,
+                         const RecvTensorRequest* request,
+                         RecvTensorValue* value, StatusCallback done);
+
   struct Target {
     std::string task;
     std::string address;
@@ -77,6 +106,16 @@ class GrpcRemoteWorker final : public WorkerInterface {
   const std::shared_ptr<const Target> target_;
   const std::unique_ptr<WorkerService::Stub> stub_;
   const rpc::TransportSecurity security_;
+
+  mutable absl::Mutex data_mu_;
+  DataPlane data_plane_ ABSL_GUARDED_BY(data_mu_) = DataPlane::kUnknown;
+  // The client in use (kAvailable), one of data_clients_.
+  TensorDataClient* data_client_ ABSL_GUARDED_BY(data_mu_) = nullptr;
+  // Every client made, kept for this worker's life: a call's `done` runs on
+  // its client's thread, so a client is never destroyed while in use (a
+  // restarted peer adds one; restarts are rare).
+  std::vector<std::unique_ptr<TensorDataClient>> data_clients_
+      ABSL_GUARDED_BY(data_mu_);
 };
 
 }  // namespace cohort::runtime

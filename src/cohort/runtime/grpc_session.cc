@@ -17,12 +17,13 @@ constexpr absl::Duration kStepRpcMargin = absl::Seconds(5);
 // the master returned pass unchanged.
 absl::Status FromRpc(const grpc::Status& status, const std::string& target) {
   absl::Status s = rpc::FromGrpcStatus(status);
-  if (absl::IsUnavailable(s) && !rpc::AnsweredByService(status)) {
-    return absl::UnavailableError(
-        absl::StrCat("master at ", target, " is unavailable: ", s.message(),
-                     ". Check that `cohort server` runs there."));
-  }
-  return s;
+  if (s.ok() || rpc::AnsweredByService(status)) return s;
+  // gRPC's own errors (unreachable, timed out before the master answered)
+  // keep their code and say which master and what to check.
+  return absl::Status(
+      s.code(), absl::StrCat("master at ", target, ": ", s.message(),
+                             ". Check that `cohort server` runs there and "
+                             "that the job token matches."));
 }
 
 }  // namespace
@@ -58,7 +59,8 @@ absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(
     const GrpcSessionOptions& options) {
   COHORT_ASSIGN_OR_RETURN(std::string address, ParseGrpcTarget(target));
   COHORT_ASSIGN_OR_RETURN(auto channel,
-                          rpc::CreateChannel(address, options.security));
+                          rpc::CreateChannel(address, options.security,
+                                             rpc::kMaxTensorMessageBytes));
   std::unique_ptr<GrpcSession> session(new GrpcSession(channel, options));
   session->target_ = target;
   CreateSessionRequest request;
@@ -82,7 +84,8 @@ absl::Status GrpcSession::ResetTarget(
     const GrpcSessionOptions& options) {
   COHORT_ASSIGN_OR_RETURN(std::string address, ParseGrpcTarget(target));
   COHORT_ASSIGN_OR_RETURN(auto channel,
-                          rpc::CreateChannel(address, options.security));
+                          rpc::CreateChannel(address, options.security,
+                                             rpc::kMaxTensorMessageBytes));
   auto stub = MasterService::NewStub(channel);
   ResetRequest request;
   for (const auto& c : containers) request.add_container(c);

@@ -83,7 +83,8 @@ absl::StatusOr<WorkerInterface*> GrpcWorkerCache::GetWorker(
   }
   // Outside the lock: with TLS, making a channel reads certificate files.
   const std::string& address = addresses_.at(name);
-  auto channel = rpc::CreateChannel(address, security_);
+  auto channel =
+      rpc::CreateChannel(address, security_, rpc::kMaxTensorMessageBytes);
   if (!channel.ok()) return channel.status();
   auto worker =
       std::make_unique<GrpcRemoteWorker>(name, address, *channel, security_);

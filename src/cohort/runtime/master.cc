@@ -1,16 +1,17 @@
 #include "cohort/runtime/master.h"
 
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "cohort/base/env.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/runtime/device_name.h"
+#include "cohort/runtime/parallel_calls.h"
 
 namespace cohort::runtime {
 namespace {
@@ -20,6 +21,7 @@ constexpr int kRecentRequestIds = 10000;
 // How often the GC looks for idle sessions (TF: 10 s).
 constexpr absl::Duration kGcInterval = absl::Seconds(10);
 constexpr absl::Duration kWorkerCallTimeout = absl::Seconds(10);
+constexpr size_t kMaxSessions = 1024;
 
 }  // namespace
 
@@ -55,7 +57,8 @@ absl::StatusOr<std::shared_ptr<MasterSession>> Master::FindSession(
   return it->second;
 }
 
-absl::Status Master::CreateSession(const CreateSessionRequest& request,
+absl::Status Master::CreateSession(CallOptions* opts,
+                                   const CreateSessionRequest& request,
                                    CreateSessionResponse* response) {
   COHORT_RETURN_IF_ERROR(CheckRunning());
   // A request without a config gets the server's default (TF: the
@@ -66,17 +69,27 @@ absl::Status Master::CreateSession(const CreateSessionRequest& request,
   const std::string handle = absl::StrFormat("%016x", RandomNonZeroId());
   COHORT_ASSIGN_OR_RETURN(
       auto session,
-      MasterSession::Create(&env_, handle, request.graph_def(), config));
+      MasterSession::Create(&env_, handle, request.graph_def(), config, opts,
+                            [this] { return !CheckRunning().ok(); }));
+  absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
-    if (stopped_.ok()) {
+    if (!stopped_.ok()) {
+      refused = stopped_;
+    } else if (sessions_.size() >= kMaxSessions) {
+      // Each session holds worker sessions on every task.
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          "master ", env_.task, " already has ", kMaxSessions,
+          " sessions; close unused ones (CloseSession) or enable session GC "
+          "(--session-gc-seconds)"));
+    } else {
       sessions_[handle] = session;
       session = nullptr;
     }
   }
   if (session != nullptr) {
-    session->Close(std::string(CheckRunning().message()));
-    return CheckRunning();
+    session->Close(refused);
+    return refused;
   }
   response->set_session_handle(handle);
   response->set_graph_version(0);
@@ -124,8 +137,8 @@ absl::Status Master::CloseSession(const CloseSessionRequest& request,
     session = std::move(it->second);
     sessions_.erase(it);
   }
-  session->Close(
-      "Step was cancelled by an explicit call to `Session::Close()`.");
+  session->Close(absl::CancelledError(
+      "Step was cancelled by an explicit call to `Session::Close()`."));
   return absl::OkStatus();
 }
 
@@ -146,23 +159,14 @@ absl::Status Master::ListDevices(const ListDevicesRequest& request,
     std::vector<GetStatusRequest> requests(tasks.size());
     std::vector<GetStatusResponse> responses(tasks.size());
     std::vector<CallOptions> opts(tasks.size());
-    std::vector<absl::Status> statuses(tasks.size());
-    absl::BlockingCounter pending(tasks.size());
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      opts[i].set_deadline(env_.env->Now() + kWorkerCallTimeout);
-      auto worker = env_.workers->GetWorker(tasks[i]);
-      if (!worker.ok()) {
-        statuses[i] = worker.status();
-        pending.DecrementCount();
-        continue;
-      }
-      (*worker)->GetStatusAsync(&opts[i], &requests[i], &responses[i],
-                                [&, i](const absl::Status& s) {
-                                  statuses[i] = s;
-                                  pending.DecrementCount();
-                                });
-    }
-    pending.Wait();
+    std::vector<absl::Status> statuses =
+        CallAll(tasks.size(), [&](int i, StatusCallback done) {
+          opts[i].set_deadline(env_.env->Now() + kWorkerCallTimeout);
+          auto worker = env_.workers->GetWorker(tasks[i]);
+          if (!worker.ok()) return done(worker.status());
+          (*worker)->GetStatusAsync(&opts[i], &requests[i], &responses[i],
+                                    std::move(done));
+        });
     for (size_t i = 0; i < tasks.size(); ++i) {
       if (!statuses[i].ok()) continue;
       for (const auto& d : responses[i].device_attributes()) {
@@ -189,8 +193,8 @@ absl::Status Master::Reset(const ResetRequest& request,
   }
   // TF closes every session of this master, also other clients'.
   for (const auto& session : sessions) {
-    session->Close(
-        "Step was cancelled by an explicit call to `Session::Reset()`.");
+    session->Close(absl::CancelledError(
+        "Step was cancelled by an explicit call to `Session::Reset()`."));
   }
   std::vector<DeviceName> filters;
   for (const std::string& f : request.device_filters()) {
@@ -209,26 +213,17 @@ absl::Status Master::Reset(const ResetRequest& request,
   std::vector<CleanupAllRequest> requests(tasks.size());
   std::vector<CleanupAllResponse> responses(tasks.size());
   std::vector<CallOptions> opts(tasks.size());
-  std::vector<absl::Status> statuses(tasks.size());
-  absl::BlockingCounter pending(tasks.size());
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    for (const std::string& c : request.container()) {
-      requests[i].add_container(c);
-    }
-    opts[i].set_deadline(env_.env->Now() + kWorkerCallTimeout);
-    auto worker = env_.workers->GetWorker(tasks[i]);
-    if (!worker.ok()) {
-      statuses[i] = worker.status();
-      pending.DecrementCount();
-      continue;
-    }
-    (*worker)->CleanupAllAsync(&opts[i], &requests[i], &responses[i],
-                               [&, i](const absl::Status& s) {
-                                 statuses[i] = s;
-                                 pending.DecrementCount();
-                               });
-  }
-  pending.Wait();
+  std::vector<absl::Status> statuses =
+      CallAll(tasks.size(), [&](int i, StatusCallback done) {
+        for (const std::string& c : request.container()) {
+          requests[i].add_container(c);
+        }
+        opts[i].set_deadline(env_.env->Now() + kWorkerCallTimeout);
+        auto worker = env_.workers->GetWorker(tasks[i]);
+        if (!worker.ok()) return done(worker.status());
+        (*worker)->CleanupAllAsync(&opts[i], &requests[i], &responses[i],
+                                   std::move(done));
+      });
   std::vector<std::string> failed;
   absl::StatusCode code = absl::StatusCode::kOk;
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -282,9 +277,13 @@ void Master::Stop(const absl::Status& status) {
     for (auto& [handle, session] : sessions_) sessions.push_back(session);
     sessions_.clear();
   }
+  // In parallel: each close may wait up to its worker-call timeouts on a
+  // hung task, and a stop must stay bounded however many sessions there are.
+  std::vector<std::thread> closers;
   for (const auto& session : sessions) {
-    session->Close(std::string(status.message()));
+    closers.emplace_back([session, status] { session->Close(status); });
   }
+  for (std::thread& t : closers) t.join();
   if (gc_thread_.joinable()) gc_thread_.join();
 }
 
@@ -322,7 +321,8 @@ void Master::GcSessionsNow() {
     absl::MutexLock lock(&mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       auto cur = it++;
-      if (now - cur->second->last_access() > limit) {
+      // A session with a step running is in use, however long the step.
+      if (!cur->second->running() && now - cur->second->last_access() > limit) {
         idle.push_back(std::move(cur->second));
         sessions_.erase(cur);
       }
@@ -333,9 +333,9 @@ void Master::GcSessionsNow() {
         << "GC session " << session->handle() << " after " << gc_seconds_
         << " seconds.  Note that if you are starting multiple replicas on a "
            "staggered delay, session_gc_seconds may need to be raised.";
-    session->Close(
+    session->Close(absl::CancelledError(
         "Step was cancelled because the session was garbage collected due "
-        "to inactivity.");
+        "to inactivity."));
   }
 }
 

@@ -57,7 +57,9 @@ class Master {
 
   uint64_t incarnation() const { return env_.incarnation; }
 
-  absl::Status CreateSession(const CreateSessionRequest& request,
+  // `opts` (may be null) cancels the discovery.
+  absl::Status CreateSession(CallOptions* opts,
+                             const CreateSessionRequest& request,
                              CreateSessionResponse* response);
   absl::Status ExtendSession(const ExtendSessionRequest& request,
                              ExtendSessionResponse* response);

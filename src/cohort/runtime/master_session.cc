@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "cohort/base/env.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/runtime/device_name.h"
+#include "cohort/runtime/parallel_calls.h"
 #include "cohort/runtime/partition.h"
 #include "cohort/runtime/worker_errors.h"
 
@@ -19,28 +19,17 @@ namespace {
 
 // TensorFlow's defaults: discovery waits this long without an operation
 // timeout (TF waits forever, tensorflow#14489), logs every 10 s, and the
-// close-time worker calls get 10 s each.
+// session's bookkeeping calls to workers (create, close) get 10 s each.
 constexpr absl::Duration kDefaultDiscoveryTimeout = absl::Seconds(60);
 constexpr absl::Duration kStillWaitingLogInterval = absl::Seconds(10);
 constexpr absl::Duration kCloseCallTimeout = absl::Seconds(10);
 // Retry pace for tasks that are not up yet during discovery.
 constexpr absl::Duration kDiscoveryRetryMin = absl::Milliseconds(50);
 constexpr absl::Duration kDiscoveryRetryMax = absl::Seconds(1);
-
-// Starts `n` asynchronous calls and waits for every one to finish.
-std::vector<absl::Status> CallAll(
-    int n, const std::function<void(int i, StatusCallback done)>& start) {
-  std::vector<absl::Status> statuses(n);
-  absl::BlockingCounter pending(n);
-  for (int i = 0; i < n; ++i) {
-    start(i, [&statuses, &pending, i](const absl::Status& s) {
-      statuses[i] = s;
-      pending.DecrementCount();
-    });
-  }
-  pending.Wait();
-  return statuses;
-}
+constexpr absl::Duration kDiscoveryRound = absl::Seconds(3);
+// Bounds on what one client can make a session hold.
+constexpr size_t kMaxSignatures = 4096;
+constexpr size_t kMaxCallables = 4096;
 
 // "x" and "x:0" name the same tensor; signatures and partitions compare the
 // canonical form.
@@ -71,6 +60,7 @@ struct PartitionHandle {
   WorkerInterface* worker = nullptr;
   std::string graph_handle;
   int num_feeds = 0;
+  int num_fetches = 0;
 };
 
 struct MasterSession::Signature {
@@ -93,7 +83,9 @@ MasterSession::MasterSession(const MasterEnv* env, std::string handle,
       step_id_base_(RandomNonZeroId() & ((uint64_t{1} << 56) - 1)),
       last_access_(env->env->Now()) {}
 
-MasterSession::~MasterSession() { Close("the session was destroyed"); }
+MasterSession::~MasterSession() {
+  Close(absl::CancelledError("the session was destroyed"));
+}
 
 uint64_t MasterSession::NewStepId() {
   for (;;) {
@@ -105,7 +97,8 @@ uint64_t MasterSession::NewStepId() {
 
 absl::StatusOr<std::shared_ptr<MasterSession>> MasterSession::Create(
     const MasterEnv* env, std::string handle, const GraphDef& graph,
-    const ConfigProto& config) {
+    const ConfigProto& config, CallOptions* opts,
+    const std::function<bool()>& stop) {
   if (config.inter_op_parallelism_threads() < 0 ||
       config.intra_op_parallelism_threads() < 0) {
     return absl::InvalidArgumentError(
@@ -119,12 +112,13 @@ absl::StatusOr<std::shared_ptr<MasterSession>> MasterSession::Create(
     absl::MutexLock lock(&session->graph_mu_);
     session->graph_ = std::move(g);
   }
-  COHORT_RETURN_IF_ERROR(session->Discover());
+  COHORT_RETURN_IF_ERROR(session->Discover(opts, stop));
   COHORT_RETURN_IF_ERROR(session->CreateWorkerSessions());
   return session;
 }
 
-absl::Status MasterSession::Discover() {
+absl::Status MasterSession::Discover(CallOptions* opts,
+                                     const std::function<bool()>& stop) {
   std::vector<DeviceName> filters;
   for (const std::string& f : config_.device_filters()) {
     COHORT_ASSIGN_OR_RETURN(DeviceName filter, DeviceName::Parse(f));
@@ -155,16 +149,20 @@ absl::Status MasterSession::Discover() {
   while (!pending.empty()) {
     std::vector<GetStatusRequest> requests(pending.size());
     std::vector<GetStatusResponse> responses(pending.size());
-    std::vector<std::unique_ptr<CallOptions>> opts;
+    std::vector<std::unique_ptr<CallOptions>> round;
+    // A round ends within kDiscoveryRound even when a task hangs, so that a
+    // cancelled CreateSession or a stopping master is noticed.
+    const absl::Time round_end =
+        std::min(deadline, clock->Now() + kDiscoveryRound);
     for (size_t i = 0; i < pending.size(); ++i) {
-      opts.push_back(std::make_unique<CallOptions>());
-      opts.back()->set_deadline(deadline);
+      round.push_back(std::make_unique<CallOptions>());
+      round.back()->set_deadline(round_end);
     }
     std::vector<absl::Status> statuses =
         CallAll(pending.size(), [&](int i, StatusCallback done) {
           auto worker = env_->workers->GetWorker(pending[i]);
           if (!worker.ok()) return done(worker.status());
-          (*worker)->GetStatusAsync(opts[i].get(), &requests[i], &responses[i],
+          (*worker)->GetStatusAsync(round[i].get(), &requests[i], &responses[i],
                                     std::move(done));
         });
     std::vector<std::string> again;
@@ -185,6 +183,11 @@ absl::Status MasterSession::Discover() {
     }
     pending = std::move(again);
     if (pending.empty()) break;
+    if ((opts != nullptr && opts->cancelled()) || (stop && stop())) {
+      return absl::CancelledError(
+          "CreateSession was cancelled (by the client, or the master is "
+          "stopping) while waiting for tasks to answer");
+    }
     const absl::Time now = clock->Now();
     if (now >= deadline) {
       std::vector<std::string> silent;
@@ -239,6 +242,7 @@ absl::Status MasterSession::CreateWorkerSessions() {
         r.set_isolate_session_state(config_.isolate_session_state());
         r.set_master_task(env_->task);
         r.set_master_incarnation(env_->incarnation);
+        opts[i].set_deadline(env_->env->Now() + kCloseCallTimeout);
         auto worker = env_->workers->GetWorker(tasks_[i]);
         if (!worker.ok()) return done(worker.status());
         (*worker)->CreateWorkerSessionAsync(&opts[i], &r, &responses[i],
@@ -271,6 +275,11 @@ absl::Time MasterSession::last_access() const {
   return last_access_;
 }
 
+bool MasterSession::running() const {
+  absl::MutexLock lock(&mu_);
+  return !running_.empty();
+}
+
 absl::StatusOr<int64_t> MasterSession::Extend(const GraphDef& graph,
                                               int64_t current_version) {
   COHORT_RETURN_IF_ERROR(CheckOpen());
@@ -295,6 +304,14 @@ MasterSession::GetOrRegister(const std::vector<std::string>& feeds,
     absl::MutexLock lock(&mu_);
     auto it = signatures_.find(key);
     if (it != signatures_.end()) return it->second;
+    // Each signature holds registered graphs on the workers; a client that
+    // varies its fetches without end must not grow them without end.
+    if (signatures_.size() >= kMaxSignatures) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "session ", handle_, " already has ", kMaxSignatures,
+          " distinct (feeds, fetches, targets) signatures registered; reuse "
+          "signatures (MakeCallable) or create a new session"));
+    }
   }
   // Two first runs of one signature may both register; the loser's graphs
   // are deregistered below, so the workers keep one copy.
@@ -342,6 +359,8 @@ absl::Status MasterSession::AddRunning(Running* r) {
 void MasterSession::RemoveRunning(Running* r) {
   absl::MutexLock lock(&mu_);
   running_.erase(r);
+  // A step that just ended counts as use: GC measures idleness from here.
+  last_access_ = env_->env->Now();
 }
 
 absl::StatusOr<std::shared_ptr<MasterSession::Signature>>
@@ -370,6 +389,7 @@ MasterSession::Register(const std::vector<std::string>& feeds,
     h.task = parts[p].task;
     COHORT_ASSIGN_OR_RETURN(h.worker, env_->workers->GetWorker(h.task));
     h.num_feeds = parts[p].feeds.size();
+    h.num_fetches = parts[p].fetches.size();
     sig->partitions.push_back(h);
     RegisterGraphRequest& r = requests[p];
     r.set_session_handle(handle_);
@@ -638,6 +658,18 @@ absl::Status MasterSession::RunSignature(CallOptions* opts,
         " (RunGraph)"));
   }
   if (step.root >= 0) return step.calls[step.root].status;
+  for (size_t p = 0; p < n; ++p) {
+    // A worker that answers OK must answer every registered fetch; anything
+    // else (a version-skewed or impostor worker) must not index past it.
+    if (step.calls[p].response.recv_size() != sig.partitions[p].num_fetches) {
+      return absl::InternalError(absl::StrCat(
+          "RunGraph on ", sig.partitions[p].task, " returned ",
+          step.calls[p].response.recv_size(), " tensors for ",
+          sig.partitions[p].num_fetches,
+          " registered fetches; check that every task runs the same cohort "
+          "version"));
+    }
+  }
   fetches->clear();
   for (auto [p, i] : sig.fetch_at) {
     fetches->push_back(step.calls[p].response.recv(i).tensor());
@@ -682,6 +714,11 @@ absl::StatusOr<int64_t> MasterSession::MakeCallable(
   sig->run_options = options.run_options();
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError("Session is closed.");
+  if (callables_.size() >= kMaxCallables) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("session ", handle_, " already has ", kMaxCallables,
+                     " callables; release some (ReleaseCallable)"));
+  }
   const int64_t handle = next_callable_++;
   callables_[handle] = std::move(sig);
   return handle;
@@ -743,7 +780,7 @@ void MasterSession::AbortStepsOn(const std::string& task,
   }
 }
 
-void MasterSession::Close(const std::string& why) {
+void MasterSession::Close(const absl::Status& why) {
   std::vector<std::shared_ptr<Signature>> signatures;
   {
     absl::MutexLock lock(&mu_);
@@ -752,7 +789,7 @@ void MasterSession::Close(const std::string& why) {
     // Cancelled under mu_ so that no step can leave (and free itself) in
     // between; a step's cancellation takes only its own lock (order: mu_,
     // then Step::mu).
-    for (Running* r : running_) r->Abort(absl::CancelledError(why));
+    for (Running* r : running_) r->Abort(why);
     mu_.Await(absl::Condition(
         +[](absl::flat_hash_set<Running*>* r) { return r->empty(); },
         &running_));

@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,9 +66,12 @@ struct MasterEnv {
 class MasterSession {
  public:
   // Discovers devices and creates the worker sessions (see contract).
+  // Gives up with Cancelled when `opts` (may be null) is cancelled or
+  // `stop()` returns true (checked at least every few seconds).
   static absl::StatusOr<std::shared_ptr<MasterSession>> Create(
       const MasterEnv* env, std::string handle, const GraphDef& graph,
-      const ConfigProto& config);
+      const ConfigProto& config, CallOptions* opts,
+      const std::function<bool()>& stop);
   ~MasterSession();
 
   const std::string& handle() const { return handle_; }
@@ -91,12 +95,15 @@ class MasterSession {
   // (the task was lost; its calls may never return on their own).
   void AbortStepsOn(const std::string& task, const absl::Status& status);
 
-  // Cancels running steps with Cancelled(why), waits, releases everything
-  // on the workers. Idempotent.
-  void Close(const std::string& why);
+  // Ends running steps with `why` (Cancelled for Close and GC, Unavailable
+  // for a server stop), waits, releases everything on the workers.
+  // Idempotent.
+  void Close(const absl::Status& why);
 
-  // The last time a call used this session (session GC).
+  // The last time a call used this session or a step of it ended (session
+  // GC), and whether a step runs now (a running session is never idle).
   absl::Time last_access() const;
+  bool running() const;
 
  private:
   struct Signature;  // One registered (feeds, fetches, targets).
@@ -113,7 +120,7 @@ class MasterSession {
   MasterSession(const MasterEnv* env, std::string handle,
                 const ConfigProto& config);
 
-  absl::Status Discover();
+  absl::Status Discover(CallOptions* opts, const std::function<bool()>& stop);
   absl::Status CreateWorkerSessions();
   // Registration waits at most until `deadline`.
   absl::StatusOr<std::shared_ptr<Signature>> GetOrRegister(

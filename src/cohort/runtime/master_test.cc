@@ -21,6 +21,7 @@
 #include "cohort/rpc/socket.h"
 #include "cohort/runtime/grpc_session.h"
 #include "cohort/runtime/server.h"
+#include "cohort/runtime/tensor_data_service.h"
 #include "cohort/runtime/worker.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -135,6 +136,33 @@ TEST(MasterTest, StepAcrossThreeTasksMatchesLocalSession) {
   EXPECT_EQ(Values(out[0]), Values(expected[0]));
   EXPECT_EQ(Values(out[1]), Values(expected[1]));
   EXPECT_EQ(Values(out[0]), (std::vector<float>{22, 44}));
+}
+
+// Tensors between the servers take the tensor data plane (the producers'
+// TensorDataService answers them), with the results LocalSession gives.
+TEST(MasterTest, TensorsCrossTasksOverTheTensorDataPlane) {
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  const GraphDef graph = ParameterServerGraph();
+  auto session = cluster->Session(graph);
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  const Tensor x = Tensor::Vec<float>({10, 20});
+  std::vector<Tensor> out;
+  for (int step = 0; step < 3; ++step) {
+    out.clear();
+    ASSERT_TRUE(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out).ok());
+  }
+  EXPECT_EQ(Values(out[0]), std::vector<float>({22, 44}));
+  EXPECT_EQ(Values(out[1]), std::vector<float>({11, 22}));
+  uint64_t sent = 0;
+  for (auto& server : cluster->servers) {
+    ASSERT_NE(server->tensor_data(), nullptr);
+    sent += server->tensor_data()->num_tensors_sent();
+  }
+  // Each step moves w (ps:0 -> worker:1) and sum (worker:1 -> worker:0);
+  // the first step of each peer pair may still probe over gRPC.
+  EXPECT_GE(sent, 4u);
 }
 
 TEST(MasterTest, VariablesOnPsOutliveTheSessionUntilReset) {
@@ -331,6 +359,37 @@ TEST(MasterTest, CloseCancelsARunningStep) {
               HasSubstr("explicit call to `Session::Close()`"));
   EXPECT_EQ(session->Run({}, {}, {}, nullptr).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(MasterTest, ServerStopEndsARunningStepWithUnavailable) {
+  // Unavailable, not Cancelled: a client (MonitoredSession) recovers from
+  // it once the task is back.
+  auto cluster = Cluster::Start();
+  ASSERT_NE(cluster, nullptr);
+  auto session = cluster->Session(StuckGraph());
+  ASSERT_NE(session, nullptr);
+  Master* master = cluster->server(kWorker0)->master();
+  RunStepRequest request;
+  request.set_session_handle(session->handle());
+  request.add_fetch("never:0");
+  RunStepResponse response;
+  absl::Status step_status;
+  std::thread step(
+      [&] { step_status = master->RunStep(nullptr, request, &response); });
+  Worker* worker1 = cluster->server(kWorker1)->worker();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (worker1->NumRunningSteps() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const bool running = worker1->NumRunningSteps() == 1;
+  const absl::Time stop_start = absl::Now();
+  ASSERT_TRUE(cluster->server(kWorker0)->Stop().ok());
+  step.join();
+  ASSERT_TRUE(running);
+  EXPECT_LT(absl::Now() - stop_start, absl::Seconds(10));
+  EXPECT_EQ(step_status.code(), absl::StatusCode::kUnavailable) << step_status;
+  EXPECT_THAT(step_status.message(),
+              HasSubstr(absl::StrCat("server ", kWorker0, " is stopping")));
 }
 
 TEST(MasterTest, WrongTokenIsUnauthenticated) {

@@ -103,24 +103,10 @@ absl::Status ResolveFeeds(const Graph& graph,
                           const std::vector<std::string>& feeds,
                           Signature* sig) {
   for (const std::string& f : feeds) {
-    COHORT_ASSIGN_OR_RETURN(Graph::TensorId id, Graph::ParseTensorName(f));
-    const Graph::Node* n = graph.FindNode(id.node);
-    if (n == nullptr || id.control) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feed '", f, "' refers to unknown node '", id.node, "'"));
-    }
-    if (n->op() != "Placeholder") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feed '", f, "' names ", NodeDebugName(n->def),
-          ", which is not a Placeholder; only placeholders can be fed"));
-    }
-    if (id.index != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feed '", f, "': placeholder '", id.node, "' has only output 0"));
-    }
+    COHORT_ASSIGN_OR_RETURN(const Graph::Node* n, graph.ResolveFeed(f));
     if (!sig->fed.insert(n->id).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat("placeholder '", id.node, "' is fed twice"));
+          absl::StrCat("placeholder '", n->name(), "' is fed twice"));
     }
     sig->feed_nodes.push_back(n->id);
   }

@@ -4,20 +4,44 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/text_format.h"
 
 namespace cohort::runtime {
 namespace {
 
-// A RunGraph or RecvTensor request can carry megabytes of tensor bytes; the
-// message only has to let a reader recognise the request.
+// A RunGraph or RecvTensor request can carry up to a gigabyte of tensor
+// bytes, and printing it whole (then cutting) would build that string on a
+// request thread. The message only has to let a reader recognise the
+// request: its type and its singular scalar and short string fields
+// (handles, step id, key, request id); repeated and message fields, which
+// hold the tensors, are left out.
 constexpr size_t kMaxRequestTextChars = 512;
+constexpr size_t kMaxFieldChars = 128;
 
 std::string ShortRequestText(const google::protobuf::Message& request) {
-  std::string text = request.ShortDebugString();
-  if (text.size() > kMaxRequestTextChars) {
-    text.resize(kMaxRequestTextChars);
-    text += "...";
+  const google::protobuf::Descriptor* d = request.GetDescriptor();
+  const google::protobuf::Reflection* r = request.GetReflection();
+  std::string text = d->name();
+  text += " {";
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated() ||
+        f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
+        !r->HasField(request, f)) {
+      continue;
+    }
+    std::string value;
+    google::protobuf::TextFormat::PrintFieldValueToString(request, f, -1,
+                                                          &value);
+    if (value.size() > kMaxFieldChars) {
+      value.resize(kMaxFieldChars);
+      value += "...";
+    }
+    absl::StrAppend(&text, " ", f->name(), ": ", value);
+    if (text.size() > kMaxRequestTextChars) break;
   }
+  text += " }";
   return text;
 }
 

@@ -7,7 +7,6 @@
 #include "cohort/base/logging.h"
 #include "cohort/runtime/device_name.h"
 #include "cohort/runtime/worker_errors.h"
-#include "cohort/runtime/worker_tensor_coding.h"
 
 namespace cohort::runtime {
 namespace {
@@ -234,15 +233,13 @@ void RemoteRendezvous::RecvRemote(const ParsedKey& key, DoneCallback done) {
   }
   // The callback keeps this rendezvous alive until the call is over, so
   // FinishRemote can always deregister the call.
-  (*worker)->RecvTensorAsync(&call->opts, &call->request, &call->response,
-                             [self = shared_from_this(), call, task = *src_task,
-                              done = std::move(done)](const absl::Status& s) {
-                               self->FinishRemote(call, task, s, done);
-                             });
+  (*worker)->RecvTensorValueAsync(
+      &call->opts, &call->request, &call->value,
+      [self = shared_from_this(), call, done = std::move(done)](
+          const absl::Status& s) { self->FinishRemote(call, s, done); });
 }
 
 void RemoteRendezvous::FinishRemote(const std::shared_ptr<RemoteCall>& call,
-                                    const std::string& src_task,
                                     absl::Status status,
                                     const DoneCallback& done) {
   absl::Status abort;
@@ -258,15 +255,7 @@ void RemoteRendezvous::FinishRemote(const std::shared_ptr<RemoteCall>& call,
     done(status, Tensor());
     return;
   }
-  auto value = DecodeWireTensor(
-      call->response.tensor(),
-      absl::StrCat("RecvTensor '", call->request.rendezvous_key(), "' from ",
-                   src_task));
-  if (!value.ok()) {
-    done(value.status(), Tensor());
-    return;
-  }
-  done(absl::OkStatus(), *value);
+  done(absl::OkStatus(), call->value.tensor);
 }
 
 // --- RendezvousMgr --------------------------------------------------------

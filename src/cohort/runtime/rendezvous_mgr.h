@@ -7,7 +7,8 @@
 //  - Send stores the tensor in the step's local table (never blocks).
 //  - RecvAsync of a key whose src device is on this task waits in the local
 //    table; one whose src device is on another task issues RecvTensor to
-//    that task's worker (from the WorkerCache) with the key and step id,
+//    that task's worker (from the WorkerCache; RecvTensorValueAsync, so a
+//    transport with a tensor data plane uses it) with the key and step id,
 //    and a fresh random request id. StartAbort cancels such calls, so
 //    whatever stops the step (its first error, cancellation, deadline,
 //    Cleanup) also ends its RPCs; their `done` then gets the abort status.
@@ -100,14 +101,13 @@ class RemoteRendezvous : public Rendezvous,
   struct RemoteCall {
     CallOptions opts;
     RecvTensorRequest request;
-    RecvTensorResponse response;
+    RecvTensorValue value;
   };
 
   bool IsLocal(const ParsedKey& key) const;
   void RecvRemote(const ParsedKey& key, DoneCallback done);
   void FinishRemote(const std::shared_ptr<RemoteCall>& call,
-                    const std::string& src_task, absl::Status status,
-                    const DoneCallback& done);
+                    absl::Status status, const DoneCallback& done);
   // Drops waiter `id` of `key` if it still waits; runs it Cancelled.
   void CancelWaiter(const std::string& key, uint64_t id);
   static void RunWaiter(Waiter waiter, const absl::Status& status,

@@ -16,6 +16,7 @@
 #include "cohort/runtime/grpc_worker_service.h"
 #include "cohort/runtime/master.h"
 #include "cohort/runtime/server_coordination.h"
+#include "cohort/runtime/tensor_data_service.h"
 #include "cohort/runtime/worker.h"
 
 namespace cohort::runtime {
@@ -165,9 +166,24 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
   if (coordination_ != nullptr && coordination_->service() != nullptr) {
     services.push_back(coordination_->service());
   }
+  // Before gRPC serves: a peer's first GetStatus must already see the
+  // tensor port, or it would settle on gRPC for good.
+  if (!options.security.tls()) {
+    // The framed listener takes a dotted address: "localhost" binds
+    // 127.0.0.1, like gRPC's loopback resolution.
+    rpc::FramedServerOptions data;
+    data.name = absl::StrCat("tensor data plane of ", task_);
+    data.host = bind_host == "localhost" ? "127.0.0.1" : bind_host;
+    data.job_token = options.security.job_token;
+    data.insecure = options.security.insecure;
+    COHORT_ASSIGN_OR_RETURN(tensor_data_,
+                            TensorDataService::Start(worker_.get(), data));
+    worker_->SetTensorPort(tensor_data_->port());
+  }
   COHORT_ASSIGN_OR_RETURN(
-      grpc_, rpc::StartGrpcServer(absl::StrCat(bind_host, ":", address.port),
-                                  services, options.security));
+      grpc_,
+      rpc::StartGrpcServer(absl::StrCat(bind_host, ":", address.port), services,
+                           options.security, rpc::kMaxTensorMessageBytes));
   port_ = grpc_.port;
   target_ = absl::StrCat("grpc://", address.host, ":", port_);
   return absl::OkStatus();
@@ -185,6 +201,10 @@ absl::Status Server::Start() {
   absl::MutexLock lock(&mu_);
   switch (state_) {
     case State::kNew:
+      // A Stop in progress has torn down (or is tearing down) what Start
+      // would start.
+      if (stopping_)
+        return absl::FailedPreconditionError("Server has stopped.");
       state_ = State::kStarted;
       if (coordination_ != nullptr) coordination_->Start(port_);
       COHORT_LOG(INFO) << "Started server with target: " << target_;

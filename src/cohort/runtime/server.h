@@ -22,6 +22,11 @@
 //  - the port cannot be bound: Unavailable naming host:port.
 // ServerDef.port, when set, overrides the address's port.
 //
+// Tensor data plane: unless TLS is configured, each server also listens on
+// a framed "tensor port" (same host; the job token and loopback rules as
+// gRPC's) that GetStatus advertises; peers receive tensors over it
+// (tensor_data_service.h) and fall back to gRPC RecvTensor without it.
+//
 // Coordination: every server runs a coordination agent from Start, and the
 // leader hosts the service on its port, so a task that dies or hangs ends
 // the steps waiting on it within the heartbeat timeout on every server
@@ -60,6 +65,7 @@ class GrpcWorkerCache;
 class GrpcWorkerService;
 class Master;
 class ServerCoordination;
+class TensorDataService;
 class Worker;
 
 struct ServerOptions {
@@ -95,6 +101,8 @@ class Server {
   int bound_port() const { return port_; }
   Master* master() { return master_.get(); }
   Worker* worker() { return worker_.get(); }
+  // The tensor data plane (null under TLS).
+  TensorDataService* tensor_data() { return tensor_data_.get(); }
 
  private:
   enum class State { kNew, kStarted, kStopped };
@@ -112,6 +120,8 @@ class Server {
   std::unique_ptr<Master> master_;
   std::unique_ptr<GrpcWorkerService> worker_service_;
   std::unique_ptr<GrpcMasterService> master_service_;
+  // Null under TLS (the framed transport has none; tensors stay on gRPC).
+  std::unique_ptr<TensorDataService> tensor_data_;
   std::unique_ptr<ServerCoordination> coordination_;  // Null: none.
   rpc::GrpcServer grpc_;
 

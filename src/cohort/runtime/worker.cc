@@ -80,6 +80,14 @@ Worker::~Worker() = default;
 COHORT_WORKER_RPCS(COHORT_RUNTIME_WORKER_FORWARD_)
 #undef COHORT_RUNTIME_WORKER_FORWARD_
 
+void Worker::RecvTensorValueAsync(CallOptions* opts,
+                                  const RecvTensorRequest* request,
+                                  RecvTensorValue* value, StatusCallback done) {
+  impl_->RecvTensorAsTensor(opts, request, value, done);
+}
+
+void Worker::SetTensorPort(int port) { impl_->SetTensorPort(port); }
+
 void Worker::Stop(const absl::Status& status) { impl_->Stop(status); }
 const std::string& Worker::task_name() const { return impl_->task_name(); }
 size_t Worker::NumRunningSteps() const { return impl_->NumRunningSteps(); }
@@ -190,6 +198,7 @@ void Worker::Impl::GetStatus(CallOptions*, const GetStatusRequest*,
   // cohort's CPU device has no allocator limit of its own; 0 = unknown.
   d->set_memory_limit(0);
   d->set_incarnation(env_.device->incarnation());
+  response->set_tensor_port(tensor_port_.load());
   done(absl::OkStatus());
 }
 

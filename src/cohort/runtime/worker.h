@@ -126,6 +126,18 @@ class Worker final : public WorkerInterface {
   COHORT_WORKER_RPCS(COHORT_RUNTIME_WORKER_OVERRIDE_)
 #undef COHORT_RUNTIME_WORKER_OVERRIDE_
 
+  // RecvTensor without the TensorProto: the same checks, waits and errors
+  // as RecvTensorAsync (above), answering the sender's Tensor itself (its
+  // buffer shared, not copied). The tensor data plane and in-process
+  // callers use it.
+  void RecvTensorValueAsync(CallOptions* opts, const RecvTensorRequest* request,
+                            RecvTensorValue* value,
+                            StatusCallback done) override;
+
+  // The port of this task's tensor data plane (tensor_data_service.h), or
+  // 0 for none; GetStatus advertises it (GetStatusResponse.tensor_port).
+  void SetTensorPort(int port);
+
   // Clean stop: from now on every call answers `status` (the Server passes
   // Unavailable `server <task> is stopping`; an OK status means that one);
   // running steps end with it, pending RecvTensors and remote Recvs too. Blocks

@@ -64,6 +64,13 @@ class Worker::Impl {
   COHORT_WORKER_RPCS(COHORT_RUNTIME_WORKER_IMPL_METHOD_)
 #undef COHORT_RUNTIME_WORKER_IMPL_METHOD_
 
+  // RecvTensor's logic, answering a Tensor (worker.h).
+  void RecvTensorAsTensor(CallOptions* opts, const RecvTensorRequest* request,
+                          runtime::RecvTensorValue* value,
+                          const StatusCallback& done);
+  // The data plane's port GetStatus advertises (0: none).
+  void SetTensorPort(int port) { tensor_port_.store(port); }
+
   void Stop(const absl::Status& status);
   const std::string& task_name() const { return env_.task_name; }
   size_t NumRunningSteps() const;
@@ -106,6 +113,9 @@ class Worker::Impl {
   // Graph handles: hex of a per-worker counter (TF GraphMgr); only unique
   // within this worker's life, which is what sessions last.
   std::atomic<uint64_t> next_graph_id_{0};
+  // Publishes the tensor data plane's port to GetStatus (set once, after
+  // the Server started the data plane).
+  std::atomic<int> tensor_port_{0};
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

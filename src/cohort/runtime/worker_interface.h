@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cohort/graph/tensor.h"
 #include "cohort/runtime/call_options.h"
 #include "cohort/worker.pb.h"
 
@@ -43,6 +44,13 @@ using StatusCallback = std::function<void(const absl::Status&)>;
   X(CleanupAll)               \
   X(RecvTensor)
 
+// A RecvTensor's answer as a Tensor rather than a TensorProto.
+struct RecvTensorValue {
+  Tensor tensor;
+  bool is_dead = false;
+  int64_t send_start_micros = 0;
+};
+
 class WorkerInterface {
  public:
   virtual ~WorkerInterface() = default;
@@ -52,6 +60,16 @@ class WorkerInterface {
                            Name##Response* response, StatusCallback done) = 0;
   COHORT_WORKER_RPCS(COHORT_RUNTIME_WORKER_METHOD_)
 #undef COHORT_RUNTIME_WORKER_METHOD_
+
+  // RecvTensor answered as a Tensor: what the remote rendezvous calls. The
+  // same semantics and errors as RecvTensorAsync; a transport that can skip
+  // the TensorProto (the in-process Worker, the tensor data plane of
+  // GrpcRemoteWorker) overrides it. This default calls RecvTensorAsync and
+  // decodes the answer with worker_tensor_coding.h's rules.
+  virtual void RecvTensorValueAsync(CallOptions* opts,
+                                    const RecvTensorRequest* request,
+                                    RecvTensorValue* value,
+                                    StatusCallback done);
 };
 
 // Where a task's worker is: the master and the workers' remote rendezvous

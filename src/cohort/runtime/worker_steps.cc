@@ -192,6 +192,27 @@ void Worker::Impl::RecvTensor(CallOptions* opts,
                               const RecvTensorRequest* request,
                               RecvTensorResponse* response,
                               const StatusCallback& done) {
+  // The gRPC answer is the Tensor-level one, encoded as a TensorProto.
+  auto value = std::make_shared<runtime::RecvTensorValue>();
+  RecvTensorAsTensor(
+      opts, request, value.get(),
+      [request, response, value, done](absl::Status s) {
+        if (s.ok()) {
+          s = EncodeWireTensor(
+              value->tensor,
+              absl::StrCat("RecvTensor '", request->rendezvous_key(), "'"),
+              response->mutable_tensor());
+          response->set_is_dead(value->is_dead);
+          response->set_send_start_micros(value->send_start_micros);
+        }
+        done(s);
+      });
+}
+
+void Worker::Impl::RecvTensorAsTensor(CallOptions* opts,
+                                      const RecvTensorRequest* request,
+                                      runtime::RecvTensorValue* value,
+                                      const StatusCallback& done) {
   if (absl::Status s = CheckRunning(); !s.ok()) return done(s);
   if (absl::Status s = recv_tensor_ids_.TrackUnique(
           request->request_id(), "RecvTensor (GrpcWorker)", *request);
@@ -230,8 +251,8 @@ void Worker::Impl::RecvTensor(CallOptions* opts,
   (*rendezvous)
       ->RecvLocalAsync(
           *key, &call->cancellation,
-          [this, call, opts, response, done, step_id, k = key->full_key](
-              const absl::Status& status, const Tensor& value,
+          [this, call, opts, value, done, step_id, k = key->full_key](
+              const absl::Status& status, const Tensor& tensor,
               absl::Time sent_at) {
             if (call->timer_id != 0) timer_.Cancel(call->timer_id);
             // Safe to wait: this never runs inside the opts callback, which
@@ -246,10 +267,11 @@ void Worker::Impl::RecvTensor(CallOptions* opts,
                                "was sent"));
             }
             if (s.ok()) {
-              s = EncodeWireTensor(value, absl::StrCat("RecvTensor '", k, "'"),
-                                   response->mutable_tensor());
-              response->set_is_dead(false);
-              response->set_send_start_micros(absl::ToUnixMicros(sent_at));
+              // Shares the sender's buffer: no copy until a transport
+              // encodes it (gRPC) or writes it out (the data plane).
+              value->tensor = tensor;
+              value->is_dead = false;
+              value->send_start_micros = absl::ToUnixMicros(sent_at);
             }
             done(s);
           });

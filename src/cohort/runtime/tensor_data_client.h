@@ -1,0 +1,118 @@
+// TensorDataClient: the consumer side of the tensor data plane
+// (tensor_data_service.h) for one peer task: RecvTensor answered as a
+// Tensor whose bytes are received straight into its buffer (one copy, the
+// kernel's), after the header was checked (tensor_wire.h).
+//
+//   TensorDataClient ps0("/job:ps/replica:0/task:0", "127.0.0.1:4711", token);
+//   ps0.RecvAsync(&opts, &request, &value, done);
+//
+// Connections are pooled: each call takes an idle authenticated connection
+// (or opens one) and returns it when the call ends cleanly, so several
+// RecvTensors to one peer run at once, each on its own TCP stream. Several
+// connections rather than request ids on one: a 64 MiB tensor then never
+// delays a small one queued behind it (no head-of-line blocking), the
+// server stays one-request-per-connection (no reordering state), and on
+// loopback one stream already reaches the iperf3 figure, so multiplexing
+// would buy nothing but latency for small tensors.
+//
+// A call blocks one pool thread (StepThreadPool: grows, reuses idle
+// threads) while it waits for the producer; `done` runs on that thread.
+// CallOptions: the deadline bounds connect and wait (DeadlineExceeded);
+// StartCancel wakes the call (Cancelled) and closes its connection, which
+// makes the producer drop only this waiter.
+//
+// Errors:
+//  - the producer's, as it answered them (worker.h: code, message,
+//    payloads);
+//  - Unavailable `<task> (<address>) is unavailable: <detail>`: cannot
+//    connect (IsNotConnected: nothing was sent), connection lost,
+//    truncated tensor. A pooled connection found dead is retried once on a
+//    new one (the request id makes the retry safe);
+//  - DeadlineExceeded `RecvTensor to <task> (<address>) did not finish
+//    before its deadline: ...`; Cancelled `RecvTensor to <task>
+//    (<address>) was cancelled: ...`;
+//  - DataLoss / ResourceExhausted naming the peer: a malformed or
+//    oversized header (the connection is closed; nothing was allocated);
+//  - Unauthenticated: the peer refused the job token.
+//
+// Thread safety: thread-safe. The destructor shuts down calls in flight
+// (they end Unavailable) and joins the pool.
+#ifndef COHORT_RUNTIME_TENSOR_DATA_CLIENT_H_
+#define COHORT_RUNTIME_TENSOR_DATA_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "cohort/rpc/framed_client.h"
+#include "cohort/runtime/worker_interface.h"
+#include "cohort/runtime/worker_thread_pool.h"
+
+namespace cohort::runtime {
+
+class TensorDataClient {
+ public:
+  // `address` is "a.b.c.d:port" of the peer's tensor port.
+  TensorDataClient(std::string task, std::string address, std::string job_token,
+                   uint64_t max_tensor_bytes = (uint64_t{1} << 31) - 1);
+  ~TensorDataClient();
+  TensorDataClient(const TensorDataClient&) = delete;
+  TensorDataClient& operator=(const TensorDataClient&) = delete;
+
+  // RecvTensor (WorkerInterface::RecvTensorValueAsync's contract). Never
+  // blocks the caller.
+  void RecvAsync(CallOptions* opts, const RecvTensorRequest* request,
+                 RecvTensorValue* value, StatusCallback done);
+
+  // True for a failure before the request was sent: no connection to the
+  // address could be made (the peer is down or moved to another port).
+  static bool IsNotConnected(const absl::Status& status);
+
+  const std::string& address() const { return address_; }
+  // Idle pooled connections (for tests).
+  int num_idle_connections() const;
+
+ private:
+  static constexpr int kMaxIdleConnections = 16;
+  static constexpr char kNotConnectedPayload[] =
+      "type.googleapis.com/cohort.runtime.TensorDataNotConnected";
+
+  absl::Status Recv(CallOptions* opts, const RecvTensorRequest& request,
+                    RecvTensorValue* value);
+  // One request and its reply on `conn`; errors as Recv's.
+  absl::Status Exchange(rpc::FramedClient* conn,
+                        const RecvTensorRequest& request,
+                        RecvTensorValue* value, absl::Time deadline,
+                        int wake_fd);
+  // An idle pooled connection (*pooled set) when `allow_idle`, else a new
+  // one.
+  absl::StatusOr<std::unique_ptr<rpc::FramedClient>> TakeConnection(
+      absl::Time deadline, bool allow_idle, bool* pooled);
+  void ReturnConnection(std::unique_ptr<rpc::FramedClient> client);
+  // The transport's own failure of a call, worded as worker_interface.h
+  // asks.
+  absl::Status TransportError(const absl::Status& status) const;
+
+  const std::string task_;
+  const std::string address_;
+  const std::string job_token_;
+  const uint64_t max_tensor_bytes_;
+
+  mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<rpc::FramedClient>> idle_ ABSL_GUARDED_BY(mu_);
+  // Connections inside a call, so the destructor can wake them.
+  absl::flat_hash_set<rpc::FramedClient*> busy_ ABSL_GUARDED_BY(mu_);
+
+  // Last: joined first, while everything the calls use still exists.
+  StepThreadPool pool_;
+};
+
+}  // namespace cohort::runtime
+
+#endif  // COHORT_RUNTIME_TENSOR_DATA_CLIENT_H_

@@ -1,0 +1,294 @@
+// The tensor data plane (tensor_wire.h, tensor_data_service.h,
+// tensor_data_client.h): the header checks on their own, then RecvTensor
+// over real loopback sockets against an in-process Worker, compared with
+// the Worker's own (gRPC) RecvTensor answers.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "cohort/graph/rendezvous.h"
+#include "cohort/rpc/coding.h"
+#include "cohort/runtime/tensor_data_client.h"
+#include "cohort/runtime/tensor_data_service.h"
+#include "cohort/runtime/tensor_wire.h"
+#include "cohort/runtime/worker.h"
+#include "cohort/runtime/worker_errors.h"
+#include "cohort/runtime/worker_tensor_coding.h"
+#include "cohort/runtime/worker_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using namespace testing;  // NOLINT: the test helpers
+
+constexpr char kToken[] = "data-plane-token";
+
+// --- tensor_wire.h ----------------------------------------------------------
+
+std::string RawHeader(uint32_t dtype, const std::vector<int64_t>& dims,
+                      uint8_t encoding = 0) {
+  std::string h;
+  h.push_back(static_cast<char>(encoding));
+  rpc::PutFixed32(&h, dtype);
+  h.push_back(0);
+  rpc::PutFixed64(&h, 77);
+  rpc::PutFixed32(&h, static_cast<uint32_t>(dims.size()));
+  for (int64_t d : dims) rpc::PutFixed64(&h, static_cast<uint64_t>(d));
+  return h;
+}
+
+TEST(TensorWireTest, HeaderRoundTrips) {
+  Tensor t(DT_INT64, TensorShape({3, 4}));
+  TensorEncoding encoding;
+  const std::string h = EncodeTensorHeader(t, false, 1234, &encoding);
+  EXPECT_EQ(encoding, TensorEncoding::kRawBytes);
+  auto decoded = DecodeTensorHeader(h, 96, kMaxWireTensorBytes, "peer");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->dtype, DT_INT64);
+  EXPECT_EQ(decoded->shape, TensorShape({3, 4}));
+  EXPECT_EQ(decoded->send_start_micros, 1234);
+  Tensor s(std::string("x"));
+  EncodeTensorHeader(s, false, 0, &encoding);
+  EXPECT_EQ(encoding, TensorEncoding::kTensorProto);
+}
+
+TEST(TensorWireTest, HostileHeadersAreRefusedNamingThePeer) {
+  const std::string peer = "/job:ps/replica:0/task:0 (127.0.0.1:9)";
+  struct Case {
+    std::string header;
+    uint64_t payload;
+    absl::StatusCode code;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {"short", 0, absl::StatusCode::kDataLoss, "only 5 bytes"},
+      {RawHeader(DT_FLOAT, {2}) + "x", 8, absl::StatusCode::kDataLoss,
+       "expected"},
+      {RawHeader(DT_FLOAT, {2}, 7), 8, absl::StatusCode::kDataLoss,
+       "unknown encoding"},
+      {RawHeader(999, {2}), 8, absl::StatusCode::kDataLoss, "dtype 999"},
+      {RawHeader(DT_STRING, {2}), 8, absl::StatusCode::kDataLoss,
+       "not raw bytes"},
+      {RawHeader(DT_INVALID, {}), 0, absl::StatusCode::kDataLoss, "dtype 0"},
+      {RawHeader(DT_FLOAT, {-1}), 0, absl::StatusCode::kDataLoss, "negative"},
+      {RawHeader(DT_FLOAT, {int64_t{1} << 40, int64_t{1} << 40}), 0,
+       absl::StatusCode::kDataLoss, "overflows"},
+      {RawHeader(DT_FLOAT, {int64_t{1} << 62}), 0, absl::StatusCode::kDataLoss,
+       "more than 2^63"},
+      {RawHeader(DT_FLOAT, {3}), 8, absl::StatusCode::kDataLoss,
+       "payload has 8 bytes"},
+      {RawHeader(DT_FLOAT, {int64_t{1} << 30}), uint64_t{1} << 32,
+       absl::StatusCode::kResourceExhausted, "over the limit"},
+      {RawHeader(DT_FLOAT, std::vector<int64_t>(65, 1)), 4,
+       absl::StatusCode::kDataLoss, "rank 65"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s =
+        DecodeTensorHeader(c.header, c.payload, kMaxWireTensorBytes, peer)
+            .status();
+    EXPECT_EQ(s.code(), c.code) << c.why << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.why));
+    EXPECT_THAT(s.message(), HasSubstr(peer));
+  }
+}
+
+TEST(TensorWireTest, ErrorBodyKeepsMessageAndPayloads) {
+  absl::Status s = CleanupError(42);
+  absl::Status back = DecodeErrorBody(s.code(), EncodeErrorBody(s));
+  EXPECT_EQ(back, s);
+  EXPECT_TRUE(IsDerivedError(back));
+  // Garbage stays readable as a message.
+  EXPECT_EQ(DecodeErrorBody(absl::StatusCode::kInternal, "ab").message(), "ab");
+}
+
+// --- RecvTensor over the data plane ----------------------------------------
+
+class TensorDataPlaneTest : public WorkerFixture {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(CreateSession("s").ok());
+    rpc::FramedServerOptions options;
+    options.job_token = kToken;
+    auto service = TensorDataService::Start(worker_.get(), options);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+    client_ =
+        std::make_unique<TensorDataClient>(kTask, service_->address(), kToken);
+  }
+  void TearDown() override {
+    client_.reset();
+    service_.reset();
+  }
+
+  // Sends `value` as tensor "t" to the ps task.
+  std::string SendGraph(const Tensor& value) {
+    GraphDef g;
+    AddConst(&g, "c", value, kDev);
+    AddSend(&g, "send", "c", "t", kDev, Dev(Task("ps", 0)), kIncarnation);
+    g.mutable_node(1)->mutable_attr()->at("T").set_type(value.dtype());
+    auto h = Register("s", g, {}, {});
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.value_or("");
+  }
+  RecvTensorRequest RecvRequest(int64_t step, uint64_t incarnation = 0,
+                                int64_t request_id = 0) {
+    RecvTensorRequest r;
+    r.set_step_id(step);
+    r.set_rendezvous_key(Rendezvous::CreateKey(
+        kDev, incarnation == 0 ? kIncarnation : incarnation, Dev(Task("ps", 0)),
+        "t"));
+    r.set_request_id(request_id);
+    return r;
+  }
+
+  struct Fast {
+    RecvTensorRequest request;
+    RecvTensorValue value;
+    CallOptions opts;
+    absl::Notification finished;
+    absl::Status status;
+  };
+  std::shared_ptr<Fast> StartFast(
+      TensorDataClient* client, RecvTensorRequest request,
+      absl::Time deadline = absl::InfiniteFuture()) {
+    auto call = std::make_shared<Fast>();
+    call->request = std::move(request);
+    call->opts.set_deadline(deadline);
+    client->RecvAsync(&call->opts, &call->request, &call->value,
+                      [call](const absl::Status& s) {
+                        call->status = s;
+                        call->finished.Notify();
+                      });
+    return call;
+  }
+  absl::Status Wait(const std::shared_ptr<Fast>& call) {
+    if (!call->finished.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+      return absl::InternalError("test: no answer");
+    }
+    return call->status;
+  }
+
+  std::unique_ptr<TensorDataService> service_;
+  std::unique_ptr<TensorDataClient> client_;
+};
+
+TEST_F(TensorDataPlaneTest, SameTensorsAsGrpcRecvTensorBeforeAndAfterTheSend) {
+  Tensor big(DT_FLOAT, TensorShape({1024, 1024}));
+  for (int64_t i = 0; i < big.NumElements(); ++i) big.flat<float>()(i) = i;
+  const std::vector<Tensor> values = {Tensor(4.5f), big,
+                                      Tensor(DT_INT32, TensorShape({0, 3})),
+                                      Tensor(true), Tensor(std::string("str"))};
+  int64_t step = 100;
+  for (const Tensor& value : values) {
+    const std::string g = SendGraph(value);
+    // Before the send: waits in the rendezvous.
+    auto early = StartFast(client_.get(), RecvRequest(step));
+    EXPECT_FALSE(
+        early->finished.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+    ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", g, step)).ok());
+    ASSERT_TRUE(Wait(early).ok()) << early->status;
+    EXPECT_TRUE(early->value.tensor.Equals(value)) << value.DebugString();
+    EXPECT_GT(early->value.send_start_micros, 0);
+    // The gRPC answer for the same tensor of another step is identical.
+    ++step;
+    ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", g, step)).ok());
+    RecvTensorResponse resp;
+    ASSERT_TRUE(DoRecvTensor(worker_.get(), RecvRequest(step), &resp).ok());
+    EXPECT_TRUE(Tensor::FromProto(resp.tensor())->Equals(early->value.tensor));
+    ++step;
+  }
+  EXPECT_EQ(service_->num_tensors_sent(), values.size());
+  // Calls ran one at a time: one pooled connection served them all.
+  EXPECT_EQ(client_->num_idle_connections(), 1);
+}
+
+TEST_F(TensorDataPlaneTest, WorkerErrorsKeepCodesMessagesAndPayloads) {
+  absl::Status stale = Wait(StartFast(client_.get(), RecvRequest(5, 0x99)));
+  EXPECT_EQ(stale, DoRecvTensor(worker_.get(), RecvRequest(5, 0x99)));
+  EXPECT_THAT(stale.message(),
+              StartsWith("RecvTensor expects a different device incarnation"));
+  CleanupGraphRequest cleanup;
+  cleanup.set_step_id(12);
+  ASSERT_TRUE(DoCleanupGraph(worker_.get(), cleanup).ok());
+  absl::Status cleaned = Wait(StartFast(client_.get(), RecvRequest(12)));
+  EXPECT_EQ(cleaned.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(cleaned.message(), "Cleanup 12");
+  EXPECT_TRUE(IsDerivedError(cleaned));
+  // A waiter when the cleanup comes gets the same.
+  auto waiting = StartFast(client_.get(), RecvRequest(13));
+  EXPECT_FALSE(
+      waiting->finished.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  cleanup.set_step_id(13);
+  ASSERT_TRUE(DoCleanupGraph(worker_.get(), cleanup).ok());
+  EXPECT_EQ(Wait(waiting).message(), "Cleanup 13");
+  // Request-id de-duplication is the worker's window.
+  ASSERT_TRUE(
+      DoRunGraph(worker_.get(), RunRequest("s", SendGraph(Tensor(1.0f)), 4))
+          .ok());
+  ASSERT_TRUE(Wait(StartFast(client_.get(), RecvRequest(4, 0, 555))).ok());
+  absl::Status again = Wait(StartFast(client_.get(), RecvRequest(4, 0, 555)));
+  EXPECT_EQ(again.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(again.message(),
+              StartsWith("The same RecvTensor (GrpcWorker) request was "
+                         "received twice. "));
+}
+
+TEST_F(TensorDataPlaneTest, CancelDropsOnlyThisWaiterAndDeadlinesApply) {
+  auto first = StartFast(client_.get(), RecvRequest(8, 0, 1001));
+  EXPECT_FALSE(
+      first->finished.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  first->opts.StartCancel();
+  absl::Status s = Wait(first);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_THAT(s.message(), HasSubstr("RecvTensor to " + kTask));
+  // The producer drops its waiter when the closed connection reaches it,
+  // after the client already answered Cancelled; that the drop touches
+  // only that waiter is tested in process (worker_steps_test.cc). So the
+  // next exchange uses step 9: a Send in step 8 could race the drop.
+  ASSERT_TRUE(
+      DoRunGraph(worker_.get(), RunRequest("s", SendGraph(Tensor(4.5f)), 9))
+          .ok());
+  auto retry = StartFast(client_.get(), RecvRequest(9, 0, 1002));
+  ASSERT_TRUE(Wait(retry).ok()) << retry->status;
+  EXPECT_TRUE(retry->value.tensor.Equals(Tensor(4.5f)));
+  auto late = StartFast(client_.get(), RecvRequest(40),
+                        absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(Wait(late).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(TensorDataPlaneTest, WrongTokenIsUnauthenticated) {
+  TensorDataClient wrong(kTask, service_->address(), "not-the-token");
+  absl::Status s = Wait(StartFast(&wrong, RecvRequest(3)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_EQ(service_->num_tensors_sent(), 0u);
+}
+
+TEST_F(TensorDataPlaneTest, ConcurrentCallsUseSeveralConnections) {
+  std::vector<std::shared_ptr<Fast>> calls;
+  for (int step = 60; step < 64; ++step) {
+    calls.push_back(StartFast(client_.get(), RecvRequest(step)));
+  }
+  // All four wait in the worker (one rendezvous per step) before any is
+  // answered, so none could have reused another's connection.
+  const absl::Time limit = absl::Now() + absl::Seconds(30);
+  while (worker_->NumStepRendezvous() < 4 && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(2));  // polling a condition
+  }
+  ASSERT_EQ(worker_->NumStepRendezvous(), 4u);
+  const std::string g = SendGraph(Tensor(2.0f));
+  for (int step = 60; step < 64; ++step) {
+    ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", g, step)).ok());
+  }
+  for (auto& c : calls) {
+    ASSERT_TRUE(Wait(c).ok()) << c->status;
+    EXPECT_TRUE(c->value.tensor.Equals(Tensor(2.0f)));
+  }
+  EXPECT_EQ(client_->num_idle_connections(), 4);
+}
+
+}  // namespace
+}  // namespace cohort::runtime

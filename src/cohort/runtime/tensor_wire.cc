@@ -1,0 +1,153 @@
+#include "cohort/runtime/tensor_wire.h"
+
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "cohort/graph/types.h"
+#include "cohort/rpc.pb.h"
+#include "cohort/rpc/coding.h"
+
+namespace cohort::runtime {
+namespace {
+
+// encoding + dtype + is_dead + send_start_micros + rank.
+constexpr size_t kFixedHeaderBytes = 1 + 4 + 1 + 8 + 4;
+
+absl::Status Malformed(absl::string_view peer, absl::string_view what) {
+  return absl::DataLossError(
+      absl::StrCat("malformed tensor header from ", peer, ": ", what,
+                   "; closing the connection (is the peer a cohort server "
+                   "of the same version?)"));
+}
+
+}  // namespace
+
+std::string EncodeTensorHeader(const Tensor& tensor, bool is_dead,
+                               int64_t send_start_micros,
+                               TensorEncoding* encoding) {
+  *encoding = DataTypeIsPod(tensor.dtype()) ? TensorEncoding::kRawBytes
+                                            : TensorEncoding::kTensorProto;
+  const bool raw = *encoding == TensorEncoding::kRawBytes;
+  std::string out;
+  out.push_back(static_cast<char>(*encoding));
+  rpc::PutFixed32(&out, raw ? static_cast<uint32_t>(tensor.dtype()) : 0);
+  out.push_back(is_dead ? 1 : 0);
+  rpc::PutFixed64(&out, static_cast<uint64_t>(send_start_micros));
+  const int rank = raw ? tensor.shape().dims() : 0;
+  rpc::PutFixed32(&out, static_cast<uint32_t>(rank));
+  for (int i = 0; i < rank; ++i) {
+    rpc::PutFixed64(&out, static_cast<uint64_t>(tensor.shape().dim_size(i)));
+  }
+  return out;
+}
+
+absl::StatusOr<TensorHeader> DecodeTensorHeader(absl::string_view header,
+                                                uint64_t payload_bytes,
+                                                uint64_t max_bytes,
+                                                absl::string_view peer) {
+  if (header.size() < kFixedHeaderBytes) {
+    return Malformed(peer, absl::StrCat("only ", header.size(), " bytes"));
+  }
+  const char* p = header.data();
+  TensorHeader h;
+  const uint8_t encoding = static_cast<uint8_t>(p[0]);
+  const uint32_t dtype = rpc::DecodeFixed32(p + 1);
+  h.is_dead = p[5] != 0;
+  h.send_start_micros = static_cast<int64_t>(rpc::DecodeFixed64(p + 6));
+  const uint32_t rank = rpc::DecodeFixed32(p + 14);
+  if (encoding > static_cast<uint8_t>(TensorEncoding::kTensorProto)) {
+    return Malformed(peer, absl::StrCat("unknown encoding ", encoding));
+  }
+  h.encoding = static_cast<TensorEncoding>(encoding);
+  if (rank > kMaxWireRank) {
+    return Malformed(peer, absl::StrCat("rank ", rank, " is over the cap of ",
+                                        kMaxWireRank));
+  }
+  // Exact length: trailing bytes mean the two sides disagree on the format.
+  if (header.size() != kFixedHeaderBytes + 8 * size_t{rank}) {
+    return Malformed(
+        peer, absl::StrCat(header.size(), " bytes for rank ", rank,
+                           " (expected ", kFixedHeaderBytes + 8 * rank, ")"));
+  }
+  if (payload_bytes > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tensor from ", peer, " has ", payload_bytes,
+        " bytes, over the limit of ", max_bytes, " bytes for one tensor"));
+  }
+  if (h.encoding == TensorEncoding::kTensorProto) {
+    if (dtype != 0 || rank != 0) {
+      return Malformed(peer, "a TensorProto payload with a dtype or shape");
+    }
+    return h;
+  }
+  // Raw bytes: the dtype must be one whose elements are plain bytes, or the
+  // payload would be reinterpreted as objects (strings, handles).
+  if (!DataType_IsValid(static_cast<int>(dtype)) || dtype == DT_INVALID ||
+      !DataTypeIsPod(static_cast<DataType>(dtype)) ||
+      DataTypeSize(static_cast<DataType>(dtype)) <= 0) {
+    return Malformed(
+        peer, absl::StrCat("dtype ", dtype, " is unknown or not raw bytes"));
+  }
+  h.dtype = static_cast<DataType>(dtype);
+  std::vector<int64_t> dims(rank);
+  int64_t n = 1;
+  for (uint32_t i = 0; i < rank; ++i) {
+    dims[i] = static_cast<int64_t>(rpc::DecodeFixed64(p + 18 + 8 * i));
+    if (dims[i] < 0) {
+      return Malformed(
+          peer, absl::StrCat("dimension ", i, " is negative (", dims[i], ")"));
+    }
+    if (__builtin_mul_overflow(n, dims[i], &n)) {
+      return Malformed(peer, absl::StrCat("the element count overflows at "
+                                          "dimension ",
+                                          i));
+    }
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, int64_t{DataTypeSize(h.dtype)}, &bytes) ||
+      static_cast<uint64_t>(bytes) != payload_bytes) {
+    return Malformed(
+        peer, absl::StrCat(
+                  "the payload has ", payload_bytes, " bytes but the shape's ",
+                  n, " elements of ", DataTypeName(h.dtype), " need ",
+                  __builtin_mul_overflow(n, DataTypeSize(h.dtype), &bytes)
+                      ? std::string("more than 2^63")
+                      : absl::StrCat(bytes)));
+  }
+  h.shape = TensorShape(absl::MakeConstSpan(dims));
+  return h;
+}
+
+std::string EncodeErrorBody(const absl::Status& status) {
+  rpc::StatusDetails details;
+  status.ForEachPayload(
+      [&details](absl::string_view url, const absl::Cord& payload) {
+        (*details.mutable_payloads())[std::string(url)] = std::string(payload);
+      });
+  details.set_from_service(true);
+  std::string out;
+  rpc::PutFixed32(&out, static_cast<uint32_t>(status.message().size()));
+  out.append(status.message().data(), status.message().size());
+  details.AppendToString(&out);
+  return out;
+}
+
+absl::Status DecodeErrorBody(absl::StatusCode code, absl::string_view body) {
+  if (body.size() >= 4) {
+    const size_t size = rpc::DecodeFixed32(body.data());
+    rpc::StatusDetails details;
+    if (size <= body.size() - 4 &&
+        details.ParseFromArray(body.data() + 4 + size,
+                               static_cast<int>(body.size() - 4 - size))) {
+      absl::Status status(code, body.substr(4, size));
+      for (const auto& [url, payload] : details.payloads()) {
+        status.SetPayload(url, absl::Cord(payload));
+      }
+      return status;
+    }
+  }
+  return absl::Status(code, body);
+}
+
+}  // namespace cohort::runtime

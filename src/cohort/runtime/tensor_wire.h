@@ -1,0 +1,74 @@
+// The tensor data plane's wire format (tensor_data_service.h): what a
+// producer writes in front of a tensor's bytes, and how a consumer checks it
+// before it allocates anything. Pure functions over bytes, tested and fuzzed
+// on their own (fuzz/tensor_wire_fuzzer.cc).
+//
+// A RecvTensor over the data plane is one framed request (a serialized
+// RecvTensorRequest) answered by either
+//  - a payload reply (rpc/frame.h) whose header is EncodeTensorHeader's and
+//    whose payload is the tensor's bytes, straight from its buffer
+//    (kRawBytes: numeric and bool dtypes), or a serialized TensorProto
+//    (kTensorProto: strings and resource handles, which have no flat
+//    representation); or
+//  - an error reply whose body is EncodeErrorBody's: the message and the
+//    status payloads, so codes, messages and typed details (derived errors,
+//    "worker possibly restarted") arrive as the gRPC path delivers them.
+//
+// Header, little-endian: u8 encoding, u32 dtype, u8 is_dead, i64
+// send_start_micros, u32 rank, rank x i64 dims.
+//
+// Thread safety: pure functions.
+#ifndef COHORT_RUNTIME_TENSOR_WIRE_H_
+#define COHORT_RUNTIME_TENSOR_WIRE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "cohort/graph/tensor.h"
+
+namespace cohort::runtime {
+
+// Ranks above this are refused (TensorFlow's TensorShape allows 254; no
+// tensor crossing tasks is anywhere near).
+inline constexpr uint32_t kMaxWireRank = 64;
+
+enum class TensorEncoding : uint8_t { kRawBytes = 0, kTensorProto = 1 };
+
+struct TensorHeader {
+  TensorEncoding encoding = TensorEncoding::kRawBytes;
+  DataType dtype = DT_INVALID;  // kRawBytes only
+  TensorShape shape;            // kRawBytes only
+  bool is_dead = false;
+  int64_t send_start_micros = 0;
+};
+
+// The header for `tensor`; *encoding tells whether the payload is the
+// tensor's own bytes (kRawBytes) or a TensorProto the caller serializes.
+std::string EncodeTensorHeader(const Tensor& tensor, bool is_dead,
+                               int64_t send_start_micros,
+                               TensorEncoding* encoding);
+
+// Checks a header against the payload length the frame announced, before
+// anything is allocated. Errors name `peer`:
+//  - DataLoss: truncated or trailing header bytes, an unknown encoding, an
+//    unknown or non-POD dtype for kRawBytes, rank over kMaxWireRank, a
+//    negative dimension, an element count or byte count that overflows, or
+//    a byte count that is not shape x dtype size;
+//  - ResourceExhausted: a payload over `max_bytes`.
+absl::StatusOr<TensorHeader> DecodeTensorHeader(absl::string_view header,
+                                                uint64_t payload_bytes,
+                                                uint64_t max_bytes,
+                                                absl::string_view peer);
+
+// The body of an error reply for `status` (not OK), and back: the code
+// comes from the reply frame. A body that does not parse becomes the
+// message as is, without payloads.
+std::string EncodeErrorBody(const absl::Status& status);
+absl::Status DecodeErrorBody(absl::StatusCode code, absl::string_view body);
+
+}  // namespace cohort::runtime
+
+#endif  // COHORT_RUNTIME_TENSOR_WIRE_H_
