@@ -24,7 +24,10 @@ int main() {
     return 2;
   }
   double heartbeat_s = 1;
-  if (heartbeat != nullptr) absl::SimpleAtod(heartbeat, &heartbeat_s);
+  if (heartbeat != nullptr && !absl::SimpleAtod(heartbeat, &heartbeat_s)) {
+    std::cerr << "TEST_HEARTBEAT_S is not a number: " << heartbeat << std::endl;
+    return 2;
+  }
   const std::string task_name(name);
   cohort::coord::CoordinationAgentOptions options;
   options.task.job = task_name.substr(0, task_name.find(':'));

@@ -35,7 +35,6 @@ const char kCohort[] = COHORT_BINARY;
 constexpr char kToken[] = "multiprocess-runtime-token";
 constexpr char kPs[] = "/job:ps/replica:0/task:0";
 constexpr char kWorker0[] = "/job:worker/replica:0/task:0";
-constexpr char kWorker1[] = "/job:worker/replica:0/task:1";
 
 // Three `cohort server` processes, each started (and restartable) on a
 // fixed port of the cluster.
@@ -70,6 +69,11 @@ class ProcessCluster {
     Start("worker", 0);
     Start("worker", 1);
   }
+  // Waits until the coordination service (on worker:0, the leader) reports
+  // every task connected: a task registers in the background after it
+  // serves, and one that stops before registering is "still starting", not
+  // lost. False on the deadline.
+  bool WaitUntilAllRegistered(absl::Duration timeout = absl::Seconds(20));
   TestProcess* server(const std::string& key) { return servers_[key].get(); }
   std::string target(const std::string& key) {
     return absl::StrCat("grpc://127.0.0.1:", ports_[key]);
@@ -103,6 +107,28 @@ Result RunCli(std::vector<std::string> args) {
   const int status = p.Wait(absl::Seconds(10));
   r.exit_code = (status >= 0 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+bool ProcessCluster::WaitUntilAllRegistered(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    Result r = RunCli({"status", "--coordinator",
+                       absl::StrCat("127.0.0.1:", ports_["worker:0"]),
+                       "--format", "json"});
+    auto status = r.lines.empty()
+                      ? absl::StatusOr<Json>(absl::NotFoundError("no output"))
+                      : ParseJson(r.lines.back(), "cohort status");
+    if (r.exit_code == 0 && status.ok() && status->contains("tasks")) {
+      size_t connected = 0;
+      for (const Json& t : (*status)["tasks"]) {
+        if (t.value("state", "") == "connected") ++connected;
+      }
+      if (connected == ports_.size()) return true;
+    }
+    // Polls a child process; the pause only paces the polling.
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
 }
 
 // x (fed on worker:0) + c (a Const on ps:0), added on worker:1.
@@ -253,6 +279,7 @@ TEST(RuntimeMultiprocessTest, HungPsIsFoundByTheCoordinationService) {
   // leader is worker:0, which hosts the service.
   ProcessCluster cluster;
   cluster.StartAll();
+  ASSERT_TRUE(cluster.WaitUntilAllRegistered());
   auto session = NewSession(cluster.target("worker:0"), PsGraph());
   ASSERT_NE(session, nullptr);
   std::vector<Tensor> out;
@@ -270,7 +297,7 @@ TEST(RuntimeMultiprocessTest, HungPsIsFoundByTheCoordinationService) {
   kill(ps, SIGCONT);
   EXPECT_EQ(step.code(), absl::StatusCode::kUnavailable) << step;
   EXPECT_THAT(step.message(), HasSubstr(kPs));
-  EXPECT_THAT(step.message(), HasSubstr("coordination service"));
+  EXPECT_THAT(std::string(step.message()), HasSubstr("coordination service"));
   // Heartbeat timeout (2 s) plus the service's check and the watch.
   EXPECT_LT(ended - stopped, absl::Seconds(12));
 }

@@ -36,8 +36,7 @@ TEST(ReshapeTest, ShapeFunctionUsesConstants) {
   auto y = ops::Reshape(root, x, Tensor::Vec<int32_t>({-1, 3}));
   ASSERT_TRUE(root.ok()) << root.status();
   EXPECT_EQ(y.shape().DebugString(), "[8,3]");
-  auto bad =
-      ops::Reshape(root.WithOpName("bad"), x, Tensor::Vec<int32_t>({5, 5}));
+  ops::Reshape(root.WithOpName("bad"), x, Tensor::Vec<int32_t>({5, 5}));
   EXPECT_FALSE(root.ok());
   EXPECT_THAT(Message(root.status()), HasSubstr("node 'bad' (op Reshape)"));
 }
