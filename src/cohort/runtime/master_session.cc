@@ -644,7 +644,16 @@ absl::Status MasterSession::RunSignature(CallOptions* opts,
   }
   if (opts != nullptr) opts->ClearCancelCallback();
   RemoveRunning(&step);
-  CleanupStep(sig, step_id);
+  bool succeeded = false;
+  {
+    absl::MutexLock lock(&step.mu);
+    succeeded = step.forced.ok() && still_running.empty() && step.root < 0;
+  }
+  // A worker whose partition succeeded forgets the step by itself once its
+  // sent tensors were taken (rendezvous_mgr.h), and in a step where every
+  // partition succeeded every tensor was taken: only a failed step leaves
+  // state (parked tensors, waiting Recvs) for CleanupGraph to drop.
+  if (!succeeded) CleanupStep(sig, step_id);
 
   absl::MutexLock lock(&step.mu);
   if (!step.forced.ok()) return step.forced;

@@ -205,9 +205,12 @@ TEST(MasterTest, ManyStepsReuseTheRegisteredPartitions) {
     ASSERT_TRUE(session->Run({{"x", x}}, {"y:0"}, {}, &out).ok());
     EXPECT_EQ(Values(out[0]), (std::vector<float>{2.0f * (1 + i), 4}));
   }
-  // No step leaves state behind on any worker.
+  // No step leaves state behind on any worker, and none needed a
+  // CleanupGraph for it: a worker forgets a step that succeeded before it
+  // answers the RunGraph or RecvTensor that ends the step's part there.
   for (auto& server : cluster->servers) {
     EXPECT_EQ(server->worker()->NumRunningSteps(), 0u) << server->task_name();
+    EXPECT_EQ(server->worker()->NumStepRendezvous(), 0u) << server->task_name();
   }
 }
 

@@ -152,6 +152,18 @@ void RemoteRendezvous::RecvLocalAsync(const ParsedKey& key,
   done(status, value, sent_at);
 }
 
+bool RemoteRendezvous::MarkSucceeded() {
+  absl::MutexLock lock(&mu_);
+  succeeded_ = true;
+  return abort_status_.ok() && table_.empty() && remote_calls_.empty();
+}
+
+bool RemoteRendezvous::drained() const {
+  absl::MutexLock lock(&mu_);
+  return succeeded_ && abort_status_.ok() && table_.empty() &&
+         remote_calls_.empty();
+}
+
 void RemoteRendezvous::CancelWaiter(const std::string& key, uint64_t id) {
   LocalRecvCallback done;
   {
@@ -300,6 +312,32 @@ void RendezvousMgr::Cleanup(int64_t step_id) {
   }
   // Outside the lock: aborting runs the step's waiters.
   if (rendezvous != nullptr) rendezvous->StartAbort(CleanupError(step_id));
+}
+
+void RendezvousMgr::StepSucceeded(int64_t step_id) {
+  ForgetIfDrained(step_id, /*mark_succeeded=*/true);
+}
+
+void RendezvousMgr::TakenFrom(int64_t step_id) {
+  ForgetIfDrained(step_id, /*mark_succeeded=*/false);
+}
+
+void RendezvousMgr::ForgetIfDrained(int64_t step_id, bool mark_succeeded) {
+  std::shared_ptr<RemoteRendezvous> rendezvous;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = steps_.find(step_id);
+    if (it == steps_.end()) return;
+    rendezvous = it->second;
+  }
+  // Both callers check after their own change (the RunGraph's end, a
+  // taken tensor), each under the rendezvous' lock, so whichever comes
+  // second sees the step drained. A drained step holds no waiter: the abort
+  // inside Cleanup answers nobody, and a late RecvTensor is refused as for
+  // any cleaned-up step.
+  const bool drained =
+      mark_succeeded ? rendezvous->MarkSucceeded() : rendezvous->drained();
+  if (drained) Cleanup(step_id);
 }
 
 void RendezvousMgr::AbortAll(const absl::Status& status) {

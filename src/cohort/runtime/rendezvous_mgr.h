@@ -22,6 +22,14 @@
 //  - Every callback runs exactly once, never under a lock; it may run
 //    inline, on the sending thread, on an RPC thread or on the thread that
 //    aborts the step, and must not block.
+//  - A step that succeeded here cleans itself up: once StepSucceeded(id)
+//    was called (the worker's RunGraph of the step ended OK) and the
+//    step's table is drained (every sent tensor taken, no waiter, no
+//    RecvTensor of its own in flight), it is forgotten as by Cleanup, so a
+//    master need not send CleanupGraph after a step that succeeded (one
+//    RPC per task per step less). The worker reports the second half
+//    through TakenFrom(id) after a peer took a tensor. A step that failed
+//    anywhere still gets CleanupGraph, which drops what was left.
 //  - Cleanup(step_id) aborts the step with Aborted `Cleanup <step_id>`
 //    (derived, worker_errors.h) and forgets it. The last
 //    `num_remembered_cleanups` (>= 10,000) cleaned ids are remembered:
@@ -84,6 +92,12 @@ class RemoteRendezvous : public Rendezvous,
   void RecvLocalAsync(const ParsedKey& key, CancellationManager* cancellation,
                       LocalRecvCallback done);
 
+  // Marks the step as succeeded on this worker (no more Sends or Recvs of
+  // its own will come). Returns drained().
+  bool MarkSucceeded();
+  // True once MarkSucceeded was called and nothing is held or in flight.
+  bool drained() const;
+
  private:
   struct Waiter {
     uint64_t id = 0;
@@ -118,8 +132,9 @@ class RemoteRendezvous : public Rendezvous,
   WorkerCache* const worker_cache_;
   Env* const env_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
+  bool succeeded_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, Item> table_ ABSL_GUARDED_BY(mu_);
   uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_set<std::shared_ptr<RemoteCall>> remote_calls_
@@ -146,6 +161,13 @@ class RendezvousMgr {
   absl::StatusOr<std::shared_ptr<RemoteRendezvous>> Find(int64_t step_id);
   // See the file comment. Non-blocking (waiters run on this thread).
   void Cleanup(int64_t step_id);
+  // The step's RunGraph on this worker ended OK: forgets the step now if
+  // it is drained, else when the last held tensor is taken (TakenFrom).
+  // Non-blocking.
+  void StepSucceeded(int64_t step_id);
+  // A peer took a tensor of the step: forgets the step if it succeeded
+  // here and is now drained. Non-blocking.
+  void TakenFrom(int64_t step_id);
   // Aborts every live step with `status` and forgets them; later Finds
   // answer `status` (worker Stop). The first status is kept.
   void AbortAll(const absl::Status& status);
@@ -157,6 +179,9 @@ class RendezvousMgr {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<int64_t, std::shared_ptr<RemoteRendezvous>> steps_
       ABSL_GUARDED_BY(mu_);
+  // Forgets the step if drained() (the file comment's self-cleanup).
+  void ForgetIfDrained(int64_t step_id, bool mark_succeeded);
+
   std::deque<int64_t> cleaned_order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int64_t> cleaned_ ABSL_GUARDED_BY(mu_);
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // Set by AbortAll.

@@ -183,6 +183,66 @@ TEST(RendezvousMgrTest, CleanupAbortsWaitersAndRefusesTheStepAfterwards) {
   EXPECT_EQ(mgr.Find(8).status().message(), "Cleanup 8");
 }
 
+// Takes `key` the way a peer's RecvTensor does (RecvLocalAsync), then
+// reports it as the worker does.
+absl::Status TakeAsPeer(RendezvousMgr& mgr, int64_t step_id,
+                        const Rendezvous::ParsedKey& key) {
+  auto r = mgr.Find(step_id);
+  if (!r.ok()) return r.status();
+  absl::Status status = absl::UnknownError("not answered");
+  (*r)->RecvLocalAsync(
+      key, nullptr,
+      [&](const absl::Status& s, const Tensor&, absl::Time) { status = s; });
+  if (status.ok()) mgr.TakenFrom(step_id);
+  return status;
+}
+
+TEST(RendezvousMgrTest, ADrainedSucceededStepIsForgottenAtOnce) {
+  RendezvousMgr mgr(MgrOptions());
+  auto r = *mgr.Find(7);
+  ASSERT_TRUE(r->Send(Key(kB, kB, "x"), Tensor(1.0f)).ok());
+  RecvResult local;
+  r->RecvAsync(Key(kB, kB, "x"), local.Callback());
+  ASSERT_TRUE(local.done.HasBeenNotified());
+  mgr.StepSucceeded(7);
+  EXPECT_EQ(mgr.NumSteps(), 0u);
+  // Forgotten as by Cleanup: a late RecvTensor is refused, not parked.
+  EXPECT_EQ(mgr.Find(7).status().message(), "Cleanup 7");
+}
+
+TEST(RendezvousMgrTest, ASucceededStepGoesWhenItsLastTensorIsTaken) {
+  RendezvousMgr mgr(MgrOptions());
+  auto r = *mgr.Find(7);
+  ASSERT_TRUE(r->Send(Key(kB, kA, "x"), Tensor(1.0f)).ok());
+  ASSERT_TRUE(r->Send(Key(kB, kA, "y"), Tensor(2.0f)).ok());
+  mgr.StepSucceeded(7);
+  EXPECT_EQ(mgr.NumSteps(), 1u);  // two tensors still held for the peer
+  ASSERT_TRUE(TakeAsPeer(mgr, 7, Key(kB, kA, "x")).ok());
+  EXPECT_EQ(mgr.NumSteps(), 1u);
+  ASSERT_TRUE(TakeAsPeer(mgr, 7, Key(kB, kA, "y")).ok());
+  EXPECT_EQ(mgr.NumSteps(), 0u);
+  EXPECT_EQ(mgr.Find(7).status().message(), "Cleanup 7");
+}
+
+TEST(RendezvousMgrTest, AStepNotSucceededStaysUntilCleanup) {
+  RendezvousMgr mgr(MgrOptions());
+  auto r = *mgr.Find(7);
+  ASSERT_TRUE(r->Send(Key(kB, kA, "x"), Tensor(1.0f)).ok());
+  // Taken while the step still runs here: more Sends may come.
+  ASSERT_TRUE(TakeAsPeer(mgr, 7, Key(kB, kA, "x")).ok());
+  EXPECT_EQ(mgr.NumSteps(), 1u);
+  // A waiter of its own keeps a succeeded step too (a step whose Recv
+  // never came failed; its CleanupGraph answers the waiter).
+  RecvResult waiting;
+  r->RecvAsync(Key(kB, kB, "z"), waiting.Callback());
+  mgr.StepSucceeded(7);
+  EXPECT_EQ(mgr.NumSteps(), 1u);
+  EXPECT_FALSE(waiting.done.HasBeenNotified());
+  mgr.Cleanup(7);
+  EXPECT_EQ(waiting.status.message(), "Cleanup 7");
+  EXPECT_EQ(mgr.NumSteps(), 0u);
+}
+
 TEST(RendezvousMgrTest, RemembersTenThousandCleanedSteps) {
   RendezvousMgr::Options o = MgrOptions();
   o.num_remembered_cleanups = 10;  // raised to the reference's minimum

@@ -149,7 +149,12 @@ void Worker::Impl::ExecuteStep(const std::shared_ptr<StepCall>& call,
   // Before `done`: once a caller has its answer, the step no longer counts
   // as running (NumRunningSteps). Stop still waits for `done` to return.
   UnregisterStep(call->running_id, /*answering=*/true);
-  if (!status.ok()) {
+  if (status.ok()) {
+    // The master sends no CleanupGraph after a step that succeeded: the
+    // step's rendezvous goes once its last tensor is taken
+    // (rendezvous_mgr.h).
+    rendezvous_.StepSucceeded(call->step->step_id());
+  } else {
     // When the worker cancelled the step (Stop, session deleted, caller
     // cancel), that reason is the answer; the executor only saw "cancelled".
     absl::Status why = call->step->reason();
@@ -273,6 +278,8 @@ void Worker::Impl::RecvTensorAsTensor(CallOptions* opts,
               value->is_dead = false;
               value->send_start_micros = absl::ToUnixMicros(sent_at);
             }
+            // Before `done`, after which this worker may be gone.
+            if (s.ok()) rendezvous_.TakenFrom(step_id);
             done(s);
           });
 }
