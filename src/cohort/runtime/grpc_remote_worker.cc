@@ -80,7 +80,7 @@ absl::Status GrpcRemoteWorker::Convert(const grpc::Status& grpc_status,
 // The response and request belong to the caller until `done`; the call's
 // context is released before `done` runs, not when gRPC frees the callback.
 #define COHORT_RUNTIME_GRPC_REMOTE_IMPL_(Name)                              \
-  void GrpcRemoteWorker::Name##Async(                                       \
+  void GrpcRemoteWorker::Grpc##Name(                                        \
       CallOptions* opts, const Name##Request* request,                      \
       Name##Response* response, StatusCallback done) {                      \
     std::shared_ptr<Call> call = StartCall(opts);                           \
@@ -103,6 +103,59 @@ absl::Status GrpcRemoteWorker::Convert(const grpc::Status& grpc_status,
 COHORT_WORKER_RPCS(COHORT_RUNTIME_GRPC_REMOTE_IMPL_)
 #undef COHORT_RUNTIME_GRPC_REMOTE_IMPL_
 
+// Every RPC but RunGraph is a plain gRPC call.
+#define COHORT_RUNTIME_GRPC_FORWARD_(Name)                \
+  void GrpcRemoteWorker::Name##Async(                     \
+      CallOptions* opts, const Name##Request* request,    \
+      Name##Response* response, StatusCallback done) {    \
+    Grpc##Name(opts, request, response, std::move(done)); \
+  }
+COHORT_RUNTIME_GRPC_FORWARD_(GetStatus)
+COHORT_RUNTIME_GRPC_FORWARD_(CreateWorkerSession)
+COHORT_RUNTIME_GRPC_FORWARD_(DeleteWorkerSession)
+COHORT_RUNTIME_GRPC_FORWARD_(RegisterGraph)
+COHORT_RUNTIME_GRPC_FORWARD_(DeregisterGraph)
+COHORT_RUNTIME_GRPC_FORWARD_(CleanupGraph)
+COHORT_RUNTIME_GRPC_FORWARD_(CleanupAll)
+COHORT_RUNTIME_GRPC_FORWARD_(RecvTensor)
+#undef COHORT_RUNTIME_GRPC_FORWARD_
+
+void GrpcRemoteWorker::RunGraphAsync(CallOptions* opts,
+                                     const RunGraphRequest* request,
+                                     RunGraphResponse* response,
+                                     StatusCallback done) {
+  WithDataPlane(
+      opts != nullptr ? opts->deadline() : absl::InfiniteFuture(),
+      [this, opts, request, response,
+       done = std::move(done)](TensorDataClient* client) mutable {
+        if (client == nullptr) {
+          return GrpcRunGraph(opts, request, response, std::move(done));
+        }
+        RunOverDataPlane(client, opts, request, response, std::move(done));
+      });
+}
+
+void GrpcRemoteWorker::RunOverDataPlane(TensorDataClient* client,
+                                        CallOptions* opts,
+                                        const RunGraphRequest* request,
+                                        RunGraphResponse* response,
+                                        StatusCallback done) {
+  client->RunGraphAsync(
+      opts, request, response,
+      [this, client, opts, request, response,
+       done = std::move(done)](const absl::Status& s) mutable {
+        ForgetDataPlaneOn(client, s);
+        // Nothing was sent (the peer moved, or the request is too large for
+        // the data plane): gRPC reaches a restarted target or carries the
+        // large request; a dead one is reported as it always was.
+        if (TensorDataClient::IsNotConnected(s)) {
+          response->Clear();
+          return GrpcRunGraph(opts, request, response, std::move(done));
+        }
+        done(s);
+      });
+}
+
 // --- Tensor data plane ----------------------------------------------------
 
 bool GrpcRemoteWorker::UsesTensorDataPlane() const {
@@ -114,6 +167,21 @@ void GrpcRemoteWorker::RecvTensorValueAsync(CallOptions* opts,
                                             const RecvTensorRequest* request,
                                             RecvTensorValue* value,
                                             StatusCallback done) {
+  WithDataPlane(opts != nullptr ? opts->deadline() : absl::InfiniteFuture(),
+                [this, opts, request, value,
+                 done = std::move(done)](TensorDataClient* client) mutable {
+                  if (client == nullptr) {
+                    // No data plane (yet): gRPC RecvTensor, decoded.
+                    return WorkerInterface::RecvTensorValueAsync(
+                        opts, request, value, std::move(done));
+                  }
+                  RecvOverDataPlane(client, opts, request, value,
+                                    std::move(done));
+                });
+}
+
+void GrpcRemoteWorker::WithDataPlane(
+    absl::Time deadline, std::function<void(TensorDataClient*)> then) {
   TensorDataClient* client = nullptr;
   bool probe = false;
   {
@@ -126,31 +194,24 @@ void GrpcRemoteWorker::RecvTensorValueAsync(CallOptions* opts,
     }
     if (data_plane_ == DataPlane::kAvailable) client = data_client_;
   }
-  if (client != nullptr) {
-    return RecvOverDataPlane(client, opts, request, value, std::move(done));
-  }
-  if (probe) return ProbeDataPlane(opts, request, value, std::move(done));
-  // No data plane (yet): gRPC RecvTensor, decoded.
-  WorkerInterface::RecvTensorValueAsync(opts, request, value, std::move(done));
+  if (probe) return ProbeDataPlane(deadline, std::move(then));
+  // While another call probes, this one goes over gRPC.
+  then(client);
 }
 
-void GrpcRemoteWorker::ProbeDataPlane(CallOptions* opts,
-                                      const RecvTensorRequest* request,
-                                      RecvTensorValue* value,
-                                      StatusCallback done) {
+void GrpcRemoteWorker::ProbeDataPlane(
+    absl::Time deadline, std::function<void(TensorDataClient*)> then) {
   struct Probe {
     CallOptions opts;
     GetStatusRequest request;
     GetStatusResponse response;
   };
   auto probe = std::make_shared<Probe>();
-  // Bounded by the RecvTensor's own deadline: the probe is part of it.
-  probe->opts.set_deadline(opts != nullptr ? opts->deadline()
-                                           : absl::InfiniteFuture());
-  GetStatusAsync(
+  // Bounded by the first call's own deadline: the probe is part of it.
+  probe->opts.set_deadline(deadline);
+  GrpcGetStatus(
       &probe->opts, &probe->request, &probe->response,
-      [this, probe, opts, request, value,
-       done = std::move(done)](const absl::Status& s) mutable {
+      [this, probe, then = std::move(then)](const absl::Status& s) {
         // The framed transport connects to dotted IPv4 only.
         const std::string& address = target_->address;
         absl::StatusOr<rpc::HostPort> host = rpc::ParseHostPort(
@@ -168,7 +229,7 @@ void GrpcRemoteWorker::ProbeDataPlane(CallOptions* opts,
             client = data_clients_.back().get();
           }
           // A failed probe (the task is not up yet) is retried by the next
-          // RecvTensor; an answer without a port is final for this peer.
+          // call; an answer without a port is final for this peer.
           data_plane_ = client != nullptr ? DataPlane::kAvailable
                         : s.ok()          ? DataPlane::kNone
                                           : DataPlane::kUnknown;
@@ -182,13 +243,15 @@ void GrpcRemoteWorker::ProbeDataPlane(CallOptions* opts,
                                  : absl::StrCat(
                                        "gRPC RecvTensor (probe: ", s.ToString(),
                                        ", port ", port, ")"));
-        if (client != nullptr) {
-          RecvOverDataPlane(client, opts, request, value, std::move(done));
-        } else {
-          WorkerInterface::RecvTensorValueAsync(opts, request, value,
-                                                std::move(done));
-        }
+        then(client);
       });
+}
+
+void GrpcRemoteWorker::ForgetDataPlaneOn(TensorDataClient* client,
+                                         const absl::Status& s) {
+  if (!absl::IsUnavailable(s)) return;
+  absl::MutexLock lock(&data_mu_);
+  if (data_client_ == client) data_plane_ = DataPlane::kUnknown;
 }
 
 void GrpcRemoteWorker::RecvOverDataPlane(TensorDataClient* client,
@@ -199,13 +262,7 @@ void GrpcRemoteWorker::RecvOverDataPlane(TensorDataClient* client,
   client->RecvAsync(opts, request, value,
                     [this, client, opts, request, value,
                      done = std::move(done)](const absl::Status& s) mutable {
-                      if (absl::IsUnavailable(s)) {
-                        // The target may have restarted on another tensor port:
-                        // probe again.
-                        absl::MutexLock lock(&data_mu_);
-                        if (data_client_ == client)
-                          data_plane_ = DataPlane::kUnknown;
-                      }
+                      ForgetDataPlaneOn(client, s);
                       if (TensorDataClient::IsNotConnected(s)) {
                         // Nothing was sent, so this call may go over gRPC
                         // instead, which reaches a restarted target (or reports

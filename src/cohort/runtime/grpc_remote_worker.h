@@ -34,7 +34,10 @@
 // otherwise, under TLS (the framed transport has none), while the probe
 // runs, or when the host is not a dotted IPv4 address, over gRPC
 // RecvTensor. An Unavailable answer on the data plane forgets the port, so
-// a restarted target is probed again.
+// a restarted target is probed again. RunGraph takes the data plane too
+// (probing first if needed) when its request fits the data plane's request
+// cap: a step's call to each task then costs a framed round trip instead
+// of a gRPC unary call (docs/runtime.md). Everything else is gRPC.
 //
 // Thread safety: thread-safe.
 #ifndef COHORT_RUNTIME_GRPC_REMOTE_WORKER_H_
@@ -79,13 +82,30 @@ class GrpcRemoteWorker final : public WorkerInterface {
 
  private:
   enum class DataPlane { kUnknown, kProbing, kAvailable, kNone };
-  // Asks GetStatus for the tensor port, records the answer, then runs the
-  // first RecvTensor on whichever path it chose.
-  void ProbeDataPlane(CallOptions* opts, const RecvTensorRequest* request,
-                      RecvTensorValue* value, StatusCallback done);
+  // Runs `then` with the data plane's client, or null when calls must go
+  // over gRPC: at once when that is known, else after asking GetStatus for
+  // the tensor port (bounded by `deadline`; a failed probe is retried by a
+  // later call). `then` may run on a gRPC thread.
+  void WithDataPlane(absl::Time deadline,
+                     std::function<void(TensorDataClient*)> then);
+  void ProbeDataPlane(absl::Time deadline,
+                      std::function<void(TensorDataClient*)> then);
+  // An Unavailable answer from `client`: the target may have restarted on
+  // another tensor port, so the next call probes again.
+  void ForgetDataPlaneOn(TensorDataClient* client, const absl::Status& s);
   void RecvOverDataPlane(TensorDataClient* client, CallOptions* opts,
                          const RecvTensorRequest* request,
                          RecvTensorValue* value, StatusCallback done);
+  void RunOverDataPlane(TensorDataClient* client, CallOptions* opts,
+                        const RunGraphRequest* request,
+                        RunGraphResponse* response, StatusCallback done);
+
+  // The gRPC call of each RPC.
+#define COHORT_RUNTIME_GRPC_CALL_METHOD_(Name)                     \
+  void Grpc##Name(CallOptions* opts, const Name##Request* request, \
+                  Name##Response* response, StatusCallback done);
+  COHORT_WORKER_RPCS(COHORT_RUNTIME_GRPC_CALL_METHOD_)
+#undef COHORT_RUNTIME_GRPC_CALL_METHOD_
 
   struct Target {
     std::string task;

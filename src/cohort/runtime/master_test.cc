@@ -163,6 +163,12 @@ TEST(MasterTest, TensorsCrossTasksOverTheTensorDataPlane) {
   // Each step moves w (ps:0 -> worker:1) and sum (worker:1 -> worker:0);
   // the first step of each peer pair may still probe over gRPC.
   EXPECT_GE(sent, 4u);
+  // The master's RunGraph calls go over the data plane too: "init" and
+  // three steps on ps:0, three steps on worker:1; worker:0 hosts the master
+  // and runs its partition in process.
+  EXPECT_EQ(cluster->server(kPs)->tensor_data()->num_run_graphs(), 4u);
+  EXPECT_EQ(cluster->server(kWorker1)->tensor_data()->num_run_graphs(), 3u);
+  EXPECT_EQ(cluster->server(kWorker0)->tensor_data()->num_run_graphs(), 0u);
 }
 
 TEST(MasterTest, VariablesOnPsOutliveTheSessionUntilReset) {

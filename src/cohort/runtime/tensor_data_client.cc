@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/socket.h"
+#include "cohort/runtime/tensor_data_service.h"
 #include "cohort/runtime/tensor_wire.h"
 #include "cohort/runtime/worker_tensor_coding.h"
 
@@ -80,7 +81,35 @@ void TensorDataClient::RecvAsync(CallOptions* opts,
   // The blocking part (waiting for the producer, receiving) runs on a pool
   // thread, so the remote rendezvous that calls this never blocks.
   pool_.Schedule([this, opts, request, value, done = std::move(done)] {
-    done(Recv(opts, *request, value));
+    done(Call(opts, "RecvTensor",
+              [&](rpc::FramedClient* conn, absl::Time deadline, int wake_fd) {
+                return ExchangeRecv(conn, *request, value, deadline, wake_fd);
+              }));
+  });
+}
+
+void TensorDataClient::RunGraphAsync(CallOptions* opts,
+                                     const RunGraphRequest* request,
+                                     RunGraphResponse* response,
+                                     StatusCallback done) {
+  std::string frame = EncodeDataPlaneRequest(DataPlaneMethod::kRunGraph,
+                                             request->SerializeAsString());
+  if (frame.size() > TensorDataService::kMaxRequestBytes) {
+    absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
+        "RunGraph to ", task_, " (", address_, "): the request (", frame.size(),
+        " bytes) is over the tensor data plane's limit of ",
+        TensorDataService::kMaxRequestBytes, " bytes"));
+    s.SetPayload(kNotConnectedPayload, absl::Cord());
+    return done(s);
+  }
+  // Blocks a pool thread for the step, as a synchronous gRPC client would;
+  // the master's thread stays free.
+  pool_.Schedule([this, opts, frame = std::move(frame), response,
+                  done = std::move(done)] {
+    done(Call(opts, "RunGraph",
+              [&](rpc::FramedClient* conn, absl::Time deadline, int wake_fd) {
+                return ExchangeRun(conn, frame, response, deadline, wake_fd);
+              }));
   });
 }
 
@@ -131,28 +160,28 @@ void TensorDataClient::ReturnConnection(
   }
 }
 
-absl::Status TensorDataClient::TransportError(const absl::Status& s) const {
+absl::Status TensorDataClient::TransportError(const char* rpc,
+                                              const absl::Status& s) const {
   const std::string target = absl::StrCat(task_, " (", address_, ")");
   switch (s.code()) {
     case absl::StatusCode::kDeadlineExceeded:
       return absl::DeadlineExceededError(
-          absl::StrCat("RecvTensor to ", target,
+          absl::StrCat(rpc, " to ", target,
                        " did not finish before its deadline: ", s.message()));
     case absl::StatusCode::kCancelled:
-      return absl::CancelledError(absl::StrCat(
-          "RecvTensor to ", target, " was cancelled: ", s.message()));
+      return absl::CancelledError(
+          absl::StrCat(rpc, " to ", target, " was cancelled: ", s.message()));
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kInternal:
       return absl::UnavailableError(
           absl::StrCat(target, " is unavailable: ", s.message()));
     default:  // DataLoss, ResourceExhausted, Unauthenticated, ...
-      return Annotate(s, absl::StrCat("RecvTensor from ", target));
+      return Annotate(s, absl::StrCat(rpc, " with ", target));
   }
 }
 
-absl::Status TensorDataClient::Recv(CallOptions* opts,
-                                    const RecvTensorRequest& request,
-                                    RecvTensorValue* value) {
+absl::Status TensorDataClient::Call(CallOptions* opts, const char* rpc,
+                                    const Exchange& exchange) {
   const absl::Time deadline =
       opts != nullptr ? opts->deadline() : absl::InfiniteFuture();
   // Cancellation wakes the blocked call through an eventfd (a poll()able
@@ -175,11 +204,14 @@ absl::Status TensorDataClient::Recv(CallOptions* opts,
     if (!conn.ok()) {
       // Nothing was sent: the caller may look for the peer elsewhere (a
       // restarted task listens on a new tensor port).
-      status = TransportError(conn.status());
+      status = TransportError(rpc, conn.status());
       status.SetPayload(kNotConnectedPayload, absl::Cord());
       break;
     }
-    status = Exchange(conn->get(), request, value, deadline, wake.get());
+    status = exchange(conn->get(), deadline, wake.get());
+    if (!status.ok() && (*conn)->broken()) {
+      status = TransportError(rpc, status);
+    }
     const bool stale =
         pooled && (*conn)->broken() && absl::IsUnavailable(status);
     ReturnConnection(*std::move(conn));
@@ -198,10 +230,31 @@ bool TensorDataClient::IsNotConnected(const absl::Status& status) {
   return status.GetPayload(kNotConnectedPayload).has_value();
 }
 
-absl::Status TensorDataClient::Exchange(rpc::FramedClient* conn,
-                                        const RecvTensorRequest& request,
-                                        RecvTensorValue* value,
-                                        absl::Time deadline, int wake_fd) {
+absl::Status TensorDataClient::ExchangeRun(rpc::FramedClient* conn,
+                                           absl::string_view request,
+                                           RunGraphResponse* response,
+                                           absl::Time deadline, int wake_fd) {
+  absl::StatusOr<std::string> r = conn->Call(request, deadline, wake_fd);
+  if (!r.ok()) {
+    // A broken connection's error is the transport's (Call rewords it);
+    // otherwise the worker's own answer, whose body carries message and
+    // payloads.
+    if (conn->broken()) return r.status();
+    return DecodeErrorBody(r.status().code(), r.status().message());
+  }
+  if (!response->ParseFromString(*r)) {
+    return absl::DataLossError(absl::StrCat(
+        "RunGraph with ", task_, " (", address_, "): the answer (", r->size(),
+        " bytes) is not a RunGraphResponse; is the peer a cohort server of "
+        "the same version?"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TensorDataClient::ExchangeRecv(rpc::FramedClient* conn,
+                                            const RecvTensorRequest& request,
+                                            RecvTensorValue* value,
+                                            absl::Time deadline, int wake_fd) {
   absl::Status status;
   TensorHeader header;
   std::string proto_bytes;
@@ -220,12 +273,14 @@ absl::Status TensorDataClient::Exchange(rpc::FramedClient* conn,
     PrefaultBuffer(data, n);
     return data;
   };
-  absl::StatusOr<std::string> r = conn->CallWithPayload(
-      request.SerializeAsString(), sink, deadline, wake_fd);
+  absl::StatusOr<std::string> r =
+      conn->CallWithPayload(EncodeDataPlaneRequest(DataPlaneMethod::kRecvTensor,
+                                                   request.SerializeAsString()),
+                            sink, deadline, wake_fd);
   if (r.ok()) {
     status = absl::OkStatus();
   } else if (conn->broken()) {
-    status = TransportError(r.status());
+    status = r.status();  // Call() rewords the transport's failure.
   } else {
     // The producer's own answer; its body carries message and payloads.
     status = DecodeErrorBody(r.status().code(), r.status().message());

@@ -1,7 +1,8 @@
 // TensorDataClient: the consumer side of the tensor data plane
 // (tensor_data_service.h) for one peer task: RecvTensor answered as a
 // Tensor whose bytes are received straight into its buffer (one copy, the
-// kernel's), after the header was checked (tensor_wire.h).
+// kernel's), after the header was checked (tensor_wire.h); and RunGraph,
+// the master's per-step call, without gRPC's thread hand-offs.
 //
 //   TensorDataClient ps0("/job:ps/replica:0/task:0", "127.0.0.1:4711", token);
 //   ps0.RecvAsync(&opts, &request, &value, done);
@@ -28,9 +29,12 @@
 //    connect (IsNotConnected: nothing was sent), connection lost,
 //    truncated tensor. A pooled connection found dead is retried once on a
 //    new one (the request id makes the retry safe);
-//  - DeadlineExceeded `RecvTensor to <task> (<address>) did not finish
-//    before its deadline: ...`; Cancelled `RecvTensor to <task>
-//    (<address>) was cancelled: ...`;
+//  - DeadlineExceeded `<Rpc> to <task> (<address>) did not finish before
+//    its deadline: ...`; Cancelled `<Rpc> to <task> (<address>) was
+//    cancelled: ...` (<Rpc> is RecvTensor or RunGraph);
+//  - ResourceExhausted: a RunGraph request over the service's
+//    kMaxRequestBytes (nothing sent: IsNotConnected, so the caller may use
+//    gRPC), or an answer over kMaxReplyBytes;
 //  - DataLoss / ResourceExhausted naming the peer: a malformed or
 //    oversized header (the connection is closed; nothing was allocated);
 //  - Unauthenticated: the peer refused the job token.
@@ -69,8 +73,14 @@ class TensorDataClient {
   void RecvAsync(CallOptions* opts, const RecvTensorRequest* request,
                  RecvTensorValue* value, StatusCallback done);
 
+  // RunGraph (WorkerInterface::RunGraphAsync's contract). Never blocks the
+  // caller; `done` runs on a pool thread.
+  void RunGraphAsync(CallOptions* opts, const RunGraphRequest* request,
+                     RunGraphResponse* response, StatusCallback done);
+
   // True for a failure before the request was sent: no connection to the
-  // address could be made (the peer is down or moved to another port).
+  // address could be made (the peer is down or moved to another port), or
+  // the request is too large for the data plane.
   static bool IsNotConnected(const absl::Status& status);
 
   const std::string& address() const { return address_; }
@@ -82,13 +92,23 @@ class TensorDataClient {
   static constexpr char kNotConnectedPayload[] =
       "type.googleapis.com/cohort.runtime.TensorDataNotConnected";
 
-  absl::Status Recv(CallOptions* opts, const RecvTensorRequest& request,
-                    RecvTensorValue* value);
-  // One request and its reply on `conn`; errors as Recv's.
-  absl::Status Exchange(rpc::FramedClient* conn,
-                        const RecvTensorRequest& request,
-                        RecvTensorValue* value, absl::Time deadline,
-                        int wake_fd);
+  // One exchange on a connection: sends and waits for the reply.
+  using Exchange = std::function<absl::Status(
+      rpc::FramedClient* conn, absl::Time deadline, int wake_fd)>;
+  // Runs `exchange` on a pooled connection with the call's deadline and
+  // cancellation, retrying once on a fresh connection when a pooled one
+  // turns out dead; `rpc` names the call in errors.
+  absl::Status Call(CallOptions* opts, const char* rpc,
+                    const Exchange& exchange);
+  // RecvTensor's exchange; errors as the file comment's.
+  absl::Status ExchangeRecv(rpc::FramedClient* conn,
+                            const RecvTensorRequest& request,
+                            RecvTensorValue* value, absl::Time deadline,
+                            int wake_fd);
+  // RunGraph's exchange.
+  absl::Status ExchangeRun(rpc::FramedClient* conn, absl::string_view request,
+                           RunGraphResponse* response, absl::Time deadline,
+                           int wake_fd);
   // An idle pooled connection (*pooled set) when `allow_idle`, else a new
   // one.
   absl::StatusOr<std::unique_ptr<rpc::FramedClient>> TakeConnection(
@@ -96,7 +116,8 @@ class TensorDataClient {
   void ReturnConnection(std::unique_ptr<rpc::FramedClient> client);
   // The transport's own failure of a call, worded as worker_interface.h
   // asks.
-  absl::Status TransportError(const absl::Status& status) const;
+  absl::Status TransportError(const char* rpc,
+                              const absl::Status& status) const;
 
   const std::string task_;
   const std::string address_;

@@ -260,6 +260,87 @@ TEST_F(TensorDataPlaneTest, CancelDropsOnlyThisWaiterAndDeadlinesApply) {
   EXPECT_EQ(Wait(late).code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+absl::Status RunOver(TensorDataClient* client, RunGraphRequest request,
+                     RunGraphResponse* response) {
+  CallOptions opts;
+  absl::Notification finished;
+  absl::Status status;
+  client->RunGraphAsync(&opts, &request, response, [&](const absl::Status& s) {
+    status = s;
+    finished.Notify();
+  });
+  if (!finished.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    return absl::InternalError("test: no answer");
+  }
+  return status;
+}
+
+TEST_F(TensorDataPlaneTest, RunGraphAnswersAsTheWorkerDoes) {
+  GraphDef g;
+  AddConst(&g, "c", Tensor::Vec<float>({1.5f, 2.5f}), kDev);
+  auto handle = Register("s", g, {}, {"c:0"});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  RunGraphResponse fast;
+  RunGraphRequest run = RunRequest("s", *handle, 70);
+  run.set_request_id(9001);
+  ASSERT_TRUE(RunOver(client_.get(), run, &fast).ok());
+  RunGraphResponse direct;
+  ASSERT_TRUE(
+      DoRunGraph(worker_.get(), RunRequest("s", *handle, 71), &direct).ok());
+  EXPECT_EQ(fast.SerializeAsString(), direct.SerializeAsString());
+  // The worker's errors, codes, messages and payloads as they are.
+  RunGraphResponse ignored;
+  absl::Status twice = RunOver(client_.get(), run, &ignored);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kAborted) << twice;
+  EXPECT_THAT(twice.message(),
+              StartsWith("The same RunGraph (Worker) request was received "
+                         "twice. "));
+  RunGraphRequest unknown = RunRequest("s", "no-such-graph", 72);
+  absl::Status gone = RunOver(client_.get(), unknown, &ignored);
+  EXPECT_EQ(gone,
+            DoRunGraph(worker_.get(), RunRequest("s", "no-such-graph", 73)));
+  EXPECT_EQ(gone.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(service_->num_run_graphs(), 3u);
+  // Too large for the data plane: refused before anything is sent, so the
+  // caller may use gRPC (GrpcRemoteWorker does).
+  Tensor big(DT_FLOAT, TensorShape({int64_t{2} << 20}));
+  absl::Status large = RunOver(
+      client_.get(), RunRequest("s", *handle, 74, {{"x", big}}), &ignored);
+  EXPECT_EQ(large.code(), absl::StatusCode::kResourceExhausted) << large;
+  EXPECT_TRUE(TensorDataClient::IsNotConnected(large));
+  EXPECT_EQ(service_->num_run_graphs(), 3u);
+}
+
+TEST_F(TensorDataPlaneTest, RunGraphCancelledByTheCallerEndsTheStep) {
+  auto handle = Register("s", BlockedGraph(), {}, {"r:0"});
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  RunGraphRequest run = RunRequest("s", *handle, 80);
+  RunGraphResponse response;
+  CallOptions opts;
+  absl::Notification finished;
+  absl::Status status;
+  client_->RunGraphAsync(&opts, &run, &response, [&](const absl::Status& s) {
+    status = s;
+    finished.Notify();
+  });
+  // Cancel once the step runs on the worker (polling a condition).
+  const absl::Time limit = absl::Now() + absl::Seconds(30);
+  while (worker_->NumRunningSteps() < 1 && !finished.HasBeenNotified() &&
+         absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_EQ(worker_->NumRunningSteps(), 1u) << status;
+  opts.StartCancel();
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_THAT(status.message(), HasSubstr("RunGraph to " + kTask));
+  // The closed connection cancels the step on the worker.
+  while (worker_->NumRunningSteps() > 0 && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_EQ(worker_->NumRunningSteps(), 0u);
+}
+
 TEST_F(TensorDataPlaneTest, WrongTokenIsUnauthenticated) {
   TensorDataClient wrong(kTask, service_->address(), "not-the-token");
   absl::Status s = Wait(StartFast(&wrong, RecvRequest(3)));

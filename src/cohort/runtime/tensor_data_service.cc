@@ -16,13 +16,22 @@
 
 namespace cohort::runtime {
 
-// One RecvTensor being served. The CallOptions let a closing connection
-// cancel the worker's waiter; they live until the worker's `done` ran.
+// One call being served. The CallOptions let a closing connection cancel
+// the worker's call; they live until the worker's `done` ran.
 struct TensorDataService::Call {
+  virtual ~Call() = default;
   std::shared_ptr<rpc::FramedConnection> connection;
   CallOptions opts;
+};
+
+struct TensorDataService::RecvCall : Call {
   RecvTensorRequest request;
   RecvTensorValue value;
+};
+
+struct TensorDataService::RunCall : Call {
+  RunGraphRequest request;
+  RunGraphResponse response;
 };
 
 struct TensorDataService::State {
@@ -30,8 +39,9 @@ struct TensorDataService::State {
   // By connection id: at most one call per connection (file comment).
   absl::flat_hash_map<uint64_t, std::shared_ptr<Call>> calls
       ABSL_GUARDED_BY(mu);
-  // Counts answered tensors (a statistic; relaxed).
+  // Count answered tensors and RunGraphs (statistics; relaxed).
   std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> run_graphs{0};
 };
 
 TensorDataService::TensorDataService(Worker* worker)
@@ -58,42 +68,121 @@ uint64_t TensorDataService::num_tensors_sent() const {
   return state_->sent.load(std::memory_order_relaxed);
 }
 
+uint64_t TensorDataService::num_run_graphs() const {
+  return state_->run_graphs.load(std::memory_order_relaxed);
+}
+
 void TensorDataService::OnRequest(
     const std::shared_ptr<rpc::FramedConnection>& c, std::string request) {
-  auto call = std::make_shared<Call>();
+  absl::string_view body;
+  absl::StatusOr<DataPlaneMethod> method =
+      DecodeDataPlaneRequest(request, &body);
+  if (!method.ok()) {
+    // Not a peer of this protocol: nothing it sends next can be trusted to
+    // be framed as we expect.
+    c->Close(std::string(method.status().message()));
+    return;
+  }
+  switch (*method) {
+    case DataPlaneMethod::kRecvTensor:
+      return ServeRecvTensor(c, body);
+    case DataPlaneMethod::kRunGraph:
+      return ServeRunGraph(c, body);
+  }
+}
+
+bool TensorDataService::Admit(const std::shared_ptr<Call>& call) {
+  absl::MutexLock lock(&state_->mu);
+  if (state_->calls.emplace(call->connection->id(), call).second) return true;
+  // Closing (not answering) keeps replies in request order for a
+  // well-behaved client, which never pipelines.
+  call->connection->Close(
+      "sent a second request before the first was answered");
+  return false;
+}
+
+void TensorDataService::Forget(State& state, const Call& call) {
+  absl::MutexLock lock(&state.mu);
+  auto it = state.calls.find(call.connection->id());
+  if (it != state.calls.end() && it->second.get() == &call) {
+    state.calls.erase(it);
+  }
+}
+
+void TensorDataService::ServeRecvTensor(
+    const std::shared_ptr<rpc::FramedConnection>& c,
+    absl::string_view request) {
+  auto call = std::make_shared<RecvCall>();
   call->connection = c;
-  if (!call->request.ParseFromString(request)) {
+  if (!call->request.ParseFromArray(request.data(),
+                                    static_cast<int>(request.size()))) {
     c->Reply(absl::StatusCode::kInvalidArgument,
              EncodeErrorBody(absl::InvalidArgumentError(absl::StrCat(
                  "RecvTensor over the tensor data plane: the request (",
                  request.size(), " bytes) is not a RecvTensorRequest"))));
     return;
   }
-  {
-    absl::MutexLock lock(&state_->mu);
-    if (!state_->calls.emplace(c->id(), call).second) {
-      // Closing (not answering) keeps replies in request order for a
-      // well-behaved client, which never pipelines.
-      c->Close("sent a second RecvTensor before the first was answered");
-      return;
-    }
-  }
+  if (!Admit(call)) return;
   // The worker may answer inline (errors, a tensor already sent); never
   // under this service's lock.
   std::shared_ptr<State> state = state_;
   worker_->RecvTensorValueAsync(
       &call->opts, &call->request, &call->value,
-      [state, call](const absl::Status& s) { Answer(state, call, s); });
+      [state, call](const absl::Status& s) { AnswerRecv(state, call, s); });
 }
 
-void TensorDataService::Answer(const std::shared_ptr<State>& state,
-                               const std::shared_ptr<Call>& call,
-                               const absl::Status& status) {
-  {
-    absl::MutexLock lock(&state->mu);
-    auto it = state->calls.find(call->connection->id());
-    if (it != state->calls.end() && it->second == call) state->calls.erase(it);
+void TensorDataService::ServeRunGraph(
+    const std::shared_ptr<rpc::FramedConnection>& c,
+    absl::string_view request) {
+  auto call = std::make_shared<RunCall>();
+  call->connection = c;
+  if (!call->request.ParseFromArray(request.data(),
+                                    static_cast<int>(request.size()))) {
+    c->Reply(absl::StatusCode::kInvalidArgument,
+             EncodeErrorBody(absl::InvalidArgumentError(absl::StrCat(
+                 "RunGraph over the tensor data plane: the request (",
+                 request.size(), " bytes) is not a RunGraphRequest"))));
+    return;
   }
+  if (!Admit(call)) return;
+  // RunGraph never blocks its caller: the step runs on a step thread of
+  // the worker, which answers from there.
+  std::shared_ptr<State> state = state_;
+  worker_->RunGraphAsync(
+      &call->opts, &call->request, &call->response,
+      [state, call](const absl::Status& s) { AnswerRun(state, call, s); });
+}
+
+void TensorDataService::AnswerRun(const std::shared_ptr<State>& state,
+                                  const std::shared_ptr<RunCall>& call,
+                                  const absl::Status& status) {
+  Forget(*state, *call);
+  rpc::FramedConnection& c = *call->connection;
+  absl::Status s = status;
+  std::string body;
+  if (s.ok()) {
+    body = call->response.SerializeAsString();
+    if (body.size() > kMaxReplyBytes) {
+      s = absl::ResourceExhaustedError(absl::StrCat(
+          "RunGraph of step ", call->request.step_id(), ": the answer (",
+          body.size(), " bytes of fetched tensors) is over the limit of ",
+          kMaxReplyBytes,
+          " bytes for one message; fetch fewer or smaller "
+          "tensors per step"));
+    }
+  }
+  if (s.ok()) {
+    c.Reply(absl::StatusCode::kOk, body);
+  } else {
+    c.Reply(s.code(), EncodeErrorBody(s));
+  }
+  state->run_graphs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
+                                   const std::shared_ptr<RecvCall>& call,
+                                   const absl::Status& status) {
+  Forget(*state, *call);
   rpc::FramedConnection& c = *call->connection;
   absl::Status s = status;
   const Tensor& tensor = call->value.tensor;

@@ -3,6 +3,8 @@
 // tensor crosses tasks as one small header followed by its bytes, written
 // straight from the tensor's buffer (tensor_wire.h), instead of a gRPC
 // message built with several copies (reference runtime_training.md §5).
+// It also serves RunGraph, the master's per-step call, which costs a
+// fraction of a gRPC unary call's thread hand-offs (docs/runtime.md).
 //
 //   COHORT_ASSIGN_OR_RETURN(auto data, TensorDataService::Start(&worker,
 //   opts)); worker.SetTensorPort(data->port());   // GetStatus advertises it
@@ -15,10 +17,16 @@
 // worker's. A connection that closes while its RecvTensor waits cancels
 // that RecvTensor only (as a cancelled gRPC call does).
 //
-// Protocol: one RecvTensor in flight per connection (a client that pools
+// RunGraph likewise is the Worker's own (RunGraphAsync): request-id
+// de-duplication, handles, deadlines, cancellation on a closed connection.
+//
+// Protocol: one call in flight per connection (a client that pools
 // connections gets concurrency from several); a second request before the
-// first is answered closes the connection. Requests are capped at
-// kMaxRequestBytes; tensors at kMaxWireTensorBytes (ResourceExhausted).
+// first is answered closes the connection, as do a request that is not a
+// known method and message. Requests are capped at kMaxRequestBytes (a
+// larger RunGraph goes over gRPC); tensors at kMaxWireTensorBytes and a
+// RunGraph answer at what the client reads (kMaxReplyBytes), both
+// ResourceExhausted.
 //
 // Threads: requests arrive on the framed server's loop thread and never
 // block it; replies are queued from whichever thread finishes the
@@ -42,7 +50,9 @@ class Worker;
 
 class TensorDataService final : public rpc::FramedServer::Handler {
  public:
-  static constexpr size_t kMaxRequestBytes = 64 << 10;
+  static constexpr size_t kMaxRequestBytes = size_t{4} << 20;
+  // The largest RunGraph answer body (one reply frame).
+  static constexpr size_t kMaxReplyBytes = rpc::kDefaultMaxFrame - 1;
 
   // Listens on options.host (port chosen by the OS) with options' token,
   // insecure flag and connection caps; options.max_frame_bytes is lowered
@@ -56,6 +66,8 @@ class TensorDataService final : public rpc::FramedServer::Handler {
   const std::string& address() const { return server_->address(); }
   // Tensors answered so far (tests: the fast path was used).
   uint64_t num_tensors_sent() const;
+  // RunGraph calls answered so far, whatever their status.
+  uint64_t num_run_graphs() const;
 
   void OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
                  std::string request) override;
@@ -63,11 +75,24 @@ class TensorDataService final : public rpc::FramedServer::Handler {
 
  private:
   struct Call;
+  struct RecvCall;
+  struct RunCall;
   struct State;
   explicit TensorDataService(Worker* worker);
-  static void Answer(const std::shared_ptr<State>& state,
-                     const std::shared_ptr<Call>& call,
-                     const absl::Status& status);
+  // Registers `call` as its connection's one call; false (and the
+  // connection closed) when one is already in flight.
+  bool Admit(const std::shared_ptr<Call>& call);
+  static void Forget(State& state, const Call& call);
+  void ServeRecvTensor(const std::shared_ptr<rpc::FramedConnection>& c,
+                       absl::string_view request);
+  void ServeRunGraph(const std::shared_ptr<rpc::FramedConnection>& c,
+                     absl::string_view request);
+  static void AnswerRecv(const std::shared_ptr<State>& state,
+                         const std::shared_ptr<RecvCall>& call,
+                         const absl::Status& status);
+  static void AnswerRun(const std::shared_ptr<State>& state,
+                        const std::shared_ptr<RunCall>& call,
+                        const absl::Status& status);
 
   Worker* const worker_;
   // Shared with in-flight calls, whose answers may come after the service

@@ -23,6 +23,33 @@ absl::Status Malformed(absl::string_view peer, absl::string_view what) {
 
 }  // namespace
 
+std::string EncodeDataPlaneRequest(DataPlaneMethod method,
+                                   absl::string_view request) {
+  std::string out;
+  out.reserve(1 + request.size());
+  out.push_back(static_cast<char>(method));
+  out.append(request.data(), request.size());
+  return out;
+}
+
+absl::StatusOr<DataPlaneMethod> DecodeDataPlaneRequest(
+    absl::string_view frame, absl::string_view* request) {
+  if (frame.empty()) {
+    return absl::InvalidArgumentError(
+        "tensor data plane: an empty request frame (no method byte)");
+  }
+  const auto method = static_cast<DataPlaneMethod>(frame[0]);
+  if (method != DataPlaneMethod::kRecvTensor &&
+      method != DataPlaneMethod::kRunGraph) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor data plane: unknown method ",
+                     static_cast<int>(static_cast<uint8_t>(frame[0])),
+                     " (is the peer a cohort server of the same version?)"));
+  }
+  *request = frame.substr(1);
+  return method;
+}
+
 std::string EncodeTensorHeader(const Tensor& tensor, bool is_dead,
                                int64_t send_start_micros,
                                TensorEncoding* encoding) {

@@ -3,8 +3,13 @@
 // before it allocates anything. Pure functions over bytes, tested and fuzzed
 // on their own (fuzz/tensor_wire_fuzzer.cc).
 //
-// A RecvTensor over the data plane is one framed request (a serialized
-// RecvTensorRequest) answered by either
+// Every request on the data plane is one frame: a u8 DataPlaneMethod, then
+// the serialized request message.
+//
+// A RunGraph is a RunGraphRequest answered by an OK reply whose body is the
+// serialized RunGraphResponse, or an error reply (EncodeErrorBody's body).
+//
+// A RecvTensor is a RecvTensorRequest answered by either
 //  - a payload reply (rpc/frame.h) whose header is EncodeTensorHeader's and
 //    whose payload is the tensor's bytes, straight from its buffer
 //    (kRawBytes: numeric and bool dtypes), or a serialized TensorProto
@@ -34,6 +39,16 @@ namespace cohort::runtime {
 // Ranks above this are refused (TensorFlow's TensorShape allows 254; no
 // tensor crossing tasks is anywhere near).
 inline constexpr uint32_t kMaxWireRank = 64;
+
+enum class DataPlaneMethod : uint8_t { kRecvTensor = 1, kRunGraph = 2 };
+
+// The request frame for `method` with the serialized `request`.
+std::string EncodeDataPlaneRequest(DataPlaneMethod method,
+                                   absl::string_view request);
+// Splits a request frame; *request is a view into `frame`.
+// InvalidArgument for an empty frame or an unknown method.
+absl::StatusOr<DataPlaneMethod> DecodeDataPlaneRequest(
+    absl::string_view frame, absl::string_view* request);
 
 enum class TensorEncoding : uint8_t { kRawBytes = 0, kTensorProto = 1 };
 
