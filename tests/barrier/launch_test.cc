@@ -235,7 +235,13 @@ TEST_F(LaunchTest, WholeGangRetryWithNextAttemptNumber) {
 TEST_F(LaunchTest, TwoFailuresCauseOneRetry) {
   LaunchRun r = Launch({"-n", "3", "--max-restarts", "3"},
                        "echo $A >> $D/attempts.$P; "
-                       "if [ $A = 0 ] && [ $P != 0 ]; then exit 5; fi; "
+                       // Both failing partitions are up before either
+                       // fails (a condition wait, not a timed one).
+                       "if [ $A = 0 ] && [ $P != 0 ]; then "
+                       "  while [ ! -s $D/attempts.1 ] || "
+                       "        [ ! -s $D/attempts.2 ]; do sleep 0.01; done; "
+                       "  exit 5; "
+                       "fi; "
                        "exec $C task barrier");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto attempts = [&](int partition) {

@@ -2,10 +2,15 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <iterator>
 #include <limits>
 #include <new>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cohort/base/status.h"
 
 namespace cohort {
@@ -26,6 +31,77 @@ void DestroyElements(void* data, int64_t n) {
 // The most a TensorProto may declare by broadcasting one value (its other
 // forms carry every byte they declare).
 constexpr size_t kMaxBroadcastProtoBytes = size_t{1} << 30;
+
+// Blocks this large come from mmap in glibc (its dynamic mmap threshold
+// stops at 32 MiB on 64-bit) and go back to the kernel when freed.
+constexpr size_t kLargeBufferBytes = size_t{32} << 20;
+
+// Freed large buffers, by exact allocation size (a step allocates the same
+// shapes each time). Bounded by TensorBuffer::kLargeBufferCacheBytes.
+class LargeBufferCache {
+ public:
+  static LargeBufferCache& Get() {
+    static auto* cache = new LargeBufferCache;  // Never destroyed.
+    return *cache;
+  }
+  // A cached block of exactly `bytes`, or null.
+  void* Take(size_t bytes) {
+    absl::MutexLock lock(&mu_);
+    for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+      if (it->bytes != bytes) continue;
+      void* data = it->data;
+      cached_bytes_ -= bytes;
+      blocks_.erase(std::next(it).base());
+      return data;
+    }
+    return nullptr;
+  }
+  // Keeps `data` for reuse, freeing the oldest blocks to stay in bounds.
+  void Put(void* data, size_t bytes) {
+    std::vector<void*> evicted;
+    {
+      absl::MutexLock lock(&mu_);
+      if (bytes > TensorBuffer::kLargeBufferCacheBytes) {
+        evicted.push_back(data);
+      } else {
+        while (cached_bytes_ + bytes > TensorBuffer::kLargeBufferCacheBytes) {
+          evicted.push_back(blocks_.front().data);
+          cached_bytes_ -= blocks_.front().bytes;
+          blocks_.pop_front();
+        }
+        blocks_.push_back(Block{data, bytes});
+        cached_bytes_ += bytes;
+      }
+    }
+    // munmap outside the lock.
+    for (void* p : evicted) std::free(p);
+  }
+  size_t cached_bytes() {
+    absl::MutexLock lock(&mu_);
+    return cached_bytes_;
+  }
+
+ private:
+  struct Block {
+    void* data;
+    size_t bytes;
+  };
+  absl::Mutex mu_;
+  std::deque<Block> blocks_ ABSL_GUARDED_BY(mu_);  // Oldest first.
+  size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+bool CachesBuffer(DataType dtype, size_t alloc_bytes) {
+  return alloc_bytes >= kLargeBufferBytes && dtype != DT_STRING &&
+         dtype != DT_RESOURCE;
+}
+
+// What aligned_alloc is asked for: a multiple of the alignment, never 0.
+size_t AllocationBytes(size_t bytes) {
+  const size_t alloc =
+      (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  return alloc == 0 ? kTensorAlignment : alloc;
+}
 
 size_t ElementBytes(DataType dtype) {
   switch (dtype) {
@@ -51,11 +127,10 @@ TensorBuffer* TensorBuffer::Allocate(DataType dtype, int64_t num_elements) {
       << "tensor of " << num_elements << " elements of dtype "
       << DataTypeName(dtype) << " overflows the address space";
   size_t bytes = elem * static_cast<size_t>(num_elements);
-  // aligned_alloc needs a size that is a multiple of the alignment.
-  size_t alloc =
-      (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
-  if (alloc == 0) alloc = kTensorAlignment;
-  void* data = std::aligned_alloc(kTensorAlignment, alloc);
+  const size_t alloc = AllocationBytes(bytes);
+  void* data = nullptr;
+  if (CachesBuffer(dtype, alloc)) data = LargeBufferCache::Get().Take(alloc);
+  if (data == nullptr) data = std::aligned_alloc(kTensorAlignment, alloc);
   COHORT_CHECK(data != nullptr)
       << "out of memory allocating " << alloc << " bytes for a tensor";
   if (dtype == DT_STRING) ConstructElements<std::string>(data, num_elements);
@@ -72,7 +147,16 @@ TensorBuffer::~TensorBuffer() {
   if (dtype_ == DT_STRING) DestroyElements<std::string>(data_, num_elements_);
   if (dtype_ == DT_RESOURCE)
     DestroyElements<ResourceHandle>(data_, num_elements_);
+  const size_t alloc = AllocationBytes(size_bytes_);
+  if (CachesBuffer(dtype_, alloc)) {
+    LargeBufferCache::Get().Put(data_, alloc);
+    return;
+  }
   std::free(data_);
+}
+
+size_t TensorBuffer::CachedLargeBufferBytes() {
+  return LargeBufferCache::Get().cached_bytes();
 }
 
 Tensor::Tensor(DataType dtype, const TensorShape& shape)

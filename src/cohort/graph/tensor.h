@@ -18,6 +18,12 @@
 //    under the variable's lock, see resource_mgr.h).
 //  - FromProto/AsProto convert to and from TensorProto; numeric and bool
 //    contents travel as raw bytes in tensor_content.
+//  - Memory: numeric and bool buffers of 32 MiB and more are kept for reuse
+//    when freed (at most kLargeBufferCacheBytes in all, the least recently
+//    freed going first), because the C library maps and unmaps every such
+//    block: a training step that allocates its large tensors afresh each
+//    time would pay for every page again (a page fault each, and zeroing).
+//    A freed buffer of the same size is handed out again.
 //
 // Thread safety: a Tensor object is not synchronised (like std::string);
 // distinct Tensor objects that share one buffer may be used from different
@@ -65,6 +71,11 @@ struct TTypes {
 // Internal to Tensor; exposed for zero-copy transports (runtime/).
 class TensorBuffer {
  public:
+  // The most memory that freed large buffers may hold (file comment).
+  static constexpr size_t kLargeBufferCacheBytes = size_t{512} << 20;
+  // Freed large buffers held now (tests).
+  static size_t CachedLargeBufferBytes();
+
   // Allocates room for `num_elements` of `dtype`, constructing string and
   // resource elements.
   static TensorBuffer* Allocate(DataType dtype, int64_t num_elements);

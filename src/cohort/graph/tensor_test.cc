@@ -181,4 +181,35 @@ TEST(TypesTest, Names) {
 }
 
 }  // namespace
+TEST(TensorBufferTest, LargeBuffersAreReusedAndTheCacheIsBounded) {
+  const TensorShape big({8 << 20});  // 32 MiB of floats
+  const size_t before = TensorBuffer::CachedLargeBufferBytes();
+  const void* first = nullptr;
+  {
+    Tensor t(DT_FLOAT, big);
+    first = t.raw_data();
+  }
+  EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), before + (32u << 20));
+  {
+    Tensor again(DT_FLOAT, big);  // the freed block, mapped and faulted in
+    EXPECT_EQ(again.raw_data(), first);
+    EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), before);
+    // Another size does not take it.
+    Tensor other(DT_FLOAT, TensorShape({(8 << 20) + 16}));
+    EXPECT_NE(other.raw_data(), first);
+  }
+  // Freeing more than the cap keeps the cache within it.
+  {
+    std::vector<Tensor> many;
+    const size_t n = TensorBuffer::kLargeBufferCacheBytes / (32u << 20) + 2;
+    for (size_t i = 0; i < n; ++i) many.emplace_back(DT_FLOAT, big);
+  }
+  EXPECT_LE(TensorBuffer::CachedLargeBufferBytes(),
+            TensorBuffer::kLargeBufferCacheBytes);
+  // Small buffers are not cached.
+  const size_t cached = TensorBuffer::CachedLargeBufferBytes();
+  { Tensor small(DT_FLOAT, TensorShape({1 << 20})); }
+  EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), cached);
+}
+
 }  // namespace cohort
