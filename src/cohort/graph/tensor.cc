@@ -1,5 +1,7 @@
 #include "cohort/graph/tensor.h"
 
+#include <sanitizer/asan_interface.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -52,29 +54,35 @@ class LargeBufferCache {
       void* data = it->data;
       cached_bytes_ -= bytes;
       blocks_.erase(std::next(it).base());
+      ASAN_UNPOISON_MEMORY_REGION(data, bytes);
       return data;
     }
     return nullptr;
   }
   // Keeps `data` for reuse, freeing the oldest blocks to stay in bounds.
   void Put(void* data, size_t bytes) {
-    std::vector<void*> evicted;
+    if (bytes > TensorBuffer::kLargeBufferCacheBytes) {
+      std::free(data);
+      return;
+    }
+    std::vector<Block> evicted;
     {
       absl::MutexLock lock(&mu_);
-      if (bytes > TensorBuffer::kLargeBufferCacheBytes) {
-        evicted.push_back(data);
-      } else {
-        while (cached_bytes_ + bytes > TensorBuffer::kLargeBufferCacheBytes) {
-          evicted.push_back(blocks_.front().data);
-          cached_bytes_ -= blocks_.front().bytes;
-          blocks_.pop_front();
-        }
-        blocks_.push_back(Block{data, bytes});
-        cached_bytes_ += bytes;
+      while (cached_bytes_ + bytes > TensorBuffer::kLargeBufferCacheBytes) {
+        evicted.push_back(blocks_.front());
+        cached_bytes_ -= blocks_.front().bytes;
+        blocks_.pop_front();
       }
+      // A use after free of a cached block stays an ASan report.
+      ASAN_POISON_MEMORY_REGION(data, bytes);
+      blocks_.push_back(Block{data, bytes});
+      cached_bytes_ += bytes;
     }
     // munmap outside the lock.
-    for (void* p : evicted) std::free(p);
+    for (const Block& b : evicted) {
+      ASAN_UNPOISON_MEMORY_REGION(b.data, b.bytes);
+      std::free(b.data);
+    }
   }
   size_t cached_bytes() {
     absl::MutexLock lock(&mu_);
