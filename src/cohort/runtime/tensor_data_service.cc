@@ -91,14 +91,27 @@ void TensorDataService::OnRequest(
   }
 }
 
-bool TensorDataService::Admit(const std::shared_ptr<Call>& call) {
+template <typename CallType>
+std::shared_ptr<CallType> TensorDataService::Admit(
+    const std::shared_ptr<rpc::FramedConnection>& c, absl::string_view request,
+    const char* rpc) {
+  auto call = std::make_shared<CallType>();
+  call->connection = c;
+  if (!call->request.ParseFromArray(request.data(),
+                                    static_cast<int>(request.size()))) {
+    c->Reply(
+        absl::StatusCode::kInvalidArgument,
+        EncodeErrorBody(absl::InvalidArgumentError(absl::StrCat(
+            rpc, " over the tensor data plane: the request (", request.size(),
+            " bytes) is not a ", call->request.GetTypeName()))));
+    return nullptr;
+  }
   absl::MutexLock lock(&state_->mu);
-  if (state_->calls.emplace(call->connection->id(), call).second) return true;
+  if (state_->calls.emplace(c->id(), call).second) return call;
   // Closing (not answering) keeps replies in request order for a
   // well-behaved client, which never pipelines.
-  call->connection->Close(
-      "sent a second request before the first was answered");
-  return false;
+  c->Close("sent a second request before the first was answered");
+  return nullptr;
 }
 
 void TensorDataService::Forget(State& state, const Call& call) {
@@ -112,17 +125,8 @@ void TensorDataService::Forget(State& state, const Call& call) {
 void TensorDataService::ServeRecvTensor(
     const std::shared_ptr<rpc::FramedConnection>& c,
     absl::string_view request) {
-  auto call = std::make_shared<RecvCall>();
-  call->connection = c;
-  if (!call->request.ParseFromArray(request.data(),
-                                    static_cast<int>(request.size()))) {
-    c->Reply(absl::StatusCode::kInvalidArgument,
-             EncodeErrorBody(absl::InvalidArgumentError(absl::StrCat(
-                 "RecvTensor over the tensor data plane: the request (",
-                 request.size(), " bytes) is not a RecvTensorRequest"))));
-    return;
-  }
-  if (!Admit(call)) return;
+  auto call = Admit<RecvCall>(c, request, "RecvTensor");
+  if (call == nullptr) return;
   // The worker may answer inline (errors, a tensor already sent); never
   // under this service's lock.
   std::shared_ptr<State> state = state_;
@@ -134,17 +138,8 @@ void TensorDataService::ServeRecvTensor(
 void TensorDataService::ServeRunGraph(
     const std::shared_ptr<rpc::FramedConnection>& c,
     absl::string_view request) {
-  auto call = std::make_shared<RunCall>();
-  call->connection = c;
-  if (!call->request.ParseFromArray(request.data(),
-                                    static_cast<int>(request.size()))) {
-    c->Reply(absl::StatusCode::kInvalidArgument,
-             EncodeErrorBody(absl::InvalidArgumentError(absl::StrCat(
-                 "RunGraph over the tensor data plane: the request (",
-                 request.size(), " bytes) is not a RunGraphRequest"))));
-    return;
-  }
-  if (!Admit(call)) return;
+  auto call = Admit<RunCall>(c, request, "RunGraph");
+  if (call == nullptr) return;
   // RunGraph never blocks its caller: the step runs on a step thread of
   // the worker, which answers from there.
   std::shared_ptr<State> state = state_;

@@ -79,9 +79,13 @@ class TensorDataService final : public rpc::FramedServer::Handler {
   struct RunCall;
   struct State;
   explicit TensorDataService(Worker* worker);
-  // Registers `call` as its connection's one call; false (and the
-  // connection closed) when one is already in flight.
-  bool Admit(const std::shared_ptr<Call>& call);
+  // Parses `request` into a new call and registers it as its connection's
+  // one call. Null after answering InvalidArgument (not a `rpc` request)
+  // or closing the connection (a call already in flight).
+  template <typename CallType>
+  std::shared_ptr<CallType> Admit(
+      const std::shared_ptr<rpc::FramedConnection>& c,
+      absl::string_view request, const char* rpc);
   static void Forget(State& state, const Call& call);
   void ServeRecvTensor(const std::shared_ptr<rpc::FramedConnection>& c,
                        absl::string_view request);
