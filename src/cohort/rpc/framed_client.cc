@@ -75,9 +75,7 @@ absl::Status FramedClient::WaitReadable(absl::Time deadline, int wake_fd) {
           absl::StrCat("no answer from ", address_, " before the deadline")));
     }
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    const int64_t ms =
-        std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30);
-    const int r = poll(p, wake_fd >= 0 ? 2 : 1, static_cast<int>(ms));
+    const int r = poll(p, wake_fd >= 0 ? 2 : 1, PollTimeoutMs(deadline));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return Broken(SocketError("poll() on", errno, address_));
     if (wake_fd >= 0 && (p[1].revents & POLLIN)) {

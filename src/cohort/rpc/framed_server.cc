@@ -242,13 +242,8 @@ void FramedServer::Loop() {
   epoll_event events[64];
   absl::Time next_deadline = absl::InfiniteFuture();
   while (!stopping_.load()) {
-    int timeout_ms = -1;
-    if (next_deadline != absl::InfiniteFuture()) {
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(
-          absl::ToInt64Milliseconds(next_deadline - absl::Now()) + 1, 0,
-          1 << 30));
-    }
-    const int n = epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);
+    const int n =
+        epoll_wait(epoll_fd_.get(), events, 64, PollTimeoutMs(next_deadline));
     if (n < 0 && errno != EINTR) {
       COHORT_LOG(ERROR) << options_.name
                         << ": epoll_wait failed: " << strerror(errno)

@@ -114,6 +114,17 @@ bool WaitUntil(Pred pred, absl::Duration within = kWait) {
   return true;
 }
 
+TEST(PollTimeoutTest, RoundsUpClampsAndWaitsForeverOnlyForInfinity) {
+  EXPECT_EQ(PollTimeoutMs(absl::InfiniteFuture()), -1);
+  EXPECT_EQ(PollTimeoutMs(absl::InfinitePast()), 0);
+  EXPECT_EQ(PollTimeoutMs(absl::Now() - absl::Seconds(1)), 0);
+  // A far deadline (INT64_MAX-ish milliseconds) does not overflow.
+  EXPECT_EQ(PollTimeoutMs(absl::Now() + absl::Hours(24 * 365 * 1000)), 1 << 30);
+  const int ms = PollTimeoutMs(absl::Now() + absl::Milliseconds(1500));
+  EXPECT_GE(ms, 1);  // never 0 while the deadline is ahead
+  EXPECT_LE(ms, 1501);
+}
+
 TEST(FramedTransportTest, CallsAreAnsweredInOrderWithServerErrors) {
   EchoHandler handler;
   auto server = StartServer(&handler);

@@ -62,6 +62,13 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   return hp;
 }
 
+int PollTimeoutMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  // Clamped before the +1: a far deadline is near INT64_MAX milliseconds.
+  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  return static_cast<int>(std::clamp<int64_t>(ms, -1, (1 << 30) - 1) + 1);
+}
+
 bool IsLoopbackHost(absl::string_view host) {
   if (host == "localhost" || host == "::1" || host == "[::1]") return true;
   in_addr addr;
@@ -128,9 +135,7 @@ absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address,
   }
   while (true) {
     pollfd p{fd.get(), POLLOUT, 0};
-    const int64_t ms = std::clamp<int64_t>(
-        absl::ToInt64Milliseconds(deadline - absl::Now()) + 1, 0, 1 << 30);
-    const int r = poll(&p, 1, static_cast<int>(ms));
+    const int r = poll(&p, 1, PollTimeoutMs(deadline));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return SocketError("poll() while connecting to", errno, address);
     if (r == 0) {

@@ -55,6 +55,11 @@ struct HostPort {
 };
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
 
+// The poll()/epoll_wait() timeout that ends at `deadline`: milliseconds from
+// now rounded up (so a wait never ends just before it), 0 when it has
+// passed, at most 2^30; -1 (no timeout) for absl::InfiniteFuture().
+int PollTimeoutMs(absl::Time deadline);
+
 // True for 127.0.0.0/8, "localhost" and "::1".
 bool IsLoopbackHost(absl::string_view host);
 
