@@ -166,12 +166,13 @@ void TensorDataService::AnswerRun(const std::shared_ptr<State>& state,
           "tensors per step"));
     }
   }
+  // Counted before the answer, so a caller that has it sees the count.
+  state->run_graphs.fetch_add(1, std::memory_order_relaxed);
   if (s.ok()) {
     c.Reply(absl::StatusCode::kOk, body);
   } else {
     c.Reply(s.code(), EncodeErrorBody(s));
   }
-  state->run_graphs.fetch_add(1, std::memory_order_relaxed);
 }
 
 void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
@@ -202,8 +203,8 @@ void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
     payload.data = static_cast<const char*>(keep->raw_data());
     payload.size = keep->TotalBytes();
     payload.keepalive = std::move(keep);
-    c.ReplyWithPayload(header, std::move(payload));
     state->sent.fetch_add(1, std::memory_order_relaxed);
+    c.ReplyWithPayload(header, std::move(payload));
     return;
   }
   if (s.ok()) {
@@ -221,8 +222,8 @@ void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
       payload.data = bytes->data();
       payload.size = bytes->size();
       payload.keepalive = std::move(bytes);
-      c.ReplyWithPayload(header, std::move(payload));
       state->sent.fetch_add(1, std::memory_order_relaxed);
+      c.ReplyWithPayload(header, std::move(payload));
       return;
     }
   }
