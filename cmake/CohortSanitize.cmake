@@ -87,7 +87,9 @@ if(COHORT_SANITIZE)
   string(APPEND _cohort_asan ":detect_stack_use_after_return=1")
   set(_cohort_ubsan "print_stacktrace=1:halt_on_error=1")
   set(_cohort_tsan "halt_on_error=0:second_deadlock_stack=1")
-  set(_cohort_lsan "")
+  # The statistics of suppressed leaks would land in the report directory
+  # as if they were a report; what is suppressed is in lsan.supp.
+  set(_cohort_lsan "print_suppressions=0")
   foreach(_kind ubsan tsan lsan)
     set(_supp ${PROJECT_SOURCE_DIR}/scripts/${_kind}.supp)
     if(EXISTS ${_supp})

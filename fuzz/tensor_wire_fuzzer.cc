@@ -8,7 +8,9 @@
 //   - DecodeTensorHeader never crashes, and when it accepts, the header is
 //     self-consistent: raw bytes are exactly elements x dtype size and
 //     within the cap, rank within kMaxWireRank;
-//   - DecodeErrorBody on the same bytes never crashes.
+//   - DecodeErrorBody on the same bytes never crashes;
+//   - DecodeDataPlaneRequest on the same bytes accepts only a known method
+//     byte and hands back exactly the rest.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,6 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view body(reinterpret_cast<const char*>(data + 1),
                                size - 1);
   (void)DecodeErrorBody(absl::StatusCode::kAborted, body);
+  // The same bytes as a request frame: a known method and the rest, or an
+  // error; the request is always the frame minus the method byte.
+  absl::string_view request;
+  auto method = DecodeDataPlaneRequest(body, &request);
+  if (method.ok()) COHORT_CHECK(request.size() + 1 == body.size());
   auto reply = cohort::rpc::ParsePayloadReply(body, cap);
   if (!reply.ok()) return 0;
   COHORT_CHECK(reply->payload_bytes <= cap);

@@ -64,10 +64,10 @@ std::unique_ptr<TestProcess> StartTask(
 }
 
 TEST(CoordMultiprocessTest, KillDuringBarrierFailsSurvivorsNamingTheDeadTask) {
-  Service service = StartService(3, 1000);
-  auto t0 = StartTask(service.port, 0, 1000, "barrier:b:60000,wait");
-  auto t1 = StartTask(service.port, 1, 1000, "barrier:b:60000,wait");
-  auto t2 = StartTask(service.port, 2, 1000, "wait");
+  Service service = StartService(3, 2000);
+  auto t0 = StartTask(service.port, 0, 2000, "barrier:b:60000,wait");
+  auto t1 = StartTask(service.port, 1, 2000, "barrier:b:60000,wait");
+  auto t2 = StartTask(service.port, 2, 2000, "wait");
   for (auto* t : {t0.get(), t1.get(), t2.get()}) {
     ASSERT_THAT(t->WaitForLine("CONNECTED"), Not(IsEmpty()));
   }
@@ -81,10 +81,10 @@ TEST(CoordMultiprocessTest, KillDuringBarrierFailsSurvivorsNamingTheDeadTask) {
 }
 
 TEST(CoordMultiprocessTest, KillWhileIdleReachesEverySurvivor) {
-  Service service = StartService(3, 1000);
-  auto t0 = StartTask(service.port, 0, 1000, "wait");
-  auto t1 = StartTask(service.port, 1, 1000, "wait");
-  auto t2 = StartTask(service.port, 2, 1000, "wait");
+  Service service = StartService(3, 2000);
+  auto t0 = StartTask(service.port, 0, 2000, "wait");
+  auto t1 = StartTask(service.port, 1, 2000, "wait");
+  auto t2 = StartTask(service.port, 2, 2000, "wait");
   for (auto* t : {t0.get(), t1.get(), t2.get()}) {
     ASSERT_THAT(t->WaitForLine("CONNECTED"), Not(IsEmpty()));
   }
