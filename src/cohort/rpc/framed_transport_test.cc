@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,6 +113,21 @@ bool WaitUntil(Pred pred, absl::Duration within = kWait) {
     absl::SleepFor(absl::Milliseconds(2));  // polling a condition, not timing
   }
   return true;
+}
+
+TEST(PickFreePortTest, PicksBindablePortsBelowTheEphemeralRange) {
+  int low = 32768, high = 60999;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  range >> low >> high;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_GE(*port, 10000);
+    EXPECT_LT(*port, low);  // no outgoing connection can hold it
+    EXPECT_TRUE(ListenTcp("127.0.0.1", *port).ok()) << *port;
+  }
+  EXPECT_EQ(PickFreePort("not-an-ip").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PollTimeoutTest, RoundsUpClampsAndWaitsForeverOnlyForInfinity) {

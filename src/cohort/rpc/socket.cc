@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -77,9 +80,10 @@ bool IsLoopbackHost(absl::string_view host) {
          (ntohl(addr.s_addr) >> 24) == 127;
 }
 
-absl::StatusOr<Listener> ListenTcp(const std::string& host) {
+absl::StatusOr<Listener> ListenTcp(const std::string& host, int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot listen on \"", host, "\": not a dotted IPv4 address"));
@@ -90,12 +94,43 @@ absl::StatusOr<Listener> ListenTcp(const std::string& host) {
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       listen(fd.get(), 1024) != 0 ||
       getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return SocketError("cannot listen on", errno, absl::StrCat(host, ":0"));
+    return SocketError("cannot listen on", errno,
+                       absl::StrCat(host, ":", port));
   }
   return Listener{std::move(fd), absl::StrCat(host, ":", ntohs(addr.sin_port))};
 }
 
+namespace {
+
+// The kernel's ephemeral port range (what it hands to connect() and to
+// bind() on port 0); Linux's default when it cannot be read.
+std::pair<int, int> EphemeralPortRange() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && 0 < low && low <= high) return {low, high};
+  return {32768, 60999};
+}
+
+}  // namespace
+
 absl::StatusOr<int> PickFreePort(const std::string& host) {
+  // Not a port from bind(0): that one is in the ephemeral range, where any
+  // outgoing connection on the machine may take it as its local port
+  // before our server binds it (seen in CI: a test cluster's port taken by
+  // a parallel test's connection). Below the range only another picker can
+  // take it. A bind that succeeds proves it free now.
+  constexpr int kLowestPicked = 10000;
+  const int below = EphemeralPortRange().first - 1;
+  if (below > kLowestPicked) {
+    absl::BitGen random;
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int port = absl::Uniform<int>(absl::IntervalClosed, random,
+                                          kLowestPicked, below);
+      absl::StatusOr<Listener> listener = ListenTcp(host, port);
+      if (listener.ok()) return port;
+      if (absl::IsInvalidArgument(listener.status())) return listener.status();
+    }
+  }
   absl::StatusOr<Listener> listener = ListenTcp(host);
   if (!listener.ok()) return listener.status();
   absl::StatusOr<HostPort> bound = ParseHostPort(listener->address);

@@ -63,17 +63,21 @@ int PollTimeoutMs(absl::Time deadline);
 // True for 127.0.0.0/8, "localhost" and "::1".
 bool IsLoopbackHost(absl::string_view host);
 
-// A listening, non-blocking TCP socket on host:0 (the OS picks the port).
+// A listening, non-blocking TCP socket on host:port (port 0: the OS picks
+// one). InvalidArgument for a host that is not a dotted IPv4 address; the
+// bind's error (SocketError) otherwise.
 struct Listener {
   UniqueFd fd;
   std::string address;  // "host:port" with the bound port
 };
-absl::StatusOr<Listener> ListenTcp(const std::string& host);
+absl::StatusOr<Listener> ListenTcp(const std::string& host, int port = 0);
 
-// A TCP port on `host` that was free a moment ago (listen on port 0, read
-// the port back, close): for configurations that must name ports before
-// the servers start (a launcher's TF_CONFIG, tests' clusters). Errors as
-// ListenTcp's.
+// A TCP port on `host` that was free a moment ago, for configurations that
+// must name ports before the servers start (a launcher's TF_CONFIG, tests'
+// clusters). Picked at random below the kernel's ephemeral port range (so
+// no outgoing connection can take it before the server binds it) and
+// checked by binding it; from bind(0) when that range leaves no room.
+// Errors as ListenTcp's.
 absl::StatusOr<int> PickFreePort(const std::string& host);
 
 // Connects to "host:port" by `deadline`, with TCP_NODELAY and keepalive.
