@@ -10,6 +10,7 @@
 #include <new>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -100,8 +101,14 @@ class LargeBufferCache {
 };
 
 bool CachesBuffer(DataType dtype, size_t alloc_bytes) {
+#ifdef ABSL_HAVE_ADDRESS_SANITIZER
+  // ASan builds free every block: its quarantine then catches a use after
+  // free, which a reissued cached block would hide.
+  return false;
+#else
   return alloc_bytes >= kLargeBufferBytes && dtype != DT_STRING &&
          dtype != DT_RESOURCE;
+#endif
 }
 
 // What aligned_alloc is asked for: a multiple of the alignment, never 0.

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -182,6 +183,9 @@ TEST(TypesTest, Names) {
 
 }  // namespace
 TEST(TensorBufferTest, LargeBuffersAreReusedAndTheCacheIsBounded) {
+#ifdef ABSL_HAVE_ADDRESS_SANITIZER
+  GTEST_SKIP() << "ASan builds free large buffers (tensor.h)";
+#endif
   const TensorShape big({8 << 20});  // 32 MiB of floats
   const size_t before = TensorBuffer::CachedLargeBufferBytes();
   const void* first = nullptr;
@@ -194,9 +198,13 @@ TEST(TensorBufferTest, LargeBuffersAreReusedAndTheCacheIsBounded) {
     Tensor again(DT_FLOAT, big);  // the freed block, mapped and faulted in
     EXPECT_EQ(again.raw_data(), first);
     EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), before);
-    // Another size does not take it.
+  }
+  // Another size does not take it: the cached block stays cached.
+  const size_t with_one = TensorBuffer::CachedLargeBufferBytes();
+  {
     Tensor other(DT_FLOAT, TensorShape({(8 << 20) + 16}));
     EXPECT_NE(other.raw_data(), first);
+    EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), with_one);
   }
   // Freeing more than the cap keeps the cache within it.
   {

@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<FramedClient>> FramedClient::Connect(
   }
   std::string hello;
   AppendFrame(&hello, HelloProof(job_token, *nonce));
-  COHORT_RETURN_IF_ERROR(client->WriteAll(hello));
+  COHORT_RETURN_IF_ERROR(client->WriteAll(hello, deadline, -1));
   COHORT_ASSIGN_OR_RETURN(std::string reply, client->ReadFrame(deadline, -1));
   absl::StatusOr<std::string> accepted = ParseReply(std::move(reply));
   if (!accepted.ok()) {
@@ -44,22 +44,34 @@ absl::Status FramedClient::Broken(absl::Status status) {
   return status;
 }
 
+bool FramedClient::IdleConnectionClosed() const {
+  if (broken_.load()) return true;
+  pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
+  // Between calls nothing may arrive: readable means EOF, a reset, or a
+  // stray frame.
+  return poll(&p, 1, 0) != 0;
+}
+
 void FramedClient::Shutdown() {
   broken_.store(true);
   shutdown(fd_.get(), SHUT_RDWR);
 }
 
-absl::Status FramedClient::WriteAll(absl::string_view bytes) {
+absl::Status FramedClient::WriteAll(absl::string_view bytes,
+                                    absl::Time deadline, int wake_fd) {
   size_t done = 0;
   while (done < bytes.size()) {
-    // Blocking send: the server reads every connection without blocking, so
-    // this waits only for a full socket buffer to drain.
-    const ssize_t n =
-        send(fd_.get(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    // Non-blocking, waiting for room with the call's deadline and
+    // cancellation: a peer that stopped reading (hung, stopped) must not
+    // hold a large request's caller in send().
+    const ssize_t n = send(fd_.get(), bytes.data() + done, bytes.size() - done,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       done += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
       continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      COHORT_RETURN_IF_ERROR(WaitFor(POLLOUT, deadline, wake_fd));
     } else {
       return Broken(SocketError("lost the connection to", errno, address_));
     }
@@ -67,14 +79,14 @@ absl::Status FramedClient::WriteAll(absl::string_view bytes) {
   return absl::OkStatus();
 }
 
-absl::Status FramedClient::WaitReadable(absl::Time deadline, int wake_fd) {
+absl::Status FramedClient::WaitFor(short events, absl::Time deadline,
+                                   int wake_fd) {
   while (true) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
+    if (deadline - absl::Now() <= absl::ZeroDuration()) {
       return Broken(absl::DeadlineExceededError(
           absl::StrCat("no answer from ", address_, " before the deadline")));
     }
-    pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    pollfd p[2] = {{fd_.get(), events, 0}, {wake_fd, POLLIN, 0}};
     const int r = poll(p, wake_fd >= 0 ? 2 : 1, PollTimeoutMs(deadline));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return Broken(SocketError("poll() on", errno, address_));
@@ -102,7 +114,7 @@ absl::StatusOr<std::string> FramedClient::ReadFrame(absl::Time deadline,
       case FrameReader::Result::kNeedMore:
         break;
     }
-    COHORT_RETURN_IF_ERROR(WaitReadable(deadline, wake_fd));
+    COHORT_RETURN_IF_ERROR(WaitFor(POLLIN, deadline, wake_fd));
     const ssize_t n = read(fd_.get(), buf, sizeof(buf));
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0)
@@ -130,7 +142,7 @@ absl::Status FramedClient::ReadExactly(char* dst, uint64_t size,
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      COHORT_RETURN_IF_ERROR(WaitReadable(deadline, wake_fd));
+      COHORT_RETURN_IF_ERROR(WaitFor(POLLIN, deadline, wake_fd));
       continue;
     }
     if (n < 0)
@@ -152,7 +164,7 @@ absl::StatusOr<std::string> FramedClient::CallWithPayload(
   std::string frame;
   frame.reserve(request.size() + 4);
   AppendFrame(&frame, request);
-  COHORT_RETURN_IF_ERROR(WriteAll(frame));
+  COHORT_RETURN_IF_ERROR(WriteAll(frame, deadline, wake_fd));
   COHORT_ASSIGN_OR_RETURN(std::string reply, ReadFrame(deadline, wake_fd));
   absl::StatusOr<std::string> body = ParseReply(std::move(reply));
   if (!body.ok()) {
@@ -186,7 +198,7 @@ absl::StatusOr<std::string> FramedClient::Call(absl::string_view request,
   std::string frame;
   frame.reserve(request.size() + 4);
   AppendFrame(&frame, request);
-  COHORT_RETURN_IF_ERROR(WriteAll(frame));
+  COHORT_RETURN_IF_ERROR(WriteAll(frame, deadline, wake_fd));
   COHORT_ASSIGN_OR_RETURN(std::string reply, ReadFrame(deadline, wake_fd));
   absl::StatusOr<std::string> parsed = ParseReply(std::move(reply));
   if (!parsed.ok() && absl::IsDataLoss(parsed.status())) {

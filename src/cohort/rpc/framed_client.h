@@ -43,7 +43,8 @@ class FramedClient {
       absl::Time deadline, size_t max_frame_bytes = kDefaultMaxFrame);
 
   // Sends `request` and waits for its reply until `deadline`, or until
-  // `wake_fd` (if >= 0) becomes readable: Cancelled. Blocks. Transport
+  // `wake_fd` (if >= 0) becomes readable: Cancelled. Blocks (sending too:
+  // a server that stops reading holds the call until either). Transport
   // errors: Unavailable (connection lost), DeadlineExceeded, Cancelled,
   // DataLoss (malformed or oversized reply); each leaves broken() set.
   absl::StatusOr<std::string> Call(absl::string_view request,
@@ -79,6 +80,9 @@ class FramedClient {
   void Shutdown();
 
   bool broken() const { return broken_.load(); }
+  // For a connection with no call in flight: true when the server closed it
+  // or sent something unasked (either makes it unusable). Never blocks.
+  bool IdleConnectionClosed() const;
   const std::string& address() const { return address_; }
 
  private:
@@ -93,10 +97,12 @@ class FramedClient {
   // straight into it. Errors as ReadFrame's; Unavailable when truncated.
   absl::Status ReadExactly(char* dst, uint64_t size, absl::Time deadline,
                            int wake_fd);
-  // Waits until the socket is readable: OK, or the deadline / cancellation
-  // / poll error (each breaks the client).
-  absl::Status WaitReadable(absl::Time deadline, int wake_fd);
-  absl::Status WriteAll(absl::string_view bytes);
+  // Waits until the socket is ready for `events` (POLLIN, POLLOUT): OK, or
+  // the deadline / cancellation / poll error (each breaks the client).
+  absl::Status WaitFor(short events, absl::Time deadline, int wake_fd);
+  // Sends all of `bytes`, waiting for room as WaitFor does.
+  absl::Status WriteAll(absl::string_view bytes, absl::Time deadline,
+                        int wake_fd);
   absl::Status Broken(absl::Status status);
 
   const UniqueFd fd_;

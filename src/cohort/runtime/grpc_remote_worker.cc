@@ -223,10 +223,18 @@ void GrpcRemoteWorker::ProbeDataPlane(
         {
           absl::MutexLock lock(&data_mu_);
           if (port > 0 && host.ok()) {
-            data_clients_.push_back(std::make_unique<TensorDataClient>(
-                target_->task, absl::StrCat(host->host, ":", port),
-                security_.job_token));
-            client = data_clients_.back().get();
+            const std::string data_address =
+                absl::StrCat(host->host, ":", port);
+            // The same port again (the peer did not restart): the client
+            // we have, so re-probes never pile clients up.
+            for (const auto& c : data_clients_) {
+              if (c->address() == data_address) client = c.get();
+            }
+            if (client == nullptr) {
+              data_clients_.push_back(std::make_unique<TensorDataClient>(
+                  target_->task, data_address, security_.job_token));
+              client = data_clients_.back().get();
+            }
           }
           // A failed probe (the task is not up yet) is retried by the next
           // call; an answer without a port is final for this peer.
@@ -249,7 +257,12 @@ void GrpcRemoteWorker::ProbeDataPlane(
 
 void GrpcRemoteWorker::ForgetDataPlaneOn(TensorDataClient* client,
                                          const absl::Status& s) {
-  if (!absl::IsUnavailable(s)) return;
+  // Only the transport's own Unavailable (cannot connect, connection lost)
+  // says the port may have moved; the peer's worker answering Unavailable
+  // (a step that failed because some other task is down) does not.
+  if (!absl::IsUnavailable(s) || !TensorDataClient::IsTransportFailure(s)) {
+    return;
+  }
   absl::MutexLock lock(&data_mu_);
   if (data_client_ == client) data_plane_ = DataPlane::kUnknown;
 }

@@ -90,8 +90,8 @@ class GrpcRemoteWorker final : public WorkerInterface {
                      std::function<void(TensorDataClient*)> then);
   void ProbeDataPlane(absl::Time deadline,
                       std::function<void(TensorDataClient*)> then);
-  // An Unavailable answer from `client`: the target may have restarted on
-  // another tensor port, so the next call probes again.
+  // A transport failure (Unavailable) on `client`: the target may have
+  // restarted on another tensor port, so the next call probes again.
   void ForgetDataPlaneOn(TensorDataClient* client, const absl::Status& s);
   void RecvOverDataPlane(TensorDataClient* client, CallOptions* opts,
                          const RecvTensorRequest* request,
@@ -132,8 +132,9 @@ class GrpcRemoteWorker final : public WorkerInterface {
   // The client in use (kAvailable), one of data_clients_.
   TensorDataClient* data_client_ ABSL_GUARDED_BY(data_mu_) = nullptr;
   // Every client made, kept for this worker's life: a call's `done` runs on
-  // its client's thread, so a client is never destroyed while in use (a
-  // restarted peer adds one; restarts are rare).
+  // its client's thread, so a client is never destroyed while in use. One
+  // per tensor address the peer had (a restart on a new port adds one; a
+  // re-probe that finds the same port reuses it).
   std::vector<std::unique_ptr<TensorDataClient>> data_clients_
       ABSL_GUARDED_BY(data_mu_);
 };

@@ -163,12 +163,21 @@ TEST(MasterTest, TensorsCrossTasksOverTheTensorDataPlane) {
   // Each step moves w (ps:0 -> worker:1) and sum (worker:1 -> worker:0);
   // the first step of each peer pair may still probe over gRPC.
   EXPECT_GE(sent, 4u);
-  // The master's RunGraph calls go over the data plane too: "init" and
-  // three steps on ps:0, three steps on worker:1; worker:0 hosts the master
-  // and runs its partition in process.
-  EXPECT_EQ(cluster->server(kPs)->tensor_data()->num_run_graphs(), 4u);
-  EXPECT_EQ(cluster->server(kWorker1)->tensor_data()->num_run_graphs(), 3u);
-  EXPECT_EQ(cluster->server(kWorker0)->tensor_data()->num_run_graphs(), 0u);
+  // The master's RunGraph calls go over the data plane too, once each
+  // peer's tensor port is known (the steps above found them): three more
+  // steps are three RunGraphs on ps:0 and on worker:1 each; worker:0 hosts
+  // the master and runs its partition in process.
+  auto run_graphs = [&](const char* task) {
+    return cluster->server(task)->tensor_data()->num_run_graphs();
+  };
+  const uint64_t ps_before = run_graphs(kPs);
+  const uint64_t worker1_before = run_graphs(kWorker1);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out).ok());
+  }
+  EXPECT_EQ(run_graphs(kPs) - ps_before, 3u);
+  EXPECT_EQ(run_graphs(kWorker1) - worker1_before, 3u);
+  EXPECT_EQ(run_graphs(kWorker0), 0u);
 }
 
 TEST(MasterTest, VariablesOnPsOutliveTheSessionUntilReset) {

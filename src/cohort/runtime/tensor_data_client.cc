@@ -81,7 +81,7 @@ void TensorDataClient::RecvAsync(CallOptions* opts,
   // The blocking part (waiting for the producer, receiving) runs on a pool
   // thread, so the remote rendezvous that calls this never blocks.
   pool_.Schedule([this, opts, request, value, done = std::move(done)] {
-    done(Call(opts, "RecvTensor",
+    done(Call(opts, "RecvTensor", /*retry_stale=*/true,
               [&](rpc::FramedClient* conn, absl::Time deadline, int wake_fd) {
                 return ExchangeRecv(conn, *request, value, deadline, wake_fd);
               }));
@@ -106,7 +106,10 @@ void TensorDataClient::RunGraphAsync(CallOptions* opts,
   // the master's thread stays free.
   pool_.Schedule([this, opts, frame = std::move(frame), response,
                   done = std::move(done)] {
-    done(Call(opts, "RunGraph",
+    // No retry after a send: a RunGraph that reached the worker before the
+    // connection broke would be refused as a duplicate (Aborted), hiding
+    // the real failure.
+    done(Call(opts, "RunGraph", /*retry_stale=*/false,
               [&](rpc::FramedClient* conn, absl::Time deadline, int wake_fd) {
                 return ExchangeRun(conn, frame, response, deadline, wake_fd);
               }));
@@ -124,10 +127,13 @@ TensorDataClient::TakeConnection(absl::Time deadline, bool allow_idle,
                                                  ") is unavailable: the "
                                                  "client is shutting down"));
     }
-    if (allow_idle && !idle_.empty()) {
-      *pooled = true;
+    while (allow_idle && !idle_.empty()) {
       std::unique_ptr<rpc::FramedClient> c = std::move(idle_.back());
       idle_.pop_back();
+      // One the peer closed while it sat idle (restart, idle timeout) is
+      // dropped here, before a request is risked on it.
+      if (c->IdleConnectionClosed()) continue;
+      *pooled = true;
       busy_.insert(c.get());
       return c;
     }
@@ -136,7 +142,8 @@ TensorDataClient::TakeConnection(absl::Time deadline, bool allow_idle,
   absl::StatusOr<std::unique_ptr<rpc::FramedClient>> c =
       rpc::FramedClient::Connect(
           address_, job_token_,
-          std::min(deadline, absl::Now() + kConnectTimeout));
+          std::min(deadline, absl::Now() + kConnectTimeout),
+          TensorDataService::kMaxReplyFrameBytes);
   if (!c.ok()) return c.status();
   (*c)->set_max_payload_bytes(max_tensor_bytes_);
   absl::MutexLock lock(&mu_);
@@ -181,6 +188,7 @@ absl::Status TensorDataClient::TransportError(const char* rpc,
 }
 
 absl::Status TensorDataClient::Call(CallOptions* opts, const char* rpc,
+                                    bool retry_stale,
                                     const Exchange& exchange) {
   const absl::Time deadline =
       opts != nullptr ? opts->deadline() : absl::InfiniteFuture();
@@ -206,14 +214,16 @@ absl::Status TensorDataClient::Call(CallOptions* opts, const char* rpc,
       // restarted task listens on a new tensor port).
       status = TransportError(rpc, conn.status());
       status.SetPayload(kNotConnectedPayload, absl::Cord());
+      status.SetPayload(kTransportFailurePayload, absl::Cord());
       break;
     }
     status = exchange(conn->get(), deadline, wake.get());
     if (!status.ok() && (*conn)->broken()) {
       status = TransportError(rpc, status);
+      status.SetPayload(kTransportFailurePayload, absl::Cord());
     }
-    const bool stale =
-        pooled && (*conn)->broken() && absl::IsUnavailable(status);
+    const bool stale = retry_stale && pooled && (*conn)->broken() &&
+                       absl::IsUnavailable(status);
     ReturnConnection(*std::move(conn));
     // A pooled connection the peer closed while it sat idle (restart, idle
     // timeout) fails at once: retry once on a new one. Safe because the
@@ -228,6 +238,10 @@ absl::Status TensorDataClient::Call(CallOptions* opts, const char* rpc,
 
 bool TensorDataClient::IsNotConnected(const absl::Status& status) {
   return status.GetPayload(kNotConnectedPayload).has_value();
+}
+
+bool TensorDataClient::IsTransportFailure(const absl::Status& status) {
+  return status.GetPayload(kTransportFailurePayload).has_value();
 }
 
 absl::Status TensorDataClient::ExchangeRun(rpc::FramedClient* conn,

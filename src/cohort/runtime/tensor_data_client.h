@@ -82,6 +82,9 @@ class TensorDataClient {
   // address could be made (the peer is down or moved to another port), or
   // the request is too large for the data plane.
   static bool IsNotConnected(const absl::Status& status);
+  // True for a failure of the transport (connecting, a broken connection),
+  // not an answer of the peer's worker.
+  static bool IsTransportFailure(const absl::Status& status);
 
   const std::string& address() const { return address_; }
   // Idle pooled connections (for tests).
@@ -91,14 +94,16 @@ class TensorDataClient {
   static constexpr int kMaxIdleConnections = 16;
   static constexpr char kNotConnectedPayload[] =
       "type.googleapis.com/cohort.runtime.TensorDataNotConnected";
+  static constexpr char kTransportFailurePayload[] =
+      "type.googleapis.com/cohort.runtime.TensorDataTransportFailure";
 
   // One exchange on a connection: sends and waits for the reply.
   using Exchange = std::function<absl::Status(
       rpc::FramedClient* conn, absl::Time deadline, int wake_fd)>;
   // Runs `exchange` on a pooled connection with the call's deadline and
-  // cancellation, retrying once on a fresh connection when a pooled one
-  // turns out dead; `rpc` names the call in errors.
-  absl::Status Call(CallOptions* opts, const char* rpc,
+  // cancellation; `rpc` names the call in errors. With `retry_stale`, a
+  // pooled connection that turns out dead is retried once on a fresh one.
+  absl::Status Call(CallOptions* opts, const char* rpc, bool retry_stale,
                     const Exchange& exchange);
   // RecvTensor's exchange; errors as the file comment's.
   absl::Status ExchangeRecv(rpc::FramedClient* conn,

@@ -43,6 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "cohort/rpc/framed_server.h"
+#include "cohort/rpc/transport.h"
 
 namespace cohort::runtime {
 
@@ -51,8 +52,11 @@ class Worker;
 class TensorDataService final : public rpc::FramedServer::Handler {
  public:
   static constexpr size_t kMaxRequestBytes = size_t{4} << 20;
-  // The largest RunGraph answer body (one reply frame).
-  static constexpr size_t kMaxReplyBytes = rpc::kDefaultMaxFrame - 1;
+  // The largest RunGraph answer body (one reply frame): gRPC's cap on the
+  // runtime's messages, so a step's fetches fit either path.
+  static constexpr size_t kMaxReplyBytes = rpc::kMaxTensorMessageBytes;
+  // What a data-plane client accepts as one reply frame (code + body).
+  static constexpr size_t kMaxReplyFrameBytes = kMaxReplyBytes + 1;
 
   // Listens on options.host (port chosen by the OS) with options' token,
   // insecure flag and connection caps; options.max_frame_bytes is lowered
