@@ -9,4 +9,6 @@ bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCOHORT_THREAD_SAFETY=ON -DCOHORT_BUILD_TESTS=ON "$@" >/dev/null
-cmake --build build -j"$(nproc)"
+# COHORT_BUILD_TARGETS (space-separated) builds only those targets.
+# shellcheck disable=SC2086
+cmake --build build -j"$(nproc)" ${COHORT_BUILD_TARGETS:+--target $COHORT_BUILD_TARGETS}

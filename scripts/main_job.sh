@@ -3,7 +3,10 @@
 # local gang of 2 processes started by `cohort launch` (docs/training.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh -DCOHORT_BUILD_TESTS=OFF
+# Only what the job runs, in the same configuration as scripts/test.sh: a
+# build/ configured without tests would leave ctest running stale test
+# binaries after the job.
+COHORT_BUILD_TARGETS="cohort train_data_parallel" bash scripts/build.sh
 run_dir="build/main_job"
 rm -rf "$run_dir"
 mkdir -p "$run_dir"

@@ -615,11 +615,25 @@ absl::Status MasterSession::RunSignature(CallOptions* opts,
         [&step] { step.Abort(absl::CancelledError("Step was cancelled")); });
   }
 
+  // Other tasks' partitions first; this task's partition last, on this
+  // thread, which waits for the step anyway (it starts at once, and its
+  // end wakes nobody).
+  int local = -1;
   for (size_t p = 0; p < n; ++p) {
+    if (local < 0 && sig.partitions[p].task == env_->task) {
+      local = static_cast<int>(p);
+      continue;
+    }
     Step::Call& call = step.calls[p];
     sig.partitions[p].worker->RunGraphAsync(
         &call.opts, &call.request, &call.response,
         [&step, p](const absl::Status& s) { step.OnCallDone(p, s); });
+  }
+  if (local >= 0) {
+    Step::Call& call = step.calls[local];
+    sig.partitions[local].worker->RunGraphOnCallerThread(
+        &call.opts, &call.request, &call.response,
+        [&step, local](const absl::Status& s) { step.OnCallDone(local, s); });
   }
 
   std::vector<std::string> still_running;

@@ -86,6 +86,13 @@ void Worker::RecvTensorValueAsync(CallOptions* opts,
   impl_->RecvTensorAsTensor(opts, request, value, done);
 }
 
+void Worker::RunGraphOnCallerThread(CallOptions* opts,
+                                    const RunGraphRequest* request,
+                                    RunGraphResponse* response,
+                                    StatusCallback done) {
+  impl_->StartStep(opts, request, response, done, /*on_caller_thread=*/true);
+}
+
 void Worker::SetTensorPort(int port) { impl_->SetTensorPort(port); }
 
 void Worker::Stop(const absl::Status& status) { impl_->Stop(status); }

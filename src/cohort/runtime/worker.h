@@ -134,6 +134,11 @@ class Worker final : public WorkerInterface {
                             RecvTensorValue* value,
                             StatusCallback done) override;
 
+  // RunGraph run on the calling thread: it returns once `done` ran.
+  void RunGraphOnCallerThread(CallOptions* opts, const RunGraphRequest* request,
+                              RunGraphResponse* response,
+                              StatusCallback done) override;
+
   // The port of this task's tensor data plane (tensor_data_service.h), or
   // 0 for none; GetStatus advertises it (GetStatusResponse.tensor_port).
   void SetTensorPort(int port);

@@ -68,6 +68,11 @@ class Worker::Impl {
   void RecvTensorAsTensor(CallOptions* opts, const RecvTensorRequest* request,
                           runtime::RecvTensorValue* value,
                           const StatusCallback& done);
+  // RunGraph: the step runs on a step thread, or on this one (then this
+  // returns after `done`).
+  void StartStep(CallOptions* opts, const RunGraphRequest* request,
+                 RunGraphResponse* response, const StatusCallback& done,
+                 bool on_caller_thread);
   // The data plane's port GetStatus advertises (0: none).
   void SetTensorPort(int port) { tensor_port_.store(port); }
 
@@ -98,6 +103,7 @@ class Worker::Impl {
       const RunGraphRequest& request, const RegisteredGraph& graph) const;
   absl::StatusOr<std::shared_ptr<StepCall>> PrepareStep(
       CallOptions* opts, const RunGraphRequest& request);
+
   void ExecuteStep(const std::shared_ptr<StepCall>& call, CallOptions* opts,
                    RunGraphResponse* response, const StatusCallback& done);
   absl::StatusOr<Rendezvous::ParsedKey> CheckRecvKey(

@@ -107,6 +107,13 @@ Worker::Impl::PrepareStep(CallOptions* opts, const RunGraphRequest& request) {
 void Worker::Impl::RunGraph(CallOptions* opts, const RunGraphRequest* request,
                             RunGraphResponse* response,
                             const StatusCallback& done) {
+  StartStep(opts, request, response, done, /*on_caller_thread=*/false);
+}
+
+void Worker::Impl::StartStep(CallOptions* opts, const RunGraphRequest* request,
+                             RunGraphResponse* response,
+                             const StatusCallback& done,
+                             bool on_caller_thread) {
   auto call = PrepareStep(opts, *request);
   if (!call.ok()) return done(call.status());
   if (absl::Status s = RegisterStep(&(*call)->running_id, (*call)->step);
@@ -121,6 +128,11 @@ void Worker::Impl::RunGraph(CallOptions* opts, const RunGraphRequest* request,
           absl::StrCat("RunGraph of step ", step->step_id(),
                        " was cancelled by its caller"))));
     });
+  }
+  if (on_caller_thread) {
+    // The caller (the master) waits for the step anyway.
+    ExecuteStep(*call, opts, response, done);
+    return;
   }
   // Executor::Run blocks its thread until the step ends, remote Recvs
   // included; a step thread of its own keeps the caller (a gRPC thread or

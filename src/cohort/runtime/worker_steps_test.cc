@@ -1,5 +1,6 @@
 // Worker: RunGraph, RecvTensor, CleanupGraph, Stop (worker.h).
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -73,6 +74,33 @@ TEST_F(WorkerStepsTest, RunGraphFeedsAndFetchesInRegistrationOrder) {
                          RunRequest("s", g, 2, {{"", Tensor(0.5f)}}), &resp)
                   .ok());
   EXPECT_EQ(Tensor::FromProto(resp.recv(0).tensor())->scalar<float>(), 2.5f);
+}
+
+TEST_F(WorkerStepsTest, RunGraphOnCallerThreadAnswersBeforeItReturns) {
+  const std::string g = AddGraph();
+  RunGraphRequest request = RunRequest("s", g, 3, {{"x", Tensor(1.5f)}});
+  RunGraphResponse response;
+  absl::Status status = absl::UnknownError("not answered");
+  std::thread::id answered_on;
+  worker_->RunGraphOnCallerThread(nullptr, &request, &response,
+                                  [&](const absl::Status& s) {
+                                    status = s;
+                                    answered_on = std::this_thread::get_id();
+                                  });
+  // The step ran, and was answered, on this thread before the call
+  // returned.
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(answered_on, std::this_thread::get_id());
+  ASSERT_EQ(response.recv_size(), 2);
+  EXPECT_EQ(Tensor::FromProto(response.recv(0).tensor())->scalar<float>(),
+            3.5f);
+  EXPECT_EQ(worker_->NumRunningSteps(), 0u);
+  // Errors are RunGraph's own.
+  RunGraphRequest unknown = RunRequest("s", "no-such-graph", 4);
+  worker_->RunGraphOnCallerThread(nullptr, &unknown, &response,
+                                  [&](const absl::Status& s) { status = s; });
+  EXPECT_EQ(status,
+            DoRunGraph(worker_.get(), RunRequest("s", "no-such-graph", 5)));
 }
 
 TEST_F(WorkerStepsTest, BadFeedsAreInvalidArgumentNamingThem) {
