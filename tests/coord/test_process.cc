@@ -87,6 +87,14 @@ bool TestProcess::SawLineContaining(const std::string& needle) const {
   return false;
 }
 
+std::string TestProcess::WaitForLineInAnyOrder(const std::string& needle,
+                                               absl::Duration timeout) {
+  for (size_t i = 0; i < consumed_; ++i) {
+    if (lines_[i].find(needle) != std::string::npos) return lines_[i];
+  }
+  return WaitForLine(needle, timeout);
+}
+
 std::string TestProcess::WaitForLine(const std::string& needle,
                                      absl::Duration timeout) {
   const absl::Time end = absl::Now() + timeout;
