@@ -33,8 +33,8 @@ class TestProcess {
                           absl::Duration timeout = absl::Seconds(20));
   // Like WaitForLine, but also finds a line read before now: for events
   // whose order in the child's output is not fixed.
-  std::string WaitForLineInAnyOrder(
-      const std::string& needle, absl::Duration timeout = absl::Seconds(20));
+  std::string WaitForLineInAnyOrder(const std::string& needle,
+                                    absl::Duration timeout = absl::Seconds(20));
   const std::vector<std::string>& lines() const { return lines_; }
   bool SawLineContaining(const std::string& needle) const;
   void CloseStdin();
