@@ -221,9 +221,9 @@ absl::StatusOr<std::string> Saver::Save(const std::string& dir, int64_t step,
   std::string file = absl::StrCat(basename, "-", step);
   std::string path = absl::StrCat(dir, "/", file);
   COHORT_RETURN_IF_ERROR(WriteCheckpointFile(path, entries));
-  COHORT_RETURN_IF_ERROR(WriteFileAtomically(
-      absl::StrCat(dir, "/checkpoint"),
-      absl::StrCat("model_checkpoint_path: \"", file, "\"\n")));
+  CheckpointState state;
+  state.model_checkpoint_path = file;
+  COHORT_RETURN_IF_ERROR(WriteCheckpointState(dir, state));
   return path;
 }
 
@@ -273,21 +273,57 @@ absl::Status Saver::Restore(const std::string& path,
 }
 
 absl::StatusOr<std::string> Saver::LatestCheckpoint(const std::string& dir) {
+  COHORT_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpointState(dir));
+  const std::string& p = state.model_checkpoint_path;
+  if (!p.empty() && p[0] == '/') return p;
+  return absl::StrCat(dir, "/", p);
+}
+
+absl::StatusOr<CheckpointState> ReadCheckpointState(const std::string& dir) {
   std::string pointer = absl::StrCat(dir, "/checkpoint");
   std::ifstream in(pointer);
   if (!in) {
     return absl::NotFoundError(
         absl::StrCat("no checkpoint in '", dir, "' (no '", pointer, "' file)"));
   }
+  CheckpointState state;
+  bool has_model_path = false;
   std::string line;
-  std::getline(in, line);
-  absl::string_view v = line;
-  if (!absl::ConsumePrefix(&v, "model_checkpoint_path: \"") ||
-      !absl::ConsumeSuffix(&v, "\"")) {
-    return absl::DataLossError(absl::StrCat(
-        "checkpoint pointer file '", pointer, "' is malformed: '", line, "'"));
+  while (std::getline(in, line)) {
+    absl::string_view v = line;
+    if (v.empty()) continue;
+    // Each line is `field: "value"`; the value may not contain quotes.
+    bool model = absl::ConsumePrefix(&v, "model_checkpoint_path: \"");
+    bool all =
+        !model && absl::ConsumePrefix(&v, "all_model_checkpoint_paths: \"");
+    if ((!model && !all) || !absl::ConsumeSuffix(&v, "\"")) {
+      return absl::DataLossError(absl::StrCat("checkpoint pointer file '",
+                                              pointer, "' is malformed: '",
+                                              line, "'"));
+    }
+    if (model) {
+      state.model_checkpoint_path = std::string(v);
+      has_model_path = true;
+    } else {
+      state.all_model_checkpoint_paths.emplace_back(v);
+    }
   }
-  return absl::StrCat(dir, "/", v);
+  if (!has_model_path) {
+    return absl::DataLossError(absl::StrCat("checkpoint pointer file '",
+                                            pointer,
+                                            "' has no model_checkpoint_path"));
+  }
+  return state;
+}
+
+absl::Status WriteCheckpointState(const std::string& dir,
+                                  const CheckpointState& state) {
+  std::string text = absl::StrCat("model_checkpoint_path: \"",
+                                  state.model_checkpoint_path, "\"\n");
+  for (const auto& p : state.all_model_checkpoint_paths) {
+    absl::StrAppend(&text, "all_model_checkpoint_paths: \"", p, "\"\n");
+  }
+  return WriteFileAtomically(absl::StrCat(dir, "/checkpoint"), text);
 }
 
 }  // namespace cohort

@@ -16,9 +16,13 @@
 // the entry ("checkpoint '/ckpt/model.ckpt-10': checksum mismatch in entry
 // 'w'"), never wrong numbers. A missing file is NotFound.
 //
-// The pointer file "<dir>/checkpoint" holds one line
+// The pointer file "<dir>/checkpoint" (TensorFlow's CheckpointState text
+// format) holds
 //   model_checkpoint_path: "model.ckpt-10"
-// (relative to <dir>), written the same atomic way after each save.
+//   all_model_checkpoint_paths: "model.ckpt-8"      (zero or more, oldest
+//   all_model_checkpoint_paths: "model.ckpt-10"      first)
+// (relative to <dir>), written the same atomic way after each save. Saver
+// below writes the first line only; training::Saver writes the list too.
 //
 // Thread safety: functions are thread-safe; Saver is thread-safe (Save and
 // Restore lock each variable while copying it). Save/Restore block on file
@@ -48,6 +52,19 @@ absl::Status WriteFileAtomically(const std::string& path,
 absl::Status WriteCheckpointFile(const std::string& path,
                                  const CheckpointEntries& entries);
 absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path);
+
+// The pointer file's contents, paths as written (relative to the
+// directory unless absolute).
+struct CheckpointState {
+  std::string model_checkpoint_path;
+  std::vector<std::string> all_model_checkpoint_paths;
+};
+// NotFound when "<dir>/checkpoint" does not exist; DataLoss naming the file
+// and line for a line that is neither field (or lacks the model path).
+absl::StatusOr<CheckpointState> ReadCheckpointState(const std::string& dir);
+// Writes "<dir>/checkpoint" atomically.
+absl::Status WriteCheckpointState(const std::string& dir,
+                                  const CheckpointState& state);
 
 class Saver {
  public:

@@ -156,6 +156,22 @@ TEST(SaverTest, SaveRestoreAllAndNamed) {
   EXPECT_EQ((*restored)->value().scalar<float>(), 5.f);
 }
 
+TEST(CheckpointStateTest, RoundTripsTheListAndRejectsJunk) {
+  std::string dir = TempDir();
+  CheckpointState state;
+  state.model_checkpoint_path = "model.ckpt-3";
+  state.all_model_checkpoint_paths = {"model.ckpt-2", "model.ckpt-3"};
+  ASSERT_TRUE(WriteCheckpointState(dir, state).ok());
+  auto back = ReadCheckpointState(dir);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model_checkpoint_path, "model.ckpt-3");
+  EXPECT_EQ(back->all_model_checkpoint_paths, state.all_model_checkpoint_paths);
+  EXPECT_EQ(*Saver::LatestCheckpoint(dir), dir + "/model.ckpt-3");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/checkpoint", "junk\n").ok());
+  EXPECT_EQ(ReadCheckpointState(dir).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
 TEST(SaverTest, ConflictsAndMissingPointer) {
   std::string dir = TempDir();
   EXPECT_EQ(Saver::LatestCheckpoint(dir).status().code(),

@@ -180,6 +180,37 @@ class VarIsInitializedKernel : public OpKernel {
   }
 };
 
+class ReportUninitializedVariablesKernel : public OpKernel {
+ public:
+  explicit ReportUninitializedVariablesKernel(OpKernelConstruction* ctx)
+      : OpKernel(ctx) {
+    COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("names", &names_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    COHORT_OP_REQUIRES(
+        ctx, static_cast<int>(names_.size()) == ctx->num_inputs(),
+        absl::InvalidArgumentError(
+            absl::StrCat("ReportUninitializedVariables has ", ctx->num_inputs(),
+                         " inputs but ", names_.size(), " names")));
+    std::vector<const std::string*> missing;
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      if (!ctx->input(i).scalar<bool>()) missing.push_back(&names_[i]);
+    }
+    Tensor out(DT_STRING, TensorShape({static_cast<int64_t>(missing.size())}));
+    auto flat = out.flat<std::string>();
+    for (size_t i = 0; i < missing.size(); ++i) flat(i) = *missing[i];
+    ctx->set_output(0, out);
+  }
+
+ private:
+  std::vector<std::string> names_;
+};
+
+absl::Status VectorShapeFn(InferenceContext* c) {
+  c->set_output(0, PartialTensorShape({-1}));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Var>> LookupVariable(OpKernelContext* ctx,
@@ -240,6 +271,13 @@ absl::Status RegisterStateOps(OpRegistry* r) {
                                          .Output("is_initialized: bool")
                                          .SetIsStateful()
                                          .SetShapeFn(ScalarShapeFn)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("ReportUninitializedVariables")
+                      .Attr("N: int >= 0")
+                      .Input("is_initialized: N * bool")
+                      .Attr("names: list(string)")
+                      .Output("uninitialized: string")
+                      .SetShapeFn(VectorShapeFn)));
   return absl::OkStatus();
 }
 
@@ -256,6 +294,8 @@ absl::Status RegisterStateKernels(KernelRegistry* r) {
       KernelDefBuilder("AssignSubVariableOp")));
   COHORT_RETURN_IF_ERROR(r->Register<VarIsInitializedKernel>(
       KernelDefBuilder("VarIsInitializedOp")));
+  COHORT_RETURN_IF_ERROR(r->Register<ReportUninitializedVariablesKernel>(
+      KernelDefBuilder("ReportUninitializedVariables")));
   return absl::OkStatus();
 }
 
@@ -299,6 +339,14 @@ Operation AssignSubVariableOp(const Scope& scope, Input resource, Input value) {
 }
 Output VarIsInitializedOp(const Scope& scope, Input resource) {
   return BuildOp(scope, "VarIsInitializedOp", {resource.ToOutput(scope)})
+      .output(0);
+}
+
+Output ReportUninitializedVariables(const Scope& scope,
+                                    const std::vector<Output>& is_initialized,
+                                    const std::vector<std::string>& names) {
+  return BuildOp(scope, "ReportUninitializedVariables",
+                 {NodeInput(is_initialized)}, {{"names", names}})
       .output(0);
 }
 

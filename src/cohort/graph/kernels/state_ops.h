@@ -15,6 +15,13 @@
 //    in place; the variable must be initialised (FailedPrecondition) and the
 //    value's shape equal the variable's (InvalidArgument).
 //  - VarIsInitializedOp(resource) -> bool.
+//  - ReportUninitializedVariables(is_initialized: N * bool; names:
+//    list(string), N >= 0) -> 1-D string: names[i] for every input i that is
+//    false, in input order (empty = every variable is initialised). It takes
+//    bools, not handles, so one op can cover variables on different tasks:
+//    each VarIsInitializedOp is colocated with its variable (TF's
+//    report_uninitialized_variables). InvalidArgument when names and inputs
+//    differ in number.
 //
 // Kernel helpers (used by the optimiser kernels, e.g. ResourceApply*):
 // LookupVariable resolves input `index` (a resource handle) to its Var.
@@ -26,6 +33,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -57,6 +65,10 @@ Operation AssignVariableOp(const Scope& scope, Input resource, Input value);
 Operation AssignAddVariableOp(const Scope& scope, Input resource, Input value);
 Operation AssignSubVariableOp(const Scope& scope, Input resource, Input value);
 Output VarIsInitializedOp(const Scope& scope, Input resource);
+// `is_initialized[i]` reports the variable called `names[i]`.
+Output ReportUninitializedVariables(const Scope& scope,
+                                    const std::vector<Output>& is_initialized,
+                                    const std::vector<std::string>& names);
 
 // A variable as a user sees it: handle, a read of its value, and its
 // initializer (registered with the scope's graph; see

@@ -99,5 +99,32 @@ TEST_F(StateOpsTest, SharedNameAndContainers) {
   EXPECT_EQ(Fetch("read_b")->scalar<float>(), 3.f);
 }
 
+TEST_F(StateOpsTest, ReportUninitializedVariablesNamesTheUnsetOnes) {
+  auto a = ops::MakeVariable(root_, "a", 1.f);
+  auto b = ops::MakeVariable(root_, "b", 2.f);
+  ops::ReportUninitializedVariables(root_.WithOpName("report"),
+                                    {ops::VarIsInitializedOp(root_, a.handle),
+                                     ops::VarIsInitializedOp(root_, b.handle)},
+                                    {"a", "b"});
+  ops::ReportUninitializedVariables(root_.WithOpName("none"), {}, {});
+  Start();
+  auto both = Fetch("report:0");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->dtype(), DT_STRING);
+  ASSERT_EQ(both->NumElements(), 2);
+  EXPECT_EQ(both->flat<std::string>()(0), "a");
+  EXPECT_EQ(both->flat<std::string>()(1), "b");
+  ASSERT_TRUE(Run("b/Assign").ok());
+  auto one = Fetch("report:0");
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->NumElements(), 1);
+  EXPECT_EQ(one->flat<std::string>()(0), "a");
+  ASSERT_TRUE(Run("a/Assign").ok());
+  EXPECT_EQ(Fetch("report:0")->NumElements(), 0);
+  auto none = Fetch("none:0");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->NumElements(), 0);
+}
+
 }  // namespace
 }  // namespace cohort
