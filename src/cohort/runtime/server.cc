@@ -114,6 +114,7 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
 
   server_def_ = def;
   Env* env = options.env != nullptr ? options.env : Env::Default();
+  env_ = env;
   device_ = std::make_unique<Device>(absl::StrCat(task_, "/device:CPU:0"),
                                      options.num_threads);
   // The cache first (the worker's remote Recvs go through it), then the
@@ -251,6 +252,27 @@ absl::Status Server::Stop() {
   shut_down_ = true;
   state_ = State::kStopped;
   return absl::OkStatus();
+}
+
+absl::StatusOr<coord::CoordinationAgent*> Server::WaitForCoordinationAgent(
+    absl::Duration timeout) {
+  if (coordination_ == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "server ", task_,
+        " runs no coordination agent (no launcher service and no "
+        "coordination_config in its ServerDef's default_session_config)"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kStarted || stopping_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "server ", task_, " is not running; start it before asking for its "
+          "coordination agent"));
+    }
+  }
+  // Waits outside mu_: Stop() must be able to run meanwhile (it ends the
+  // wait with FailedPrecondition).
+  return coordination_->WaitForAgent(env_->Now() + timeout);
 }
 
 absl::Status Server::Join() {

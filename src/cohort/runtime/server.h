@@ -50,12 +50,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "cohort/cluster.pb.h"
 #include "cohort/rpc/transport.h"
 
 namespace cohort {
 class Device;
 class Env;
+namespace coord {
+class CoordinationAgent;
+}  // namespace coord
 }  // namespace cohort
 
 namespace cohort::runtime {
@@ -101,6 +105,13 @@ class Server {
   int bound_port() const { return port_; }
   Master* master() { return master_.get(); }
   Worker* worker() { return worker_.get(); }
+  // This task's coordination agent once registered (server_coordination.h),
+  // valid until Stop(); for barriers among the tasks of the job. Blocks until
+  // the agent registered or `timeout` passed.
+  // Errors: NotFound (this server runs no coordination), DeadlineExceeded,
+  // FailedPrecondition (not started, or stopped).
+  absl::StatusOr<coord::CoordinationAgent*> WaitForCoordinationAgent(
+      absl::Duration timeout);
   // The tensor data plane (null under TLS).
   TensorDataService* tensor_data() { return tensor_data_.get(); }
 
@@ -123,6 +134,7 @@ class Server {
   // Null under TLS (the framed transport has none; tensors stay on gRPC).
   std::unique_ptr<TensorDataService> tensor_data_;
   std::unique_ptr<ServerCoordination> coordination_;  // Null: none.
+  Env* env_ = nullptr;
   rpc::GrpcServer grpc_;
 
   absl::Mutex mu_;

@@ -194,6 +194,8 @@ void ServerCoordination::AgentLoop() {
     absl::Status s = a->Connect();
     if (s.ok()) {
       COHORT_LOG(INFO) << me << ": registered with the coordination service";
+      absl::MutexLock lock(&mu_);
+      agent_registered_ = true;
       return;
     }
     if (env_->Now() >= next_log) {
@@ -203,6 +205,27 @@ void ServerCoordination::AgentLoop() {
     }
     if (!WaitUnlessStopped(env_->Now() + kRetryPause)) return;
   }
+}
+
+absl::StatusOr<coord::CoordinationAgent*> ServerCoordination::WaitForAgent(
+    absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopped_ || agent_registered_;
+  };
+  env_->AwaitWithDeadline(&mu_, absl::Condition(&ready), deadline);
+  if (stopped_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        TaskName(options_.job, options_.task_index),
+        ": the server's coordination has stopped (the server was stopped)"));
+  }
+  if (!agent_registered_) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        TaskName(options_.job, options_.task_index),
+        " has not registered with the coordination service at ", address_,
+        " yet; check that the service (launcher or leader task) is up"));
+  }
+  return agent_.get();
 }
 
 void ServerCoordination::WatchLoop() {

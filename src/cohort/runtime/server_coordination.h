@@ -87,6 +87,15 @@ class ServerCoordination {
   // "/job:J/replica:0/task:T" of the leader ("" under a launcher).
   const std::string& leader() const { return leader_; }
 
+  // This task's agent, once it has registered with the service, so that
+  // higher layers (the distribute coordinator's worker barrier) share the
+  // task's one registration instead of registering it a second time. The
+  // agent stays valid until Stop(). Blocks until registered, `deadline`
+  // (this Env's clock) or Stop.
+  // Errors: DeadlineExceeded (not registered by `deadline`; names the
+  // service address), FailedPrecondition (stopped).
+  absl::StatusOr<coord::CoordinationAgent*> WaitForAgent(absl::Time deadline);
+
  private:
   explicit ServerCoordination(ServerCoordinationOptions options);
   void AgentLoop();
@@ -108,6 +117,7 @@ class ServerCoordination {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   coord::CallCancellation* watch_call_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::unique_ptr<coord::CoordinationAgent> agent_ ABSL_GUARDED_BY(mu_);
+  bool agent_registered_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cohort::runtime
