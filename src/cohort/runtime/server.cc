@@ -265,9 +265,10 @@ absl::StatusOr<coord::CoordinationAgent*> Server::WaitForCoordinationAgent(
   {
     absl::MutexLock lock(&mu_);
     if (state_ != State::kStarted || stopping_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "server ", task_, " is not running; start it before asking for its "
-          "coordination agent"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("server ", task_,
+                       " is not running; start it before asking for its "
+                       "coordination agent"));
     }
   }
   // Waits outside mu_: Stop() must be able to run meanwhile (it ends the
