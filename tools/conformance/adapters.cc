@@ -8,6 +8,7 @@ void RegisterAllAdapters(AdapterRegistry* registry) {
   RegisterKubernetesAdapters(registry);
   RegisterGceAdapters(registry);
   RegisterTpuAdapters(registry);
+  RegisterDistributeAdapters(registry);
   // One call per further adapter file, e.g. RegisterSlurmAdapters(registry);
 }
 

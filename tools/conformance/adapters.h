@@ -20,6 +20,10 @@ void RegisterGceAdapters(AdapterRegistry* registry);
 // TPU, TPU.device_dict, TPUClient, TPUClient.endpoints (tpu_adapter.cc).
 void RegisterTpuAdapters(AdapterRegistry* registry);
 
+// DistributeCoordinator, DistributeCoordinator.run_standard_tensorflow_server
+// (distribute_adapter.cc).
+void RegisterDistributeAdapters(AdapterRegistry* registry);
+
 // Registers all of the above.
 void RegisterAllAdapters(AdapterRegistry* registry);
 

@@ -21,6 +21,15 @@
 //   {"ok": true}          the step succeeded
 //   {"raises": E, "match": s}  the step failed with a status code that E maps
 //                         to (below) and a message containing s
+//
+// Observation cases (the distribute coordinator's, reference
+// runtime_training.md §2.9) have no `expect.results`: `expect` itself lists
+// what the test asserted ({"contexts": ..., "std_servers": ...} or
+// {"raises": E, "match": s}). The adapter returns one step whose value is
+// an object of everything it observed; each expected key must be there and
+// match, where an expected object matches an actual one that has at least
+// its keys (the test asserted those fields only). Annotation keys ("note",
+// "derived_from_source", "*_derived") are not compared.
 // Python exception -> status codes (reference §0):
 //   ValueError, TypeError -> InvalidArgument; KeyError -> AlreadyExists;
 //   RuntimeError -> FailedPrecondition or Unavailable; AssertionError ->
@@ -147,6 +156,66 @@ std::string Compare(const Json& expected, const StepOutcome& outcome) {
                       expected.dump());
 }
 
+bool IsAnnotation(const std::string& key) {
+  return key == "note" || key == "derived_from_source" ||
+         absl::EndsWith(key, "_derived");
+}
+
+// JsonMatches, except that an expected object needs only its own
+// (non-annotation) keys in the actual one.
+bool ObservedMatches(const Json& expected, const Json& actual) {
+  if (expected.is_object() && actual.is_object()) {
+    for (const auto& [key, value] : expected.items()) {
+      if (IsAnnotation(key)) continue;
+      auto it = actual.find(key);
+      if (it == actual.end() || !ObservedMatches(value, *it)) return false;
+    }
+    return true;
+  }
+  if (expected.is_array() && actual.is_array()) {
+    if (expected.size() != actual.size()) return false;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (!ObservedMatches(expected[i], actual[i])) return false;
+    }
+    return true;
+  }
+  return JsonMatches(expected, actual);
+}
+
+// What differed between an observation case's `expect` and the adapter's
+// steps (empty when nothing did).
+std::vector<std::string> CompareObservations(
+    const Json& expect, const std::vector<StepOutcome>& steps) {
+  if (steps.size() != 1) {
+    return {
+        absl::StrCat("an observation case needs one step, the adapter "
+                     "produced ",
+                     steps.size())};
+  }
+  const StepOutcome& outcome = steps[0];
+  if (expect.contains("raises")) {
+    std::string diff = Compare(expect, outcome);
+    if (diff.empty()) return {};
+    return {diff};
+  }
+  if (!outcome.status.ok() || !outcome.value || !outcome.value->is_object()) {
+    return {absl::StrCat("expected observations, got ", Describe(outcome))};
+  }
+  std::vector<std::string> diffs;
+  for (const auto& [key, value] : expect.items()) {
+    if (IsAnnotation(key)) continue;
+    auto it = outcome.value->find(key);
+    if (it == outcome.value->end()) {
+      diffs.push_back(absl::StrCat("the adapter reports no \"", key,
+                                   "\" (expected ", value.dump(), ")"));
+    } else if (!ObservedMatches(value, *it)) {
+      diffs.push_back(
+          absl::StrCat(key, ": expected ", value.dump(), ", got ", it->dump()));
+    }
+  }
+  return diffs;
+}
+
 int Main(int argc, char** argv) {
   if (argc != 2) {
     std::cerr << "usage: cohort_conformance FILE.jsonl\n";
@@ -205,9 +274,13 @@ int Main(int argc, char** argv) {
       std::cout << "SKIP " << label << ": " << *run.skip_reason << "\n";
       continue;
     }
-    const Json& results = Field(Field(test_case, "expect"), "results");
+    const Json& expect = Field(test_case, "expect");
+    const Json& results = Field(expect, "results");
     std::vector<std::string> diffs;
-    if (!results.is_array()) {
+    if (!results.is_array() && expect.is_object() && !expect.empty() &&
+        !expect.contains("results")) {
+      diffs = CompareObservations(expect, run.steps);
+    } else if (!results.is_array()) {
       diffs.push_back("the case has no expect.results list");
     } else {
       if (results.size() != run.steps.size()) {
