@@ -182,19 +182,17 @@ absl::Status MonitoredSession::Run(
     const std::vector<std::string>& targets, std::vector<Tensor>* outputs) {
   COHORT_RETURN_IF_ERROR(CheckRunnable());
   while (true) {
-    absl::Status s;
-    if (session_ == nullptr) s = CreateSessionWithRecovery();
-    if (s.ok()) {
-      s = ExplainWithCoordinator(
-          RunHooked(options, feeds, fetches, targets, outputs));
-    }
+    // CreateSessionWithRecovery has its own retries: its error is final.
+    if (session_ == nullptr)
+      COHORT_RETURN_IF_ERROR(CreateSessionWithRecovery());
+    absl::Status s = ExplainWithCoordinator(
+        RunHooked(options, feeds, fetches, targets, outputs));
     if (s.ok()) {
       recovery_start_.reset();
       backoff_ = options_.initial_backoff;
       return s;
     }
-    if (session_ != nullptr && options_.should_recover &&
-        IsPreemptionError(s)) {
+    if (options_.should_recover && IsPreemptionError(s)) {
       COHORT_LOG(INFO) << kRunErrorLog << s;
     }
     COHORT_RETURN_IF_ERROR(PrepareRecovery(s));
@@ -205,18 +203,17 @@ absl::Status MonitoredSession::RunStepFn(
     const std::function<absl::Status(StepContext*)>& fn) {
   COHORT_RETURN_IF_ERROR(CheckRunnable());
   while (true) {
-    absl::Status s;
-    if (session_ == nullptr) s = CreateSessionWithRecovery();
+    if (session_ == nullptr)
+      COHORT_RETURN_IF_ERROR(CreateSessionWithRecovery());
     StepContext ctx(this);
-    if (s.ok()) s = ExplainWithCoordinator(fn(&ctx));
+    absl::Status s = ExplainWithCoordinator(fn(&ctx));
     if (ctx.stop_requested_) stop_requested_ = true;
     if (s.ok()) {
       recovery_start_.reset();
       backoff_ = options_.initial_backoff;
       return s;
     }
-    if (session_ != nullptr && options_.should_recover &&
-        IsPreemptionError(s)) {
+    if (options_.should_recover && IsPreemptionError(s)) {
       COHORT_LOG(INFO) << kRunErrorLog << s;
     }
     COHORT_RETURN_IF_ERROR(PrepareRecovery(s));
