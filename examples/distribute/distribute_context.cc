@@ -137,6 +137,9 @@ int main(int argc, char** argv) {
   InGraphStrategy in_graph;
   cohort::distribute::DistributeCoordinatorOptions options;
   options.worker_fn = WorkerFn;
+  // The evaluator (`--evaluator`) prints its context the same way.
+  options.eval_fn = WorkerFn;
+  options.eval_strategy = &between;
   options.strategy = between_graph ? static_cast<const Strategy*>(&between)
                                    : static_cast<const Strategy*>(&in_graph);
   options.mode = *mode;
