@@ -56,10 +56,17 @@ void PrintLine(const std::string& line) {
 absl::Mutex server_mu;
 StdServer* server = nullptr;
 
-cohort::coord::CoordinationAgent* Agent() {
+StdServer* Server() {
   absl::MutexLock lock(&server_mu);
-  if (server == nullptr) return nullptr;
-  auto agent = server->WaitForCoordinationAgent(absl::Seconds(30));
+  return server;
+}
+
+// This task's agent (its server's), waiting for it to register; null
+// without one. Never blocks under server_mu.
+cohort::coord::CoordinationAgent* Agent() {
+  StdServer* s = Server();
+  if (s == nullptr) return nullptr;
+  auto agent = s->WaitForCoordinationAgent(absl::Seconds(30));
   return agent.ok() ? *agent : nullptr;
 }
 
@@ -95,10 +102,7 @@ absl::Status WorkerFn(const Strategy*) {
 void StopWhenDone() {
   cohort::coord::CoordinationAgent* agent = Agent();
   if (agent == nullptr) return;  // no coordination service: serve forever
-  if (agent->GetKeyValue(kDoneKey, absl::Hours(24)).ok()) {
-    absl::MutexLock lock(&server_mu);
-    server->Stop();
-  }
+  if (agent->GetKeyValue(kDoneKey, absl::Hours(24)).ok()) Server()->Stop();
 }
 
 int Usage(const char* argv0) {
