@@ -1,5 +1,6 @@
 #include "examples/train/data_parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -89,18 +90,6 @@ Dataset Generate(int n, const TrainOptions& o, const std::vector<float>& t1,
     y[i] = best;
   }
   return d;
-}
-
-// Rows [begin, begin + count) of `d` as new tensors.
-Dataset Rows(const Dataset& d, int begin, int count) {
-  const int64_t f = d.x.dim_size(1);
-  Dataset out;
-  out.x = Tensor(DT_FLOAT, TensorShape({count, f}));
-  out.labels = Tensor(DT_INT32, TensorShape({count}));
-  std::copy_n(d.x.data<float>() + begin * f, count * f, out.x.data<float>());
-  std::copy_n(d.labels.data<int32_t>() + begin, count,
-              out.labels.data<int32_t>());
-  return out;
 }
 
 // The classifier graph and the session running it.
@@ -242,6 +231,30 @@ SyntheticData MakeSyntheticData(const TrainOptions& o) {
   s.train = Generate(o.train_examples, o, t1, t2, teacher_hidden, rng);
   s.heldout = Generate(o.heldout_examples, o, t1, t2, teacher_hidden, rng);
   return s;
+}
+
+Dataset Rows(const Dataset& d, int begin, int count) {
+  const int64_t f = d.x.dim_size(1);
+  Dataset out;
+  out.x = Tensor(DT_FLOAT, TensorShape({count, f}));
+  out.labels = Tensor(DT_INT32, TensorShape({count}));
+  std::copy_n(d.x.data<float>() + begin * f, count * f, out.x.data<float>());
+  std::copy_n(d.labels.data<int32_t>() + begin, count,
+              out.labels.data<int32_t>());
+  return out;
+}
+
+double Accuracy(const Tensor& logits, const Tensor& labels) {
+  const int64_t n = logits.dim_size(0);
+  const int64_t classes = logits.dim_size(1);
+  const float* l = logits.data<float>();
+  const int32_t* y = labels.data<int32_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = l + i * classes;
+    correct += std::max_element(row, row + classes) - row == y[i];
+  }
+  return n > 0 ? static_cast<double>(correct) / n : 0;
 }
 
 absl::StatusOr<Dataset> Shard(const Dataset& d, int partition, int num_tasks) {
@@ -437,20 +450,7 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
                    m.eval, {data.heldout.x, data.heldout.labels}, &out),
                "held-out evaluation"));
   report.heldout_loss = out[0].scalar<float>();
-  const auto logits = out[1].matrix<float>();
-  const int32_t* y = data.heldout.labels.data<int32_t>();
-  int correct = 0;
-  for (int i = 0; i < data.heldout.size(); ++i) {
-    int best = 0;
-    for (int c = 1; c < o.classes; ++c) {
-      if (logits(i, c) > logits(i, best)) best = c;
-    }
-    correct += best == y[i];
-  }
-  report.heldout_accuracy =
-      data.heldout.size() > 0
-          ? static_cast<double>(correct) / data.heldout.size()
-          : 0;
+  report.heldout_accuracy = Accuracy(out[1], data.heldout.labels);
 
   if (chief && !o.checkpoint_dir.empty()) {
     std::error_code ec;

@@ -78,6 +78,14 @@ SyntheticData MakeSyntheticData(const TrainOptions& options);
 // InvalidArgument when the partition is out of range or the shard is empty.
 absl::StatusOr<Dataset> Shard(const Dataset& d, int partition, int num_tasks);
 
+// Rows [begin, begin + count) of `d` as new tensors (the caller keeps the
+// range inside `d`).
+Dataset Rows(const Dataset& d, int begin, int count);
+
+// The share of rows of `logits` [n, classes] whose largest entry is at
+// `labels` [n] (int32); 0 for no rows.
+double Accuracy(const Tensor& logits, const Tensor& labels);
+
 // Encodes tensors as a serialized AttrValue.ListValue of TensorProtos.
 std::string EncodeTensors(const std::vector<Tensor>& tensors);
 // InvalidArgument naming `from` when the bytes do not parse or a tensor

@@ -28,13 +28,17 @@ Device::Device(std::string name, int num_threads, uint64_t incarnation)
     if (num_threads <= 0) num_threads = 1;
   }
   pool_ = std::make_unique<Eigen::ThreadPool>(num_threads);
-  eigen_device_ =
-      std::make_unique<Eigen::ThreadPoolDevice>(pool_.get(), num_threads);
+  intra_op_pool_ = std::make_unique<Eigen::ThreadPool>(num_threads);
+  eigen_device_ = std::make_unique<Eigen::ThreadPoolDevice>(
+      intra_op_pool_.get(), num_threads);
 }
 
 Device::~Device() {
+  // Joins the threads after running queued closures; nodes first, as they
+  // may still hand pieces to the intra-op pool.
+  pool_.reset();
   eigen_device_.reset();
-  pool_.reset();  // Joins the threads after running queued closures.
+  intra_op_pool_.reset();
 }
 
 }  // namespace cohort

@@ -1,8 +1,11 @@
 // Device: where kernels run. For now one kind, the CPU device of a task,
 // named like TensorFlow ("/job:worker/replica:0/task:0/device:CPU:0"). It
-// owns the task's ResourceMgr (variables) and a thread pool that the
-// executor schedules nodes on and that heavy kernels use through an
-// Eigen::ThreadPoolDevice (intra-op parallelism, e.g. MatMul).
+// owns the task's ResourceMgr (variables) and two thread pools, as
+// TensorFlow's inter-op and intra-op pools: the executor schedules nodes on
+// the first; heavy kernels split their work over the second through an
+// Eigen::ThreadPoolDevice (e.g. MatMul). They must differ: a kernel waits for
+// its parallelFor's pieces, and with one pool two such kernels running at
+// once could occupy every thread while their pieces sit queued behind them.
 //
 // Every Device has an incarnation: a random non-zero uint64 chosen when it is
 // constructed (once per server start). The distributed runtime reports it in
@@ -46,10 +49,10 @@ class Device {
   // Non-zero; fixed for the Device's lifetime.
   uint64_t incarnation() const { return incarnation_; }
   ResourceMgr* resource_manager() { return &resource_mgr_; }
-  // Runs `fn` on the device's pool. Never blocks.
+  // Runs `fn` on the device's inter-op pool. Never blocks.
   void Schedule(std::function<void()> fn) { pool_->Schedule(std::move(fn)); }
+  // Threads of each pool.
   int num_threads() const { return pool_->NumThreads(); }
-  Eigen::ThreadPoolInterface* thread_pool() { return pool_.get(); }
   const Eigen::ThreadPoolDevice& eigen_cpu_device() const {
     return *eigen_device_;
   }
@@ -59,7 +62,8 @@ class Device {
   const std::string device_type_ = "CPU";
   const uint64_t incarnation_;
   ResourceMgr resource_mgr_;
-  std::unique_ptr<Eigen::ThreadPool> pool_;
+  std::unique_ptr<Eigen::ThreadPool> pool_;           // Inter-op: nodes.
+  std::unique_ptr<Eigen::ThreadPool> intra_op_pool_;  // Kernels' pieces.
   std::unique_ptr<Eigen::ThreadPoolDevice> eigen_device_;
 };
 

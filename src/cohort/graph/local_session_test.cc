@@ -5,6 +5,7 @@
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/math_ops.h"
+#include "cohort/graph/kernels/reduction_ops.h"
 #include "cohort/graph/kernels/sendrecv_ops.h"
 #include "cohort/graph/kernels/state_ops.h"
 #include "gmock/gmock.h"
@@ -206,6 +207,27 @@ TEST(LocalSessionTest, SendRecvInOneStep) {
   std::vector<Tensor> out;
   ASSERT_TRUE(session->Run({{"x", Tensor(4.f)}}, {"out"}, {"send"}, &out).ok());
   EXPECT_EQ(out[0].scalar<float>(), 5.f);
+}
+
+// Two independent MatMuls big enough to split over the intra-op pool, run
+// at once on a 2-thread device: with one pool for nodes and kernel pieces,
+// both node threads could wait on pieces queued behind them (a hang that
+// ctest's timeout turns into a failure).
+TEST(LocalSessionTest, ConcurrentHeavyKernelsDoNotStarveEachOther) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {256, 256});
+  ops::MatMul(root.WithOpName("a"), x, x);
+  ops::MatMul(root.WithOpName("b"), x, x, /*transpose_a=*/true);
+  SessionOptions options;
+  options.num_threads = 2;
+  auto session = MakeSession(root, options);
+  const Tensor ones = Tensor::Filled<float>(TensorShape({256, 256}), 1.f);
+  std::vector<Tensor> out;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(session->Run({{"x", ones}}, {"a:0", "b:0"}, {}, &out).ok());
+  }
+  EXPECT_EQ(out[0].data<float>()[0], 256.f);
+  EXPECT_EQ(out[1].data<float>()[256 * 256 - 1], 256.f);
 }
 
 }  // namespace

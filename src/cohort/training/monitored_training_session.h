@@ -19,6 +19,13 @@
 // Worker: only `hooks`; creator = WorkerSessionCreator (waits up to
 // max_wait for the chief to make the model ready, polling every
 // recovery_wait).
+// Inside a distribute coordinator's worker_fn (distribute/worker_context.h)
+// the context decides instead (TF): master "" becomes the context's master
+// target, `config` is merged over the context's session config; hooks =
+// `hooks`, chief_only_hooks when the context is chief, StepCounterHook when
+// the strategy says should_save_summary, CheckpointSaverHook when it says
+// should_checkpoint; the creator is a chief's when there is no strategy or
+// it says experimental_should_init, else a worker's.
 // Checkpoint cadence (TF): neither steps nor secs given: every 600 s; one
 // given: only that one; a value <= 0 disables saving.
 //
