@@ -1,9 +1,13 @@
 #include "cohort/training/replica_device_setter.h"
 
+#include <memory>
+#include <utility>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "cohort/base/status.h"
 
 namespace cohort::training {
 namespace {
@@ -55,6 +59,18 @@ absl::Status ApplyReplicaDeviceSetter(const ReplicaDeviceSetterOptions& options,
     node.set_device(colocated != nullptr ? *colocated : options.worker_device);
   }
   return absl::OkStatus();
+}
+
+SessionFactory WithReplicaDeviceSetter(SessionFactory inner,
+                                       ReplicaDeviceSetterOptions options) {
+  return [inner = std::move(inner), options = std::move(options)](
+             const std::string& master, const GraphDef& graph,
+             const ConfigProto& config)
+             -> absl::StatusOr<std::unique_ptr<Session>> {
+    GraphDef placed = graph;
+    COHORT_RETURN_IF_ERROR(ApplyReplicaDeviceSetter(options, &placed));
+    return inner(master, placed, config);
+  };
 }
 
 }  // namespace cohort::training

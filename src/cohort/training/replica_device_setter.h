@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "cohort/graph.pb.h"
+#include "cohort/training/session_factory.h"
 
 namespace cohort::training {
 
@@ -35,6 +36,12 @@ struct ReplicaDeviceSetterOptions {
 
 absl::Status ApplyReplicaDeviceSetter(const ReplicaDeviceSetterOptions& options,
                                       GraphDef* graph);
+
+// A factory that places every graph it is given with the setter before
+// `inner` opens the session (for MonitoredTrainingSession's
+// session_factory).
+SessionFactory WithReplicaDeviceSetter(SessionFactory inner,
+                                       ReplicaDeviceSetterOptions options);
 
 }  // namespace cohort::training
 

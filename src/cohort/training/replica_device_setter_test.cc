@@ -91,5 +91,25 @@ TEST(ReplicaDeviceSetterTest, NegativePsTasksIsInvalid) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ReplicaDeviceSetterTest, FactoryPlacesTheGraphItOpens) {
+  GraphDef seen;
+  SessionFactory inner =
+      [&seen](const std::string&, const GraphDef& graph,
+              const ConfigProto&) -> absl::StatusOr<std::unique_ptr<Session>> {
+    seen = graph;
+    return absl::UnavailableError("recorded");
+  };
+  SessionFactory placed =
+      WithReplicaDeviceSetter(inner, {1, "ps", "/job:chief/task:0"});
+  GraphDef g;
+  Add(&g, "v", "VarHandleOp");
+  Add(&g, "c", "Const");
+  EXPECT_EQ(placed("grpc://h:1", g, ConfigProto()).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(DeviceOf(seen, "v"), "/job:ps/task:0");
+  EXPECT_EQ(DeviceOf(seen, "c"), "/job:chief/task:0");
+  EXPECT_EQ(DeviceOf(g, "v"), "");  // The caller's graph is unchanged.
+}
+
 }  // namespace
 }  // namespace cohort::training

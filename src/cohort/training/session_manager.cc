@@ -85,6 +85,19 @@ absl::StatusOr<std::unique_ptr<Session>> SessionManager::PrepareSession(
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                           NewSession(master, config));
   auto prepare = [&]() -> absl::Status {
+    // A chief re-creating its session after a preemption error finds the
+    // model ready when the ps kept its variables: restoring would roll
+    // every worker's progress back to the last checkpoint (TF does that).
+    if (!options_.ready_op.empty()) {
+      COHORT_ASSIGN_OR_RETURN(auto ready,
+                              Ready(session.get(), options_.ready_op));
+      if (ready.first) {
+        COHORT_LOG(INFO)
+            << "Model is already initialized (its variables outlived "
+               "the previous session); not restoring or initializing";
+        return absl::OkStatus();
+      }
+    }
     std::string path = options.checkpoint_filename_with_path;
     if (path.empty() && !options.checkpoint_dir.empty()) {
       auto latest = Saver::LatestCheckpoint(options.checkpoint_dir);

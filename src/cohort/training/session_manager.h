@@ -52,7 +52,10 @@ class SessionManager {
  public:
   SessionManager(GraphDef graph, SessionManagerOptions options);
 
-  // Creates a session; restores the latest checkpoint when `saver` and a
+  // Creates a session. When ready_op says the model is ready already (the
+  // variables on the ps outlived a failed session), uses it as it is --
+  // unlike TensorFlow, which restores and so rolls training back. Else
+  // restores the latest checkpoint when `saver` and a
   // checkpoint are given (logging "Restoring parameters from <path>"),
   // else runs init_op then init_fn; then local_init_op when ready for it;
   // then checks ready_op. Errors:

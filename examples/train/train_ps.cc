@@ -1,0 +1,317 @@
+// train_ps: one task of an asynchronous parameter-server training job, run
+// by the distribute coordinator in INDEPENDENT_WORKER mode from the
+// TF_CONFIG that `cohort launch` gives each task (docs/training.md):
+//
+//   build/bin/cohort launch --chief --workers 2 --ps 1 --evaluator -- \
+//       build/bin/train_ps --steps 2000 --checkpoint-dir /tmp/ckpt
+//
+//  - ps: serves the variables (its standard server; the launcher stops it
+//    when the job is done);
+//  - chief and workers: train the 1.07M-parameter model of ps_model.h
+//    through MonitoredTrainingSession, variables placed on the ps tasks by
+//    the replica device setter, each on its own stream of examples, until
+//    the global step reaches --steps. worker:i starts once the global step
+//    reaches (i + 1) x --wait-steps-per-worker (GlobalStepWaiterHook). The
+//    chief saves checkpoints (at creation, every --save-checkpoint-steps,
+//    at the end; 5 kept) and, finding one at start, prints "restored from
+//    <path> (global step S)" and continues from S. Its last line is
+//    "final: global_step S heldout_loss L heldout_accuracy A".
+//  - evaluator: evaluates each new checkpoint ("evaluation at global step
+//    S: loss L accuracy A") until one reaches --steps.
+// Without TF_CONFIG the same program trains alone in this process.
+//
+// Exit codes: 0 on success; 1 on an error (named on stderr); 2 when the
+// chief's held-out accuracy ends below --target-accuracy; 3 for bad flags.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cohort/base/env.h"
+#include "cohort/base/status.h"
+#include "cohort/distribute/distribute_coordinator.h"
+#include "cohort/distribute/strategy.h"
+#include "cohort/distribute/worker_context.h"
+#include "cohort/graph/local_session.h"
+#include "cohort/training/basic_session_run_hooks.h"
+#include "cohort/training/global_step_waiter_hook.h"
+#include "cohort/training/monitored_training_session.h"
+#include "cohort/training/replica_device_setter.h"
+#include "cohort/training/saver.h"
+#include "cohort/training/session_factory.h"
+#include "examples/train/data_parallel.h"
+#include "examples/train/ps_model.h"
+
+namespace cohort::examples {
+namespace {
+
+using distribute::CurrentWorkerContext;
+using distribute::WorkerContext;
+
+struct Flags {
+  int64_t steps = 1000;
+  std::string checkpoint_dir;
+  int64_t save_checkpoint_steps = 100;
+  int64_t wait_steps_per_worker = 0;
+  int batch = 64;
+  double recovery_wait_secs = 1;
+  int log_every = 100;
+  double eval_timeout_secs = 600;
+  double target_accuracy = 0.9;
+  PsModelOptions model;
+};
+
+absl::Mutex output_mu;
+void Print(const std::string& line) {
+  absl::MutexLock lock(&output_mu);
+  std::cout << line << std::endl;
+}
+
+TrainOptions DataOptions(const PsModelOptions& m) {
+  TrainOptions d;
+  d.features = m.features;
+  d.classes = m.classes;
+  return d;
+}
+
+// The global step a checkpoint path ends with ("model.ckpt-1200").
+std::optional<int64_t> StepOf(const std::string& path) {
+  const size_t dash = path.rfind('-');
+  int64_t step = 0;
+  if (dash == std::string::npos ||
+      !absl::SimpleAtoi(path.substr(dash + 1), &step)) {
+    return std::nullopt;
+  }
+  return step;
+}
+
+// Which of the training tasks (chief, then workers) this is: its example
+// stream and its wait.
+int ReplicaIndex(const WorkerContext& c) {
+  if (c.task_type() == "worker") {
+    return c.task_id() + (c.cluster_spec().HasJob("chief") ? 1 : 0);
+  }
+  return 0;
+}
+
+absl::Status Train(const Flags& f, Env* env) {
+  const WorkerContext* c = CurrentWorkerContext();
+  Scope root = Scope::NewRootScope();
+  COHORT_ASSIGN_OR_RETURN(PsModel model, BuildPsModel(root, f.model));
+  const SyntheticData data = MakeSyntheticData(DataOptions(f.model));
+  if (f.batch <= 0 || f.batch > data.train.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch ", f.batch, " must be in [1, ", data.train.size(), "]"));
+  }
+  const bool chief = c->is_chief();
+  const std::string who = c->task_type().empty()
+                              ? "local"
+                              : absl::StrCat(c->task_type(), ":", c->task_id());
+
+  training::MonitoredTrainingSessionOptions o;
+  o.is_chief = chief;
+  o.checkpoint_dir = f.checkpoint_dir;
+  o.save_checkpoint_steps = f.save_checkpoint_steps;
+  o.log_step_count_steps = 0;  // This program prints its own rate.
+  o.recovery_wait = absl::Seconds(f.recovery_wait_secs);
+  o.env = env;
+  COHORT_ASSIGN_OR_RETURN(
+      auto stop, training::StopAtStepHook::Create(std::nullopt, f.steps));
+  o.hooks.push_back(stop);
+  if (c->task_type() == "worker" && f.wait_steps_per_worker > 0) {
+    o.hooks.push_back(std::make_shared<training::GlobalStepWaiterHook>(
+        (c->task_id() + 1) * f.wait_steps_per_worker, env));
+  }
+  auto final_ops = std::make_shared<training::FinalOpsHook>(
+      std::vector<std::string>{model.loss, model.logits, model.global_step},
+      std::vector<std::pair<std::string, Tensor>>{
+          {model.x, data.heldout.x}, {model.labels, data.heldout.labels}});
+  o.chief_only_hooks.push_back(final_ops);
+  o.session_factory = training::DefaultSessionFactory(env);
+  if (c->distributed_mode()) {
+    training::ReplicaDeviceSetterOptions placement;
+    placement.ps_tasks =
+        c->cluster_spec().HasJob("ps") ? *c->cluster_spec().num_tasks("ps") : 0;
+    placement.worker_device =
+        absl::StrCat("/job:", c->task_type(), "/task:", c->task_id());
+    o.session_factory =
+        training::WithReplicaDeviceSetter(o.session_factory, placement);
+  }
+
+  std::optional<std::string> restored;
+  if (chief && !f.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(f.checkpoint_dir, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create --checkpoint-dir ", f.checkpoint_dir,
+                       ": ", ec.message()));
+    }
+    auto latest = training::Saver::LatestCheckpoint(f.checkpoint_dir);
+    if (latest.ok()) restored = *latest;
+  }
+  COHORT_ASSIGN_OR_RETURN(auto session,
+                          training::MonitoredTrainingSession(root, o));
+  if (restored.has_value()) {
+    Print(absl::StrCat("restored from ", *restored, " (global step ",
+                       StepOf(*restored).value_or(-1), ")"));
+  }
+
+  std::mt19937_64 rng(1000 + ReplicaIndex(*c));
+  std::uniform_int_distribution<int> offset(0, data.train.size() - f.batch);
+  std::vector<Tensor> out;
+  int64_t local_steps = 0, window_steps = 0;
+  absl::Time window_start = env->Now();
+  while (!session->ShouldStop()) {
+    const Dataset batch = Rows(data.train, offset(rng), f.batch);
+    COHORT_RETURN_IF_ERROR(session->Run(
+        RunOptions(), {{model.x, batch.x}, {model.labels, batch.labels}},
+        {model.loss, model.global_step}, {model.train}, &out));
+    ++local_steps;
+    ++window_steps;
+    if (f.log_every > 0 && local_steps % f.log_every == 0) {
+      const double secs = absl::ToDoubleSeconds(env->Now() - window_start);
+      Print(absl::StrFormat("%s: global_step %d loss %.4f examples/s %.0f", who,
+                            out[1].scalar<int64_t>(), out[0].scalar<float>(),
+                            secs > 0 ? window_steps * f.batch / secs : 0.0));
+      window_start = env->Now();
+      window_steps = 0;
+    }
+  }
+  COHORT_RETURN_IF_ERROR(session->Close());
+  Print(absl::StrFormat("%s: trained %d steps", who, local_steps));
+  if (chief) {
+    const std::vector<Tensor>& v = final_ops->final_ops_values();
+    if (v.size() != 3) {
+      return absl::InternalError("the final held-out evaluation did not run");
+    }
+    const double accuracy = Accuracy(v[1], data.heldout.labels);
+    Print(absl::StrFormat(
+        "final: global_step %d heldout_loss %.4f heldout_accuracy %.4f",
+        v[2].scalar<int64_t>(), v[0].scalar<float>(), accuracy));
+    if (accuracy < f.target_accuracy) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "held-out accuracy %.4f is below --target-accuracy %.2f; train "
+          "longer (--steps)",
+          accuracy, f.target_accuracy));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Evaluates each new checkpoint of --checkpoint-dir in a local session
+// until one reaches --steps.
+absl::Status Evaluate(const Flags& f, Env* env) {
+  if (f.checkpoint_dir.empty()) {
+    Print("evaluator: no --checkpoint-dir, nothing to evaluate");
+    return absl::OkStatus();
+  }
+  Scope root = Scope::NewRootScope();
+  COHORT_ASSIGN_OR_RETURN(PsModel model, BuildPsModel(root, f.model));
+  COHORT_ASSIGN_OR_RETURN(auto saver, training::Saver::Build(root));
+  GraphDef graph;
+  COHORT_RETURN_IF_ERROR(root.ToGraphDef(&graph));
+  COHORT_ASSIGN_OR_RETURN(auto session, LocalSession::Create(graph));
+  const SyntheticData data = MakeSyntheticData(DataOptions(f.model));
+  std::string last;
+  absl::Time last_new = env->Now();
+  while (true) {
+    auto latest = training::Saver::LatestCheckpoint(f.checkpoint_dir);
+    if (latest.ok() && *latest != last) {
+      // The chief may delete an old checkpoint under us: try the next one.
+      absl::Status restored = saver->Restore(session.get(), *latest);
+      if (restored.ok()) {
+        std::vector<Tensor> out;
+        COHORT_RETURN_IF_ERROR(session->Run(
+            {{model.x, data.heldout.x}, {model.labels, data.heldout.labels}},
+            {model.loss, model.logits, model.global_step}, {}, &out));
+        const int64_t step = out[2].scalar<int64_t>();
+        Print(absl::StrFormat(
+            "evaluation at global step %d: loss %.4f accuracy %.4f", step,
+            out[0].scalar<float>(), Accuracy(out[1], data.heldout.labels)));
+        if (step >= f.steps) return absl::OkStatus();
+      }
+      last = *latest;
+      last_new = env->Now();
+    }
+    if (env->Now() - last_new > absl::Seconds(f.eval_timeout_secs)) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "evaluator: no new checkpoint in %s for %.0f s (last: %s); is the "
+          "chief running and saving (--save-checkpoint-steps)?",
+          f.checkpoint_dir, f.eval_timeout_secs, last.empty() ? "none" : last));
+    }
+    env->SleepFor(absl::Milliseconds(500));
+  }
+}
+
+}  // namespace
+}  // namespace cohort::examples
+
+int main(int argc, char** argv) {
+  using namespace cohort;  // NOLINT: a program's main.
+  examples::Flags f;
+  CLI::App app{
+      "One task of a parameter-server training job; run it under `cohort "
+      "launch --chief --workers N --ps M -- train_ps ...` or alone"};
+  app.add_option("--steps", f.steps,
+                 "train until the global step reaches this (default 1000)");
+  app.add_option("--checkpoint-dir", f.checkpoint_dir,
+                 "the chief saves and restores checkpoints here");
+  app.add_option("--save-checkpoint-steps", f.save_checkpoint_steps,
+                 "chief saves every this many global steps (default 100)");
+  app.add_option("--wait-steps-per-worker", f.wait_steps_per_worker,
+                 "worker:i starts at global step (i + 1) x this (default 0)");
+  app.add_option("--batch", f.batch, "examples per step (default 64)");
+  app.add_option("--lr", f.model.learning_rate, "learning rate (default 0.1)");
+  app.add_option("--hidden", f.model.hidden,
+                 "units in each hidden layer (default 1024)");
+  app.add_option("--recovery-wait-secs", f.recovery_wait_secs,
+                 "wait before re-creating a failed session (default 1)");
+  app.add_option("--log-every", f.log_every,
+                 "print progress every this many local steps (default 100)");
+  app.add_option("--eval-timeout-secs", f.eval_timeout_secs,
+                 "evaluator gives up after this long without a new "
+                 "checkpoint (default 600)");
+  app.add_option("--target-accuracy", f.target_accuracy,
+                 "exit 2 when the chief's held-out accuracy ends below this "
+                 "(default 0.9)");
+  CLI11_PARSE(app, argc, argv);
+  if (f.steps <= 0 || f.batch <= 0 || f.model.hidden <= 0 ||
+      f.recovery_wait_secs < 0) {
+    std::cerr << "train_ps: --steps, --batch and --hidden must be positive "
+                 "and --recovery-wait-secs not negative"
+              << std::endl;
+    return 3;
+  }
+  Env* env = Env::Default();
+  distribute::ParameterServerStrategy strategy;
+  distribute::DistributeCoordinatorOptions options;
+  options.mode = distribute::CoordinatorMode::kIndependentWorker;
+  options.strategy = &strategy;
+  options.worker_fn = [&](const distribute::Strategy*) {
+    return examples::Train(f, env);
+  };
+  options.eval_fn = [&](const distribute::Strategy*) {
+    return examples::Evaluate(f, env);
+  };
+  absl::Status status = distribute::RunDistributeCoordinator(options);
+  if (!status.ok()) {
+    std::cerr << "train_ps: " << status << std::endl;
+    return absl::IsFailedPrecondition(status) &&
+                   absl::StrContains(status.message(), "--target-accuracy")
+               ? 2
+               : 1;
+  }
+  return 0;
+}
