@@ -1,0 +1,276 @@
+// The parameter-server job (examples/train/train_ps.cc) between real
+// processes on 127.0.0.1:
+//  - a whole run under `cohort launch` (chief, 2 workers, ps, evaluator);
+//  - kill -9 of the ps mid-run under `cohort launch --max-restarts 1`: the
+//    gang restarts and the chief resumes from its latest checkpoint;
+//  - kill -9 of a ps running as its own process, restarted on its port:
+//    the chief and the worker recover their sessions (no process of theirs
+//    restarts) and the chief restores the lost variables.
+// Every wait is on an output line or an exit, with a deadline.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cohort/rpc/socket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coord/test_process.h"
+
+namespace cohort::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const char kCohort[] = COHORT_BINARY;
+const char kTrainPs[] = TRAIN_PS_BINARY;
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/ps_job_test.", name, ".", getpid(),
+                   ".", absl::ToUnixNanos(absl::Now()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// The number after `key` in `line` ("global_step 420 ..."), if any.
+std::optional<double> FigureAfter(const std::string& line,
+                                  const std::string& key) {
+  const size_t at = line.find(key + " ");
+  if (at == std::string::npos) return std::nullopt;
+  std::vector<std::string> rest =
+      absl::StrSplit(line.substr(at + key.size() + 1), absl::ByAnyChar(" ):"));
+  double v;
+  if (rest.empty() || !absl::SimpleAtod(rest[0], &v)) return std::nullopt;
+  return v;
+}
+
+// Reads `p`'s lines until one contains `needle` and its figure after `key`
+// is at least `at_least`; "" on the deadline.
+std::string WaitForFigure(TestProcess* p, const std::string& needle,
+                          const std::string& key, double at_least,
+                          absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::string line = p->WaitForLine(needle, deadline - absl::Now());
+    if (line.empty()) return "";
+    std::optional<double> v = FigureAfter(line, key);
+    if (v.has_value() && *v >= at_least) return line;
+  }
+  return "";
+}
+
+int ExitCode(TestProcess* p, absl::Duration timeout) {
+  const int status = p->Wait(timeout);
+  return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Reads every remaining line (until the process closes stdout).
+void Drain(TestProcess* p, absl::Duration timeout) {
+  p->WaitForLine("\x01never\x01", timeout);
+}
+
+std::string LineWith(TestProcess* p, const std::string& needle) {
+  for (const std::string& line : p->lines()) {
+    if (absl::StrContains(line, needle)) return line;
+  }
+  return "";
+}
+
+// The pid of the launched task `task` ("ps:0"): a process whose
+// environment has COHORT_TASK_NAME=<task> and whose parent is `launcher`.
+std::optional<pid_t> TaskPid(pid_t launcher, const std::string& task) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return std::nullopt;
+  std::optional<pid_t> found;
+  for (dirent* e; (e = readdir(proc)) != nullptr && !found.has_value();) {
+    int pid;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string stat_line;
+    std::getline(stat, stat_line);
+    // "pid (comm) state ppid ...": the fields after the last ')'.
+    const size_t close = stat_line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat_line.substr(close + 1));
+    std::string state;
+    int ppid = 0;
+    fields >> state >> ppid;
+    if (ppid != launcher) continue;
+    std::ifstream environ_file(absl::StrCat("/proc/", pid, "/environ"));
+    std::stringstream contents;
+    contents << environ_file.rdbuf();
+    for (absl::string_view var : absl::StrSplit(contents.str(), '\0')) {
+      if (var == "COHORT_TASK_NAME=" + task) found = pid;
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+std::vector<std::string> LaunchArgs(const std::string& dir,
+                                    std::vector<std::string> launch_flags,
+                                    std::vector<std::string> train_flags) {
+  std::vector<std::string> argv = {kCohort, "launch", "--chief", "--workers"};
+  argv.insert(argv.end(), launch_flags.begin(), launch_flags.end());
+  for (std::string a :
+       {std::string("--log-dir"), dir + "/logs", std::string("--"),
+        std::string(kTrainPs), std::string("--checkpoint-dir"), dir + "/ckpt",
+        std::string("--log-every"), std::string("50")}) {
+    argv.push_back(std::move(a));
+  }
+  argv.insert(argv.end(), train_flags.begin(), train_flags.end());
+  return argv;
+}
+
+TEST(PsJobTest, LaunchedJobTrainsToTheStepAndEvaluatesEachCheckpoint) {
+  const std::string dir = FreshDir("launch");
+  TestProcess job(LaunchArgs(dir, {"2", "--ps", "1", "--evaluator"},
+                             {"--steps", "1000", "--save-checkpoint-steps",
+                              "100", "--wait-steps-per-worker", "50"}));
+  Drain(&job, absl::Seconds(240));
+  ASSERT_EQ(ExitCode(&job, absl::Seconds(30)), 0)
+      << absl::StrJoin(job.lines(), "\n");
+  const std::string final_line = LineWith(&job, "[chief:0] final:");
+  EXPECT_GE(FigureAfter(final_line, "global_step").value_or(-1), 1000)
+      << final_line;
+  EXPECT_GT(FigureAfter(final_line, "heldout_accuracy").value_or(-1), 0.9)
+      << final_line;
+  // worker:1 waited for global step 2 x 50 before it trained.
+  EXPECT_THAT(LineWith(&job, "[worker:1]"), Not(""));
+  EXPECT_THAT(
+      LineWith(&job, "Waiting for global step 100 before starting training."),
+      HasSubstr("[worker:1]"));
+  // The evaluator saw the last checkpoint.
+  double evaluated = -1;
+  for (const std::string& line : job.lines()) {
+    if (!absl::StartsWith(line, "[evaluator:0] evaluation at global step")) {
+      continue;
+    }
+    evaluated = std::max(evaluated, FigureAfter(line, "step").value_or(-1));
+  }
+  EXPECT_GE(evaluated, 1000);
+  // At most five checkpoints kept, the pointer file naming the last.
+  int kept = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/ckpt")) {
+    if (absl::StartsWith(entry.path().filename().string(), "model.ckpt-")) {
+      ++kept;
+    }
+  }
+  EXPECT_GE(kept, 2);
+  EXPECT_LE(kept, 5);
+  std::ifstream pointer(dir + "/ckpt/checkpoint");
+  std::string first;
+  std::getline(pointer, first);
+  EXPECT_THAT(first, HasSubstr("model_checkpoint_path:"));
+}
+
+TEST(PsJobTest, GangRestartedAfterKillResumesFromTheCheckpoint) {
+  const std::string dir = FreshDir("restart");
+  TestProcess job(
+      LaunchArgs(dir, {"1", "--ps", "1", "--max-restarts", "1"},
+                 {"--steps", "800", "--save-checkpoint-steps", "100"}));
+  // Past the checkpoint at 100 (and more), kill the ps.
+  ASSERT_THAT(WaitForFigure(&job, "[chief:0] chief:0: global_step",
+                            "global_step", 300, absl::Seconds(120)),
+              Not(""))
+      << absl::StrJoin(job.lines(), "\n");
+  std::optional<pid_t> ps = TaskPid(job.pid(), "ps:0");
+  ASSERT_TRUE(ps.has_value()) << "no process of task ps:0 under the launcher";
+  ASSERT_EQ(kill(*ps, SIGKILL), 0);
+  Drain(&job, absl::Seconds(240));
+  ASSERT_EQ(ExitCode(&job, absl::Seconds(30)), 0)
+      << absl::StrJoin(job.lines(), "\n");
+  const std::string restored = LineWith(&job, "[chief:0] restored from");
+  ASSERT_THAT(restored, HasSubstr(dir + "/ckpt/model.ckpt-"));
+  EXPECT_GE(FigureAfter(restored, "step").value_or(-1), 100) << restored;
+  const std::string final_line = LineWith(&job, "[chief:0] final:");
+  EXPECT_GE(FigureAfter(final_line, "global_step").value_or(-1), 800)
+      << final_line;
+}
+
+// Processes started by hand from TF_CONFIG, as on machines without a
+// launcher; ps:0 is killed and started again on its port.
+class SeparateProcesses {
+ public:
+  SeparateProcesses() : dir_(FreshDir("separate")) {
+    for (const char* task : {"chief", "worker", "ps"}) {
+      auto port = rpc::PickFreePort("127.0.0.1");
+      EXPECT_TRUE(port.ok()) << port.status();
+      cluster_ += absl::StrCat(cluster_.empty() ? "" : ", ", "\"", task,
+                               "\": [\"127.0.0.1:", port.value_or(0), "\"]");
+    }
+  }
+  std::unique_ptr<TestProcess> Start(const std::string& type,
+                                     const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {
+        "/usr/bin/env",
+        absl::StrCat("TF_CONFIG={\"cluster\": {", cluster_,
+                     "}, \"task\": {\"type\": \"", type, "\", \"index\": 0}}"),
+        "COHORT_JOB_TOKEN=ps-job-test-token",
+        kTrainPs,
+        "--checkpoint-dir",
+        dir_ + "/ckpt",
+        "--log-every",
+        "50"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return std::make_unique<TestProcess>(argv);
+  }
+
+ private:
+  const std::string dir_;
+  std::string cluster_;
+};
+
+TEST(PsJobTest, KilledPsComesBackAndTheSessionsRecover) {
+  SeparateProcesses cluster;
+  const std::vector<std::string> flags = {"--steps", "800",
+                                          "--save-checkpoint-steps", "100"};
+  auto ps = cluster.Start("ps", flags);
+  auto chief = cluster.Start("chief", flags);
+  auto worker = cluster.Start("worker", flags);
+  const std::string before =
+      WaitForFigure(chief.get(), "chief:0: global_step", "global_step", 400,
+                    absl::Seconds(120));
+  ASSERT_THAT(before, Not(""));
+  ps->Kill9();
+  ps->Wait();
+  ps = cluster.Start("ps", flags);
+  EXPECT_EQ(ExitCode(chief.get(), absl::Seconds(180)), 0);
+  EXPECT_EQ(ExitCode(worker.get(), absl::Seconds(60)), 0);
+  Drain(chief.get(), absl::Seconds(5));
+  Drain(worker.get(), absl::Seconds(5));
+  ps->Kill9();
+  const std::string final_line = LineWith(chief.get(), "final:");
+  EXPECT_GE(FigureAfter(final_line, "global_step").value_or(-1), 800)
+      << final_line;
+  // The chief restored the checkpoint (>= 400 - 100 steps in) onto the new
+  // ps: the two trained little more than 800 steps together. Starting over
+  // from step 0 would have taken them past 800 + 400.
+  const double chief_steps =
+      FigureAfter(LineWith(chief.get(), "trained"), "trained").value_or(-1);
+  const double worker_steps =
+      FigureAfter(LineWith(worker.get(), "trained"), "trained").value_or(-1);
+  ASSERT_GT(chief_steps, 0);
+  ASSERT_GT(worker_steps, 0);
+  EXPECT_LT(chief_steps + worker_steps, 800 + 300)
+      << "chief " << chief_steps << " worker " << worker_steps;
+}
+
+}  // namespace
+}  // namespace cohort::testing
