@@ -49,6 +49,7 @@
 #include "cohort/training/monitored_training_session.h"
 #include "cohort/training/replica_device_setter.h"
 #include "cohort/training/saver.h"
+#include "cohort/training/scaffold.h"
 #include "cohort/training/session_factory.h"
 #include "examples/train/data_parallel.h"
 #include "examples/train/ps_model.h"
@@ -149,7 +150,6 @@ absl::Status Train(const Flags& f, Env* env) {
         training::WithReplicaDeviceSetter(o.session_factory, placement);
   }
 
-  std::optional<std::string> restored;
   if (chief && !f.checkpoint_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(f.checkpoint_dir, ec);
@@ -158,21 +158,24 @@ absl::Status Train(const Flags& f, Env* env) {
           absl::StrCat("cannot create --checkpoint-dir ", f.checkpoint_dir,
                        ": ", ec.message()));
     }
-    auto latest = training::Saver::LatestCheckpoint(f.checkpoint_dir);
-    if (latest.ok()) restored = *latest;
   }
+  // The scaffold's saver says whether the chief's session was restored.
+  o.scaffold = std::make_shared<training::Scaffold>();
   COHORT_ASSIGN_OR_RETURN(auto session,
                           training::MonitoredTrainingSession(root, o));
-  if (restored.has_value()) {
-    Print(absl::StrCat("restored from ", *restored, " (global step ",
-                       StepOf(*restored).value_or(-1), ")"));
+  const std::string restored =
+      o.scaffold->saver != nullptr ? o.scaffold->saver->last_restored() : "";
+  if (!restored.empty()) {
+    Print(absl::StrCat("restored from ", restored, " (global step ",
+                       StepOf(restored).value_or(-1), ")"));
   }
 
   std::mt19937_64 rng(1000 + ReplicaIndex(*c));
   std::uniform_int_distribution<int> offset(0, data.train.size() - f.batch);
   std::vector<Tensor> out;
   int64_t local_steps = 0, window_steps = 0;
-  absl::Time window_start = env->Now();
+  const absl::Time start = env->Now();
+  absl::Time window_start = start;
   while (!session->ShouldStop()) {
     const Dataset batch = Rows(data.train, offset(rng), f.batch);
     COHORT_RETURN_IF_ERROR(session->Run(
@@ -189,8 +192,11 @@ absl::Status Train(const Flags& f, Env* env) {
       window_steps = 0;
     }
   }
+  const double secs = absl::ToDoubleSeconds(env->Now() - start);
   COHORT_RETURN_IF_ERROR(session->Close());
-  Print(absl::StrFormat("%s: trained %d steps", who, local_steps));
+  Print(absl::StrFormat("%s: trained %d steps (%.0f examples/s)", who,
+                        local_steps,
+                        secs > 0 ? local_steps * f.batch / secs : 0.0));
   if (chief) {
     const std::vector<Tensor>& v = final_ops->final_ops_values();
     if (v.size() != 3) {

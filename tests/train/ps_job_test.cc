@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -24,7 +25,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cohort/rpc/socket.h"
 #include "gmock/gmock.h"
@@ -165,19 +168,35 @@ TEST(PsJobTest, LaunchedJobTrainsToTheStepAndEvaluatesEachCheckpoint) {
     evaluated = std::max(evaluated, FigureAfter(line, "step").value_or(-1));
   }
   EXPECT_GE(evaluated, 1000);
-  // At most five checkpoints kept, the pointer file naming the last.
-  int kept = 0;
+  // Five checkpoints kept (of the eleven or more saved), and the pointer
+  // file lists exactly those, oldest first, naming the last one saved.
+  std::vector<std::string> kept;
   for (const auto& entry : std::filesystem::directory_iterator(dir + "/ckpt")) {
-    if (absl::StartsWith(entry.path().filename().string(), "model.ckpt-")) {
-      ++kept;
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, "model.ckpt-")) kept.push_back(name);
+  }
+  EXPECT_EQ(kept.size(), 5u) << absl::StrJoin(kept, " ");
+  std::ifstream pointer(dir + "/ckpt/checkpoint");
+  std::vector<std::string> listed;
+  std::string model_path, line;
+  while (std::getline(pointer, line)) {
+    absl::string_view v = line;
+    if (absl::ConsumePrefix(&v, "all_model_checkpoint_paths: \"")) {
+      listed.emplace_back(absl::StripSuffix(v, "\""));
+    } else if (absl::ConsumePrefix(&v, "model_checkpoint_path: \"")) {
+      model_path = std::string(absl::StripSuffix(v, "\""));
     }
   }
-  EXPECT_GE(kept, 2);
-  EXPECT_LE(kept, 5);
-  std::ifstream pointer(dir + "/ckpt/checkpoint");
-  std::string first;
-  std::getline(pointer, first);
-  EXPECT_THAT(first, HasSubstr("model_checkpoint_path:"));
+  std::vector<std::string> sorted_listed = listed;
+  std::sort(sorted_listed.begin(), sorted_listed.end());
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(sorted_listed, kept);
+  ASSERT_FALSE(listed.empty());
+  EXPECT_EQ(model_path, listed.back());
+  EXPECT_GE(
+      FigureAfter(absl::StrReplaceAll(model_path, {{"-", " "}}), "model.ckpt")
+          .value_or(-1),
+      1000);
 }
 
 TEST(PsJobTest, GangRestartedAfterKillResumesFromTheCheckpoint) {
@@ -196,9 +215,25 @@ TEST(PsJobTest, GangRestartedAfterKillResumesFromTheCheckpoint) {
   Drain(&job, absl::Seconds(240));
   ASSERT_EQ(ExitCode(&job, absl::Seconds(30)), 0)
       << absl::StrJoin(job.lines(), "\n");
-  const std::string restored = LineWith(&job, "[chief:0] restored from");
-  ASSERT_THAT(restored, HasSubstr(dir + "/ckpt/model.ckpt-"));
-  EXPECT_GE(FigureAfter(restored, "step").value_or(-1), 100) << restored;
+  // The chief of the second attempt restored the checkpoint, and its
+  // training went on from there (not from step 0).
+  const std::vector<std::string>& lines = job.lines();
+  size_t at = 0;
+  while (at < lines.size() &&
+         !absl::StartsWith(lines[at], "[chief:0] restored from")) {
+    ++at;
+  }
+  ASSERT_LT(at, lines.size()) << absl::StrJoin(lines, "\n");
+  EXPECT_THAT(lines[at], HasSubstr(dir + "/ckpt/model.ckpt-"));
+  const double restored_step = FigureAfter(lines[at], "step").value_or(-1);
+  EXPECT_GE(restored_step, 100) << lines[at];
+  double next_step = -1;
+  for (size_t i = at + 1; i < lines.size() && next_step < 0; ++i) {
+    if (absl::StartsWith(lines[i], "[chief:0] chief:0: global_step")) {
+      next_step = FigureAfter(lines[i], "global_step").value_or(-1);
+    }
+  }
+  EXPECT_GE(next_step, restored_step);
   const std::string final_line = LineWith(&job, "[chief:0] final:");
   EXPECT_GE(FigureAfter(final_line, "global_step").value_or(-1), 800)
       << final_line;

@@ -202,8 +202,10 @@ std::vector<std::string> CompareObservations(
     return {absl::StrCat("expected observations, got ", Describe(outcome))};
   }
   std::vector<std::string> diffs;
+  int compared = 0;
   for (const auto& [key, value] : expect.items()) {
     if (IsAnnotation(key)) continue;
+    ++compared;
     auto it = outcome.value->find(key);
     if (it == outcome.value->end()) {
       diffs.push_back(absl::StrCat("the adapter reports no \"", key,
@@ -213,6 +215,8 @@ std::vector<std::string> CompareObservations(
           absl::StrCat(key, ": expected ", value.dump(), ", got ", it->dump()));
     }
   }
+  // A case that only annotates checks nothing: a fault in the case file.
+  if (compared == 0) diffs.push_back("the case's expect has nothing to check");
   return diffs;
 }
 

@@ -1,5 +1,7 @@
 #include "cohort/distribute/distribute_coordinator.h"
 
+#include <cstdint>
+#include <limits>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -47,13 +49,21 @@ absl::StatusOr<Json> ReadTfConfig(Env* env) {
 
 // TF_CONFIG's task index: a number or a decimal string (TF: int(index)).
 absl::StatusOr<int> ParseTaskIndex(const Json& index) {
-  int value = 0;
-  if (index.is_number_integer()) return index.get<int>();
-  if (index.is_string() && absl::SimpleAtoi(index.get<std::string>(), &value)) {
-    return value;
+  int64_t value = -1;
+  bool parsed = false;
+  if (index.is_number_integer()) {
+    value = index.get<int64_t>();
+    parsed = true;
+  } else if (index.is_string()) {
+    parsed = absl::SimpleAtoi(index.get<std::string>(), &value);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "TF_CONFIG task \"index\" must be an integer, got ", JsonPreview(index)));
+  // A negative or huge index would silently make this task another one.
+  if (!parsed || value < 0 || value > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG task \"index\" must be an integer >= 0, got ",
+                     JsonPreview(index), "; check the TF_CONFIG variable"));
+  }
+  return static_cast<int>(value);
 }
 
 absl::StatusOr<Inputs> ResolveInputs(const DistributeCoordinatorOptions& o,

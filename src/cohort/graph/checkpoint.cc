@@ -1,6 +1,7 @@
 #include "cohort/graph/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -123,14 +124,25 @@ absl::Status WriteCheckpointFile(const std::string& path,
 }
 
 absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // Only a regular file: a FIFO would hang the reader and a device such as
+  // /dev/zero would never end.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(
         absl::StrCat("checkpoint '", path, "' does not exist"));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
+  if (!S_ISREG(st.st_mode)) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint '", path, "' is not a regular file; check the path"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint '", path, "' cannot be opened"));
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  data.resize(static_cast<size_t>(in.gcount()));
   auto loss = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint '", path, "': ", why,
@@ -274,32 +286,58 @@ absl::Status Saver::Restore(const std::string& path,
 
 absl::StatusOr<std::string> Saver::LatestCheckpoint(const std::string& dir) {
   COHORT_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpointState(dir));
-  const std::string& p = state.model_checkpoint_path;
-  if (!p.empty() && p[0] == '/') return p;
-  return absl::StrCat(dir, "/", p);
+  return CheckpointPath(dir, state.model_checkpoint_path);
+}
+
+bool IsCheckpointFileName(absl::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of("/\"\n\r") == absl::string_view::npos;
+}
+
+std::string CheckpointPath(const std::string& dir, absl::string_view name) {
+  return absl::StrCat(dir, "/", name);
 }
 
 absl::StatusOr<CheckpointState> ReadCheckpointState(const std::string& dir) {
-  std::string pointer = absl::StrCat(dir, "/checkpoint");
+  const std::string pointer = absl::StrCat(dir, "/checkpoint");
   std::ifstream in(pointer);
   if (!in) {
     return absl::NotFoundError(
         absl::StrCat("no checkpoint in '", dir, "' (no '", pointer, "' file)"));
   }
+  auto malformed = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint pointer file '", pointer, "' is malformed: ", why,
+        "; delete it to start from scratch or fix the line"));
+  };
+  // TF writes a few lines per kept checkpoint; this is far beyond that.
+  constexpr size_t kMaxPointerBytes = 1 << 20;
   CheckpointState state;
   bool has_model_path = false;
+  size_t total = 0;
   std::string line;
   while (std::getline(in, line)) {
+    total += line.size() + 1;
+    if (total > kMaxPointerBytes) return malformed("over 1 MiB");
     absl::string_view v = line;
     if (v.empty()) continue;
-    // Each line is `field: "value"`; the value may not contain quotes.
-    bool model = absl::ConsumePrefix(&v, "model_checkpoint_path: \"");
-    bool all =
-        !model && absl::ConsumePrefix(&v, "all_model_checkpoint_paths: \"");
-    if ((!model && !all) || !absl::ConsumeSuffix(&v, "\"")) {
-      return absl::DataLossError(absl::StrCat("checkpoint pointer file '",
-                                              pointer, "' is malformed: '",
-                                              line, "'"));
+    // Each line is `field: value`. The two path fields are read; others TF
+    // writes (all_model_checkpoint_timestamps, last_preserved_timestamp)
+    // are skipped.
+    const size_t colon = v.find(": ");
+    if (colon == absl::string_view::npos) {
+      return malformed(absl::StrCat("'", line, "' is not `field: value`"));
+    }
+    const absl::string_view field = v.substr(0, colon);
+    const bool model = field == "model_checkpoint_path";
+    if (!model && field != "all_model_checkpoint_paths") continue;
+    v.remove_prefix(colon + 2);
+    // The value: a quoted name of a file in `dir` (cohort writes no
+    // other); a path elsewhere could make a saver delete or read it.
+    if (!absl::ConsumePrefix(&v, "\"") || !absl::ConsumeSuffix(&v, "\"") ||
+        !IsCheckpointFileName(v)) {
+      return malformed(
+          absl::StrCat("'", line, "' does not name a file in the directory"));
     }
     if (model) {
       state.model_checkpoint_path = std::string(v);
@@ -308,11 +346,7 @@ absl::StatusOr<CheckpointState> ReadCheckpointState(const std::string& dir) {
       state.all_model_checkpoint_paths.emplace_back(v);
     }
   }
-  if (!has_model_path) {
-    return absl::DataLossError(absl::StrCat("checkpoint pointer file '",
-                                            pointer,
-                                            "' has no model_checkpoint_path"));
-  }
+  if (!has_model_path) return malformed("no model_checkpoint_path");
   return state;
 }
 

@@ -12,7 +12,8 @@
 // over <path> (then the directory is fsynced), so a crash leaves either the
 // old file or the complete new one, never a partial checkpoint.
 //
-// Reading a corrupt or truncated file returns DataLoss naming the file and
+// Only regular files are read (a FIFO or device is DataLoss). Reading a
+// corrupt or truncated file returns DataLoss naming the file and
 // the entry ("checkpoint '/ckpt/model.ckpt-10': checksum mismatch in entry
 // 'w'"), never wrong numbers. A missing file is NotFound.
 //
@@ -37,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "cohort/graph/resource_mgr.h"
 #include "cohort/graph/tensor.h"
 
@@ -53,15 +55,22 @@ absl::Status WriteCheckpointFile(const std::string& path,
                                  const CheckpointEntries& entries);
 absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path);
 
-// The pointer file's contents, paths as written (relative to the
-// directory unless absolute).
+// The pointer file's contents: names of checkpoint files in its directory.
 struct CheckpointState {
   std::string model_checkpoint_path;
   std::vector<std::string> all_model_checkpoint_paths;
 };
-// NotFound when "<dir>/checkpoint" does not exist; DataLoss naming the file
-// and line for a line that is neither field (or lacks the model path).
+// NotFound when "<dir>/checkpoint" does not exist. DataLoss naming the file
+// and line for a line that is not `field: value`, a path field whose value
+// is not a quoted file name in `dir` (no '/', '..', quote or newline: a
+// crafted pointer must not make a saver read or delete files elsewhere), a
+// file over 1 MiB, or no model_checkpoint_path. Other fields TensorFlow
+// writes (timestamps) are skipped.
 absl::StatusOr<CheckpointState> ReadCheckpointState(const std::string& dir);
+// Whether `name` may be a checkpoint file name in a pointer file.
+bool IsCheckpointFileName(absl::string_view name);
+// "<dir>/<name>".
+std::string CheckpointPath(const std::string& dir, absl::string_view name);
 // Writes "<dir>/checkpoint" atomically.
 absl::Status WriteCheckpointState(const std::string& dir,
                                   const CheckpointState& state);

@@ -172,6 +172,42 @@ TEST(CheckpointStateTest, RoundTripsTheListAndRejectsJunk) {
             absl::StatusCode::kDataLoss);
 }
 
+// A crafted pointer file must not lead a reader (or a saver deleting old
+// checkpoints) outside the directory; TF's timestamp lines are skipped.
+TEST(CheckpointStateTest, PathsOutsideTheDirectoryAreDataLoss) {
+  std::string dir = TempDir();
+  for (const char* bad : {"model_checkpoint_path: \"../../etc/passwd\"\n",
+                          "model_checkpoint_path: \"/etc/passwd\"\n",
+                          "model_checkpoint_path: \"model.ckpt-1\"\n"
+                          "all_model_checkpoint_paths: \"..\"\n",
+                          "model_checkpoint_path: model.ckpt-1\n"}) {
+    ASSERT_TRUE(WriteFileAtomically(dir + "/checkpoint", bad).ok());
+    absl::StatusOr<std::string> latest = Saver::LatestCheckpoint(dir);
+    EXPECT_EQ(latest.status().code(), absl::StatusCode::kDataLoss) << bad;
+    EXPECT_THAT(latest.status().message(), HasSubstr(dir + "/checkpoint"));
+  }
+  ASSERT_TRUE(
+      WriteFileAtomically(dir + "/checkpoint",
+                          "model_checkpoint_path: \"model.ckpt-7\"\n"
+                          "all_model_checkpoint_paths: \"model.ckpt-7\"\n"
+                          "all_model_checkpoint_timestamps: 1764000000.5\n"
+                          "last_preserved_timestamp: 1764000000.1\n")
+          .ok());
+  auto state = ReadCheckpointState(dir);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->all_model_checkpoint_paths,
+            std::vector<std::string>{"model.ckpt-7"});
+}
+
+TEST(CheckpointFileTest, OnlyRegularFilesAreRead) {
+  EXPECT_EQ(ReadCheckpointFile("/dev/zero").status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ReadCheckpointFile(TempDir()).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ReadCheckpointFile("/nonexistent/ckpt").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(SaverTest, ConflictsAndMissingPointer) {
   std::string dir = TempDir();
   EXPECT_EQ(Saver::LatestCheckpoint(dir).status().code(),

@@ -282,7 +282,13 @@ void ServerCoordination::WatchLoop() {
           t.state() == coord::TASK_STATE_ERROR ? "in error" : "disconnected",
           t.error_message().empty() ? "" : ": ", t.error_message(),
           ". Check that the task's process is alive and responsive."));
-      COHORT_LOG(WARNING) << me << ": " << lost.message();
+      // A task that shut down its agent left on purpose: worth a line, not
+      // a warning (its pending steps still end below).
+      if (t.state() == coord::TASK_STATE_ERROR) {
+        COHORT_LOG(WARNING) << me << ": " << lost.message();
+      } else {
+        COHORT_LOG(INFO) << me << ": " << task << " disconnected (shut down)";
+      }
       if (options_.on_task_lost) options_.on_task_lost(task, lost);
     }
   }

@@ -29,10 +29,7 @@ absl::StatusOr<int64_t> StepValue(const SessionRunValues& values) {
 
 absl::Status FindGlobalStep(Scope* graph, const std::string& hook,
                             std::string* tensor) {
-  auto read = GetOrCreateGlobalStepRead(*graph);
-  if (absl::IsNotFound(read.status())) return GlobalStepRequiredError(hook);
-  if (!read.ok()) return read.status();
-  *tensor = *read;
+  COHORT_ASSIGN_OR_RETURN(*tensor, GlobalStepReadForHook(*graph, hook));
   return absl::OkStatus();
 }
 
@@ -206,8 +203,13 @@ absl::StatusOr<bool> CheckpointSaverHook::Save(Session* session, int64_t step) {
     return absl::FailedPreconditionError(
         "CheckpointSaverHook has no saver: its scaffold was not finalized");
   }
-  COHORT_LOG(INFO) << "Calling checkpoint listeners before saving checkpoint "
-                   << step << "...";
+  // TF logs the listener calls always; here only when there are some.
+  const bool listeners = !options_.listeners.empty();
+  if (listeners) {
+    COHORT_LOG(INFO) << "Calling checkpoint listeners before saving "
+                        "checkpoint "
+                     << step << "...";
+  }
   for (const auto& l : options_.listeners) {
     COHORT_RETURN_IF_ERROR(l->BeforeSave(session, step));
   }
@@ -217,8 +219,10 @@ absl::StatusOr<bool> CheckpointSaverHook::Save(Session* session, int64_t step) {
   COHORT_RETURN_IF_ERROR(s->Save(session, options_.checkpoint_dir, step,
                                  options_.checkpoint_basename)
                              .status());
-  COHORT_LOG(INFO) << "Calling checkpoint listeners after saving checkpoint "
-                   << step << "...";
+  if (listeners) {
+    COHORT_LOG(INFO) << "Calling checkpoint listeners after saving checkpoint "
+                     << step << "...";
+  }
   bool should_stop = false;
   for (const auto& l : options_.listeners) {
     COHORT_ASSIGN_OR_RETURN(bool stop, l->AfterSave(session, step));

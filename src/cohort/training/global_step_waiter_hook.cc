@@ -14,13 +14,9 @@ GlobalStepWaiterHook::GlobalStepWaiterHook(int64_t wait_until_step, Env* env)
 absl::Status GlobalStepWaiterHook::Begin(Scope* graph) {
   // A hook reused by a new MonitoredSession waits again.
   worker_is_started_ = false;
-  auto read = GetOrCreateGlobalStepRead(*graph);
-  if (absl::IsNotFound(read.status())) {
-    // The underscore is TensorFlow's class name, kept for log searches.
-    return GlobalStepRequiredError("_GlobalStepWaiterHook");
-  }
-  if (!read.ok()) return read.status();
-  step_tensor_ = *read;
+  // The underscore is TensorFlow's class name, kept for log searches.
+  COHORT_ASSIGN_OR_RETURN(
+      step_tensor_, GlobalStepReadForHook(*graph, "_GlobalStepWaiterHook"));
   return absl::OkStatus();
 }
 

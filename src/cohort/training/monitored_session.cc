@@ -125,13 +125,18 @@ absl::Status MonitoredSession::CreateSessionWithRecovery() {
 }
 
 void MonitoredSession::CloseSessionForRecovery() {
-  if (coord_ != nullptr) coord_->RequestStop();
+  // The coordinator's threads may use the session: they end first.
+  if (coord_ != nullptr) {
+    coord_->RequestStop();
+    absl::Status j = coord_->Join(options_.stop_grace_period);
+    if (absl::IsDeadlineExceeded(j)) COHORT_LOG(WARNING) << j;
+  }
   if (session_ != nullptr) {
     absl::Status c = session_->Close();
     if (!c.ok()) COHORT_LOG(INFO) << kCloseErrorLog << c;
   }
-  session_.reset();
   coord_.reset();
+  session_.reset();
 }
 
 absl::Status MonitoredSession::PrepareRecovery(const absl::Status& error) {
@@ -331,8 +336,8 @@ absl::Status MonitoredSession::Close(const absl::Status& status) {
     if (absl::IsDeadlineExceeded(j)) COHORT_LOG(WARNING) << j;
   }
   if (session_ != nullptr) close_status = session_->Close();
+  coord_.reset();  // Before the session its threads may still hold.
   session_.reset();
-  coord_.reset();
   return end_status.ok() ? close_status : end_status;
 }
 

@@ -2,9 +2,11 @@
 // parameter-server training (TensorFlow's tf.train.replica_device_setter).
 //
 //   - every VarHandleOp without a device goes to /job:<ps_job>/task:k, k
-//     round-robin over the ps tasks in the graph's node order (the k-th
-//     variable to task k % ps_tasks), so every replica places the same
-//     variable on the same ps;
+//     round-robin over the ps tasks in the graph's node order, so every
+//     replica places the same variable on the same ps; variables whose
+//     handles one node takes together (an optimizer's variable and its
+//     slots, e.g. ApplyMomentum's accumulator) count as one and go where
+//     the first of them goes;
 //   - every node that consumes a variable's handle (reads, assignments,
 //     optimizer updates) goes where that variable is, since its kernel
 //     needs the variable's memory;
@@ -13,7 +15,7 @@
 // goes to the worker.
 //
 // Errors: InvalidArgument for ps_tasks < 0, and naming the node whose
-// handle inputs come from variables placed on different ps tasks.
+// handle inputs come from variables explicitly placed on different devices.
 //
 // Thread safety: a function of its arguments.
 #ifndef COHORT_TRAINING_REPLICA_DEVICE_SETTER_H_

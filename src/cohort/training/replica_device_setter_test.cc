@@ -73,10 +73,27 @@ TEST(ReplicaDeviceSetterTest, NoPsPutsEverythingOnTheWorker) {
   EXPECT_EQ(DeviceOf(g, "r"), "/job:worker/task:0");
 }
 
-TEST(ReplicaDeviceSetterTest, AHandleConsumerOfTwoPsTasksIsNamed) {
+TEST(ReplicaDeviceSetterTest, AVariableAndItsSlotsShareAPs) {
   GraphDef g;
-  Add(&g, "a", "VarHandleOp");
+  Add(&g, "w", "VarHandleOp");
+  Add(&g, "w/momentum", "VarHandleOp");
   Add(&g, "b", "VarHandleOp");
+  Add(&g, "b/momentum", "VarHandleOp");
+  Add(&g, "update_w", "ApplyMomentum", {"w", "w/momentum", "lr", "g", "m"});
+  Add(&g, "update_b", "ApplyMomentum", {"b", "b/momentum", "lr", "g", "m"});
+  ASSERT_TRUE(ApplyReplicaDeviceSetter({2, "ps", ""}, &g).ok());
+  EXPECT_EQ(DeviceOf(g, "w"), "/job:ps/task:0");
+  EXPECT_EQ(DeviceOf(g, "w/momentum"), "/job:ps/task:0");
+  EXPECT_EQ(DeviceOf(g, "update_w"), "/job:ps/task:0");
+  EXPECT_EQ(DeviceOf(g, "b"), "/job:ps/task:1");
+  EXPECT_EQ(DeviceOf(g, "b/momentum"), "/job:ps/task:1");
+  EXPECT_EQ(DeviceOf(g, "update_b"), "/job:ps/task:1");
+}
+
+TEST(ReplicaDeviceSetterTest, AHandleConsumerOfTwoPinnedDevicesIsNamed) {
+  GraphDef g;
+  Add(&g, "a", "VarHandleOp", {}, "/job:ps/task:0");
+  Add(&g, "b", "VarHandleOp", {}, "/job:ps/task:1");
   Add(&g, "both", "ApplyMomentum", {"a", "b", "lr", "g", "m"});
   absl::Status s = ApplyReplicaDeviceSetter({2, "ps", ""}, &g);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
@@ -25,11 +26,6 @@ Output FindRead(const Scope& graph, const Operation& handle) {
     return read.output(0);
   }
   return Output();
-}
-
-std::string JoinPath(const std::string& dir, const std::string& file) {
-  if (!file.empty() && file[0] == '/') return file;
-  return absl::StrCat(dir, "/", file);
 }
 
 }  // namespace
@@ -90,7 +86,12 @@ absl::StatusOr<std::string> Saver::Save(Session* session,
     out.emplace_back(entries_[i].name, values[i]);
   }
   std::string file = absl::StrCat(basename, "-", global_step);
-  std::string path = JoinPath(dir, file);
+  if (!IsCheckpointFileName(file)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint basename '", basename,
+                     "' must be a file name (no '/', quote or newline)"));
+  }
+  std::string path = CheckpointPath(dir, file);
   COHORT_RETURN_IF_ERROR(WriteCheckpointFile(path, out));
 
   LoadKept(dir);
@@ -110,7 +111,10 @@ absl::StatusOr<std::string> Saver::Save(Session* session,
   // Deleted after the pointer file stops naming them, so a crash in
   // between leaves a stray file, never a pointer to a missing one.
   for (const std::string& old : removed) {
-    std::string old_path = JoinPath(dir, old);
+    // Only what a saver of this basename writes, whatever the pointer file
+    // listed.
+    if (!absl::StartsWith(old, absl::StrCat(basename, "-"))) continue;
+    std::string old_path = CheckpointPath(dir, old);
     if (std::remove(old_path.c_str()) != 0) {
       COHORT_LOG(WARNING) << "could not delete old checkpoint '" << old_path
                           << "'";
@@ -141,17 +145,26 @@ absl::Status Saver::Restore(Session* session, const std::string& path) {
     feeds.emplace_back(e.feed, *it->second);
     targets.push_back(e.restore);
   }
-  if (targets.empty()) return absl::OkStatus();
-  return session->Run(feeds, {}, targets, nullptr);
+  if (!targets.empty()) {
+    COHORT_RETURN_IF_ERROR(session->Run(feeds, {}, targets, nullptr));
+  }
+  absl::MutexLock lock(&restored_mu_);
+  last_restored_ = path;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> Saver::LatestCheckpoint(const std::string& dir) {
   return cohort::Saver::LatestCheckpoint(dir);
 }
 
+std::string Saver::last_restored() const {
+  absl::MutexLock lock(&restored_mu_);
+  return last_restored_;
+}
+
 std::vector<std::string> Saver::last_checkpoints() const {
   std::vector<std::string> out;
-  for (const auto& f : kept_) out.push_back(JoinPath(kept_dir_, f));
+  for (const auto& f : kept_) out.push_back(CheckpointPath(kept_dir_, f));
   return out;
 }
 

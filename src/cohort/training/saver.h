@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/session.h"
 
@@ -59,12 +60,14 @@ class Saver {
   // nothing is assigned unless all values are present.
   absl::Status Restore(Session* session, const std::string& path);
 
-  // The checkpoint the pointer file of `dir` names (absolute or joined to
-  // `dir`); NotFound when there is none.
+  // The checkpoint the pointer file of `dir` names, joined to `dir`;
+  // NotFound when there is none (ReadCheckpointState's errors otherwise).
   static absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 
   // The checkpoints kept in the directory last saved to, oldest first.
   std::vector<std::string> last_checkpoints() const;
+  // The path of the last successful Restore; "" when none succeeded.
+  std::string last_restored() const;
 
  private:
   struct Entry {
@@ -81,6 +84,8 @@ class Saver {
   const std::vector<Entry> entries_;
   const SaverOptions options_;
 
+  mutable absl::Mutex restored_mu_;
+  std::string last_restored_ ABSL_GUARDED_BY(restored_mu_);
   // Touched by Save only.
   std::string kept_dir_;
   // Files (relative to kept_dir_) oldest first.

@@ -62,8 +62,6 @@ TEST_F(SaverTest, KeepsFiveAndWritesTheTfPointerFile) {
   EXPECT_EQ(*Saver::LatestCheckpoint(dir), dir + "/model.ckpt-7");
 
   // A new saver (a restarted job) continues the list from the file.
-  auto again = Saver::Build(Scope::NewRootScope());
-  ASSERT_TRUE(again.ok());
   ASSERT_TRUE(saver_->Save(session_.get(), dir, 8).ok());
   Scope other = Scope::NewRootScope();
   testing::BuildCounterModel(other);
@@ -75,6 +73,30 @@ TEST_F(SaverTest, KeepsFiveAndWritesTheTfPointerFile) {
   EXPECT_EQ(ReadCheckpointState(dir)->all_model_checkpoint_paths.size(), 5u);
 }
 
+// Whatever a pointer file lists, a saver deletes only files it would have
+// written itself.
+TEST_F(SaverTest, DeletesOnlyItsOwnCheckpoints) {
+  std::string dir = testing::TempDir("own");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/notes.txt", "keep me").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(dir + "/checkpoint",
+                          "model_checkpoint_path: \"model.ckpt-4\"\n"
+                          "all_model_checkpoint_paths: \"notes.txt\"\n"
+                          "all_model_checkpoint_paths: \"model.ckpt-1\"\n"
+                          "all_model_checkpoint_paths: \"model.ckpt-2\"\n"
+                          "all_model_checkpoint_paths: \"model.ckpt-3\"\n"
+                          "all_model_checkpoint_paths: \"model.ckpt-4\"\n")
+          .ok());
+  ASSERT_TRUE(saver_->Save(session_.get(), dir, 5).ok());
+  EXPECT_TRUE(FileExists(dir + "/notes.txt"));
+  EXPECT_EQ(
+      ReadCheckpointState(dir)->all_model_checkpoint_paths,
+      (std::vector<std::string>{"model.ckpt-1", "model.ckpt-2", "model.ckpt-3",
+                                "model.ckpt-4", "model.ckpt-5"}));
+  EXPECT_EQ(saver_->Save(session_.get(), dir, 6, "../escape").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(SaverTest, RestoresValuesThroughTheSession) {
   std::string dir = testing::TempDir("restore");
   for (int i = 0; i < 3; ++i) {
@@ -83,8 +105,10 @@ TEST_F(SaverTest, RestoresValuesThroughTheSession) {
   auto path = saver_->Save(session_.get(), dir, 3);
   ASSERT_TRUE(path.ok());
   auto fresh = NewSession();
+  EXPECT_EQ(saver_->last_restored(), "");
   ASSERT_TRUE(saver_->Restore(fresh.get(), *path).ok());
   EXPECT_EQ(W(fresh.get()), 3.f);
+  EXPECT_EQ(saver_->last_restored(), *path);
   // The graph Saver reads the same file.
   auto entries = ReadCheckpointFile(*path);
   ASSERT_TRUE(entries.ok());

@@ -88,15 +88,19 @@ absl::StatusOr<std::unique_ptr<Session>> SessionManager::PrepareSession(
     // A chief re-creating its session after a preemption error finds the
     // model ready when the ps kept its variables: restoring would roll
     // every worker's progress back to the last checkpoint (TF does that).
-    if (!options_.ready_op.empty()) {
+    // An explicit checkpoint file is always restored.
+    bool ready_already = false;
+    if (!options_.ready_op.empty() &&
+        options.checkpoint_filename_with_path.empty()) {
       COHORT_ASSIGN_OR_RETURN(auto ready,
                               Ready(session.get(), options_.ready_op));
-      if (ready.first) {
-        COHORT_LOG(INFO)
-            << "Model is already initialized (its variables outlived "
-               "the previous session); not restoring or initializing";
-        return absl::OkStatus();
-      }
+      ready_already = ready.first;
+    }
+    if (ready_already) {
+      COHORT_LOG(INFO) << "Model is already initialized (its variables "
+                          "outlived the previous session); not restoring or "
+                          "initializing";
+      return TryRunLocalInitOp(session.get()).status();
     }
     std::string path = options.checkpoint_filename_with_path;
     if (path.empty() && !options.checkpoint_dir.empty()) {

@@ -58,4 +58,11 @@ absl::Status GlobalStepRequiredError(const std::string& hook) {
       absl::StrCat("Global step should be created to use ", hook, "."));
 }
 
+absl::StatusOr<std::string> GlobalStepReadForHook(const Scope& graph,
+                                                  const std::string& hook) {
+  auto read = GetOrCreateGlobalStepRead(graph);
+  if (absl::IsNotFound(read.status())) return GlobalStepRequiredError(hook);
+  return read;
+}
+
 }  // namespace cohort::training

@@ -43,6 +43,11 @@ std::vector<VariableInfo> ListVariables(const Scope& graph);
 // error of the hooks that need a global step.
 absl::Status GlobalStepRequiredError(const std::string& hook);
 
+// For a hook's Begin: the global step read tensor of `graph` (created when
+// the variable exists), or GlobalStepRequiredError(hook).
+absl::StatusOr<std::string> GlobalStepReadForHook(const Scope& graph,
+                                                  const std::string& hook);
+
 }  // namespace cohort::training
 
 #endif  // COHORT_TRAINING_TRAINING_UTIL_H_

@@ -194,7 +194,14 @@ class ReportUninitializedVariablesKernel : public OpKernel {
                          " inputs but ", names_.size(), " names")));
     std::vector<const std::string*> missing;
     for (int i = 0; i < ctx->num_inputs(); ++i) {
-      if (!ctx->input(i).scalar<bool>()) missing.push_back(&names_[i]);
+      const Tensor& initialized = ctx->input(i);
+      COHORT_OP_REQUIRES(
+          ctx, initialized.NumElements() == 1,
+          absl::InvalidArgumentError(absl::StrCat(
+              "ReportUninitializedVariables: input ", i, " (variable '",
+              names_[i], "') must be a bool scalar, got shape ",
+              initialized.shape().DebugString())));
+      if (!initialized.scalar<bool>()) missing.push_back(&names_[i]);
     }
     Tensor out(DT_STRING, TensorShape({static_cast<int64_t>(missing.size())}));
     auto flat = out.flat<std::string>();

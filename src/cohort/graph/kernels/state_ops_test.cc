@@ -126,5 +126,18 @@ TEST_F(StateOpsTest, ReportUninitializedVariablesNamesTheUnsetOnes) {
   EXPECT_EQ(none->NumElements(), 0);
 }
 
+// A graph from the wire may feed it anything: a non-scalar is an error
+// naming the variable, never a crash of the task.
+TEST_F(StateOpsTest, ReportUninitializedVariablesRejectsANonScalar) {
+  auto flags = ops::Placeholder(root_.WithOpName("flags"), DT_BOOL);
+  ops::ReportUninitializedVariables(root_.WithOpName("report"), {flags}, {"w"});
+  Start();
+  Tensor two(DT_BOOL, TensorShape({2}));
+  std::vector<Tensor> out;
+  absl::Status s = session_->Run({{"flags", two}}, {"report:0"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("'w'"));
+}
+
 }  // namespace
 }  // namespace cohort
