@@ -3,8 +3,9 @@
 #   asan  build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, every test,
 #                      then every fuzzer (scripts/fuzz.sh) from the same build
 #   tsan  build-tsan/  ThreadSanitizer, the threaded areas only (TSAN_AREAS,
-#                      default "rpc coord barrier runtime": their unit tests and
-#                      multi-process tests, and the binaries those start)
+#                      default "rpc coord barrier runtime distribute training":
+#                      their unit tests and multi-process tests, and the
+#                      binaries those start)
 #   all   both (the default)
 # cmake/CohortSanitize.cmake holds the flags and the runtime options; a test's
 # area is the directory that holds it (see cohort_test in CohortHelpers.cmake).
@@ -23,7 +24,7 @@ case "$mode" in
     exit 2
     ;;
 esac
-TSAN_AREAS="${TSAN_AREAS:-rpc coord barrier runtime}"
+TSAN_AREAS="${TSAN_AREAS:-rpc coord barrier runtime distribute training}"
 jobs="$(nproc)"
 
 bash scripts/setup.sh
