@@ -4,11 +4,18 @@
 #include <vector>
 
 #include "cohort/graph/local_session.h"
-#include "examples/train/data_parallel.h"
+#include "cohort/training/data_parallel.h"
 #include "gtest/gtest.h"
 
 namespace cohort::examples {
 namespace {
+
+using training::Accuracy;
+using training::Dataset;
+using training::MakeSyntheticData;
+using training::Rows;
+using training::SyntheticData;
+using training::TrainOptions;
 
 TEST(PsModelTest, HasOverAMillionParametersAndLearnsTheSyntheticTask) {
   PsModelOptions options;

@@ -13,11 +13,11 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "cohort/barrier/barrier_task_context.h"
-#include "examples/train/data_parallel.h"
+#include "cohort/training/data_parallel.h"
 
 int main(int argc, char** argv) {
   using cohort::barrier::BarrierTaskContext;
-  cohort::examples::TrainOptions o;
+  cohort::training::TrainOptions o;
   double target_loss = 0.5;
   CLI::App app{
       "One task of a data-parallel training job; run it under "
@@ -60,13 +60,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   BarrierTaskContext* task = *ctx;
-  cohort::examples::Collective gang;
+  cohort::training::Collective gang;
   gang.partition_id = task->partition_id();
   gang.num_tasks = task->num_tasks();
   gang.all_gather = [task](const std::string& m) { return task->AllGather(m); };
 
-  absl::StatusOr<cohort::examples::TrainReport> r =
-      cohort::examples::RunDataParallelTraining(o, gang, std::cout);
+  absl::StatusOr<cohort::training::TrainReport> r =
+      cohort::training::RunDataParallelTraining(o, gang, std::cout);
   if (!r.ok()) {
     std::cerr << "train_data_parallel: partition " << gang.partition_id
               << " failed: " << r.status() << std::endl;

@@ -13,11 +13,11 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier/process.h"
-#include "examples/train/data_parallel.h"
+#include "cohort/training/data_parallel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace cohort::examples {
+namespace cohort::training {
 namespace {
 
 using ::testing::HasSubstr;
@@ -183,4 +183,4 @@ TEST(DataParallelJobTest, OutsideALaunchItNamesTheMissingVariable) {
 }
 
 }  // namespace
-}  // namespace cohort::examples
+}  // namespace cohort::training

@@ -51,12 +51,18 @@
 #include "cohort/training/saver.h"
 #include "cohort/training/scaffold.h"
 #include "cohort/training/session_factory.h"
-#include "examples/train/data_parallel.h"
+#include "cohort/training/data_parallel.h"
 #include "examples/train/ps_model.h"
 
 namespace cohort::examples {
 namespace {
 
+using training::Accuracy;
+using training::Dataset;
+using training::MakeSyntheticData;
+using training::Rows;
+using training::SyntheticData;
+using training::TrainOptions;
 using distribute::CurrentWorkerContext;
 using distribute::WorkerContext;
 

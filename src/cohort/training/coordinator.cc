@@ -54,7 +54,9 @@ absl::Status Coordinator::Join(absl::Duration grace) {
     auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return running_ == 0;
     };
-    if (!env_->AwaitWithDeadline(&mu_, absl::Condition(&all_done),
+    // No thread running: nothing to wait for (and no wait on the clock).
+    if (!all_done() &&
+        !env_->AwaitWithDeadline(&mu_, absl::Condition(&all_done),
                                  env_->Now() + grace)) {
       return absl::DeadlineExceededError(
           absl::StrCat("Coordinator stopped with ", running_,

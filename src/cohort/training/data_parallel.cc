@@ -1,4 +1,4 @@
-#include "examples/train/data_parallel.h"
+#include "cohort/training/data_parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,7 +28,7 @@
 #include "cohort/graph/kernels/training_ops.h"
 #include "cohort/graph/local_session.h"
 
-namespace cohort::examples {
+namespace cohort::training {
 namespace {
 
 constexpr double kTwoPi = 6.283185307179586;
@@ -467,4 +467,4 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   return report;
 }
 
-}  // namespace cohort::examples
+}  // namespace cohort::training

@@ -25,8 +25,8 @@
 //
 // Thread safety: the functions are thread-compatible; RunDataParallelTraining
 // uses the context's syncs sequentially and blocks until training ends.
-#ifndef COHORT_EXAMPLES_TRAIN_DATA_PARALLEL_H_
-#define COHORT_EXAMPLES_TRAIN_DATA_PARALLEL_H_
+#ifndef COHORT_TRAINING_DATA_PARALLEL_H_
+#define COHORT_TRAINING_DATA_PARALLEL_H_
 
 #include <cstdint>
 #include <functional>
@@ -38,7 +38,7 @@
 #include "absl/status/statusor.h"
 #include "cohort/graph/tensor.h"
 
-namespace cohort::examples {
+namespace cohort::training {
 
 struct TrainOptions {
   int steps = 300;
@@ -131,6 +131,6 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& options,
                                                     const Collective& gang,
                                                     std::ostream& log);
 
-}  // namespace cohort::examples
+}  // namespace cohort::training
 
-#endif  // COHORT_EXAMPLES_TRAIN_DATA_PARALLEL_H_
+#endif  // COHORT_TRAINING_DATA_PARALLEL_H_
