@@ -249,6 +249,17 @@ struct Call {
   absl::Status RunInGraphClient();
   absl::Status RunIndependentWorker();
   std::shared_ptr<WorkerBarrier> IndependentBarrier(StdServer* server);
+
+  // A client's evaluator thread: eval_fn as evaluator 0, when the cluster
+  // has an evaluator job.
+  void AddEvaluatorThread(std::vector<std::function<absl::Status()>>* fns) {
+    if (!in.cluster.HasJob("evaluator")) return;
+    fns->push_back([this] {
+      return RunSingleWorker(eval_fn, options.eval_strategy, in.cluster,
+                             "evaluator", 0, in.session_config, in.rpc_layer,
+                             nullptr);
+    });
+  }
 };
 
 bool BetweenGraph(const Strategy* strategy) {
@@ -310,13 +321,7 @@ absl::Status Call::RunBetweenGraphClient() {
       return s;
     });
   }
-  if (in.cluster.HasJob("evaluator")) {
-    fns.push_back([this] {
-      return RunSingleWorker(eval_fn, options.eval_strategy, in.cluster,
-                             "evaluator", 0, in.session_config, in.rpc_layer,
-                             nullptr);
-    });
-  }
+  AddEvaluatorThread(&fns);
   return RunThreads(fns);
 }
 
@@ -332,13 +337,7 @@ absl::Status Call::RunInGraphClient() {
     return RunSingleWorker(options.worker_fn, options.strategy, in.cluster, "",
                            -1, in.session_config, in.rpc_layer, nullptr);
   });
-  if (in.cluster.HasJob("evaluator")) {
-    fns.push_back([this] {
-      return RunSingleWorker(eval_fn, options.eval_strategy, in.cluster,
-                             "evaluator", 0, in.session_config, in.rpc_layer,
-                             nullptr);
-    });
-  }
+  AddEvaluatorThread(&fns);
   return RunThreads(fns);
 }
 

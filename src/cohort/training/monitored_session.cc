@@ -186,33 +186,29 @@ absl::Status MonitoredSession::Run(
     const std::vector<std::string>& fetches,
     const std::vector<std::string>& targets, std::vector<Tensor>* outputs) {
   COHORT_RETURN_IF_ERROR(CheckRunnable());
-  while (true) {
-    // CreateSessionWithRecovery has its own retries: its error is final.
-    if (session_ == nullptr)
-      COHORT_RETURN_IF_ERROR(CreateSessionWithRecovery());
-    absl::Status s = ExplainWithCoordinator(
-        RunHooked(options, feeds, fetches, targets, outputs));
-    if (s.ok()) {
-      recovery_start_.reset();
-      backoff_ = options_.initial_backoff;
-      return s;
-    }
-    if (options_.should_recover && IsPreemptionError(s)) {
-      COHORT_LOG(INFO) << kRunErrorLog << s;
-    }
-    COHORT_RETURN_IF_ERROR(PrepareRecovery(s));
-  }
+  return WithRecovery(
+      [&] { return RunHooked(options, feeds, fetches, targets, outputs); });
 }
 
 absl::Status MonitoredSession::RunStepFn(
     const std::function<absl::Status(StepContext*)>& fn) {
   COHORT_RETURN_IF_ERROR(CheckRunnable());
-  while (true) {
-    if (session_ == nullptr)
-      COHORT_RETURN_IF_ERROR(CreateSessionWithRecovery());
+  return WithRecovery([&] {
     StepContext ctx(this);
-    absl::Status s = ExplainWithCoordinator(fn(&ctx));
+    absl::Status s = fn(&ctx);
     if (ctx.stop_requested_) stop_requested_ = true;
+    return s;
+  });
+}
+
+absl::Status MonitoredSession::WithRecovery(
+    const std::function<absl::Status()>& attempt) {
+  while (true) {
+    // CreateSessionWithRecovery has its own retries: its error is final.
+    if (session_ == nullptr) {
+      COHORT_RETURN_IF_ERROR(CreateSessionWithRecovery());
+    }
+    absl::Status s = ExplainWithCoordinator(attempt());
     if (s.ok()) {
       recovery_start_.reset();
       backoff_ = options_.initial_backoff;

@@ -152,6 +152,9 @@ class MonitoredSession {
   // `error` when recovery is off, `error` is not a preemption, or
   // max_recovery has passed.
   absl::Status PrepareRecovery(const absl::Status& error);
+  // Runs `attempt` (creating the session first when there is none) until
+  // it succeeds or fails for good, recovering from preemption errors.
+  absl::Status WithRecovery(const std::function<absl::Status()>& attempt);
   void CloseSessionForRecovery();
   absl::Status RunHooked(
       const RunOptions& options,
