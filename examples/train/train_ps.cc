@@ -45,26 +45,26 @@
 #include "cohort/distribute/worker_context.h"
 #include "cohort/graph/local_session.h"
 #include "cohort/training/basic_session_run_hooks.h"
+#include "cohort/training/data_parallel.h"
 #include "cohort/training/global_step_waiter_hook.h"
 #include "cohort/training/monitored_training_session.h"
 #include "cohort/training/replica_device_setter.h"
 #include "cohort/training/saver.h"
 #include "cohort/training/scaffold.h"
 #include "cohort/training/session_factory.h"
-#include "cohort/training/data_parallel.h"
 #include "examples/train/ps_model.h"
 
 namespace cohort::examples {
 namespace {
 
+using distribute::CurrentWorkerContext;
+using distribute::WorkerContext;
 using training::Accuracy;
 using training::Dataset;
 using training::MakeSyntheticData;
 using training::Rows;
 using training::SyntheticData;
 using training::TrainOptions;
-using distribute::CurrentWorkerContext;
-using distribute::WorkerContext;
 
 struct Flags {
   int64_t steps = 1000;
