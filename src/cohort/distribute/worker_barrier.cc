@@ -3,12 +3,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/base/env.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_agent.h"
 
 namespace cohort::distribute {
 
-InProcessBarrier::InProcessBarrier(int size) : size_(size) {}
+InProcessBarrier::InProcessBarrier(int size, absl::Duration timeout, Env* env)
+    : timeout_(timeout),
+      env_(env != nullptr ? env : Env::Default()),
+      size_(size) {}
 
 absl::Status InProcessBarrier::Wait() {
   absl::MutexLock lock(&mu_);
@@ -24,7 +28,16 @@ absl::Status InProcessBarrier::Wait() {
   auto released = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return generation_ != generation;
   };
-  mu_.Await(absl::Condition(&released));
+  if (!env_->AwaitWithDeadline(&mu_, absl::Condition(&released),
+                               env_->Now() + timeout_)) {
+    const int arrived = arrived_;
+    --arrived_;  // This thread no longer waits at this use.
+    return absl::DeadlineExceededError(absl::StrCat(
+        "WaitForOtherWorkers: ", arrived, " of ", size_,
+        " worker threads arrived within ", absl::FormatDuration(timeout_),
+        "; check that every worker_fn calls WaitForOtherWorkers() as often as "
+        "the others and none of them is stuck"));
+  }
   return absl::OkStatus();
 }
 

@@ -22,6 +22,10 @@
 #include "absl/time/time.h"
 #include "cohort/coord/coordination_service.h"
 
+namespace cohort {
+class Env;
+}  // namespace cohort
+
 namespace cohort::coord {
 class CoordinationAgent;
 }  // namespace cohort::coord
@@ -40,9 +44,14 @@ class WorkerBarrier {
 // thread that races ahead to the next use never releases the previous one).
 class InProcessBarrier : public WorkerBarrier {
  public:
-  explicit InProcessBarrier(int size);
+  // `env` (null = Env::Default()) is the clock of the timeout.
+  explicit InProcessBarrier(int size,
+                            absl::Duration timeout = absl::Minutes(30),
+                            Env* env = nullptr);
 
-  // Blocks until all current participants arrived. Always OK.
+  // Blocks until all current participants arrived. DeadlineExceeded after
+  // `timeout`, saying how many of how many arrived; the thread then no
+  // longer counts as arrived.
   absl::Status Wait() override;
   // A participant that will never wait again (its worker_fn returned, maybe
   // with an error) leaves: the barrier shrinks by one, and a use that was
@@ -51,6 +60,8 @@ class InProcessBarrier : public WorkerBarrier {
   void Leave();
 
  private:
+  const absl::Duration timeout_;
+  Env* const env_;
   absl::Mutex mu_;
   int size_ ABSL_GUARDED_BY(mu_);
   int arrived_ ABSL_GUARDED_BY(mu_) = 0;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/base/fake_env.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/in_process_cluster.h"
 #include "cohort/distribute/distribute_coordinator.h"
@@ -133,6 +134,20 @@ TEST(InProcessBarrierTest, ReusableAndLeaveReleasesWaiters) {
   });
   for (auto& t : threads) t.join();
   EXPECT_EQ(passed.load(), 2);
+}
+
+// A worker thread that never arrives: the others get DeadlineExceeded after
+// the timeout on the (fake) clock, saying how many arrived.
+TEST(InProcessBarrierTest, TimesOutNamingHowManyArrived) {
+  FakeEnv env;
+  InProcessBarrier barrier(3, absl::Seconds(10), &env);
+  absl::Status result;
+  std::thread waiter([&] { result = barrier.Wait(); });
+  ASSERT_TRUE(env.BlockUntilParked(1, absl::Seconds(10)));
+  env.AdvanceTime(absl::Seconds(11));
+  waiter.join();
+  EXPECT_EQ(result.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(result.message(), HasSubstr("1 of 3 worker threads"));
 }
 
 }  // namespace
