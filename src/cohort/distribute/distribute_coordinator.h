@@ -117,7 +117,9 @@ absl::Status RunDistributeCoordinator(
 
 // TensorFlow's run_standard_tensorflow_server (§2.6): starts this task's
 // standard server from TF_CONFIG alone and returns it started (the caller
-// joins it). `session_config` unset: an empty ConfigProto; its
+// joins it). The server belongs to the calling thread (kept for reuse by a
+// later call with the same arguments) and lives until that thread exits;
+// the pointer is valid until then. `session_config` unset: an empty ConfigProto; its
 // collective_group_leader is set (chief 0, else worker 0).
 // Errors: InvalidArgument `"cluster" is not found in TF_CONFIG.`,
 // `"task" is not found in TF_CONFIG.`, ``"task_type" is not found in the

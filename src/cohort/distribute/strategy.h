@@ -53,6 +53,11 @@ class Strategy {
 // chief (by multi_worker_util's rule: chief 0, else worker 0) the task that
 // initialises, checkpoints and writes summaries. Without a cluster the one
 // local task does all three.
+// It does not switch on a coordination service (the reference's §2.7 says
+// it should): under `cohort launch` the servers join the launcher's; tasks
+// started by hand get one by setting
+// experimental.coordination_config.service_type = "standalone" in the
+// session config, and only then is WaitForOtherWorkers a real barrier.
 class ParameterServerStrategy : public Strategy {
  public:
   void Configure(ConfigProto* session_config, const ClusterSpec* cluster,
