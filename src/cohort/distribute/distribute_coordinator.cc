@@ -308,9 +308,8 @@ absl::Status Call::RunBetweenGraphClient() {
     for (const auto& [index, address] : *job_tasks)
       tasks.push_back({job, index});
   }
-  auto barrier =
-      std::make_shared<InProcessBarrier>(static_cast<int>(tasks.size()),
-                                         options.barrier_timeout, env);
+  auto barrier = std::make_shared<InProcessBarrier>(
+      static_cast<int>(tasks.size()), options.barrier_timeout, env);
   std::vector<std::function<absl::Status()>> fns;
   for (const auto& [type, id] : tasks) {
     fns.push_back([this, barrier, type = type, id = id] {

@@ -119,8 +119,8 @@ absl::Status RunDistributeCoordinator(
 // standard server from TF_CONFIG alone and returns it started (the caller
 // joins it). The server belongs to the calling thread (kept for reuse by a
 // later call with the same arguments) and lives until that thread exits;
-// the pointer is valid until then. `session_config` unset: an empty ConfigProto; its
-// collective_group_leader is set (chief 0, else worker 0).
+// the pointer is valid until then. `session_config` unset: an empty
+// ConfigProto; its collective_group_leader is set (chief 0, else worker 0).
 // Errors: InvalidArgument `"cluster" is not found in TF_CONFIG.`,
 // `"task" is not found in TF_CONFIG.`, ``"task_type" is not found in the
 // `task` part of TF_CONFIG.``, ``You must have `chief` or `worker` jobs in
