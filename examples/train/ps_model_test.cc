@@ -24,13 +24,17 @@ TEST(PsModelTest, HasOverAMillionParameters) {
   EXPECT_EQ(model->parameters, 1071108);
 }
 
-// The job's own model in release builds; under a sanitizer, whose matrix
-// kernels run tens of times slower, the same model with 256 hidden units.
+// The job's own model in release builds, to held-out accuracy above 0.9.
+// Under a sanitizer (built at -O1, where Eigen's kernels run about a
+// hundred times slower) the same model with 64 hidden units, to above 0.85:
+// the learning is checked there, the figure here.
 TEST(PsModelTest, LearnsTheSyntheticTask) {
   PsModelOptions options;
+  double target = 0.9;
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  options.hidden = 256;
+  options.hidden = 64;
+  target = 0.85;
 #endif
 #endif
   Scope root = Scope::NewRootScope();
@@ -69,7 +73,7 @@ TEST(PsModelTest, LearnsTheSyntheticTask) {
                   .ok());
   EXPECT_EQ(out[2].scalar<int64_t>(), steps);
   EXPECT_LT(out[0].scalar<float>(), first_loss / 3);
-  EXPECT_GT(Accuracy(out[1], data.heldout.labels), 0.9);
+  EXPECT_GT(Accuracy(out[1], data.heldout.labels), target);
 }
 
 TEST(PsModelTest, BadShapeIsInvalidArgument) {
