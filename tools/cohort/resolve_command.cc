@@ -20,6 +20,7 @@
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
 #include "cohort/cluster/cluster_resolver.h"
+#include "cohort/cluster/resolve_report.h"
 #include "cohort/cluster/resolver_registry.h"
 #include "tools/cohort/commands.h"
 
@@ -30,13 +31,6 @@ struct ResolveOptions {
   std::string resolver = "auto";
   std::string format = "text";
 };
-
-Json Optional(const std::optional<std::string>& v) {
-  return v.has_value() ? Json(*v) : Json(nullptr);
-}
-Json Optional(const std::optional<int64_t>& v) {
-  return v.has_value() ? Json(*v) : Json(nullptr);
-}
 
 std::string TextOf(const std::optional<std::string>& v) {
   return v.has_value() ? (v->empty() ? "\"\"" : *v) : "(none)";
@@ -93,65 +87,27 @@ void PrintText(const std::string& resolver, const std::string& how,
 }
 
 int RunResolve(const ResolveOptions& options) {
-  Env* env = Env::Default();
-  const ResolverRegistry& registry = BuiltinResolverRegistry();
-  std::string name = options.resolver;
+  absl::StatusOr<ResolveReport> report = ResolveCluster(
+      BuiltinResolverRegistry(), options.resolver, Env::Default());
+  if (!report.ok()) {
+    std::cerr << "cohort resolve: " << report.status().message() << "\n";
+    return 1;
+  }
   std::string how;
-  if (name == "auto") {
-    auto detected = registry.Detect(env);
-    if (!detected.ok()) {
-      std::cerr << "cohort resolve: " << detected.status().message() << "\n";
-      return 1;
-    }
-    name = (*detected)->name;
-    how = absl::StrCat(" (auto-detected: ", (*detected)->description, ")");
+  if (!report->detected_from.empty()) {
+    how = absl::StrCat(" (auto-detected: ", report->detected_from, ")");
     if (options.format == "json") {
-      std::cerr << "cohort resolve: auto-detected " << name << " from "
-                << (*detected)->description << "\n";
+      std::cerr << "cohort resolve: auto-detected " << report->resolver
+                << " from " << report->detected_from << "\n";
     }
   }
-  auto resolver = registry.Create(name, env);
-  if (!resolver.ok()) {
-    std::cerr << "cohort resolve: " << resolver.status().message() << "\n";
-    return 1;
-  }
-  ClusterResolver& r = **resolver;
-  auto spec = r.cluster_spec();
-  if (!spec.ok()) {
-    std::cerr << "cohort resolve: resolver " << name << ": "
-              << spec.status().message() << "\n";
-    return 1;
-  }
-  Json result = Json::object();
-  result["resolver"] = name;
-  result["cluster"] = spec->ToJson();
-  result["task_type"] = Optional(r.task_type());
-  result["task_id"] = Optional(r.task_id());
-  result["rpc_layer"] = Optional(r.rpc_layer());
-  // A cluster without a task for this process (an in-graph client, say) has
-  // no master of its own: report it as unknown and say why, but succeed.
-  auto master = r.master();
-  if (master.ok()) {
-    result["master"] = *master;
-  } else {
-    result["master"] = nullptr;
-    std::cerr << "cohort resolve: warning: no master: "
-              << master.status().message() << "\n";
-  }
-  auto accelerators = r.num_accelerators();
-  if (accelerators.ok()) {
-    Json counts = Json::object();
-    for (const auto& [type, count] : *accelerators) counts[type] = count;
-    result["num_accelerators"] = std::move(counts);
-  } else {
-    result["num_accelerators"] = nullptr;
-    std::cerr << "cohort resolve: warning: accelerators unknown: "
-              << accelerators.status().message() << "\n";
+  for (const std::string& warning : report->warnings) {
+    std::cerr << "cohort resolve: warning: " << warning << "\n";
   }
   if (options.format == "json") {
-    std::cout << result.dump() << std::endl;
+    std::cout << report->json.dump() << std::endl;
   } else {
-    PrintText(name, how, *spec, result);
+    PrintText(report->resolver, how, report->cluster, report->json);
     std::cout.flush();
   }
   return 0;

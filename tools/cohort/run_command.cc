@@ -144,22 +144,12 @@ absl::StatusOr<std::pair<std::string, Tensor>> ParseFeed(
         absl::StrCat("--feed ", flag, ": expected NAME=JSON"));
   }
   const std::string name = flag.substr(0, eq);
-  const std::string node_name = name.substr(0, name.find(':'));
-  DataType dtype = DT_INVALID;
-  for (const NodeDef& node : graph.node()) {
-    if (node.name() != node_name) continue;
-    auto it = node.attr().find("dtype");
-    if (node.op() != "Placeholder" || it == node.attr().end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--feed ", name, ": node '", node_name, "' is a ",
-                       node.op(), ", not a Placeholder"));
-    }
-    dtype = it->second.type();
+  absl::StatusOr<DataType> placeholder = FeedDataType(graph, name);
+  if (!placeholder.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", placeholder.status().message()));
   }
-  if (dtype == DT_INVALID) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--feed ", name, ": the graph has no node '", node_name, "'"));
-  }
+  const DataType dtype = *placeholder;
   COHORT_ASSIGN_OR_RETURN(Json json,
                           ParseJson(flag.substr(eq + 1), "--feed " + name));
   std::vector<int64_t> dims;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -36,6 +37,19 @@ uint64_t RandomIncarnation() {
 }  // namespace
 
 std::string TaskId::ToString() const { return absl::StrCat(job, ":", index); }
+
+absl::StatusOr<TaskId> TaskId::Parse(absl::string_view text) {
+  const size_t colon = text.rfind(':');
+  TaskId task;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(text.substr(colon + 1), &task.index) ||
+      task.index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task \"", text, "\": expected JOB:INDEX, e.g. worker:1"));
+  }
+  task.job = std::string(text.substr(0, colon));
+  return task;
+}
 
 const char* TaskStateName(TaskState state) {
   switch (state) {

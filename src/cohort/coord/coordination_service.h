@@ -60,6 +60,9 @@ struct TaskId {
   int index = 0;
 
   std::string ToString() const;  // "worker:1"
+  // The inverse of ToString: "JOB:INDEX" with a non-empty job and an index
+  // >= 0; anything else is InvalidArgument quoting `text`.
+  static absl::StatusOr<TaskId> Parse(absl::string_view text);
   friend bool operator<(const TaskId& a, const TaskId& b) {
     return std::tie(a.job, a.index) < std::tie(b.job, b.index);
   }

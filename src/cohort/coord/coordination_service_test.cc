@@ -124,6 +124,24 @@ class CoordinationServiceTest : public ::testing::Test {
   std::unique_ptr<CoordinationService> service_;
 };
 
+TEST(TaskIdTest, ParseIsTheInverseOfToString) {
+  absl::StatusOr<TaskId> task = TaskId::Parse("worker:12");
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->job, "worker");
+  EXPECT_EQ(task->index, 12);
+  EXPECT_EQ(task->ToString(), "worker:12");
+  // The last colon splits: a job name may hold one.
+  task = TaskId::Parse("a:b:3");
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->job, "a:b");
+  for (const char* bad : {"worker", ":1", "worker:", "worker:-1", "worker:x"}) {
+    absl::StatusOr<TaskId> parsed = TaskId::Parse(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr(bad));
+  }
+}
+
 TEST_F(CoordinationServiceTest, RejectsEmptyJobList) {
   CoordinationServiceOptions options;
   EXPECT_EQ(CoordinationService::Create(options).status().code(),

@@ -75,4 +75,21 @@ absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path) {
   return g;
 }
 
+absl::StatusOr<DataType> FeedDataType(const GraphDef& graph,
+                                      absl::string_view feed) {
+  const absl::string_view node_name = feed.substr(0, feed.find(':'));
+  for (const NodeDef& node : graph.node()) {
+    if (node.name() != node_name) continue;
+    auto it = node.attr().find("dtype");
+    if (node.op() != "Placeholder" || it == node.attr().end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feed ", feed, ": node '", node_name, "' is a ",
+                       node.op(), ", not a Placeholder"));
+    }
+    return it->second.type();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("feed ", feed, ": the graph has no node '", node_name, "'"));
+}
+
 }  // namespace cohort

@@ -19,7 +19,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "cohort/graph.pb.h"
+#include "cohort/graph/types.h"
 
 namespace cohort {
 
@@ -32,6 +34,12 @@ absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path);
 std::string GraphDefToText(const GraphDef& graph);
 // InvalidArgument with the parser's line:column message.
 absl::StatusOr<GraphDef> GraphDefFromText(const std::string& text);
+
+// The dtype of the Placeholder that a feed named `feed` ("x" or "x:0")
+// fills. InvalidArgument naming the feed when the graph has no such node or
+// the node is not a Placeholder.
+absl::StatusOr<DataType> FeedDataType(const GraphDef& graph,
+                                      absl::string_view feed);
 
 }  // namespace cohort
 

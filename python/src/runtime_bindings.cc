@@ -1,0 +1,376 @@
+// cohort.Server and cohort.Session: TensorFlow's tf.distribute.Server and
+// tf.compat.v1.Session over cohort's runtime, with NumPy arrays in and out.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cohort/barrier/launcher.h"
+#include "cohort/base/env.h"
+#include "cohort/cluster/cluster_spec.h"
+#include "cohort/graph/graph_io.h"
+#include "cohort/graph/local_session.h"
+#include "cohort/graph/tensor.h"
+#include "cohort/rpc/transport.h"
+#include "cohort/runtime/grpc_session.h"
+#include "cohort/runtime/server.h"
+#include "python/src/bindings.h"
+#include "python/src/status.h"
+
+namespace py = pybind11;
+
+namespace cohort::python {
+namespace {
+
+std::string TypeName(py::handle value) {
+  return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
+}
+
+std::string JobToken(const std::optional<std::string>& token) {
+  if (token.has_value()) return *token;
+  return Env::Default()->GetVar(rpc::kJobTokenEnvVar).value_or("");
+}
+
+// ---- NumPy <-> Tensor ------------------------------------------------------
+
+py::dtype NumpyDtype(DataType dtype) {
+  switch (dtype) {
+    case DT_FLOAT:
+      return py::dtype::of<float>();
+    case DT_DOUBLE:
+      return py::dtype::of<double>();
+    case DT_INT32:
+      return py::dtype::of<int32_t>();
+    case DT_INT64:
+      return py::dtype::of<int64_t>();
+    case DT_BOOL:
+      return py::dtype::of<bool>();
+    default:
+      return py::dtype("O");
+  }
+}
+
+// The tensor's buffer as an array that keeps the tensor alive: no copy.
+py::object ToNumpy(const Tensor& t) {
+  std::vector<py::ssize_t> shape;
+  for (int i = 0; i < t.dims(); ++i) shape.push_back(t.dim_size(i));
+  if (t.dtype() == DT_STRING) {
+    py::array out(py::dtype("O"), shape);
+    py::object* items = static_cast<py::object*>(out.mutable_data());
+    const std::string* values = t.data<std::string>();
+    for (int64_t i = 0; i < t.NumElements(); ++i) {
+      items[i] = py::bytes(values[i]);
+    }
+    return std::move(out);
+  }
+  if (DataTypeSize(t.dtype()) == 0) {
+    ThrowStatus(absl::UnimplementedError(
+        absl::StrCat("a fetched tensor of dtype ", DataTypeName(t.dtype()),
+                     " has no NumPy form; fetch a numeric or string tensor")));
+  }
+  auto* owner = new Tensor(t);
+  py::capsule keep(owner, [](void* p) { delete static_cast<Tensor*>(p); });
+  return py::array(NumpyDtype(t.dtype()), shape, owner->raw_data(), keep);
+}
+
+DataType FromNumpyDtype(const py::dtype& dtype) {
+  if (dtype.is(py::dtype::of<float>())) return DT_FLOAT;
+  if (dtype.is(py::dtype::of<double>())) return DT_DOUBLE;
+  if (dtype.is(py::dtype::of<int32_t>())) return DT_INT32;
+  if (dtype.is(py::dtype::of<int64_t>())) return DT_INT64;
+  if (dtype.is(py::dtype::of<bool>())) return DT_BOOL;
+  const char kind = dtype.kind();
+  if (kind == 'U' || kind == 'S' || kind == 'O') return DT_STRING;
+  return DT_INVALID;
+}
+
+// A feed as a tensor. Lists and scalars take the placeholder's dtype (when
+// known); arrays keep theirs, and the session names a mismatch.
+Tensor ToTensor(const std::string& name, py::handle value,
+                DataType placeholder) {
+  py::module_ np = py::module_::import("numpy");
+  py::array array;
+  if (py::isinstance<py::array>(value) || placeholder == DT_INVALID ||
+      placeholder == DT_STRING) {
+    array = np.attr("asarray")(value);
+  } else {
+    array = np.attr("asarray")(value, NumpyDtype(placeholder));
+  }
+  const DataType dtype = FromNumpyDtype(array.dtype());
+  if (dtype == DT_INVALID) {
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+        "feed ", name, ": NumPy dtype ",
+        py::str(array.dtype()).cast<std::string>(),
+        " has no cohort dtype (float32, float64, int32, int64, bool, str)")));
+  }
+  std::vector<int64_t> dims(array.shape(), array.shape() + array.ndim());
+  Tensor t(dtype, TensorShape(absl::MakeConstSpan(dims)));
+  if (dtype == DT_STRING) {
+    std::string* out = t.data<std::string>();
+    int64_t i = 0;
+    for (py::handle item : np.attr("ravel")(array)) {
+      if (py::isinstance<py::bytes>(item) || py::isinstance<py::str>(item)) {
+        out[i++] = item.cast<std::string>();
+      } else {
+        ThrowStatus(absl::InvalidArgumentError(
+            absl::StrCat("feed ", name, ": element ", i, " is a ",
+                         TypeName(item), ", not str or bytes")));
+      }
+    }
+    return t;
+  }
+  // One copy, into the tensor's own aligned buffer (C order).
+  py::array contiguous = np.attr("ascontiguousarray")(array);
+  std::memcpy(t.raw_data(), contiguous.data(), t.TotalBytes());
+  return t;
+}
+
+// ---- Server ----------------------------------------------------------------
+
+std::shared_ptr<runtime::Server> MakeServer(
+    py::handle cluster, std::optional<std::string> job_name,
+    std::optional<int> task_index, std::optional<std::string> protocol,
+    bool start, std::optional<std::string> token, bool insecure,
+    bool coordination, int num_threads) {
+  ClusterSpec spec = SpecFromPython(cluster);
+  ServerDef def = ValueOrThrow(
+      MakeServerDef(spec, std::move(job_name), task_index, protocol));
+  runtime::ServerOptions options;
+  options.security.job_token = JobToken(token);
+  options.security.insecure = insecure;
+  options.num_threads = num_threads;
+  if (options.security.job_token.empty() && !insecure) {
+    ThrowStatus(absl::FailedPreconditionError(
+        "Server: no job token: pass token=... or set COHORT_JOB_TOKEN "
+        "(every task and client of the cluster uses the same one), or pass "
+        "insecure=True to serve without authentication"));
+  }
+  if (coordination) {
+    // As `cohort server`: under `cohort launch` the task joins the
+    // launcher's coordination service, else the cluster runs its own.
+    options.launcher_coordination_address =
+        Env::Default()->GetVar(barrier::kEnvCoordinationAddress).value_or("");
+    def.mutable_default_session_config()
+        ->mutable_experimental()
+        ->mutable_coordination_config()
+        ->set_service_type("standalone");
+  }
+  std::shared_ptr<runtime::Server> server =
+      ValueOrThrow(runtime::Server::Create(def, options));
+  if (start) {
+    py::gil_scoped_release release;
+    absl::Status s = server->Start();
+    py::gil_scoped_acquire acquire;
+    ThrowIfError(s);
+  }
+  return server;
+}
+
+// ---- Session ---------------------------------------------------------------
+
+GraphDef LoadGraph(py::handle graph) {
+  if (graph.is_none()) return GraphDef();
+  if (py::isinstance<py::bytes>(graph)) {
+    GraphDef def;
+    if (!def.ParseFromString(graph.cast<std::string>())) {
+      ThrowStatus(absl::InvalidArgumentError(
+          "graph: the bytes are not a serialized GraphDef"));
+    }
+    return def;
+  }
+  if (py::isinstance<py::str>(graph) || py::hasattr(graph, "__fspath__")) {
+    std::string path =
+        py::module_::import("os").attr("fspath")(graph).cast<std::string>();
+    return ValueOrThrow(ReadGraphDef(path));
+  }
+  throw py::type_error("graph: expected a path (.pb/.pbtxt) or bytes, got " +
+                       TypeName(graph));
+}
+
+class PySession {
+ public:
+  PySession(const std::string& target, py::handle graph,
+            std::optional<std::string> token, std::optional<double> timeout) {
+    graph_ = LoadGraph(graph);
+    if (timeout.has_value()) default_timeout_ = absl::Seconds(*timeout);
+    runtime::GrpcSessionOptions options;
+    options.security.job_token = JobToken(token);
+    absl::StatusOr<std::unique_ptr<Session>> session;
+    {
+      py::gil_scoped_release release;
+      if (target.empty()) {
+        session = LocalSession::Create(graph_);
+      } else {
+        session = runtime::GrpcSession::Create(target, graph_, options);
+      }
+    }
+    session_ = ValueOrThrow(std::move(session));
+  }
+
+  py::object Run(py::handle fetches, py::handle feed_dict,
+                 std::optional<double> timeout) {
+    const bool single = py::isinstance<py::str>(fetches);
+    std::vector<std::string> names;
+    if (single) {
+      names.push_back(fetches.cast<std::string>());
+    } else {
+      for (py::handle f : fetches) {
+        if (!py::isinstance<py::str>(f)) {
+          throw py::type_error("fetches: expected str names, got " +
+                               TypeName(f));
+        }
+        names.push_back(f.cast<std::string>());
+      }
+    }
+    // "name:0" is a tensor to fetch; "name" an op to run (result None).
+    std::vector<std::string> tensor_fetches;
+    std::vector<std::string> targets;
+    for (const std::string& n : names) {
+      (n.find(':') == std::string::npos ? targets : tensor_fetches)
+          .push_back(n);
+    }
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    if (!feed_dict.is_none()) {
+      for (auto [k, v] : feed_dict.cast<py::dict>()) {
+        const std::string name = py::str(k).cast<std::string>();
+        absl::StatusOr<DataType> placeholder = FeedDataType(graph_, name);
+        feeds.emplace_back(
+            name,
+            ToTensor(name, v, placeholder.ok() ? *placeholder : DT_INVALID));
+      }
+    }
+    RunOptions options;
+    options.timeout =
+        timeout.has_value() ? absl::Seconds(*timeout) : default_timeout_;
+    std::shared_ptr<Session> session = Current();
+    auto outputs = CallInterruptible<std::vector<Tensor>>(
+        [session, options, feeds = std::move(feeds), tensor_fetches,
+         targets]() -> absl::StatusOr<std::vector<Tensor>> {
+          std::vector<Tensor> out;
+          absl::Status s =
+              session->Run(options, feeds, tensor_fetches, targets, &out);
+          if (!s.ok()) return s;
+          return out;
+        });
+    py::list results;
+    size_t next = 0;
+    for (const std::string& n : names) {
+      if (n.find(':') == std::string::npos) {
+        results.append(py::none());
+      } else {
+        results.append(ToNumpy(outputs[next++]));
+      }
+    }
+    if (single) return results[0];
+    return std::move(results);
+  }
+
+  void Close() {
+    std::shared_ptr<Session> session = std::move(session_);
+    if (session == nullptr) return;
+    py::gil_scoped_release release;
+    absl::Status s = session->Close();
+    py::gil_scoped_acquire acquire;
+    ThrowIfError(s);
+  }
+
+ private:
+  std::shared_ptr<Session> Current() {
+    if (session_ == nullptr) {
+      ThrowStatus(
+          absl::FailedPreconditionError("Attempted to use a closed Session."));
+    }
+    return session_;
+  }
+
+  GraphDef graph_;
+  absl::Duration default_timeout_ = absl::ZeroDuration();
+  std::shared_ptr<Session> session_;
+};
+
+}  // namespace
+
+void DefineRuntime(py::module_& m) {
+  py::class_<runtime::Server, std::shared_ptr<runtime::Server>>(m, "Server",
+                                                                R"doc(
+A task of a cluster: TensorFlow's tf.distribute.Server.
+
+    server = cohort.Server({"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]},
+                           job_name="worker", task_index=0)
+    server.target   # 'grpc://127.0.0.1:2222'
+    server.join()   # serves until stop() (or Ctrl-C)
+
+Every server hosts a master and a worker and checks the job token on every
+call: token= or COHORT_JOB_TOKEN (insecure=True serves without one). Under
+`cohort launch` it joins the launcher's coordination service; elsewhere the
+cluster runs its own (coordination=False: none).)doc")
+      .def(py::init(&MakeServer), py::arg("server_or_cluster_def"),
+           py::arg("job_name") = py::none(), py::arg("task_index") = py::none(),
+           py::arg("protocol") = py::none(), py::arg("start") = true,
+           py::arg("token") = py::none(), py::arg("insecure") = false,
+           py::arg("coordination") = true, py::arg("num_threads") = 0)
+      .def_property_readonly("target", &runtime::Server::target,
+                             "grpc://host:port, for cohort.Session.")
+      .def_property_readonly("task_name", &runtime::Server::task_name)
+      .def(
+          "start",
+          [](runtime::Server& s) {
+            py::gil_scoped_release release;
+            absl::Status status = s.Start();
+            py::gil_scoped_acquire acquire;
+            ThrowIfError(status);
+          },
+          "Starts serving (a no-op when started).")
+      .def(
+          "stop",
+          [](runtime::Server& s) {
+            py::gil_scoped_release release;
+            absl::Status status = s.Stop();
+            py::gil_scoped_acquire acquire;
+            ThrowIfError(status);
+          },
+          "Stops: in-flight steps end with UnavailableError.")
+      .def(
+          "join",
+          [](std::shared_ptr<runtime::Server> s) {
+            CallInterruptible([s] { return s->Join(); },
+                              [s] { s->Stop().IgnoreError(); });
+          },
+          "Blocks until the server stops. Ctrl-C stops it and raises "
+          "KeyboardInterrupt.");
+
+  py::class_<PySession>(m, "Session", R"doc(
+A session on a cluster's master (or in this process when target is ""):
+TensorFlow's tf.compat.v1.Session.
+
+    with cohort.Session(server.target, graph="model.pbtxt") as sess:
+        sess.run("init")                               # an op: None
+        y = sess.run("y:0", feed_dict={"x": np.ones(2, np.float32)})
+
+Fetches are names: "node:0" fetches a tensor (a NumPy array that shares the
+tensor's memory), "node" runs an op (None). feed_dict maps placeholder names
+to arrays, lists or scalars (lists take the placeholder's dtype). Errors
+are the master's, naming the node, device or task.)doc")
+      .def(py::init<const std::string&, py::handle, std::optional<std::string>,
+                    std::optional<double>>(),
+           py::arg("target") = "", py::arg("graph") = py::none(),
+           py::arg("token") = py::none(), py::arg("timeout") = py::none(),
+           "graph: a GraphDef file (.pb, .pbtxt) or serialized bytes. "
+           "token: the job token (default COHORT_JOB_TOKEN). timeout: the "
+           "default step deadline in seconds (None: none).")
+      .def("run", &PySession::Run, py::arg("fetches"),
+           py::arg("feed_dict") = py::none(), py::arg("timeout") = py::none(),
+           "Runs one step; returns one value for a str, a list for a list.")
+      .def("close", &PySession::Close, "Closes the session on the master.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PySession& s, py::args) { s.Close(); });
+}
+
+}  // namespace cohort::python

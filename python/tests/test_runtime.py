@@ -1,0 +1,112 @@
+"""Server and Session: a graph across two servers, NumPy in and out."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import cohort
+from cohort import errors
+from conftest import TOKEN, pick_port
+
+# x (fed on worker:0) + c (a Const on worker:1), added on worker:1; y = 2 * s
+# on worker:0.
+GRAPH = """
+node { name: "x" op: "Placeholder" device: "/job:worker/task:0"
+  attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "c" op: "Const" device: "/job:worker/task:1"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT
+    tensor_shape { dim { size: 3 } } float_val: 1 float_val: 2 float_val: 3 } } } }
+node { name: "s" op: "Add" device: "/job:worker/task:1" input: "x" input: "c"
+  attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "two" op: "Const" device: "/job:worker/task:0"
+  attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape {} float_val: 2 } } } }
+node { name: "y" op: "Mul" device: "/job:worker/task:0" input: "s" input: "two"
+  attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "n" op: "Placeholder" attr { key: "dtype" value { type: DT_INT64 } } }
+node { name: "n2" op: "Identity" input: "n" attr { key: "T" value { type: DT_INT64 } } }
+"""
+
+
+@pytest.fixture
+def cluster():
+    spec = {"worker": [f"127.0.0.1:{pick_port()}", f"127.0.0.1:{pick_port()}"]}
+    servers = [cohort.Server(spec, job_name="worker", task_index=i, token=TOKEN)
+               for i in range(2)]
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def graph_file(tmp_path):
+    path = tmp_path / "graph.pbtxt"
+    path.write_text(GRAPH)
+    return path
+
+
+def test_session_across_two_servers_with_numpy(cluster, graph_file):
+    assert cluster[0].target.startswith("grpc://127.0.0.1:")
+    assert cluster[1].task_name == "/job:worker/replica:0/task:1"
+    with cohort.Session(cluster[0].target, graph=str(graph_file), token=TOKEN) as sess:
+        x = np.array([10, 20, 30], dtype=np.float32)
+        y, s = sess.run(["y:0", "s:0"], feed_dict={"x": x})
+        np.testing.assert_array_equal(s, [11, 22, 33])
+        np.testing.assert_array_equal(y, [22, 44, 66])
+        assert y.dtype == np.float32
+        # A list takes the placeholder's dtype; one name gives one value.
+        np.testing.assert_array_equal(sess.run("s:0", {"x": [0, 0, 1]}), [1, 2, 4])
+        n = sess.run("n2:0", {"n": np.arange(6, dtype=np.int64).reshape(2, 3)})
+        assert n.shape == (2, 3) and n.dtype == np.int64 and n[1, 2] == 5
+        # An op name runs it and returns None.
+        assert sess.run(["n2", "n2:0"], {"n": 7}) == [None, 7]
+
+
+def test_fetched_arrays_share_the_tensor_buffer(graph_file):
+    with cohort.Session("", graph=graph_file) as s:  # a PathLike
+        out = s.run("n2:0", {"n": np.arange(1000, dtype=np.int64)})
+    # The array does not own its memory: the tensor's buffer backs it.
+    assert not out.flags.owndata
+    assert out.sum() == 999 * 1000 // 2
+
+
+def test_graph_as_serialized_bytes_and_errors(graph_file):
+    with pytest.raises(errors.InvalidArgumentError, match="not a serialized GraphDef"):
+        cohort.Session("", graph=b"\xff\xff not a graph")
+    with pytest.raises(errors.NotFoundError):
+        cohort.Session("", graph="/nonexistent/graph.pb")
+    with pytest.raises(errors.InvalidArgumentError, match="feed x"):
+        cohort.Session("", graph=str(graph_file)).run("n2:0", {"x": np.array([object()])})
+
+
+def test_op_errors_name_the_node(cluster, graph_file):
+    sess = cohort.Session(cluster[0].target, graph=str(graph_file), token=TOKEN)
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=r"node 's' \(op Add\).*incompatible shapes"):
+        sess.run("y:0", {"x": np.ones(4, dtype=np.float32)})  # 4 + 3 elements
+    sess.close()
+    with pytest.raises(errors.FailedPreconditionError, match="closed Session"):
+        sess.run("y:0")
+
+
+def test_wrong_token_is_unauthenticated(cluster, graph_file):
+    with pytest.raises(errors.UnauthenticatedError):
+        cohort.Session(cluster[0].target, graph=str(graph_file), token="wrong")
+
+
+def test_server_needs_a_token_or_insecure(monkeypatch):
+    monkeypatch.delenv("COHORT_JOB_TOKEN", raising=False)
+    with pytest.raises(errors.FailedPreconditionError, match="no job token"):
+        cohort.Server({"local": [f"127.0.0.1:{pick_port()}"]})
+    with pytest.raises(errors.InvalidArgumentError, match="job_name"):
+        cohort.Server({"a": ["127.0.0.1:1"], "b": ["127.0.0.1:2"]}, token=TOKEN)
+
+
+def test_join_returns_when_stopped_from_another_thread():
+    server = cohort.Server({"local": [f"127.0.0.1:{pick_port()}"]}, token=TOKEN)
+    stopper = threading.Timer(0.2, server.stop)
+    stopper.start()
+    server.join()  # returns once stop() ran in the other thread
+    stopper.join()
