@@ -96,3 +96,26 @@ def test_failed_python_task_fails_the_gang(tmp_path):
     """)
     assert r.returncode != 0
     assert "worker:1" in r.stdout + r.stderr
+
+
+def test_ctrl_c_in_a_barrier_fails_the_gang_clearly(tmp_path):
+    # Partition 0 parks in barrier(); partition 1 never syncs and sends it
+    # SIGINT. The KeyboardInterrupt ends task 0 at once (the barrier
+    # timeout is an hour), and the launcher names it as the root cause.
+    r = launch(tmp_path, 2, """
+        import os, signal, time
+        import cohort
+        ctx = cohort.BarrierTaskContext.get()
+        kv = cohort.coordination_client()
+        if ctx.partitionId() == 0:
+            kv.set("pid0", str(os.getpid()))
+            ctx.barrier()
+        else:
+            pid = int(kv.get("pid0", timeout=60))
+            os.kill(pid, signal.SIGINT)
+            time.sleep(3600)  # stopped by the launcher when task 0 fails
+    """, "--barrier-timeout", "3600", timeout=60)
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "KeyboardInterrupt" in out
+    assert "worker:0" in out
