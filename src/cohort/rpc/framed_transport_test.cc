@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -218,6 +219,20 @@ TEST(PickFreePortTest, PicksBindablePortsBelowTheEphemeralRange) {
   }
   EXPECT_EQ(PickFreePort("not-an-ip").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PickFreePortTest, PortsPickedBeforeAnyServerBindsAreDistinct) {
+  // As a test cluster picks its tasks' ports before starting any server:
+  // none is bound in between, so only PickFreePort's memory of its recent
+  // picks keeps them apart (500 random picks from ~22,000 ports would
+  // collide almost surely).
+  std::set<int> picked;
+  for (int i = 0; i < 500; ++i) {
+    absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_TRUE(picked.insert(*port).second)
+        << "port " << *port << " picked twice (pick " << i << ")";
+  }
 }
 
 TEST(PollTimeoutTest, RoundsUpClampsAndWaitsForeverOnlyForInfinity) {

@@ -11,12 +11,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <unordered_set>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
 namespace cohort::rpc {
@@ -111,6 +115,40 @@ std::pair<int, int> EphemeralPortRange() {
   return {32768, 60999};
 }
 
+// The ports PickFreePort handed out lately in this process. A picked port
+// stays free until its server binds it, so the bind check alone cannot stop
+// a second pick before that (a cluster's tasks are all picked before any
+// server starts) from returning the same port: a test cluster's worker:0
+// and worker:1 were given one port, and the second server then failed to
+// listen (about once in 10^4 three-task clusters). FIFO-bounded so a
+// long-lived picker (a launcher) never runs out of ports.
+constexpr size_t kRememberedPicks = 1024;
+
+class RecentPicks {
+ public:
+  // False when `port` was handed out lately; otherwise remembers it.
+  bool Claim(int port) {
+    absl::MutexLock lock(&mu_);
+    if (!ports_.insert(port).second) return false;
+    order_.push_back(port);
+    if (order_.size() > kRememberedPicks) {
+      ports_.erase(order_.front());
+      order_.pop_front();
+    }
+    return true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::unordered_set<int> ports_ ABSL_GUARDED_BY(mu_);
+  std::deque<int> order_ ABSL_GUARDED_BY(mu_);
+};
+
+RecentPicks& Picks() {
+  static RecentPicks* picks = new RecentPicks;
+  return *picks;
+}
+
 }  // namespace
 
 absl::StatusOr<int> PickFreePort(const std::string& host) {
@@ -118,7 +156,8 @@ absl::StatusOr<int> PickFreePort(const std::string& host) {
   // outgoing connection on the machine may take it as its local port
   // before our server binds it (seen in CI: a test cluster's port taken by
   // a parallel test's connection). Below the range only another picker can
-  // take it. A bind that succeeds proves it free now.
+  // take it. A bind that succeeds proves it free now; Claim, that this
+  // process did not hand it out already to a server not yet started.
   constexpr int kLowestPicked = 10000;
   const int below = EphemeralPortRange().first - 1;
   if (below > kLowestPicked) {
@@ -127,15 +166,27 @@ absl::StatusOr<int> PickFreePort(const std::string& host) {
       const int port = absl::Uniform<int>(absl::IntervalClosed, random,
                                           kLowestPicked, below);
       absl::StatusOr<Listener> listener = ListenTcp(host, port);
-      if (listener.ok()) return port;
+      if (listener.ok()) {
+        if (Picks().Claim(port)) return port;
+        continue;
+      }
       if (absl::IsInvalidArgument(listener.status())) return listener.status();
     }
   }
-  absl::StatusOr<Listener> listener = ListenTcp(host);
-  if (!listener.ok()) return listener.status();
-  absl::StatusOr<HostPort> bound = ParseHostPort(listener->address);
-  if (!bound.ok()) return bound.status();
-  return bound->port;
+  absl::Status last;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    absl::StatusOr<Listener> listener = ListenTcp(host);
+    if (!listener.ok()) return listener.status();
+    absl::StatusOr<HostPort> bound = ParseHostPort(listener->address);
+    if (!bound.ok()) return bound.status();
+    if (Picks().Claim(bound->port)) return bound->port;
+    last = absl::UnavailableError(
+        absl::StrCat("PickFreePort: bind(0) on ", host,
+                     " kept returning ports this process handed out lately "
+                     "(last: ",
+                     bound->port, ")"));
+  }
+  return last;
 }
 
 void TuneTcpSocket(int fd, absl::Duration keepalive_idle) {

@@ -77,7 +77,9 @@ absl::StatusOr<Listener> ListenTcp(const std::string& host, int port = 0);
 // clusters). Picked at random below the kernel's ephemeral port range (so
 // no outgoing connection can take it before the server binds it) and
 // checked by binding it; from bind(0) when that range leaves no room.
-// Errors as ListenTcp's.
+// Never one this process's last 1024 picks returned, so the ports picked
+// for several servers before any of them binds are distinct. Errors as
+// ListenTcp's.
 absl::StatusOr<int> PickFreePort(const std::string& host);
 
 // Connects to "host:port" by `deadline`, with TCP_NODELAY and keepalive.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cohort/base/fake_env.h"
+#include "cohort/base/logging.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
@@ -36,39 +37,31 @@ constexpr char kWorker0[] = "/job:worker/replica:0/task:0";
 constexpr char kWorker1[] = "/job:worker/replica:0/task:1";
 constexpr char kToken[] = "master-test-token";
 
+// For ASSERT_TRUE / EXPECT_TRUE on a Status: a failure prints the status,
+// so that a failure seen only in CI's log still says why.
+::testing::AssertionResult IsOk(const absl::Status& status) {
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status;
+}
+
 // ps:0, worker:0, worker:1, each a Server on its own port.
 class Cluster {
  public:
+  // A port picked free can still be taken before its server binds it (by
+  // a test in another process picking the same one): that attempt is
+  // dropped and the cluster started again on new ports.
   static std::unique_ptr<Cluster> Start() {
-    auto c = std::make_unique<Cluster>();
-    ClusterDef def;
-    for (auto [job, n] :
-         {std::pair<const char*, int>{"ps", 1}, {"worker", 2}}) {
-      JobDef* j = def.add_job();
-      j->set_name(job);
-      for (int i = 0; i < n; ++i) {
-        auto port = rpc::PickFreePort("127.0.0.1");
-        EXPECT_TRUE(port.ok()) << port.status();
-        (*j->mutable_tasks())[i] = absl::StrCat("127.0.0.1:", *port);
-      }
+    constexpr int kAttempts = 5;
+    absl::Status last;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      auto c = std::make_unique<Cluster>();
+      last = c->TryStart();
+      if (last.ok()) return c;
+      if (!absl::IsUnavailable(last)) break;
+      COHORT_LOG(WARNING) << "starting the test cluster again: " << last;
     }
-    for (const JobDef& j : def.job()) {
-      for (const auto& [index, address] : j.tasks()) {
-        ServerDef sd;
-        *sd.mutable_cluster() = def;
-        sd.set_job_name(j.name());
-        sd.set_task_index(index);
-        ServerOptions options;
-        options.security.job_token = kToken;
-        options.num_threads = 2;
-        auto server = Server::Create(sd, options);
-        EXPECT_TRUE(server.ok()) << server.status();
-        if (!server.ok()) return nullptr;
-        EXPECT_TRUE((*server)->Start().ok());
-        c->servers.push_back(std::move(*server));
-      }
-    }
-    return c;
+    ADD_FAILURE() << "cannot start the cluster: " << last;
+    return nullptr;
   }
 
   Server* server(const std::string& task) {
@@ -89,6 +82,39 @@ class Cluster {
   }
 
   std::vector<std::unique_ptr<Server>> servers;
+
+ private:
+  // Unavailable when a server could not listen on its port.
+  absl::Status TryStart() {
+    ClusterDef def;
+    for (auto [job, n] :
+         {std::pair<const char*, int>{"ps", 1}, {"worker", 2}}) {
+      JobDef* j = def.add_job();
+      j->set_name(job);
+      for (int i = 0; i < n; ++i) {
+        auto port = rpc::PickFreePort("127.0.0.1");
+        if (!port.ok()) return port.status();
+        (*j->mutable_tasks())[i] = absl::StrCat("127.0.0.1:", *port);
+      }
+    }
+    for (const JobDef& j : def.job()) {
+      for (const auto& [index, address] : j.tasks()) {
+        ServerDef sd;
+        *sd.mutable_cluster() = def;
+        sd.set_job_name(j.name());
+        sd.set_task_index(index);
+        ServerOptions options;
+        options.security.job_token = kToken;
+        options.num_threads = 2;
+        auto server = Server::Create(sd, options);
+        if (!server.ok()) return server.status();
+        absl::Status started = (*server)->Start();
+        if (!started.ok()) return started;
+        servers.push_back(std::move(*server));
+      }
+    }
+    return absl::OkStatus();
+  }
 };
 
 // w (on ps:0) = [1, 2]; y = (w + x) * 2 with the add on worker:1 and the
@@ -106,7 +132,7 @@ GraphDef ParameterServerGraph() {
            ops::Const(root.WithDevice(kWorker0), 2.0f));
   ops::AssignAddVariableOp(ps.WithOpName("update"), w.handle, x);
   GraphDef g;
-  EXPECT_TRUE(root.ToGraphDef(&g).ok());
+  EXPECT_TRUE(IsOk(root.ToGraphDef(&g)));
   return g;
 }
 
@@ -121,18 +147,18 @@ TEST(MasterTest, StepAcrossThreeTasksMatchesLocalSession) {
   GraphDef graph = ParameterServerGraph();
   auto session = cluster->Session(graph);
   ASSERT_NE(session, nullptr);
-  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  ASSERT_TRUE(IsOk(session->Run({}, {}, {"init"}, nullptr)));
   std::vector<Tensor> out;
   Tensor x = Tensor::Vec<float>({10, 20});
-  ASSERT_TRUE(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out).ok());
+  ASSERT_TRUE(IsOk(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out)));
   ASSERT_EQ(out.size(), 2u);
 
   // The same graph in one process gives the same values.
   auto local = LocalSession::Create(graph);
-  ASSERT_TRUE(local.ok());
-  ASSERT_TRUE((*local)->Run({}, {}, {"init"}, nullptr).ok());
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_TRUE(IsOk((*local)->Run({}, {}, {"init"}, nullptr)));
   std::vector<Tensor> expected;
-  ASSERT_TRUE((*local)->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &expected).ok());
+  ASSERT_TRUE(IsOk((*local)->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &expected)));
   EXPECT_EQ(Values(out[0]), Values(expected[0]));
   EXPECT_EQ(Values(out[1]), Values(expected[1]));
   EXPECT_EQ(Values(out[0]), (std::vector<float>{22, 44}));
@@ -146,12 +172,12 @@ TEST(MasterTest, TensorsCrossTasksOverTheTensorDataPlane) {
   const GraphDef graph = ParameterServerGraph();
   auto session = cluster->Session(graph);
   ASSERT_NE(session, nullptr);
-  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  ASSERT_TRUE(IsOk(session->Run({}, {}, {"init"}, nullptr)));
   const Tensor x = Tensor::Vec<float>({10, 20});
   std::vector<Tensor> out;
   for (int step = 0; step < 3; ++step) {
     out.clear();
-    ASSERT_TRUE(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out).ok());
+    ASSERT_TRUE(IsOk(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out)));
   }
   EXPECT_EQ(Values(out[0]), std::vector<float>({22, 44}));
   EXPECT_EQ(Values(out[1]), std::vector<float>({11, 22}));
@@ -173,7 +199,7 @@ TEST(MasterTest, TensorsCrossTasksOverTheTensorDataPlane) {
   const uint64_t ps_before = run_graphs(kPs);
   const uint64_t worker1_before = run_graphs(kWorker1);
   for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out).ok());
+    ASSERT_TRUE(IsOk(session->Run({{"x", x}}, {"y:0", "sum:0"}, {}, &out)));
   }
   EXPECT_EQ(run_graphs(kPs) - ps_before, 3u);
   EXPECT_EQ(run_graphs(kWorker1) - worker1_before, 3u);
@@ -187,10 +213,10 @@ TEST(MasterTest, VariablesOnPsOutliveTheSessionUntilReset) {
   {
     auto first = cluster->Session(graph);
     ASSERT_NE(first, nullptr);
-    ASSERT_TRUE(first->Run({}, {}, {"init"}, nullptr).ok());
+    ASSERT_TRUE(IsOk(first->Run({}, {}, {"init"}, nullptr)));
     Tensor x = Tensor::Vec<float>({1, 1});
-    ASSERT_TRUE(first->Run({{"x", x}}, {}, {"update"}, nullptr).ok());
-    ASSERT_TRUE(first->Close().ok());
+    ASSERT_TRUE(IsOk(first->Run({{"x", x}}, {}, {"update"}, nullptr)));
+    ASSERT_TRUE(IsOk(first->Close()));
   }
   // A second session (no init) reads the value the first one left.
   auto second = cluster->Session(graph);
@@ -201,7 +227,7 @@ TEST(MasterTest, VariablesOnPsOutliveTheSessionUntilReset) {
   EXPECT_EQ(Values(out[0]), (std::vector<float>{2, 3}));
 
   // Reset drops them: reading is an error again.
-  ASSERT_TRUE(second->Reset({}).ok());
+  ASSERT_TRUE(IsOk(second->Reset({})));
   auto third = cluster->Session(graph);
   ASSERT_NE(third, nullptr);
   absl::Status s = third->Run({}, {"w/read:0"}, {}, &out);
@@ -213,11 +239,11 @@ TEST(MasterTest, ManyStepsReuseTheRegisteredPartitions) {
   ASSERT_NE(cluster, nullptr);
   auto session = cluster->Session(ParameterServerGraph());
   ASSERT_NE(session, nullptr);
-  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  ASSERT_TRUE(IsOk(session->Run({}, {}, {"init"}, nullptr)));
   for (int i = 0; i < 50; ++i) {
     std::vector<Tensor> out;
     Tensor x = Tensor::Vec<float>({static_cast<float>(i), 0});
-    ASSERT_TRUE(session->Run({{"x", x}}, {"y:0"}, {}, &out).ok());
+    ASSERT_TRUE(IsOk(session->Run({{"x", x}}, {"y:0"}, {}, &out)));
     EXPECT_EQ(Values(out[0]), (std::vector<float>{2.0f * (1 + i), 4}));
   }
   // No step leaves state behind on any worker, and none needed a
@@ -234,7 +260,7 @@ TEST(MasterTest, CallablesRunAndReleasedHandlesAreNamed) {
   ASSERT_NE(cluster, nullptr);
   auto session = cluster->Session(ParameterServerGraph());
   ASSERT_NE(session, nullptr);
-  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  ASSERT_TRUE(IsOk(session->Run({}, {}, {"init"}, nullptr)));
   CallableOptions options;
   options.feeds = {"x"};
   options.fetches = {"y:0"};
@@ -242,12 +268,12 @@ TEST(MasterTest, CallablesRunAndReleasedHandlesAreNamed) {
   ASSERT_TRUE(handle.ok()) << handle.status();
   std::vector<Tensor> out;
   ASSERT_TRUE(
-      session->RunCallable(*handle, {Tensor::Vec<float>({1, 1})}, &out).ok());
+      IsOk(session->RunCallable(*handle, {Tensor::Vec<float>({1, 1})}, &out)));
   EXPECT_EQ(Values(out[0]), (std::vector<float>{4, 6}));
-  ASSERT_TRUE(session->ReleaseCallable(*handle).ok());
+  ASSERT_TRUE(IsOk(session->ReleaseCallable(*handle)));
   absl::Status s =
       session->RunCallable(*handle, {Tensor::Vec<float>({1, 1})}, &out);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(
       s.message(),
       HasSubstr(absl::StrCat(
@@ -263,15 +289,15 @@ TEST(MasterTest, UnknownDeviceNamesTheNodeAndTheDevice) {
   Scope root = Scope::NewRootScope();
   ops::Const(root.WithOpName("c").WithDevice("/job:worker/task:9"), 1.0f);
   GraphDef g;
-  ASSERT_TRUE(root.ToGraphDef(&g).ok());
+  ASSERT_TRUE(IsOk(root.ToGraphDef(&g)));
   auto session = cluster->Session(g);
   ASSERT_NE(session, nullptr);
   absl::Status s = session->Run({}, {"c:0"}, {}, nullptr);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("c"));
   EXPECT_THAT(s.message(), HasSubstr("task:9"));
   // The session stays usable.
-  EXPECT_TRUE(session->Run({}, {}, {}, nullptr).ok());
+  EXPECT_TRUE(IsOk(session->Run({}, {}, {}, nullptr)));
 }
 
 TEST(MasterTest, DuplicatedFeedsAndUnknownSessionsAreRefused) {
@@ -281,7 +307,7 @@ TEST(MasterTest, DuplicatedFeedsAndUnknownSessionsAreRefused) {
   ASSERT_NE(session, nullptr);
   Tensor x = Tensor::Vec<float>({1, 1});
   absl::Status s = session->Run({{"x", x}, {"x:0", x}}, {"y:0"}, {}, nullptr);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("Duplicated feeds: x:0"));
 
   // A session unknown to the master (as after a master restart): Aborted,
@@ -291,13 +317,13 @@ TEST(MasterTest, DuplicatedFeedsAndUnknownSessionsAreRefused) {
   request.set_session_handle("00000000deadbeef");
   RunStepResponse response;
   s = master->RunStep(nullptr, request, &response);
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
   EXPECT_THAT(s.message(), HasSubstr("Session 00000000deadbeef is not found."));
   CloseSessionRequest close;
   close.set_session_handle("00000000deadbeef");
   CloseSessionResponse closed;
   s = master->CloseSession(close, &closed);
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
   EXPECT_THAT(s.message(), HasSubstr("Possibly, this master has restarted."));
 }
 
@@ -306,7 +332,7 @@ TEST(MasterTest, RepeatedRequestIdIsRefusedNotRunTwice) {
   ASSERT_NE(cluster, nullptr);
   auto session = cluster->Session(ParameterServerGraph());
   ASSERT_NE(session, nullptr);
-  ASSERT_TRUE(session->Run({}, {}, {"init"}, nullptr).ok());
+  ASSERT_TRUE(IsOk(session->Run({}, {}, {"init"}, nullptr)));
   Master* master = cluster->server(kWorker0)->master();
   RunStepRequest request;
   request.set_session_handle(session->handle());
@@ -316,15 +342,15 @@ TEST(MasterTest, RepeatedRequestIdIsRefusedNotRunTwice) {
   request.add_target("update");
   request.set_request_id(4242);
   RunStepResponse response;
-  ASSERT_TRUE(master->RunStep(nullptr, request, &response).ok());
+  ASSERT_TRUE(IsOk(master->RunStep(nullptr, request, &response)));
   absl::Status s = master->RunStep(nullptr, request, &response);
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
   EXPECT_THAT(
       s.message(),
       HasSubstr("The same RunStep (Master) request was received twice"));
   // The update ran once: w = [1, 2] + [1, 1].
   std::vector<Tensor> out;
-  ASSERT_TRUE(session->Run({}, {"w/read:0"}, {}, &out).ok());
+  ASSERT_TRUE(IsOk(session->Run({}, {"w/read:0"}, {}, &out)));
   EXPECT_EQ(Values(out[0]), (std::vector<float>{2, 3}));
 }
 
@@ -337,7 +363,7 @@ GraphDef StuckGraph() {
             "nobody_sends_this", absl::StrCat(kWorker1, "/device:CPU:0"),
             absl::StrCat(kWorker1, "/device:CPU:0"));
   GraphDef g;
-  EXPECT_TRUE(root.ToGraphDef(&g).ok());
+  EXPECT_TRUE(IsOk(root.ToGraphDef(&g)));
   return g;
 }
 
@@ -352,7 +378,7 @@ TEST(MasterTest, StepDeadlineNamesTheTaskStillRunning) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(s.message(), HasSubstr(kWorker1));
   // The servers take new steps.
-  EXPECT_TRUE(session->Run({}, {}, {}, nullptr).ok());
+  EXPECT_TRUE(IsOk(session->Run({}, {}, {}, nullptr)));
 }
 
 TEST(MasterTest, CloseCancelsARunningStep) {
@@ -370,7 +396,7 @@ TEST(MasterTest, CloseCancelsARunningStep) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   ASSERT_EQ(worker1->NumRunningSteps(), 1u);
-  ASSERT_TRUE(session->Close().ok());
+  ASSERT_TRUE(IsOk(session->Close()));
   step.join();
   EXPECT_EQ(step_status.code(), absl::StatusCode::kCancelled) << step_status;
   EXPECT_THAT(step_status.message(),
@@ -401,7 +427,7 @@ TEST(MasterTest, ServerStopEndsARunningStepWithUnavailable) {
   }
   const bool running = worker1->NumRunningSteps() == 1;
   const absl::Time stop_start = absl::Now();
-  ASSERT_TRUE(cluster->server(kWorker0)->Stop().ok());
+  ASSERT_TRUE(IsOk(cluster->server(kWorker0)->Stop()));
   step.join();
   ASSERT_TRUE(running);
   EXPECT_LT(absl::Now() - stop_start, absl::Seconds(10));
@@ -454,31 +480,32 @@ TEST(MasterTest, IdleSessionsAreGarbageCollected) {
   options.env = &env;
   auto server = Server::Create(def, options);
   ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_TRUE((*server)->Start().ok());
+  ASSERT_TRUE(IsOk((*server)->Start()));
   Scope root = Scope::NewRootScope();
   ops::Const(root.WithOpName("c"), 3.0f);
   GraphDef g;
-  ASSERT_TRUE(root.ToGraphDef(&g).ok());
+  ASSERT_TRUE(IsOk(root.ToGraphDef(&g)));
   auto idle = GrpcSession::Create((*server)->target(), g);
   auto busy = GrpcSession::Create((*server)->target(), g);
-  ASSERT_TRUE(idle.ok() && busy.ok());
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  ASSERT_TRUE(busy.ok()) << busy.status();
   std::vector<Tensor> out;
 
   env.AdvanceTime(absl::Seconds(29));
   (*server)->master()->GcSessionsNow();
   // Idle for 29 s of 30: both are kept.
-  ASSERT_TRUE((*idle)->Run({}, {"c:0"}, {}, &out).ok());
-  ASSERT_TRUE((*busy)->Run({}, {"c:0"}, {}, &out).ok());
+  ASSERT_TRUE(IsOk((*idle)->Run({}, {"c:0"}, {}, &out)));
+  ASSERT_TRUE(IsOk((*busy)->Run({}, {"c:0"}, {}, &out)));
 
   env.AdvanceTime(absl::Seconds(29));
-  ASSERT_TRUE((*busy)->Run({}, {"c:0"}, {}, &out).ok());
+  ASSERT_TRUE(IsOk((*busy)->Run({}, {"c:0"}, {}, &out)));
   env.AdvanceTime(absl::Seconds(2));  // idle: 31 s, busy: 2 s.
   (*server)->master()->GcSessionsNow();
   absl::Status s = (*idle)->Run({}, {"c:0"}, {}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("Session ", (*idle)->handle(),
                                                   " is not found.")));
-  EXPECT_TRUE((*busy)->Run({}, {"c:0"}, {}, &out).ok());
+  EXPECT_TRUE(IsOk((*busy)->Run({}, {"c:0"}, {}, &out)));
 }
 
 }  // namespace
