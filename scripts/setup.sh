@@ -9,6 +9,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev python3-numpy python3-pytest pybind11-dev
+  libopenblas0-pthread
   iperf3
 )
 

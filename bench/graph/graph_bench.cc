@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "cohort/base/json.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/kernels/blas.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
 #include "cohort/graph/kernels/math_ops.h"
 #include "cohort/graph/kernels/reduction_ops.h"
@@ -121,9 +123,18 @@ absl::StatusOr<std::map<int, std::vector<double>>> RunNumpy(const Flags& f) {
   std::map<int, std::vector<double>> out;
   std::string sizes;
   for (int n : f.sizes) absl::StrAppend(&sizes, sizes.empty() ? "" : ",", n);
+  // NumPy's OpenBLAS gets the core type that this CPU supports, as ours
+  // does (kernels/blas.h): the peer is OpenBLAS's best kernel, not the one
+  // its 0.3.21 detection picks.
+  std::string env;
+  const char* user_core = std::getenv("OPENBLAS_CORETYPE");
+  const std::string core = user_core != nullptr && *user_core != '\0'
+                               ? std::string(user_core)
+                               : Blas::CoreTypeForThisCpu();
+  if (!core.empty()) env = absl::StrCat("OPENBLAS_CORETYPE=", core, " ");
   std::string cmd =
-      absl::StrCat("'", f.python, "' '", f.numpy_script, "' --sizes ", sizes,
-                   " --reps ", f.reps, " --min-seconds ", f.min_seconds);
+      absl::StrCat(env, "'", f.python, "' '", f.numpy_script, "' --sizes ",
+                   sizes, " --reps ", f.reps, " --min-seconds ", f.min_seconds);
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return absl::InternalError("cannot run '" + cmd + "'");
   char buf[4096];
@@ -194,8 +205,11 @@ int BenchMatMul(const Flags& f) {
           2.0 * n * n * static_cast<double>(n) * iters / elapsed / 1e9;
       ours[n].push_back(gflops);
       Emit("matmul_gflops",
-           {{"n", n}, {"dtype", "float32"}, {"threads", threads}}, gflops,
-           "GFLOP/s", rep);
+           {{"n", n},
+            {"dtype", "float32"},
+            {"threads", threads},
+            {"backend", Blas::Description()}},
+           gflops, "GFLOP/s", rep);
     }
   }
   if (f.no_peer) return 0;

@@ -8,10 +8,22 @@ Each rep times as many products as fit in --min-seconds (at least one), after
 one warm-up product, with time.perf_counter.
 """
 import argparse
+import ctypes
 import json
 import time
 
 import numpy as np
+
+
+def running_blas_core():
+    """The kernel set of the BLAS NumPy runs (libblas.so.3): OpenBLAS's
+    core name ("SkylakeX", "Prescott", ...), or "reference" without it."""
+    try:
+        corename = ctypes.CDLL("libblas.so.3").openblas_get_corename
+    except (OSError, AttributeError):
+        return "reference"
+    corename.restype = ctypes.c_char_p
+    return "openblas " + corename().decode()
 
 
 def main():
@@ -25,6 +37,7 @@ def main():
         blas = np.__config__.get_info("blas_opt_info").get("libraries", ["?"])
     except Exception:  # noqa: BLE001 - informational only
         blas = ["?"]
+    blas_core = running_blas_core()
     for n in (int(s) for s in args.sizes.split(",") if s):
         a = rng.random((n, n), dtype=np.float32)
         b = rng.random((n, n), dtype=np.float32)
@@ -42,7 +55,8 @@ def main():
             print(json.dumps({"suite": "graph", "metric": "numpy_matmul_gflops",
                               "params": {"n": n, "dtype": "float32",
                                          "numpy": np.__version__,
-                                         "blas": ",".join(blas)},
+                                         "blas": ",".join(blas),
+                                         "blas_core": blas_core},
                               "value": round(gflops, 3), "unit": "GFLOP/s",
                               "rep": rep}), flush=True)
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "cohort/base/status.h"
 #include "cohort/graph/device.h"
+#include "cohort/graph/kernels/blas.h"
 #include "cohort/graph/kernels/cwise_ops.h"
 
 namespace cohort {
@@ -196,6 +197,17 @@ class MatMulOp : public OpKernel {
     if (k == 0) {
       o.setZero();
       return;
+    }
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      // The machine's BLAS (kernels/blas.h) where there is one: Eigen's
+      // contraction runs SSE2 code in this build.
+      const Blas* blas = Blas::Get();
+      if (blas != nullptr && Blas::FitsInt(m, n, k)) {
+        blas->Gemm(transpose_a_, transpose_b_, m, n, k, a.data<T>(),
+                   a.dim_size(1), b.data<T>(), b.dim_size(1), out->data<T>(),
+                   n);
+        return;
+      }
     }
     Eigen::array<Eigen::IndexPair<Eigen::DenseIndex>, 1> dims;
     dims[0] = Eigen::IndexPair<Eigen::DenseIndex>(ka, kb);
