@@ -54,6 +54,13 @@ std::string Blas::Description() { return Load().description; }
 const Blas::Loaded& Blas::Load() {
   static const Loaded* loaded = [] {
     auto* l = new Loaded;
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    // OpenBLAS's threads synchronise in code TSan cannot see.
+    l->description = "eigen (ThreadSanitizer build)";
+    return l;
+#endif
+#endif
     const char* forced = std::getenv("COHORT_MATMUL");
     if (forced != nullptr && std::string(forced) == "eigen") {
       l->description = "eigen (COHORT_MATMUL=eigen)";

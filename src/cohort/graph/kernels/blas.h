@@ -10,9 +10,10 @@
 // Haswell). Loading after setting it is why this is dlopen, not a link:
 // a linked OpenBLAS reads the variable before main().
 //
-// Without the library (or with COHORT_MATMUL=eigen) Get() returns null and
-// MatMul runs Eigen's contraction. description() says what runs, for
-// benchmarks and logs.
+// Without the library (or with COHORT_MATMUL=eigen, or in a ThreadSanitizer
+// build: OpenBLAS's threads synchronise where TSan cannot see) Get()
+// returns null and MatMul runs Eigen's contraction. Description() says what
+// runs, for benchmarks and logs.
 //
 // Thread safety: Get() is thread-safe (the first call loads; it sets an
 // environment variable, so call it early, before other threads read the

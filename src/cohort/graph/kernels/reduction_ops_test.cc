@@ -1,6 +1,7 @@
 #include "cohort/graph/kernels/reduction_ops.h"
 
 #include "cohort/graph/kernel_test_util.h"
+#include "cohort/graph/kernels/blas.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -139,6 +140,63 @@ TEST(MatMulTest, LargeMatchesNaiveProduct) {
         s += a.data<double>()[i * k + p] * b.data<double>()[p * n + j];
       ASSERT_NEAR((*out)[0].data<double>()[i * n + j], s, 1e-9);
     }
+}
+
+// Both dtypes, every transpose combination, sizes past any small-matrix
+// path, non-square: through the BLAS when one is loaded (kernels/blas.h).
+TEST(MatMulTest, LargeTransposedFloatAndDoubleMatchNaiveProduct) {
+  const int m = 67, k = 129, n = 33;
+  for (DataType dtype : {DT_FLOAT, DT_DOUBLE}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        // Stored shapes: a is k x m when transposed, b n x k.
+        Tensor a(dtype, ta ? TensorShape({k, m}) : TensorShape({m, k}));
+        Tensor b(dtype, tb ? TensorShape({n, k}) : TensorShape({k, n}));
+        auto value = [](int i) { return ((i * 37) % 11) - 5; };
+        auto at = [&](const Tensor& t, int64_t i) {
+          return dtype == DT_FLOAT ? double{t.data<float>()[i]}
+                                   : t.data<double>()[i];
+        };
+        for (int64_t i = 0; i < a.NumElements(); ++i) {
+          if (dtype == DT_FLOAT) a.data<float>()[i] = value(i);
+          if (dtype == DT_DOUBLE) a.data<double>()[i] = value(i) * 0.5;
+        }
+        for (int64_t i = 0; i < b.NumElements(); ++i) {
+          if (dtype == DT_FLOAT) b.data<float>()[i] = value(i + 3);
+          if (dtype == DT_DOUBLE) b.data<double>()[i] = value(i + 3) * 0.25;
+        }
+        auto out = RunKernel("MatMul", {a, b},
+                             {{"transpose_a", ta}, {"transpose_b", tb}});
+        ASSERT_TRUE(out.ok()) << out.status();
+        ASSERT_EQ((*out)[0].shape(), TensorShape({m, n}));
+        for (int i = 0; i < m; ++i) {
+          for (int j = 0; j < n; ++j) {
+            double s = 0;
+            for (int p = 0; p < k; ++p) {
+              s += at(a, ta ? p * m + i : i * k + p) *
+                   at(b, tb ? j * k + p : p * n + j);
+            }
+            // Small integers (halves, quarters): exact in either dtype.
+            ASSERT_EQ(at((*out)[0], i * n + j), s)
+                << DataTypeName(dtype) << " ta=" << ta << " tb=" << tb
+                << " at (" << i << ", " << j << ")";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(BlasTest, DescriptionSaysWhichKernelsRun) {
+  const std::string description = Blas::Description();
+  if (Blas::Get() != nullptr) {
+    EXPECT_THAT(description, ::testing::StartsWith("openblas "));
+    EXPECT_THAT(description, HasSubstr(" core; asked for "));
+  } else {
+    EXPECT_THAT(description, ::testing::StartsWith("eigen ("));
+  }
+  const std::string core = Blas::CoreTypeForThisCpu();
+  EXPECT_TRUE(core.empty() || core == "Haswell" || core == "SkylakeX") << core;
 }
 
 TEST(MatMulTest, ErrorsNameTheNode) {
