@@ -141,10 +141,16 @@ Malformed input raises InvalidArgumentError naming the job and value.)doc")
       .def("__bool__", [](const ClusterSpec& s) { return !s.empty(); })
       .def("__contains__", [](const ClusterSpec& s,
                               const std::string& job) { return s.HasJob(job); })
-      .def("__eq__",
-           [](const ClusterSpec& a, const ClusterSpec& b) { return a == b; })
-      .def("__ne__",
-           [](const ClusterSpec& a, const ClusterSpec& b) { return a != b; })
+      // is_operator: another type gives NotImplemented (so == is False),
+      // not TypeError.
+      .def(
+          "__eq__",
+          [](const ClusterSpec& a, const ClusterSpec& b) { return a == b; },
+          py::is_operator())
+      .def(
+          "__ne__",
+          [](const ClusterSpec& a, const ClusterSpec& b) { return a != b; },
+          py::is_operator())
       .def("__repr__", &ClusterSpec::DebugString);
 }
 

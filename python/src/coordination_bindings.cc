@@ -48,6 +48,11 @@ class Client {
  public:
   Client(const std::string& address, const std::string& token,
          std::optional<std::string> task, double rpc_timeout) {
+    if (address.empty()) {
+      ThrowStatus(absl::InvalidArgumentError(
+          "CoordinationClient: address is empty; expected host:port of the "
+          "coordination service"));
+    }
     has_task_ = task.has_value();
     coord::CoordinationAgentOptions options;
     options.task =
@@ -235,6 +240,12 @@ calls release the GIL and Ctrl-C interrupts them.)doc")
       .def(
           "delete",
           [](Client& c, const std::string& key) {
+            if (key.empty()) {
+              // The service reads "" as the root: every key of the job.
+              ThrowStatus(absl::InvalidArgumentError(
+                  "delete: empty key (it would delete every key of the "
+                  "job); name a key or directory"));
+            }
             auto agent = c.agent();
             CallInterruptible(
                 [agent, key] { return agent->DeleteKeyValue(key); });

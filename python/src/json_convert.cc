@@ -1,18 +1,42 @@
 #include "python/src/json_convert.h"
 
+#include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "python/src/status.h"
 
 namespace py = pybind11;
 
 namespace cohort::python {
+namespace {
 
-nlohmann::ordered_json ToJson(py::handle value, const std::string& what) {
+// Deeper input is refused (a dict that contains itself would otherwise
+// recurse until the C++ stack overflows); a cluster nests 3 levels.
+constexpr int kMaxDepth = 32;
+
+nlohmann::ordered_json ToJsonAt(py::handle value, const std::string& what,
+                                int depth) {
+  if (depth > kMaxDepth) {
+    ThrowStatus(absl::InvalidArgumentError(
+        absl::StrCat(what, ": nested more than ", kMaxDepth,
+                     " levels deep (does it contain itself?)")));
+  }
   if (value.is_none()) return nullptr;
   // bool before int: Python's bool is an int.
   if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
-  if (py::isinstance<py::int_>(value)) return value.cast<int64_t>();
+  if (py::isinstance<py::int_>(value)) {
+    const int64_t v = PyLong_AsLongLong(value.ptr());
+    if (v == -1 && PyErr_Occurred() != nullptr) {
+      PyErr_Clear();
+      ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+          what, ": the integer ", py::str(value).cast<std::string>(),
+          " does not fit in 64 bits")));
+    }
+    return v;
+  }
   if (py::isinstance<py::float_>(value)) return value.cast<double>();
   if (py::isinstance<py::str>(value)) return value.cast<std::string>();
   if (py::isinstance<py::dict>(value)) {
@@ -21,18 +45,31 @@ nlohmann::ordered_json ToJson(py::handle value, const std::string& what) {
       std::string key = py::isinstance<py::str>(k)
                             ? k.cast<std::string>()
                             : py::str(k).cast<std::string>();
-      out[key] = ToJson(v, what);
+      if (out.contains(key)) {
+        // {0: a, "0": b}: both keys are "0" in JSON; neither may win.
+        ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+            what, ": two keys of one dict are both \"", key, "\"")));
+      }
+      out[key] = ToJsonAt(v, what, depth + 1);
     }
     return out;
   }
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (py::handle item : value) out.push_back(ToJson(item, what));
+    for (py::handle item : value) {
+      out.push_back(ToJsonAt(item, what, depth + 1));
+    }
     return out;
   }
   throw py::type_error(
       what + ": expected dict, list, str, int, float, bool or None, got " +
       py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+}
+
+}  // namespace
+
+nlohmann::ordered_json ToJson(py::handle value, const std::string& what) {
+  return ToJsonAt(value, what, 0);
 }
 
 template <typename JsonT>

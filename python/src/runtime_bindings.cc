@@ -57,8 +57,11 @@ py::dtype NumpyDtype(DataType dtype) {
   }
 }
 
-// The tensor's buffer as an array that keeps the tensor alive: no copy.
-py::object ToNumpy(const Tensor& t) {
+// The tensor's buffer as an array that keeps the tensor alive: no copy when
+// the array is the buffer's only user; a copy when the session still holds
+// it (a Const's value, a variable read in this process), so that writing to
+// the array cannot change the session's state.
+py::object ToNumpy(Tensor t) {
   std::vector<py::ssize_t> shape;
   for (int i = 0; i < t.dims(); ++i) shape.push_back(t.dim_size(i));
   if (t.dtype() == DT_STRING) {
@@ -75,18 +78,21 @@ py::object ToNumpy(const Tensor& t) {
         absl::StrCat("a fetched tensor of dtype ", DataTypeName(t.dtype()),
                      " has no NumPy form; fetch a numeric or string tensor")));
   }
-  auto* owner = new Tensor(t);
+  auto* owner = new Tensor(t.RefCountIsOne() ? std::move(t) : t.DeepCopy());
   py::capsule keep(owner, [](void* p) { delete static_cast<Tensor*>(p); });
-  return py::array(NumpyDtype(t.dtype()), shape, owner->raw_data(), keep);
+  return py::array(NumpyDtype(owner->dtype()), shape, owner->raw_data(), keep);
 }
 
+// By kind and size, not by descriptor identity: an unpickled float32 or
+// np.longlong has its own descriptor. The byte order is the caller's.
 DataType FromNumpyDtype(const py::dtype& dtype) {
-  if (dtype.is(py::dtype::of<float>())) return DT_FLOAT;
-  if (dtype.is(py::dtype::of<double>())) return DT_DOUBLE;
-  if (dtype.is(py::dtype::of<int32_t>())) return DT_INT32;
-  if (dtype.is(py::dtype::of<int64_t>())) return DT_INT64;
-  if (dtype.is(py::dtype::of<bool>())) return DT_BOOL;
   const char kind = dtype.kind();
+  const py::ssize_t size = dtype.itemsize();
+  if (kind == 'f' && size == 4) return DT_FLOAT;
+  if (kind == 'f' && size == 8) return DT_DOUBLE;
+  if (kind == 'i' && size == 4) return DT_INT32;
+  if (kind == 'i' && size == 8) return DT_INT64;
+  if (kind == 'b' && size == 1) return DT_BOOL;
   if (kind == 'U' || kind == 'S' || kind == 'O') return DT_STRING;
   return DT_INVALID;
 }
@@ -95,6 +101,10 @@ DataType FromNumpyDtype(const py::dtype& dtype) {
 // known); arrays keep theirs, and the session names a mismatch.
 Tensor ToTensor(const std::string& name, py::handle value,
                 DataType placeholder) {
+  if (value.is_none()) {
+    // np.asarray(None, float32) is NaN, and as bool False: never a feed.
+    throw py::type_error("feed " + name + ": None is not a value to feed");
+  }
   py::module_ np = py::module_::import("numpy");
   py::array array;
   if (py::isinstance<py::array>(value) || placeholder == DT_INVALID ||
@@ -126,8 +136,10 @@ Tensor ToTensor(const std::string& name, py::handle value,
     }
     return t;
   }
-  // One copy, into the tensor's own aligned buffer (C order).
-  py::array contiguous = np.attr("ascontiguousarray")(array);
+  // One copy, into the tensor's own aligned buffer (C order, native byte
+  // order: '>f4' is converted).
+  py::object native = array.dtype().attr("newbyteorder")("=");
+  py::array contiguous = np.attr("ascontiguousarray")(array, native);
   std::memcpy(t.raw_data(), contiguous.data(), t.TotalBytes());
   return t;
 }
@@ -164,12 +176,7 @@ std::shared_ptr<runtime::Server> MakeServer(
   }
   std::shared_ptr<runtime::Server> server =
       ValueOrThrow(runtime::Server::Create(def, options));
-  if (start) {
-    py::gil_scoped_release release;
-    absl::Status s = server->Start();
-    py::gil_scoped_acquire acquire;
-    ThrowIfError(s);
-  }
+  if (start) CallWithoutGil([&] { return server->Start(); });
   return server;
 }
 
@@ -194,24 +201,48 @@ GraphDef LoadGraph(py::handle graph) {
                        TypeName(graph));
 }
 
+// A step deadline from Python: None is none (zero, as in RunOptions);
+// zero, negative and NaN are errors, not "no deadline".
+absl::Duration StepTimeout(std::optional<double> seconds) {
+  if (!seconds.has_value()) return absl::ZeroDuration();
+  if (!(*seconds > 0)) {
+    ThrowStatus(absl::InvalidArgumentError(
+        absl::StrCat("timeout: expected a number of seconds > 0 (None: no "
+                     "deadline), got ",
+                     *seconds)));
+  }
+  return absl::Seconds(*seconds);
+}
+
 class PySession {
  public:
   PySession(const std::string& target, py::handle graph,
             std::optional<std::string> token, std::optional<double> timeout) {
     graph_ = LoadGraph(graph);
-    if (timeout.has_value()) default_timeout_ = absl::Seconds(*timeout);
+    default_timeout_ = StepTimeout(timeout);
     runtime::GrpcSessionOptions options;
     options.security.job_token = JobToken(token);
-    absl::StatusOr<std::unique_ptr<Session>> session;
-    {
-      py::gil_scoped_release release;
-      if (target.empty()) {
-        session = LocalSession::Create(graph_);
-      } else {
-        session = runtime::GrpcSession::Create(target, graph_, options);
-      }
-    }
-    session_ = ValueOrThrow(std::move(session));
+    // Interruptible: a master that is not up yet is waited for (up to the
+    // RPC timeout). The call owns copies of what it reads.
+    session_ = CallInterruptible<std::shared_ptr<Session>>(
+        [target, graph = graph_,
+         options]() -> absl::StatusOr<std::shared_ptr<Session>> {
+          absl::StatusOr<std::unique_ptr<Session>> session;
+          if (target.empty()) {
+            session = LocalSession::Create(graph);
+          } else {
+            session = runtime::GrpcSession::Create(target, graph, options);
+          }
+          if (!session.ok()) return session.status();
+          return std::shared_ptr<Session>(*std::move(session));
+        });
+  }
+
+  // Closing a session may wait for its master: not with the GIL held.
+  ~PySession() {
+    if (session_ == nullptr) return;
+    py::gil_scoped_release release;
+    session_.reset();
   }
 
   py::object Run(py::handle fetches, py::handle feed_dict,
@@ -248,7 +279,7 @@ class PySession {
     }
     RunOptions options;
     options.timeout =
-        timeout.has_value() ? absl::Seconds(*timeout) : default_timeout_;
+        timeout.has_value() ? StepTimeout(timeout) : default_timeout_;
     std::shared_ptr<Session> session = Current();
     auto outputs = CallInterruptible<std::vector<Tensor>>(
         [session, options, feeds = std::move(feeds), tensor_fetches,
@@ -265,7 +296,7 @@ class PySession {
       if (n.find(':') == std::string::npos) {
         results.append(py::none());
       } else {
-        results.append(ToNumpy(outputs[next++]));
+        results.append(ToNumpy(std::move(outputs[next++])));
       }
     }
     if (single) return results[0];
@@ -275,10 +306,7 @@ class PySession {
   void Close() {
     std::shared_ptr<Session> session = std::move(session_);
     if (session == nullptr) return;
-    py::gil_scoped_release release;
-    absl::Status s = session->Close();
-    py::gil_scoped_acquire acquire;
-    ThrowIfError(s);
+    CallWithoutGil([&] { return session->Close(); });
   }
 
  private:
@@ -321,21 +349,11 @@ cluster runs its own (coordination=False: none).)doc")
       .def_property_readonly("task_name", &runtime::Server::task_name)
       .def(
           "start",
-          [](runtime::Server& s) {
-            py::gil_scoped_release release;
-            absl::Status status = s.Start();
-            py::gil_scoped_acquire acquire;
-            ThrowIfError(status);
-          },
+          [](runtime::Server& s) { CallWithoutGil([&] { return s.Start(); }); },
           "Starts serving (a no-op when started).")
       .def(
           "stop",
-          [](runtime::Server& s) {
-            py::gil_scoped_release release;
-            absl::Status status = s.Stop();
-            py::gil_scoped_acquire acquire;
-            ThrowIfError(status);
-          },
+          [](runtime::Server& s) { CallWithoutGil([&] { return s.Stop(); }); },
           "Stops: in-flight steps end with UnavailableError.")
       .def(
           "join",

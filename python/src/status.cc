@@ -21,6 +21,16 @@ void ThrowStatus(const absl::Status& status) {
 
 void RunInterruptible(std::function<void()> call,
                       std::function<void()> cancel) {
+  // Before the thread starts: this runs Python, which may raise.
+  // Python runs signal handlers only in the main thread. Other threads do
+  // not poll: a daemon thread that takes the GIL while the interpreter
+  // finalizes is ended by pthread_exit, which aborts the process.
+  const bool main_thread =
+      PyThread_get_thread_ident() ==
+      py::module_::import("threading")
+          .attr("main_thread")()
+          .attr("ident")
+          .cast<unsigned long>();  // NOLINT(runtime/int): Python's type.
   auto done = std::make_shared<absl::Notification>();
   std::thread worker([call = std::move(call), done] {
     call();
@@ -29,6 +39,7 @@ void RunInterruptible(std::function<void()> call,
   bool interrupted = false;
   {
     py::gil_scoped_release release;
+    if (!main_thread) done->WaitForNotification();
     while (!done->WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
       py::gil_scoped_acquire acquire;
       if (PyErr_CheckSignals() != 0) {
@@ -57,6 +68,15 @@ void CallInterruptible(std::function<absl::Status()> call,
   RunInterruptible([call = std::move(call), result] { *result = call(); },
                    std::move(cancel));
   ThrowIfError(*result);
+}
+
+void CallWithoutGil(const std::function<absl::Status()>& call) {
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    status = call();
+  }
+  ThrowIfError(status);
 }
 
 }  // namespace cohort::python

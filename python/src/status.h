@@ -35,9 +35,10 @@ T ValueOrThrow(absl::StatusOr<T> value) {
 }
 
 // Runs `call` on its own thread with the GIL released, and waits for it
-// while checking for signals every 50 ms. On a pending signal (Ctrl-C:
-// KeyboardInterrupt) `cancel` runs — it must make `call` return soon, or be
-// empty when the call ends by its own deadline — and the Python exception
+// while checking for signals every 50 ms (in the main thread; other threads
+// wait without taking the GIL: they never see signals). On a pending signal
+// (Ctrl-C: KeyboardInterrupt) `cancel` runs — it must make `call` return soon,
+// or be empty when the call ends by its own deadline — and the Python exception
 // is raised without waiting for `call`: `call` must own (share) everything
 // it touches. Called with the GIL held.
 void RunInterruptible(std::function<void()> call, std::function<void()> cancel);
@@ -53,6 +54,10 @@ T CallInterruptible(std::function<absl::StatusOr<T>()> call,
 }
 void CallInterruptible(std::function<absl::Status()> call,
                        std::function<void()> cancel = nullptr);
+
+// Runs `call` on this thread with the GIL released (for calls that end by
+// themselves soon: start, stop, close) and raises its error.
+void CallWithoutGil(const std::function<absl::Status()>& call);
 
 }  // namespace cohort::python
 

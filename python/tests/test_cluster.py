@@ -104,3 +104,17 @@ def test_simple_and_union_resolvers():
         cohort.UnionClusterResolver()
     with pytest.raises(errors.InvalidArgumentError, match="sub-class of `ClusterResolver`"):
         cohort.UnionClusterResolver(a, "not a resolver")
+
+
+def test_malformed_dicts_are_errors_not_crashes():
+    looped = {}
+    looped["worker"] = looped
+    with pytest.raises(errors.InvalidArgumentError, match="nested more than"):
+        cohort.ClusterSpec(looped)
+    with pytest.raises(errors.InvalidArgumentError, match="64 bits"):
+        cohort.ClusterSpec({"worker": [10**30]})
+    with pytest.raises(errors.InvalidArgumentError, match='both "0"'):
+        cohort.ClusterSpec({"worker": {0: "a:1", "0": "b:1"}})
+    spec = cohort.ClusterSpec({"worker": ["a:1"]})
+    assert spec != 5 and not (spec == None)  # noqa: E711
+    assert spec == cohort.ClusterSpec({"worker": ["a:1"]})

@@ -57,13 +57,24 @@ def test_token_comes_from_the_environment(coordinator, monkeypatch):
 
 def test_blocking_get_releases_the_gil(coordinator):
     c = cohort.CoordinationClient(coordinator, TOKEN)
-    got = []
-    t = threading.Thread(target=lambda: got.append(c.get("late", timeout=30)))
+    ticks = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    t = threading.Thread(target=count)
     t.start()
-    # This thread runs Python while the other is blocked in C++.
-    c.set("late", "here")
-    t.join(timeout=30)
-    assert got == [b"here"]
+    try:
+        # A held GIL would stop the counting thread for the whole wait.
+        with pytest.raises(errors.DeadlineExceededError):
+            c.get("never", timeout=0.5)
+        during = ticks[0]
+    finally:
+        stop.set()
+        t.join(timeout=30)
+    assert during > 10000, f"only {during} ticks while get() waited"
 
 
 def test_watch_sees_the_next_change(coordinator):
@@ -95,6 +106,7 @@ def test_named_barrier_between_two_tasks(coordinator):
         t.start()
     for t in threads:
         t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a barrier call hung"
     assert errors_seen == []
     # Alone, worker:0 times out naming the barrier.
     with pytest.raises(errors.DeadlineExceededError, match="start"):
@@ -135,3 +147,16 @@ def test_ctrl_c_interrupts_a_blocking_get(coordinator):
     assert p.wait(timeout=10) == 3
     assert p.stdout.read().strip() == "interrupted"
     assert time.monotonic() - start < 10
+
+
+def test_empty_address_is_refused_at_once():
+    with pytest.raises(errors.InvalidArgumentError, match="address is empty"):
+        cohort.CoordinationClient("", TOKEN)
+
+
+def test_delete_of_the_empty_key_is_refused(coordinator):
+    c = cohort.CoordinationClient(coordinator, TOKEN)
+    c.set("keep", "me")
+    with pytest.raises(errors.InvalidArgumentError, match="empty key"):
+        c.delete("")
+    assert c.try_get("keep") == b"me"

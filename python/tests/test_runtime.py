@@ -7,7 +7,7 @@ import pytest
 
 import cohort
 from cohort import errors
-from conftest import TOKEN, pick_port
+from conftest import TOKEN, pick_port, run_python
 
 # x (fed on worker:0) + c (a Const on worker:1), added on worker:1; y = 2 * s
 # on worker:0.
@@ -66,10 +66,11 @@ def test_session_across_two_servers_with_numpy(cluster, graph_file):
 
 def test_fetched_arrays_share_the_tensor_buffer(graph_file):
     with cohort.Session("", graph=graph_file) as s:  # a PathLike
-        out = s.run("n2:0", {"n": np.arange(1000, dtype=np.int64)})
-    # The array does not own its memory: the tensor's buffer backs it.
-    assert not out.flags.owndata
-    assert out.sum() == 999 * 1000 // 2
+        out = s.run("y:0", {"x": np.arange(3, dtype=np.float32)})
+    # A computed result is not copied: the array's base is the capsule that
+    # keeps the tensor alive (a copy would be an ndarray owning its data).
+    assert type(out.base).__name__ == "PyCapsule"
+    np.testing.assert_array_equal(out, [2, 6, 10])
 
 
 def test_graph_as_serialized_bytes_and_errors(graph_file):
@@ -106,7 +107,64 @@ def test_server_needs_a_token_or_insecure(monkeypatch):
 
 def test_join_returns_when_stopped_from_another_thread():
     server = cohort.Server({"local": [f"127.0.0.1:{pick_port()}"]}, token=TOKEN)
-    stopper = threading.Timer(0.2, server.stop)
+    stopping = threading.Event()
+
+    def stop():
+        stopping.set()
+        server.stop()
+
+    stopper = threading.Timer(0.2, stop)
     stopper.start()
-    server.join()  # returns once stop() ran in the other thread
+    server.join()
+    # join() did not return before stop() began.
+    assert stopping.is_set()
     stopper.join()
+
+
+def test_fetched_arrays_do_not_alias_session_state(tmp_path):
+    # A Const's value and a variable read stay in the session: writing to
+    # the fetched array must not change what later steps see.
+    path = tmp_path / "state.pbtxt"
+    path.write_text("""
+node { name: "c" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "value" value { tensor { dtype: DT_FLOAT
+    tensor_shape { dim { size: 2 } } float_val: 1 float_val: 2 } } } }
+node { name: "v" op: "VarHandleOp" attr { key: "dtype" value { type: DT_FLOAT } }
+  attr { key: "shared_name" value { s: "v" } } }
+node { name: "init" op: "AssignVariableOp" input: "v" input: "c"
+  attr { key: "dtype" value { type: DT_FLOAT } } }
+node { name: "read" op: "ReadVariableOp" input: "v"
+  attr { key: "dtype" value { type: DT_FLOAT } } }
+""")
+    with cohort.Session("", graph=path) as s:
+        s.run("c:0")[:] = 99
+        np.testing.assert_array_equal(s.run("c:0"), [1, 2])
+        s.run("init")
+        s.run("read:0")[:] = -1
+        np.testing.assert_array_equal(s.run("read:0"), [1, 2])
+
+
+def test_feeds_and_timeouts_are_checked(graph_file):
+    with cohort.Session("", graph=graph_file) as s:
+        with pytest.raises(TypeError, match="feed n: None"):
+            s.run("n2:0", {"n": None})
+        # Any byte order and any descriptor of int64 (np.longlong).
+        assert s.run("n2:0", {"n": np.array([1, 2], dtype=">i8")}).tolist() == [1, 2]
+        assert s.run("n2:0", {"n": np.array([3], dtype=np.longlong)}).tolist() == [3]
+        for bad in (0, -1, float("nan")):
+            with pytest.raises(errors.InvalidArgumentError, match="timeout"):
+                s.run("n2:0", {"n": 1}, timeout=bad)
+
+
+def test_interpreter_exit_with_a_call_in_flight_in_a_daemon_thread():
+    code = (
+        "import threading, cohort\n"
+        f"s = cohort.Server({{'local': ['127.0.0.1:{pick_port()}']}}, token='t')\n"
+        "t = threading.Thread(target=s.join, daemon=True)\n"
+        "t.start()\n"
+        "t.join(timeout=0.5)\n"
+        "assert t.is_alive()\n"
+        "print('exiting', flush=True)\n")
+    r = run_python(code)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "exiting"
