@@ -38,6 +38,19 @@ absl::Duration Grace(absl::Duration d) {
   return d + absl::Seconds(5);
 }
 
+// For a retried wait: the service waits what is left of the caller's
+// timeout, and the RPC that much plus the grace.
+template <typename Request>
+void LeftUntil(absl::Time deadline, absl::Time now, Request* request,
+               CallOptions* call) {
+  const absl::Duration left =
+      deadline == absl::InfiniteFuture()
+          ? absl::InfiniteDuration()
+          : std::max(deadline - now, absl::ZeroDuration());
+  request->set_timeout_ms(ToMs(left));
+  call->timeout = Grace(left);
+}
+
 // A failure of the network path (worth retrying), not an answer.
 bool IsTransient(const absl::Status& s) {
   return !IsServiceError(s) &&
@@ -174,7 +187,7 @@ bool CoordinationAgent::WaitForStop(absl::Time deadline) {
 }
 
 template <typename Fn>
-absl::Status CoordinationAgent::Retry(Fn fn) {
+absl::Status CoordinationAgent::Retry(Fn fn, absl::Time deadline) {
   absl::Time first_failure = absl::InfinitePast();
   int attempt = 0;
   while (true) {
@@ -186,7 +199,9 @@ absl::Status CoordinationAgent::Retry(Fn fn) {
     const absl::Time now = env_->Now();
     if (first_failure == absl::InfinitePast()) first_failure = now;
     if (now - first_failure >= options_.heartbeat_timeout) return s;
-    if (WaitForStop(now + Backoff(attempt++))) return s;
+    if (now >= deadline) return s;
+    if (WaitForStop(std::min(now + Backoff(attempt++), deadline))) return s;
+    if (env_->Now() >= deadline) return s;
   }
 }
 
@@ -499,12 +514,15 @@ absl::StatusOr<std::string> CoordinationAgent::GetKeyValue(
   COHORT_RETURN_IF_ERROR(CheckUsable());
   GetKeyValueRequest request;
   request.set_key(key);
-  request.set_timeout_ms(ToMs(timeout));
   GetKeyValueResponse response;
   CallOptions call;
-  call.timeout = Grace(timeout);
-  COHORT_RETURN_IF_ERROR(
-      Retry([&] { return client_->GetKeyValue(request, &response, call); }));
+  const absl::Time deadline = env_->Now() + timeout;
+  COHORT_RETURN_IF_ERROR(Retry(
+      [&] {
+        LeftUntil(deadline, env_->Now(), &request, &call);
+        return client_->GetKeyValue(request, &response, call);
+      },
+      deadline));
   return response.kv().value();
 }
 
@@ -580,12 +598,15 @@ absl::StatusOr<KeyValueWatchResult> CoordinationAgent::WatchKeyValue(
   WatchKeyValueRequest request;
   request.set_key(key);
   request.set_after_version(after_version);
-  request.set_timeout_ms(ToMs(timeout));
   WatchKeyValueResponse response;
   CallOptions call;
-  call.timeout = Grace(timeout);
-  COHORT_RETURN_IF_ERROR(
-      Retry([&] { return client_->WatchKeyValue(request, &response, call); }));
+  const absl::Time deadline = env_->Now() + timeout;
+  COHORT_RETURN_IF_ERROR(Retry(
+      [&] {
+        LeftUntil(deadline, env_->Now(), &request, &call);
+        return client_->WatchKeyValue(request, &response, call);
+      },
+      deadline));
   KeyValueWatchResult result;
   result.present = response.present();
   result.value = response.value();
@@ -617,9 +638,13 @@ absl::Status CoordinationAgent::WaitAtBarrier(
   request.set_counter(counter);
   BarrierResponse response;
   CallOptions call;
-  call.timeout = Grace(timeout);
-  absl::Status s =
-      Retry([&] { return client_->Barrier(request, &response, call); });
+  const absl::Time deadline = env_->Now() + timeout;
+  absl::Status s = Retry(
+      [&] {
+        LeftUntil(deadline, env_->Now(), &request, &call);
+        return client_->Barrier(request, &response, call);
+      },
+      deadline);
   absl::MutexLock lock(&mu_);
   barriers_in_flight_.erase(id);
   if (s.ok()) {

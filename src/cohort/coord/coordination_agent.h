@@ -164,9 +164,11 @@ class CoordinationAgent {
   CallOptions RpcCallOptions() const;
   // Repeats `fn` (an idempotent call) while it fails in transport
   // (Unavailable without the service payload), with backoff and jitter, for
-  // at most heartbeat_timeout after the first failure.
+  // at most heartbeat_timeout after the first failure, and never past
+  // `deadline` (a blocking call's own timeout: the service being down must
+  // not stretch a 3 s get to the heartbeat timeout).
   template <typename Fn>
-  absl::Status Retry(Fn fn);
+  absl::Status Retry(Fn fn, absl::Time deadline = absl::InfiniteFuture());
   absl::Status Register(uint64_t incarnation, absl::Time deadline);
   void HeartbeatLoop();
   void PollLoop();

@@ -225,6 +225,65 @@ TEST(CoordinationAgentTest, TransportBlipShorterThanTimeoutIsHarmless) {
   EXPECT_THAT((*agent)->error().message(), HasSubstr("heartbeat timeout 4s"));
 }
 
+// A client that cannot reach the service for blocking calls.
+class UnreachableClient : public LocalCoordinationClient {
+ public:
+  using LocalCoordinationClient::LocalCoordinationClient;
+  void GetKeyValueAsync(const GetKeyValueRequest&, GetKeyValueResponse*,
+                        const CallOptions&, StatusCallback done) override {
+    done(absl::UnavailableError("connection refused (injected)"));
+  }
+  void WatchKeyValueAsync(const WatchKeyValueRequest&, WatchKeyValueResponse*,
+                          const CallOptions&, StatusCallback done) override {
+    done(absl::UnavailableError("connection refused (injected)"));
+  }
+  void BarrierAsync(const BarrierRequest&, BarrierResponse*, const CallOptions&,
+                    StatusCallback done) override {
+    done(absl::UnavailableError("connection refused (injected)"));
+  }
+};
+
+TEST(CoordinationAgentTest, RetriesOfABlockingCallEndAtItsOwnTimeout) {
+  FakeEnv env;
+  auto cluster =
+      InProcessCluster::Create(ServiceOptions(1, &env, absl::Seconds(60)));
+  ASSERT_TRUE(cluster.ok());
+  CoordinationAgentOptions options;
+  options.task = TaskId{"worker", 0};
+  // Far longer than the calls' timeouts: only those may end the retries.
+  options.heartbeat_timeout = absl::Seconds(60);
+  options.env = &env;
+  auto agent = CoordinationAgent::Create(
+      options, std::make_unique<UnreachableClient>((*cluster)->service()));
+  ASSERT_TRUE(agent.ok());
+  const std::vector<std::function<absl::Status()>> calls = {
+      [&] { return (*agent)->GetKeyValue("k", absl::Seconds(2)).status(); },
+      [&] {
+        return (*agent)->WatchKeyValue("k", 0, absl::Seconds(2)).status();
+      },
+      [&] { return (*agent)->WaitAtBarrier("b", absl::Seconds(2)); },
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const absl::Time start = env.Now();
+    std::atomic<bool> returned{false};
+    absl::Status status;
+    std::thread caller([&] {
+      status = calls[i]();
+      returned = true;
+    });
+    // The caller's backoff and the service's timer wait on the fake clock.
+    // Without the deadline the retries would go on to the heartbeat timeout
+    // (60 s).
+    AdvanceWhenParked(
+        env, absl::Seconds(90), [&] { return returned.load(); },
+        /*parked=*/2);
+    caller.join();
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << i << status;
+    EXPECT_THAT(status.message(), HasSubstr("connection refused")) << i;
+    EXPECT_LE(env.Now() - start, absl::Seconds(2)) << "call " << i;
+  }
+}
+
 TEST(CoordinationAgentTest, ServiceStopIsNotAnError) {
   auto cluster = InProcessCluster::Create(
       ServiceOptions(1, Env::Default(), absl::Seconds(10)));
