@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -23,6 +25,7 @@
 #include "cohort/graph/kernels/blas.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
 #include "cohort/graph/kernels/math_ops.h"
+#include "cohort/graph/kernels/nn_ops.h"
 #include "cohort/graph/kernels/reduction_ops.h"
 #include "cohort/graph/local_session.h"
 
@@ -42,6 +45,9 @@ struct Flags {
   int runs = 20000;
   bool matmul = true;
   bool session = true;
+  bool kernels = true;
+  // Elements of each kernel benchmark's float32 input (64 MiB).
+  int64_t kernel_elements = int64_t{16} << 20;
   std::string python = "/usr/bin/python3";
   std::string numpy_script =
       std::string(COHORT_BENCH_GRAPH_DIR) + "/numpy_matmul.py";
@@ -98,6 +104,13 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* f) {
       std::string v = value();
       f->matmul = v.find("matmul") != std::string::npos;
       f->session = v.find("session") != std::string::npos;
+      f->kernels = v.find("kernels") != std::string::npos;
+    } else if (a == "--kernel-mib") {
+      int mib = 0;
+      if (!absl::SimpleAtoi(value(), &mib) || mib < 1 || mib > 4096) {
+        return false;
+      }
+      f->kernel_elements = int64_t{mib} << 18;  // float32: 4 bytes each
     } else if (a == "--python") {
       f->python = value();
     } else if (a == "--numpy-script") {
@@ -109,6 +122,7 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* f) {
       f->sizes = {256};
       f->min_seconds = 0.1;
       f->runs = 2000;
+      f->kernel_elements = int64_t{1} << 20;
     } else {
       std::cerr << "cohort bench graph: unknown flag '" << a << "'\n";
       return false;
@@ -278,12 +292,146 @@ int BenchSession(const Flags& f) {
 
 }  // namespace
 
+// One memory-bound kernel: a graph over float32 inputs of the same size,
+// and the bytes it must move at least (inputs read once, output written
+// once).
+struct KernelCase {
+  std::string op;
+  int inputs;
+  // Bytes moved per input byte: reads plus writes.
+  double traffic;
+  std::function<Output(const Scope&, const std::vector<Output>&)> build;
+};
+
+// glibc memcpy of the same buffer size, one thread: the bench-peers kit's
+// memcpy_bench measurement (copy GB/s = bytes copied per second), in the
+// same run. Memory traffic is twice the copy rate.
+double MemcpyGbps(size_t bytes, double min_seconds) {
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  int iters = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    std::memcpy(dst.data(), src.data(), bytes);
+    ++iters;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < min_seconds);
+  // Keeps the copies observable.
+  if (dst[bytes / 2] != 1) return 0;
+  return static_cast<double>(bytes) * iters / elapsed / 1e9;
+}
+
+int BenchKernels(const Flags& f) {
+  const int64_t n = f.kernel_elements;
+  const int threads = static_cast<int>(std::thread::hardware_concurrency());
+  const int64_t rows = 1024;
+  const std::vector<KernelCase> cases = {
+      {"Add", 2, 3,
+       [](const Scope& s, const std::vector<Output>& in) {
+         return ops::Add(s, in[0], in[1]);
+       }},
+      {"Mul", 2, 3,
+       [](const Scope& s, const std::vector<Output>& in) {
+         return ops::Mul(s, in[0], in[1]);
+       }},
+      {"Relu", 1, 2,
+       [](const Scope& s, const std::vector<Output>& in) {
+         return ops::Relu(s, in[0]);
+       }},
+      {"Exp", 1, 2,
+       [](const Scope& s, const std::vector<Output>& in) {
+         return ops::Exp(s, in[0]);
+       }},
+      {"Sum", 1, 1,
+       [](const Scope& s, const std::vector<Output>& in) {
+         return ops::Sum(s, in[0], ops::Const(s, Tensor::Vec<int32_t>({0, 1})));
+       }},
+      {"Softmax", 1, 2,
+       [](const Scope& s, const std::vector<Output>& in) {
+         return ops::Softmax(s, in[0]);
+       }},
+  };
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  std::vector<double> copy;
+  for (int rep = 0; rep < f.reps; ++rep) {
+    copy.push_back(MemcpyGbps(bytes, f.min_seconds));
+    Emit("copy_bw_iter",
+         {{"MiB", static_cast<int64_t>(bytes >> 20)}, {"threads", 1}},
+         copy.back(), "GB/s", rep);
+  }
+  const double memory_gbps = 2 * Median(copy);
+  for (const KernelCase& c : cases) {
+    Scope root = Scope::NewRootScope();
+    std::vector<Output> in;
+    std::vector<std::string> feeds;
+    for (int i = 0; i < c.inputs; ++i) {
+      const std::string name = absl::StrCat("in", i);
+      in.push_back(
+          ops::Placeholder(root.WithOpName(name), DT_FLOAT, {rows, n / rows}));
+      feeds.push_back(name);
+    }
+    Output out = c.build(root.WithOpName("out"), in);
+    GraphDef g;
+    if (!root.ToGraphDef(&g).ok()) {
+      return Fail(
+          absl::StrCat("building the ", c.op, " graph: ", Str(root.status())));
+    }
+    auto session = LocalSession::Create(g);
+    if (!session.ok()) {
+      return Fail(absl::StrCat("creating the ", c.op,
+                               " session: ", Str(session.status())));
+    }
+    auto handle = (*session)->MakeCallable({feeds, {out.name()}, {}, {}});
+    if (!handle.ok()) {
+      return Fail(absl::StrCat("making the ", c.op,
+                               " callable: ", Str(handle.status())));
+    }
+    std::vector<Tensor> values;
+    for (int i = 0; i < c.inputs; ++i) {
+      Tensor t(DT_FLOAT, TensorShape({rows, n / rows}));
+      float* d = t.data<float>();
+      for (int64_t j = 0; j < n; ++j) d[j] = static_cast<float>(j % 97) / 97.f;
+      values.push_back(t);
+    }
+    std::vector<Tensor> result;
+    absl::Status s = (*session)->RunCallable(*handle, values, &result);
+    if (!s.ok()) return Fail(absl::StrCat("running ", c.op, ": ", Str(s)));
+    std::vector<double> gbps;
+    for (int rep = 0; rep < f.reps; ++rep) {
+      int iters = 0;
+      const auto start = Clock::now();
+      double elapsed = 0;
+      do {
+        s = (*session)->RunCallable(*handle, values, &result);
+        if (!s.ok()) return Fail(absl::StrCat("running ", c.op, ": ", Str(s)));
+        ++iters;
+        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      } while (elapsed < f.min_seconds);
+      gbps.push_back(c.traffic * static_cast<double>(bytes) * iters / elapsed /
+                     1e9);
+      Emit("kernel_gbps",
+           {{"op", c.op},
+            {"MiB", static_cast<int64_t>(bytes >> 20)},
+            {"dtype", "float32"},
+            {"threads", threads}},
+           gbps.back(), "GB/s", rep);
+    }
+    Emit("kernel_vs_memcpy_ratio",
+         {{"op", c.op},
+          {"MiB", static_cast<int64_t>(bytes >> 20)},
+          {"threads", threads}},
+         Median(gbps) / memory_gbps, "x", 0);
+  }
+  return 0;
+}
+
 int RunGraphBench(const std::vector<std::string>& args) {
   Flags f;
   if (!ParseFlags(args, &f)) {
     std::cerr
-        << "usage: cohort bench graph [--reps N] [--only matmul,session] "
-           "[--sizes 256,1024,2048] [--min-seconds S] [--runs N] "
+        << "usage: cohort bench graph [--reps N] "
+           "[--only matmul,session,kernels] [--sizes 256,1024,2048] "
+           "[--min-seconds S] [--runs N] [--kernel-mib 64] "
            "[--python PATH] [--numpy-script PATH] [--no-peer] [--quick]\n";
     return 2;
   }
@@ -291,6 +439,7 @@ int RunGraphBench(const std::vector<std::string>& args) {
   int rc = 0;
   if (f.matmul) rc = BenchMatMul(f);
   if (rc == 0 && f.session) rc = BenchSession(f);
+  if (rc == 0 && f.kernels) rc = BenchKernels(f);
   PrintEnvLine("graph", "end");
   return rc;
 }
