@@ -12,6 +12,7 @@
 #include "cohort/graph/kernels/random_ops.h"
 #include "cohort/graph/kernels/reduction_ops.h"
 #include "cohort/graph/kernels/training_ops.h"
+#include "cohort/training/data_parallel.h"
 
 namespace cohort::examples {
 
@@ -25,16 +26,12 @@ absl::StatusOr<PsModel> BuildPsModel(const Scope& root,
   auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {-1, o.features});
   auto labels = ops::Placeholder(root.WithOpName("labels"), DT_INT32, {-1});
   Scope init = root.NewSubScope("init_values");
-  // He-style scaling, sqrt(2 / fan_in), for the Relu layers; sqrt(1 /
-  // fan_in) for the output layer.
+  // He-style scaling (training/data_parallel.h): gain 2 for the Relu
+  // layers, 1 for the output layer.
   auto weights = [&](const std::string& name, int in, int out, int seed2,
                      double gain) {
-    return ops::MakeVariable(
-        root, name,
-        ops::Mul(init,
-                 ops::RandomNormal(init, Tensor::Vec<int32_t>({in, out}),
-                                   DT_FLOAT, o.weight_seed, seed2),
-                 static_cast<float>(std::sqrt(gain / in))));
+    return training::ScaledNormalWeights(root, init, name, in, out,
+                                         o.weight_seed, seed2, gain);
   };
   auto zeros = [&](const std::string& name, int n) {
     return ops::MakeVariable(root, name,

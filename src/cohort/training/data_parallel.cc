@@ -108,23 +108,12 @@ absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
   auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {-1, o.features});
   auto labels = ops::Placeholder(root.WithOpName("labels"), DT_INT32, {-1});
   Scope init = root.NewSubScope("init_values");
-  // He-style scaling: std sqrt(2 / fan_in) for W1, sqrt(1 / fan_in) for W2.
-  auto w1 = ops::MakeVariable(
-      root, "w1",
-      ops::Mul(
-          init,
-          ops::RandomNormal(init, Tensor::Vec<int32_t>({o.features, o.hidden}),
-                            DT_FLOAT, o.weight_seed, 1),
-          static_cast<float>(std::sqrt(2.0 / o.features))));
+  auto w1 = ScaledNormalWeights(root, init, "w1", o.features, o.hidden,
+                                o.weight_seed, 1, 2.0);
   auto b1 = ops::MakeVariable(
       root, "b1", Tensor::Filled<float>(TensorShape({o.hidden}), 0.f));
-  auto w2 = ops::MakeVariable(
-      root, "w2",
-      ops::Mul(
-          init,
-          ops::RandomNormal(init, Tensor::Vec<int32_t>({o.hidden, o.classes}),
-                            DT_FLOAT, o.weight_seed, 2),
-          static_cast<float>(std::sqrt(1.0 / o.hidden))));
+  auto w2 = ScaledNormalWeights(root, init, "w2", o.hidden, o.classes,
+                                o.weight_seed, 2, 1.0);
   auto b2 = ops::MakeVariable(
       root, "b2", Tensor::Filled<float>(TensorShape({o.classes}), 0.f));
   auto h =
@@ -231,6 +220,17 @@ SyntheticData MakeSyntheticData(const TrainOptions& o) {
   s.train = Generate(o.train_examples, o, t1, t2, teacher_hidden, rng);
   s.heldout = Generate(o.heldout_examples, o, t1, t2, teacher_hidden, rng);
   return s;
+}
+
+ops::Variable ScaledNormalWeights(const Scope& root, const Scope& init,
+                                  const std::string& name, int in, int out,
+                                  int64_t seed, int64_t seed2, double gain) {
+  return ops::MakeVariable(
+      root, name,
+      ops::Mul(init,
+               ops::RandomNormal(init, Tensor::Vec<int32_t>({in, out}),
+                                 DT_FLOAT, seed, seed2),
+               static_cast<float>(std::sqrt(gain / in))));
 }
 
 Dataset Rows(const Dataset& d, int begin, int count) {

@@ -36,6 +36,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cohort/graph/builder.h"
+#include "cohort/graph/kernels/state_ops.h"
 #include "cohort/graph/tensor.h"
 
 namespace cohort::training {
@@ -77,6 +79,15 @@ SyntheticData MakeSyntheticData(const TrainOptions& options);
 // Rows [partition * n / num_tasks, (partition + 1) * n / num_tasks) of `d`.
 // InvalidArgument when the partition is out of range or the shard is empty.
 absl::StatusOr<Dataset> Shard(const Dataset& d, int partition, int num_tasks);
+
+// A weight variable `name` of shape [in, out] in `root`, initialised from a
+// normal distribution seeded (seed, seed2) and scaled by sqrt(gain / in):
+// He-style, gain 2 before a Relu and 1 for a linear output. The initial
+// value's ops go in `init`. Equal arguments give bit-identical weights in
+// every task.
+ops::Variable ScaledNormalWeights(const Scope& root, const Scope& init,
+                                  const std::string& name, int in, int out,
+                                  int64_t seed, int64_t seed2, double gain);
 
 // Rows [begin, begin + count) of `d` as new tensors (the caller keeps the
 // range inside `d`).
