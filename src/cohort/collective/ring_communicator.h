@@ -1,0 +1,125 @@
+// RingCommunicator: the collectives of a group over TCP, for members on
+// different hosts: each member serves one framed endpoint (rpc/, so every
+// connection proves the job token) and sends to the next member of the
+// ring, receiving from the previous one.
+//
+//   auto c = RingCommunicator::Start(options, "10.0.0.5");
+//   addresses = exchange(c->address());        // every member's, by rank
+//   c->Connect(addresses, deadline);
+//   c->AllReduce(grads, n, kFloat32, kSum, deadline);
+//
+// Algorithms (N members, data split into N parts on 16-element bounds):
+//   AllReduce: reduce-scatter, N - 1 steps in which member r sends part
+//     (r - s) mod N and adds the part it receives; member r then holds the
+//     complete sum of part (r + 1) mod N (divided by N for MEAN), which an
+//     all-gather of N - 1 steps hands round the ring. Every element is
+//     summed once, by one member, so all end with the same bits.
+//   Broadcast: the root's data travels the chain root, root + 1, ...
+//   AllGather: N - 1 steps, each forwarding the block received last.
+// Parts travel in pieces of at most `chunk_bytes`, so a member reduces one
+// piece while the next is on the wire.
+//
+// Wire: each piece is one framed request: its u64 sequence number on the
+// link, then the bytes. The first request of a connection is a u32 rank
+// naming the sender; only the previous member's connection may deliver
+// pieces. A piece out of order or of the wrong size breaks the group
+// (InvalidArgument: the members disagree on the calls). Pieces wait in an
+// inbox capped at `max_inbox_bytes`; a sender that overfills it is cut off.
+//
+// Errors: as communicator.h; Unavailable when the previous member's
+// connection closes or the next member cannot be reached.
+//
+// Thread safety: as communicator.h. The endpoint's loop thread fills the
+// inbox; the caller's thread sends and consumes.
+#ifndef COHORT_COLLECTIVE_RING_COMMUNICATOR_H_
+#define COHORT_COLLECTIVE_RING_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cohort/base/env.h"
+#include "cohort/collective/communicator.h"
+#include "cohort/rpc/framed_client.h"
+#include "cohort/rpc/framed_server.h"
+
+namespace cohort::collective {
+
+struct RingOptions {
+  std::string group;  // Named in errors.
+  int rank = 0;
+  std::vector<std::string> tasks;  // One per member; the size.
+  std::string job_token;           // Proven on every connection.
+  size_t chunk_bytes = size_t{1} << 20;
+  size_t max_inbox_bytes = size_t{1} << 30;
+  Env* env = nullptr;  // nullptr: Env::Default().
+};
+
+class RingCommunicator : public Communicator {
+ public:
+  // Starts this member's endpoint on `host`. InvalidArgument for bad
+  // options; the server's errors (rpc/framed_server.h).
+  static absl::StatusOr<std::unique_ptr<RingCommunicator>> Start(
+      RingOptions options, const std::string& host);
+  ~RingCommunicator() override;
+
+  // "host:port" of this member's endpoint.
+  std::string address() const { return server_->address(); }
+
+  // Connects to the next member (addresses[(rank + 1) % N]) by `deadline`.
+  // Unavailable / Unauthenticated / DeadlineExceeded naming the member.
+  absl::Status Connect(const std::vector<std::string>& addresses,
+                       absl::Time deadline);
+
+  absl::Status AllReduce(void* data, size_t count, ElementType type,
+                         ReduceOp op, absl::Time deadline) override;
+  absl::Status Broadcast(void* data, size_t bytes, int root,
+                         absl::Time deadline) override;
+  absl::Status AllGather(const void* in, size_t bytes, void* out,
+                         absl::Time deadline) override;
+  const char* transport() const override { return "tcp"; }
+
+ private:
+  class Inbox;
+
+  explicit RingCommunicator(RingOptions options);
+
+  int size() const { return static_cast<int>(options_.tasks.size()); }
+  int next() const { return (options_.rank + 1) % size(); }
+  int prev() const { return (options_.rank + size() - 1) % size(); }
+  std::string Member(int rank) const;
+  absl::Status CheckUsable() const;
+  absl::Status Fail(absl::Status error);
+
+  // Sends `bytes` at `data` as the next piece to the next member.
+  absl::Status SendPiece(const char* data, size_t bytes, absl::Time deadline);
+  // Waits for the next piece from the previous member; it must be `bytes`
+  // long. The returned string holds the header before the data (at
+  // kPieceHeader).
+  absl::StatusOr<std::string> RecvPiece(size_t bytes, absl::Time deadline);
+  // Sends part `send` of `data` and receives into part `recv` piece by
+  // piece, adding (accumulate) or copying what arrives.
+  absl::Status Exchange(char* data, size_t elem, size_t send_lo, size_t send_hi,
+                        size_t recv_lo, size_t recv_hi, bool accumulate,
+                        ElementType type, absl::Time deadline);
+
+  const RingOptions options_;
+  std::unique_ptr<Inbox> inbox_;
+  std::unique_ptr<rpc::FramedServer> server_;
+  std::unique_ptr<rpc::FramedClient> client_;
+  std::string next_address_;
+  uint64_t sent_ = 0;      // Pieces sent to the next member.
+  uint64_t received_ = 0;  // Pieces taken from the inbox.
+  absl::Status broken_;
+};
+
+}  // namespace cohort::collective
+
+#endif  // COHORT_COLLECTIVE_RING_COMMUNICATOR_H_
