@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/common/gang.h"
 #include "bench/common/peer.h"
 #include "cohort/barrier/barrier_task_context.h"
 #include "cohort/barrier/launcher.h"
@@ -25,8 +26,6 @@
 
 namespace cohort::bench {
 namespace {
-
-constexpr char kResultTag[] = "BENCH ";
 
 struct Flags {
   std::vector<int> sizes = {2, 4, 8};
@@ -148,7 +147,7 @@ int RunChild(const Flags& f) {
               {"params", params},
               {"value", Round3(value)},
               {"unit", "us"}};
-    std::cout << kResultTag << JsonDump(line) << std::endl;
+    PrintChildResult(line);
   };
   emit("barrier_p50", Json::object(), Percentile(barrier_us, 50));
   emit("barrier_p99", Json::object(), Percentile(barrier_us, 99));
@@ -157,77 +156,21 @@ int RunChild(const Flags& f) {
   return 0;
 }
 
-std::vector<std::string> SelfCommand() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  const std::string exe(self, len > 0 ? static_cast<size_t>(len) : 0);
-  // Inside the `cohort` binary the suite is reached through `bench barrier`.
-  if (absl::EndsWith(exe, "/cohort")) return {exe, "bench", "barrier"};
-  return {exe};
-}
-
 // Runs every gang size once for repetition `rep`, printing (and keeping in
 // `log`) partition 0's lines. Returns non-zero when a gang failed.
 int RunGangs(const Flags& f, int rep, MeasurementLog& log) {
   int rc = 0;
   for (int world : f.sizes) {
-    barrier::LaunchOptions options;
-    options.num_workers = world;
-    options.command = SelfCommand();
-    for (const std::string& a :
-         {std::string("--child"), std::string("--iters"),
-          std::to_string(f.iters), std::string("--gather-iters"),
-          std::to_string(f.gather_iters)}) {
-      options.command.push_back(a);
-    }
-    options.progress = false;
-    options.stop_grace = absl::Seconds(2);
-    absl::Mutex mu;
-    std::vector<std::string> results, messages;
-    options.output = [&](const std::string& line) {
-      absl::MutexLock lock(&mu);
-      const std::string tag = std::string("[worker:0] ") + kResultTag;
-      if (absl::StartsWith(line, tag)) {
-        results.push_back(line.substr(tag.size()));
-      } else {
-        messages.push_back(line);
-      }
-    };
-    options.messages = [&](const std::string& line) {
-      absl::MutexLock lock(&mu);
-      messages.push_back(line);
-    };
-    barrier::Launcher launcher(Env::Default(), options);
-    absl::StatusOr<barrier::LaunchResult> result = launcher.Run();
-    absl::MutexLock lock(&mu);
-    int measurements = 0;
-    for (const std::string& r : results) {
-      absl::StatusOr<Json> line = ParseJson(r, "benchmark child output");
-      if (!line.ok()) continue;
-      (*line)["rep"] = rep;
-      (*line)["note"] =
-          "processes started by cohort launch; TCP transport to the "
-          "coordinator in the launcher";
-      log.Print(*line);
-      ++measurements;
-    }
-    if (!result.ok() || !result->succeeded || measurements == 0) {
-      rc = 1;
-      std::string why =
-          !result.ok() ? std::string(result.status().message())
-          : !result->succeeded
-              ? absl::StrCat("the gang failed: ", result->failure_summary)
-              : "partition 0 printed no measurement";
-      if (!messages.empty()) {
-        absl::StrAppend(&why, "; output: ", absl::StrJoin(messages, "\n"));
-      }
-      PrintErrorLine("barrier", why,
-                     {{"params", {{"world", world}}}, {"rep", rep}});
-    }
-    if (result.ok()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(result->log_dir, ignored);
-    }
+    GangRun run;
+    run.suite = "barrier";
+    run.world = world;
+    run.child_args = {"--child", "--iters", std::to_string(f.iters),
+                      "--gather-iters", std::to_string(f.gather_iters)};
+    run.rep = rep;
+    run.note =
+        "processes started by cohort launch; TCP transport to the "
+        "coordinator in the launcher";
+    if (!RunGang(run, &log)) rc = 1;
   }
   return rc;
 }

@@ -120,17 +120,21 @@ absl::Status PrintRatio(const std::string& suite, const std::string& peer,
   for (auto it = spec.peer_params.begin(); it != spec.peer_params.end(); ++it) {
     peer_params[it.key()] = it.value();
   }
+  Json ours_params = spec.params.is_object() ? spec.params : Json::object();
+  for (auto it = spec.ours_params.begin(); it != spec.ours_params.end(); ++it) {
+    ours_params[it.key()] = it.value();
+  }
   int n_ours = 0, n_theirs = 0;
-  const double a = MedianOf(ours, spec.metric, spec.params, &n_ours);
+  const double a = MedianOf(ours, spec.metric, ours_params, &n_ours);
   const double b = MedianOf(theirs, spec.peer_metric, peer_params, &n_theirs);
   if (n_ours == 0 || n_theirs == 0 || b == 0) {
     return absl::NotFoundError(absl::StrCat(
         "no ", n_ours == 0 ? "cohort" : peer, " measurement of ",
         n_ours == 0 ? spec.metric : spec.peer_metric, " with params ",
-        JsonDump(n_ours == 0 ? spec.params : peer_params),
+        JsonDump(n_ours == 0 ? ours_params : peer_params),
         n_ours != 0 && n_theirs != 0 ? " (the peer's median is 0)" : ""));
   }
-  Json params = spec.params.is_object() ? spec.params : Json::object();
+  Json params = ours_params;
   params["peer"] = peer;
   params["peer_metric"] = spec.peer_metric;
   for (auto it = spec.peer_params.begin(); it != spec.peer_params.end(); ++it) {

@@ -81,6 +81,9 @@ struct RatioSpec {
   Json peer_params = Json::object();  // extra entries on the peer's side
   bool lower_is_better = true;
   std::string note;  // optional, copied into the line
+  // Extra entries on cohort's side only (e.g. {"transport": "shm"}); they
+  // are copied into the ratio line's params.
+  Json ours_params = Json::object();
 };
 
 // Prints the ratio line of `spec` (format above). NotFound, printing

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/barrier/barrier_bench.h"
+#include "bench/collective/collective_bench.h"
 #include "bench/coord/coord_bench.h"
 #include "bench/graph/graph_bench.h"
 #include "bench/runtime/runtime_bench.h"
@@ -52,6 +53,10 @@ const BenchSuite kSuites[] = {
      "step p50/p99 (4-byte tensor, callable), GrpcSession vs LocalSession "
      "step overhead",
      &bench::RunRuntimeBench},
+    {"collective",
+     "collectives: all-reduce time (1, 64 MiB float32) across gangs of "
+     "2 and 4 processes over shared memory and TCP, with the gloo peer",
+     &bench::RunCollectiveBench},
 };
 
 void ListSuites(std::ostream& out) {

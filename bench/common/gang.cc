@@ -1,0 +1,86 @@
+#include "bench/common/gang.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "cohort/barrier/launcher.h"
+#include "cohort/base/env.h"
+
+namespace cohort::bench {
+
+void PrintChildResult(const Json& line) {
+  std::cout << kResultTag << JsonDump(line) << std::endl;
+}
+
+std::vector<std::string> SelfCommand(const std::string& suite) {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  const std::string exe(self, len > 0 ? static_cast<size_t>(len) : 0);
+  if (absl::EndsWith(exe, "/cohort")) return {exe, "bench", suite};
+  return {exe};
+}
+
+bool RunGang(const GangRun& run, MeasurementLog* log) {
+  barrier::LaunchOptions options;
+  options.num_workers = run.world;
+  options.command = SelfCommand(run.suite);
+  options.command.insert(options.command.end(), run.child_args.begin(),
+                         run.child_args.end());
+  options.extra_env = run.env;
+  options.progress = false;
+  options.stop_grace = absl::Seconds(2);
+  absl::Mutex mu;
+  std::vector<std::string> results, messages;
+  const std::string tag = std::string("[worker:0] ") + kResultTag;
+  options.output = [&](const std::string& line) {
+    absl::MutexLock lock(&mu);
+    if (absl::StartsWith(line, tag)) {
+      results.push_back(line.substr(tag.size()));
+    } else {
+      messages.push_back(line);
+    }
+  };
+  options.messages = [&](const std::string& line) {
+    absl::MutexLock lock(&mu);
+    messages.push_back(line);
+  };
+  barrier::Launcher launcher(Env::Default(), options);
+  absl::StatusOr<barrier::LaunchResult> result = launcher.Run();
+  absl::MutexLock lock(&mu);
+  int measurements = 0;
+  for (const std::string& r : results) {
+    absl::StatusOr<Json> line = ParseJson(r, "benchmark child output");
+    if (!line.ok()) continue;
+    (*line)["rep"] = run.rep;
+    if (!run.note.empty()) (*line)["note"] = run.note;
+    log->Print(*line);
+    ++measurements;
+  }
+  bool ok = result.ok() && result->succeeded && measurements > 0;
+  if (!ok) {
+    std::string why = !result.ok() ? std::string(result.status().message())
+                      : !result->succeeded
+                          ? absl::StrCat("the gang of ", run.world,
+                                         " failed: ", result->failure_summary)
+                          : "partition 0 printed no measurement";
+    if (!messages.empty()) {
+      absl::StrAppend(&why, "; output: ", absl::StrJoin(messages, "\n"));
+    }
+    Json params = run.error_params;
+    params["world"] = run.world;
+    PrintErrorLine(run.suite, why, {{"params", params}, {"rep", run.rep}});
+  }
+  if (result.ok()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(result->log_dir, ignored);
+  }
+  return ok;
+}
+
+}  // namespace cohort::bench
