@@ -12,11 +12,10 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
-#include "cohort/barrier/barrier_task_context.h"
 #include "cohort/training/data_parallel.h"
+#include "cohort/training/data_parallel_gang.h"
 
 int main(int argc, char** argv) {
-  using cohort::barrier::BarrierTaskContext;
   cohort::training::TrainOptions o;
   double target_loss = 0.5;
   CLI::App app{
@@ -28,6 +27,8 @@ int main(int argc, char** argv) {
                  "momentum; 0 = plain gradient descent (default 0.9)");
   app.add_option("--batch", o.batch, "examples per task per step (default 64)");
   app.add_option("--hidden", o.hidden, "hidden units (default 64)");
+  app.add_option("--features", o.features,
+                 "input features of the synthetic data (default 16)");
   app.add_option("--examples", o.train_examples,
                  "training examples across all tasks (default 16384)");
   app.add_option(
@@ -42,29 +43,28 @@ int main(int argc, char** argv) {
                  "exit 2 when the held-out loss ends above this (default 0.5)");
   CLI11_PARSE(app, argc, argv);
   if (o.steps <= 0 || o.hidden <= 0 || o.threads <= 0 ||
-      o.train_examples <= 0) {
-    std::cerr << "train_data_parallel: --steps, --hidden, --threads and "
-                 "--examples must be "
-                 "positive"
+      o.train_examples <= 0 || o.features <= 0) {
+    std::cerr << "train_data_parallel: --steps, --hidden, --features, "
+                 "--threads and --examples must be positive"
               << std::endl;
     return 3;
   }
 
-  absl::StatusOr<BarrierTaskContext*> ctx = BarrierTaskContext::Get();
-  if (!ctx.ok()) {
+  absl::StatusOr<cohort::training::LaunchedGang> joined =
+      cohort::training::JoinLaunchedGang();
+  if (!joined.ok()) {
     std::cerr
-        << "train_data_parallel: " << ctx.status().message()
+        << "train_data_parallel: " << joined.status().message()
         << "\nLaunch it as a gang, e.g.:\n  build/bin/cohort launch -n 2 -- "
            "build/bin/train_data_parallel --steps 300"
         << std::endl;
     return 1;
   }
-  BarrierTaskContext* task = *ctx;
-  cohort::training::Collective gang;
-  gang.partition_id = task->partition_id();
-  gang.num_tasks = task->num_tasks();
-  gang.all_gather = [task](const std::string& m) { return task->AllGather(m); };
-
+  const cohort::training::Collective& gang = joined->collective;
+  if (gang.partition_id == 0) {
+    std::cout << "gradients all-reduced over " << joined->group->transport()
+              << " between " << gang.num_tasks << " tasks" << std::endl;
+  }
   absl::StatusOr<cohort::training::TrainReport> r =
       cohort::training::RunDataParallelTraining(o, gang, std::cout);
   if (!r.ok()) {

@@ -21,6 +21,7 @@
 #include "bench/coord/coord_bench.h"
 #include "bench/graph/graph_bench.h"
 #include "bench/runtime/runtime_bench.h"
+#include "bench/training/training_bench.h"
 #include "tools/cohort/commands.h"
 
 namespace cohort::tools {
@@ -57,6 +58,10 @@ const BenchSuite kSuites[] = {
      "collectives: all-reduce time (1, 64 MiB float32) across gangs of "
      "2 and 4 processes over shared memory and TCP, with the gloo peer",
      &bench::RunCollectiveBench},
+    {"training",
+     "data-parallel training: examples/s of 1 and 2 tasks on a model of "
+     "a million parameters, gradients all-reduced; the scaling",
+     &bench::RunTrainingBench},
 };
 
 void ListSuites(std::ostream& out) {

@@ -9,6 +9,7 @@
 #include "cohort/base/env.h"
 #include "cohort/base/status.h"
 #include "cohort/graph/cancellation.h"
+#include "cohort/graph/denormal.h"
 #include "cohort/graph/device.h"
 #include "cohort/graph/rendezvous.h"
 #include "cohort/graph/standard_registries.h"
@@ -313,6 +314,9 @@ void Executor::Dispatch(const std::shared_ptr<StepState>& st, ReadyList* ready,
 
 void Executor::RunLoop(const std::shared_ptr<StepState>& st_ptr,
                        ReadyList initial) {
+  // Kernels run with denormals flushed, wherever this loop runs (the
+  // caller's thread or the pool's): see denormal.h.
+  ScopedFlushDenormal flush_denormals;
   StepState* st = st_ptr.get();
   ReadyList inline_ready;
   ReadyList ready;

@@ -1,9 +1,11 @@
 #include "cohort/graph/local_session.h"
 
+#include <cmath>
 #include <thread>
 
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/kernels/elementwise_ops.h"
 #include "cohort/graph/kernels/math_ops.h"
 #include "cohort/graph/kernels/reduction_ops.h"
 #include "cohort/graph/kernels/sendrecv_ops.h"
@@ -42,6 +44,26 @@ TEST(LocalSessionTest, RunWithFeedsFetchesTargets) {
           .ok());
   EXPECT_TRUE(out[0].Equals(Tensor::Vec<float>({10, 20})));
 }
+
+#if defined(__x86_64__)
+// Kernels run with denormals flushed (denormal.h), as TensorFlow's do: a
+// denormal input reads as zero, and the caller's own mode is left alone.
+TEST(LocalSessionTest, KernelsFlushDenormalsAndTheCallerKeepsItsMode) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {1});
+  ops::Mul(root.WithOpName("y"), x, {1.f});
+  auto session = MakeSession(root);
+  const float denormal = 1e-40f;
+  ASSERT_TRUE(std::fpclassify(denormal) == FP_SUBNORMAL);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(
+      session->Run({{"x", Tensor::Vec<float>({denormal})}}, {"y:0"}, {}, &out)
+          .ok());
+  EXPECT_EQ(out[0].data<float>()[0], 0.0f);
+  volatile float here = denormal;
+  EXPECT_EQ(here * 1.0f, denormal);
+}
+#endif
 
 TEST(LocalSessionTest, VariablesPersistAndResetClearsThem) {
   Scope root = Scope::NewRootScope();

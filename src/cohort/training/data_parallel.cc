@@ -273,65 +273,46 @@ absl::StatusOr<Dataset> Shard(const Dataset& d, int partition, int num_tasks) {
   return Rows(d, begin, end - begin);
 }
 
-std::string EncodeTensors(const std::vector<Tensor>& tensors) {
-  AttrValue::ListValue list;
-  for (const Tensor& t : tensors) t.AsProto(list.add_tensor());
-  return list.SerializeAsString();
-}
-
-absl::StatusOr<std::vector<Tensor>> DecodeTensors(const std::string& bytes,
-                                                  const std::string& from) {
-  AttrValue::ListValue list;
-  if (!list.ParseFromString(bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensors from ", from, ": ", bytes.size(),
-        " bytes do not parse as an AttrValue.ListValue of TensorProtos"));
-  }
-  std::vector<Tensor> out;
-  for (int i = 0; i < list.tensor_size(); ++i) {
-    absl::StatusOr<Tensor> t = Tensor::FromProto(list.tensor(i));
-    if (!t.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", i, " from ", from, ": ", t.status().message()));
-    }
-    out.push_back(*std::move(t));
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<Tensor>> MeanInOrder(
-    const std::vector<std::vector<Tensor>>& parts) {
-  if (parts.empty())
-    return absl::InvalidArgumentError("mean of no tensor lists");
-  const std::vector<Tensor>& first = parts[0];
-  for (size_t p = 0; p < parts.size(); ++p) {
-    if (parts[p].size() != first.size()) {
+absl::Status PackFloats(const std::vector<Tensor>& tensors,
+                        std::vector<float>* flat) {
+  size_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].dtype() != DT_FLOAT) {
       return absl::InvalidArgumentError(
-          absl::StrCat("list ", p, " has ", parts[p].size(),
-                       " tensors, list 0 has ", first.size()));
+          absl::StrCat("tensor ", i, " is ", DataTypeName(tensors[i].dtype()),
+                       "; only float tensors are packed"));
     }
-    for (size_t i = 0; i < first.size(); ++i) {
-      const Tensor& t = parts[p][i];
-      if (t.dtype() != DT_FLOAT || t.shape() != first[i].shape()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor ", i, " of list ", p, " is ",
-                         DataTypeName(t.dtype()), " ", t.shape().DebugString(),
-                         "; expected float ", first[i].shape().DebugString()));
-      }
-    }
+    total += static_cast<size_t>(tensors[i].NumElements());
   }
-  const float scale = 1.0f / static_cast<float>(parts.size());
+  flat->resize(total);
+  float* out = flat->data();
+  for (const Tensor& t : tensors) {
+    std::copy_n(t.data<float>(), t.NumElements(), out);
+    out += t.NumElements();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> UnpackFloats(
+    const std::vector<float>& flat, size_t offset,
+    const std::vector<TensorShape>& shapes) {
+  size_t need = offset;
+  for (const TensorShape& shape : shapes) {
+    need += static_cast<size_t>(shape.num_elements());
+  }
+  if (need != flat.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unpacking ", shapes.size(), " tensors of ", need - offset,
+                     " floats from ",
+                     flat.size() - std::min(offset, flat.size()), " floats"));
+  }
   std::vector<Tensor> out;
-  for (size_t i = 0; i < first.size(); ++i) {
-    Tensor sum = first[i].DeepCopy();
-    float* s = sum.data<float>();
-    const int64_t n = sum.NumElements();
-    for (size_t p = 1; p < parts.size(); ++p) {
-      const float* v = parts[p][i].data<float>();
-      for (int64_t k = 0; k < n; ++k) s[k] += v[k];
-    }
-    for (int64_t k = 0; k < n; ++k) s[k] *= scale;
-    out.push_back(std::move(sum));
+  const float* in = flat.data() + offset;
+  for (const TensorShape& shape : shapes) {
+    Tensor t(DT_FLOAT, shape);
+    std::copy_n(in, shape.num_elements(), t.data<float>());
+    in += shape.num_elements();
+    out.push_back(std::move(t));
   }
   return out;
 }
@@ -376,6 +357,7 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   int window_steps = 0;
   int offset = 0;
   std::vector<Tensor> out;
+  std::vector<float> flat;
   for (int step = 1; step <= o.steps; ++step) {
     if (offset + o.batch > shard.size()) offset = 0;
     Dataset batch = Rows(shard, offset, o.batch);
@@ -383,37 +365,20 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
     COHORT_RETURN_IF_ERROR(Annotate(
         m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
         absl::StrCat("step ", step, ": forward and gradients")));
-    absl::StatusOr<std::vector<std::string>> gathered =
-        gang.all_gather(EncodeTensors(out));
-    if (!gathered.ok()) {
-      return Annotate(gathered.status(),
-                      absl::StrCat("step ", step, ": exchanging gradients"));
-    }
-    std::vector<std::vector<Tensor>> grads;
-    double loss_sum = 0;
-    for (size_t p = 0; p < gathered->size(); ++p) {
-      COHORT_ASSIGN_OR_RETURN(
-          std::vector<Tensor> t,
-          DecodeTensors((*gathered)[p],
-                        absl::StrCat("partition ", p, " at step ", step)));
-      if (t.size() != 1 + m.var_names.size() || t[0].dtype() != DT_FLOAT ||
-          t[0].NumElements() != 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("step ", step, ": partition ", p, " sent ", t.size(),
-                         " tensors; expected a float loss and ",
-                         m.var_names.size(), " gradients"));
-      }
-      loss_sum += t[0].scalar<float>();
-      t.erase(t.begin());
-      grads.push_back(std::move(t));
-    }
-    const double loss = loss_sum / static_cast<double>(gathered->size());
+    // [loss, gradients...] in one buffer: one all-reduce per step. Every
+    // task gets the same bits back, so the updates stay identical.
+    COHORT_RETURN_IF_ERROR(PackFloats(out, &flat));
+    COHORT_RETURN_IF_ERROR(
+        Annotate(gang.all_reduce_mean(flat.data(), flat.size()),
+                 absl::StrCat("step ", step, ": averaging gradients")));
+    const double loss = flat[0];
     if (step == 1) report.initial_loss = loss;
     report.final_train_loss = loss;
-    absl::StatusOr<std::vector<Tensor>> mean = MeanInOrder(grads);
+    absl::StatusOr<std::vector<Tensor>> mean =
+        UnpackFloats(flat, 1, m.var_shapes);
     if (!mean.ok()) {
       return Annotate(mean.status(),
-                      absl::StrCat("step ", step, ": averaging gradients"));
+                      absl::StrCat("step ", step, ": the averaged gradients"));
     }
     COHORT_RETURN_IF_ERROR(
         Annotate(m.session->RunCallable(m.apply, *mean, nullptr),

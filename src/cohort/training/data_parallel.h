@@ -13,15 +13,16 @@
 //     gradient descent for --momentum 0) fed by placeholders; the weights
 //     start from seeded RandomNormal, so they are identical everywhere;
 //  3. each step runs the forward+gradient callable on its next mini-batch,
-//     AllGathers [loss, dW1, db1, dW2, db2] (TensorProtos in an
-//     AttrValue.ListValue), sums the gathered gradients in partition-id
-//     order, divides by n, and feeds the mean to the update callable. Every
-//     task does the same float operations in the same order on the same
-//     bytes, so the parameters stay bit-identical (checked at start and end
-//     with an AllGather of a crc32c of the parameters).
+//     packs [loss, dW1, db1, dW2, db2] into one float buffer, all-reduces it
+//     (MEAN) through a collective group (collective/collective_group.h:
+//     shared memory between tasks on one host, a TCP ring otherwise; never
+//     through the coordinator), and feeds the mean to the update callable.
+//     The all-reduce hands every task the same bits, so the parameters stay
+//     bit-identical (checked at start and end with an AllGather of a crc32c
+//     of the parameters).
 //
 // Errors are Status values naming the step, partition and tensor involved;
-// a sync failure (another task died) comes back from AllGather.
+// a failure of another task comes back from the all-gather or all-reduce.
 //
 // Thread safety: the functions are thread-compatible; RunDataParallelTraining
 // uses the context's syncs sequentially and blocks until training ends.
@@ -97,30 +98,29 @@ Dataset Rows(const Dataset& d, int begin, int count);
 // `labels` [n] (int32); 0 for no rows.
 double Accuracy(const Tensor& logits, const Tensor& labels);
 
-// Encodes tensors as a serialized AttrValue.ListValue of TensorProtos.
-std::string EncodeTensors(const std::vector<Tensor>& tensors);
-// InvalidArgument naming `from` when the bytes do not parse or a tensor
-// does not convert.
-absl::StatusOr<std::vector<Tensor>> DecodeTensors(const std::string& bytes,
-                                                  const std::string& from);
-
-// The element-wise mean of float tensor lists, summed in the order given
-// (so every caller with the same input gets the same bits).
-// InvalidArgument naming the list index and tensor when counts, dtypes or
-// shapes disagree with parts[0].
-absl::StatusOr<std::vector<Tensor>> MeanInOrder(
-    const std::vector<std::vector<Tensor>>& parts);
+// Concatenates the elements of float tensors, in order, into *flat
+// (resized). InvalidArgument naming the first tensor that is not float.
+absl::Status PackFloats(const std::vector<Tensor>& tensors,
+                        std::vector<float>* flat);
+// Tensors of `shapes` filled, in order, from flat[offset...]; InvalidArgument
+// when the sizes do not add up to flat.size() - offset.
+absl::StatusOr<std::vector<Tensor>> UnpackFloats(
+    const std::vector<float>& flat, size_t offset,
+    const std::vector<TensorShape>& shapes);
 
 // crc32c over the raw bytes of the tensors, in order.
 uint32_t ParameterChecksum(const std::vector<Tensor>& params);
 
-// What the gang needs from barrier execution mode (BarrierTaskContext has
-// these; tests may pass a fake).
+// What the gang needs: an all-gather of short strings (BarrierTaskContext's,
+// for the parameter checks) and an all-reduce MEAN of a float buffer in
+// place that leaves the same bits on every task (a CollectiveGroup's, for
+// the gradients). Tests may pass fakes.
 struct Collective {
   int partition_id = 0;
   int num_tasks = 1;
   std::function<absl::StatusOr<std::vector<std::string>>(const std::string&)>
       all_gather;
+  std::function<absl::Status(float* data, size_t count)> all_reduce_mean;
 };
 
 struct TrainReport {
