@@ -152,31 +152,33 @@ absl::StatusOr<std::unique_ptr<CollectiveGroup>> CollectiveGroup::Create(
 }
 
 absl::Status CollectiveGroup::AllReduce(float* data, size_t count, ReduceOp op,
-                                        absl::Time deadline) {
-  return AllReduce(data, count, ElementType::kFloat32, op, deadline);
+                                        absl::Time deadline, int64_t instance) {
+  return AllReduce(data, count, ElementType::kFloat32, op, deadline, instance);
 }
 
 absl::Status CollectiveGroup::AllReduce(double* data, size_t count, ReduceOp op,
-                                        absl::Time deadline) {
-  return AllReduce(data, count, ElementType::kFloat64, op, deadline);
+                                        absl::Time deadline, int64_t instance) {
+  return AllReduce(data, count, ElementType::kFloat64, op, deadline, instance);
 }
 
 absl::Status CollectiveGroup::AllReduce(void* data, size_t count,
                                         ElementType type, ReduceOp op,
-                                        absl::Time deadline) {
+                                        absl::Time deadline, int64_t instance) {
+  instance = Instance(instance);
   // A group of one reduces to its own data (x / 1 == x): no copies.
   if (options_.size == 1) return absl::OkStatus();
-  return communicator_->AllReduce(data, count, type, op, deadline);
+  return communicator_->AllReduce(data, count, type, op, instance, deadline);
 }
 
 absl::Status CollectiveGroup::Broadcast(void* data, size_t bytes, int root,
-                                        absl::Time deadline) {
-  return communicator_->Broadcast(data, bytes, root, deadline);
+                                        absl::Time deadline, int64_t instance) {
+  return communicator_->Broadcast(data, bytes, root, Instance(instance),
+                                  deadline);
 }
 
 absl::Status CollectiveGroup::AllGather(const void* in, size_t bytes, void* out,
-                                        absl::Time deadline) {
-  return communicator_->AllGather(in, bytes, out, deadline);
+                                        absl::Time deadline, int64_t instance) {
+  return communicator_->AllGather(in, bytes, out, Instance(instance), deadline);
 }
 
 Exchange ExchangeThroughCoordination(coord::CoordinationAgent* agent,

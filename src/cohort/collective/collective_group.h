@@ -84,19 +84,26 @@ class CollectiveGroup {
   static absl::StatusOr<std::unique_ptr<CollectiveGroup>> Create(
       GroupOptions options, const Exchange& exchange);
 
+  // `instance` names the call; every member must pass the same one (the
+  // graph ops pass their instance key). kAutoInstance numbers the calls
+  // 0, 1, 2, ... per group, which all members agree on when they make the
+  // same calls.
+  static constexpr int64_t kAutoInstance = -1;
+
   // In place; every member ends with the same bits.
   absl::Status AllReduce(float* data, size_t count, ReduceOp op,
-                         absl::Time deadline);
+                         absl::Time deadline, int64_t instance = kAutoInstance);
   absl::Status AllReduce(double* data, size_t count, ReduceOp op,
-                         absl::Time deadline);
+                         absl::Time deadline, int64_t instance = kAutoInstance);
   absl::Status AllReduce(void* data, size_t count, ElementType type,
-                         ReduceOp op, absl::Time deadline);
+                         ReduceOp op, absl::Time deadline,
+                         int64_t instance = kAutoInstance);
   // `root`'s bytes into everyone's `data`.
   absl::Status Broadcast(void* data, size_t bytes, int root,
-                         absl::Time deadline);
+                         absl::Time deadline, int64_t instance = kAutoInstance);
   // out (size() * bytes) gets member q's `in` at q * bytes.
   absl::Status AllGather(const void* in, size_t bytes, void* out,
-                         absl::Time deadline);
+                         absl::Time deadline, int64_t instance = kAutoInstance);
 
   int rank() const { return options_.rank; }
   int size() const { return options_.size; }
@@ -113,9 +120,15 @@ class CollectiveGroup {
         tasks_(std::move(tasks)),
         communicator_(std::move(communicator)) {}
 
+  int64_t Instance(int64_t requested) {
+    const int64_t counted = calls_++;
+    return requested == kAutoInstance ? counted : requested;
+  }
+
   const GroupOptions options_;
   const std::vector<std::string> tasks_;
   const std::unique_ptr<Communicator> communicator_;
+  int64_t calls_ = 0;
 };
 
 // This host's identity for choosing shared memory: boot id, PID namespace

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/status.h"
+#include "cohort/collective/local_exchange.h"
 #include "cohort/collective/ring_communicator.h"
 #include "cohort/collective/shm_communicator.h"
 #include "cohort/coord/in_process_cluster.h"
@@ -24,39 +25,6 @@ namespace cohort::collective {
 namespace {
 
 using ::testing::HasSubstr;
-
-// An in-memory all-gather among the threads of a test.
-class LocalExchange {
- public:
-  explicit LocalExchange(int size) : size_(size) {}
-
-  Exchange For(int rank) {
-    auto round = std::make_shared<int>(0);
-    return [this, rank, round](const std::string& mine, absl::Time deadline)
-               -> absl::StatusOr<std::vector<std::string>> {
-      const int r = (*round)++;
-      absl::MutexLock lock(&mu_);
-      auto& slots = rounds_[r];
-      slots.resize(size_);
-      slots[rank] = mine;
-      ++arrived_[r];
-      auto all_here = [this, r]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return arrived_[r] == size_;
-      };
-      if (!mu_.AwaitWithDeadline(absl::Condition(&all_here), deadline)) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("exchange round ", r, ": not every member came"));
-      }
-      return rounds_[r];
-    };
-  }
-
- private:
-  const int size_;
-  absl::Mutex mu_;
-  std::map<int, std::vector<std::string>> rounds_ ABSL_GUARDED_BY(mu_);
-  std::map<int, int> arrived_ ABSL_GUARDED_BY(mu_);
-};
 
 absl::Time Soon() { return absl::Now() + absl::Seconds(60); }
 
@@ -255,6 +223,28 @@ TEST_P(CollectiveTest, MembersThatDisagreeAllFailAndOneNamesBothCalls) {
   EXPECT_TRUE(named) << results[0] << " / " << results[1];
 }
 
+TEST_P(CollectiveTest, DifferentInstancesOfTheSameShapeAreRefused) {
+  // Same sizes, different calls (two graph ops run in different orders):
+  // refused, not silently mixed.
+  std::vector<absl::Status> results =
+      Gang::Run(2, GetParam(), [](int r, CollectiveGroup& g) -> absl::Status {
+        std::vector<float> v(64, 1.0f);
+        return g.AllReduce(v.data(), v.size(), ReduceOp::kSum,
+                           absl::Now() + absl::Seconds(20), r == 0 ? 7 : 8);
+      });
+  EXPECT_FALSE(results[0].ok());
+  EXPECT_FALSE(results[1].ok());
+  bool named = false;
+  for (const absl::Status& s : results) {
+    if (s.code() == absl::StatusCode::kInvalidArgument) {
+      named = true;
+      EXPECT_THAT(s.message(), HasSubstr("instance 7"));
+      EXPECT_THAT(s.message(), HasSubstr("instance 8"));
+    }
+  }
+  EXPECT_TRUE(named) << results[0] << " / " << results[1];
+}
+
 TEST_P(CollectiveTest, AMemberThatNeverComesIsNamedAtTheDeadline) {
   absl::Notification rank0_done;
   std::vector<absl::Status> results =
@@ -332,7 +322,7 @@ TEST(ShmCommunicatorTest, AMemberProcessThatExitsIsNamedWithItsPid) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   float x = 1;
   absl::Status s =
-      (*c0)->AllReduce(&x, 1, ElementType::kFloat32, ReduceOp::kSum,
+      (*c0)->AllReduce(&x, 1, ElementType::kFloat32, ReduceOp::kSum, 0,
                        absl::Now() + absl::Seconds(60));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("worker:1) pid ", child)));

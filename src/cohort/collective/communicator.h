@@ -3,9 +3,10 @@
 // (collective_group.h) picks the transport; users call the group.
 //
 // Every member must make the same calls, in the same order, with the same
-// sizes, element type, operation and root. A transport that can see a
-// mismatch reports it (InvalidArgument naming both ranks' calls); then the
-// group is broken.
+// sizes, element type, operation, root and instance (the caller's name for
+// the call: TensorFlow's instance key, or a counter). The transports check
+// this and report a mismatch (InvalidArgument naming both members' calls);
+// then the group is broken.
 //
 // Errors (each message names the group, the ranks and tasks involved, and
 // what to check):
@@ -22,6 +23,7 @@
 #define COHORT_COLLECTIVE_COMMUNICATOR_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -44,14 +46,15 @@ class Communicator {
   // the group (kMean: the sum divided by the group size). Every member ends
   // with bit-identical values.
   virtual absl::Status AllReduce(void* data, size_t count, ElementType type,
-                                 ReduceOp op, absl::Time deadline) = 0;
+                                 ReduceOp op, int64_t instance,
+                                 absl::Time deadline) = 0;
   // Copies `bytes` at `data` of member `root` into `data` of every member.
   virtual absl::Status Broadcast(void* data, size_t bytes, int root,
-                                 absl::Time deadline) = 0;
+                                 int64_t instance, absl::Time deadline) = 0;
   // Writes member q's `bytes` from `in` at out + q * bytes, on every member
   // (out holds size() * bytes).
   virtual absl::Status AllGather(const void* in, size_t bytes, void* out,
-                                 absl::Time deadline) = 0;
+                                 int64_t instance, absl::Time deadline) = 0;
 
   // "shm" or "tcp".
   virtual const char* transport() const = 0;

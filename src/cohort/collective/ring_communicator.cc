@@ -12,7 +12,7 @@
 namespace cohort::collective {
 namespace {
 
-constexpr size_t kPieceHeader = 8;  // u64 sequence number
+constexpr size_t kPieceHeader = 16;  // u64 sequence number, i64 instance
 
 // [lo, hi) of part q of `len` elements over n members (16-element bounds,
 // as the shared-memory transport splits them).
@@ -232,6 +232,7 @@ absl::Status RingCommunicator::SendPiece(const char* data, size_t bytes,
   std::string request;
   request.reserve(kPieceHeader + bytes);
   rpc::PutFixed64(&request, sent_++);
+  rpc::PutFixed64(&request, static_cast<uint64_t>(instance_));
   request.append(data, bytes);
   absl::StatusOr<std::string> ack = client_->Call(request, deadline);
   if (!ack.ok()) {
@@ -259,6 +260,15 @@ absl::StatusOr<std::string> RingCommunicator::RecvPiece(size_t bytes,
                      "collective calls in the same order")));
   }
   ++received_;
+  const int64_t theirs =
+      static_cast<int64_t>(rpc::DecodeFixed64(piece->data() + 8));
+  if (theirs != instance_) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "collective group '", options_.group, "': ", Member(prev()),
+        " sent data of instance ", theirs, " where ", Member(options_.rank),
+        " runs instance ", instance_,
+        "; every member must make the same calls in the same order")));
+  }
   if (piece->size() != kPieceHeader + bytes) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "collective group '", options_.group, "': ", Member(prev()),
@@ -300,8 +310,10 @@ absl::Status RingCommunicator::Exchange(char* data, size_t elem, size_t send_lo,
 
 absl::Status RingCommunicator::AllReduce(void* data, size_t count,
                                          ElementType type, ReduceOp op,
+                                         int64_t instance,
                                          absl::Time deadline) {
   COHORT_RETURN_IF_ERROR(CheckUsable());
+  instance_ = instance;
   const int n = size(), r = options_.rank;
   const size_t elem = ElementSize(type);
   char* bytes = static_cast<char*>(data);
@@ -326,8 +338,10 @@ absl::Status RingCommunicator::AllReduce(void* data, size_t count,
 }
 
 absl::Status RingCommunicator::Broadcast(void* data, size_t bytes, int root,
+                                         int64_t instance,
                                          absl::Time deadline) {
   COHORT_RETURN_IF_ERROR(CheckUsable());
+  instance_ = instance;
   if (root < 0 || root >= size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("collective group '", options_.group, "': root ", root,
@@ -351,8 +365,10 @@ absl::Status RingCommunicator::Broadcast(void* data, size_t bytes, int root,
 }
 
 absl::Status RingCommunicator::AllGather(const void* in, size_t bytes,
-                                         void* out, absl::Time deadline) {
+                                         void* out, int64_t instance,
+                                         absl::Time deadline) {
   COHORT_RETURN_IF_ERROR(CheckUsable());
+  instance_ = instance;
   const int n = size(), r = options_.rank;
   char* dst = static_cast<char*>(out);
   std::memcpy(dst + r * bytes, in, bytes);

@@ -20,11 +20,12 @@
 // piece while the next is on the wire.
 //
 // Wire: each piece is one framed request: its u64 sequence number on the
-// link, then the bytes. The first request of a connection is a u32 rank
-// naming the sender; only the previous member's connection may deliver
-// pieces. A piece out of order or of the wrong size breaks the group
-// (InvalidArgument: the members disagree on the calls). Pieces wait in an
-// inbox capped at `max_inbox_bytes`; a sender that overfills it is cut off.
+// link, the i64 instance of the call it belongs to, then the bytes. The first
+// request of a connection is a u32 rank naming the sender; only the previous
+// member's connection may deliver pieces. A piece out of order or of the wrong
+// size breaks the group (InvalidArgument: the members disagree on the calls).
+// Pieces wait in an inbox capped at `max_inbox_bytes`; a sender that overfills
+// it is cut off.
 //
 // Errors: as communicator.h; Unavailable when the previous member's
 // connection closes or the next member cannot be reached.
@@ -79,11 +80,12 @@ class RingCommunicator : public Communicator {
                        absl::Time deadline);
 
   absl::Status AllReduce(void* data, size_t count, ElementType type,
-                         ReduceOp op, absl::Time deadline) override;
-  absl::Status Broadcast(void* data, size_t bytes, int root,
+                         ReduceOp op, int64_t instance,
+                         absl::Time deadline) override;
+  absl::Status Broadcast(void* data, size_t bytes, int root, int64_t instance,
                          absl::Time deadline) override;
   absl::Status AllGather(const void* in, size_t bytes, void* out,
-                         absl::Time deadline) override;
+                         int64_t instance, absl::Time deadline) override;
   const char* transport() const override { return "tcp"; }
 
  private:
@@ -117,6 +119,7 @@ class RingCommunicator : public Communicator {
   std::string next_address_;
   uint64_t sent_ = 0;      // Pieces sent to the next member.
   uint64_t received_ = 0;  // Pieces taken from the inbox.
+  int64_t instance_ = 0;   // The call in progress; every piece carries it.
   absl::Status broken_;
 };
 

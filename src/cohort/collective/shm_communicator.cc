@@ -37,12 +37,16 @@ struct ShmCommunicator::CallDesc {
   uint32_t op = 0;
   int32_t root = 0;
   uint64_t bytes = 0;
+  int64_t instance = 0;
 
   bool operator==(const CallDesc& o) const {
     return kind == o.kind && type == o.type && op == o.op && root == o.root &&
-           bytes == o.bytes;
+           bytes == o.bytes && instance == o.instance;
   }
   std::string ToString() const {
+    return absl::StrCat(Call(), " (instance ", instance, ")");
+  }
+  std::string Call() const {
     switch (static_cast<CallKind>(kind)) {
       case CallKind::kAllReduce:
         return absl::StrCat(
@@ -367,11 +371,14 @@ absl::Status ShmCommunicator::BeginCall(const CallDesc& desc,
 
 absl::Status ShmCommunicator::AllReduce(void* data, size_t count,
                                         ElementType type, ReduceOp op,
-                                        absl::Time deadline) {
+                                        int64_t instance, absl::Time deadline) {
   const size_t elem = ElementSize(type);
   CallDesc desc{static_cast<uint32_t>(CallKind::kAllReduce),
-                static_cast<uint32_t>(type), static_cast<uint32_t>(op), 0,
-                count * elem};
+                static_cast<uint32_t>(type),
+                static_cast<uint32_t>(op),
+                0,
+                count * elem,
+                instance};
   COHORT_RETURN_IF_ERROR(BeginCall(desc, deadline));
   const int n = size();
   const size_t per_round = options_.slot_bytes / elem;
@@ -398,13 +405,14 @@ absl::Status ShmCommunicator::AllReduce(void* data, size_t count,
 }
 
 absl::Status ShmCommunicator::Broadcast(void* data, size_t bytes, int root,
-                                        absl::Time deadline) {
+                                        int64_t instance, absl::Time deadline) {
   if (root < 0 || root >= size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("collective group '", options_.group, "': root ", root,
                      " is not a member (", size(), " members)"));
   }
-  CallDesc desc{static_cast<uint32_t>(CallKind::kBroadcast), 0, 0, root, bytes};
+  CallDesc desc{
+      static_cast<uint32_t>(CallKind::kBroadcast), 0, 0, root, bytes, instance};
   COHORT_RETURN_IF_ERROR(BeginCall(desc, deadline));
   char* p = static_cast<char*>(data);
   for (size_t off = 0; off < bytes; off += options_.slot_bytes, ++round_) {
@@ -417,8 +425,9 @@ absl::Status ShmCommunicator::Broadcast(void* data, size_t bytes, int root,
 }
 
 absl::Status ShmCommunicator::AllGather(const void* in, size_t bytes, void* out,
-                                        absl::Time deadline) {
-  CallDesc desc{static_cast<uint32_t>(CallKind::kAllGather), 0, 0, 0, bytes};
+                                        int64_t instance, absl::Time deadline) {
+  CallDesc desc{
+      static_cast<uint32_t>(CallKind::kAllGather), 0, 0, 0, bytes, instance};
   COHORT_RETURN_IF_ERROR(BeginCall(desc, deadline));
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);

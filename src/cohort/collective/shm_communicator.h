@@ -80,11 +80,12 @@ class ShmCommunicator : public Communicator {
   const std::string& segment_name() const { return name_; }
 
   absl::Status AllReduce(void* data, size_t count, ElementType type,
-                         ReduceOp op, absl::Time deadline) override;
-  absl::Status Broadcast(void* data, size_t bytes, int root,
+                         ReduceOp op, int64_t instance,
+                         absl::Time deadline) override;
+  absl::Status Broadcast(void* data, size_t bytes, int root, int64_t instance,
                          absl::Time deadline) override;
   absl::Status AllGather(const void* in, size_t bytes, void* out,
-                         absl::Time deadline) override;
+                         int64_t instance, absl::Time deadline) override;
   const char* transport() const override { return "shm"; }
 
  private:

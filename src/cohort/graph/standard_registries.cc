@@ -5,6 +5,7 @@
 #include "cohort/graph/gradients/all_gradients.h"
 #include "cohort/graph/kernel.h"
 #include "cohort/graph/kernels/all_kernels.h"
+#include "cohort/graph/kernels/collective_ops.h"
 #include "cohort/graph/kernels/sendrecv_ops.h"
 #include "cohort/graph/kernels/state_ops.h"
 #include "cohort/graph/op_registry.h"
@@ -15,9 +16,11 @@ const OpRegistry* StandardOpRegistry() {
   static const OpRegistry* registry = [] {
     auto* r = new OpRegistry();
     absl::Status s = RegisterAllOps(r);
-    // The engine's own families (variables, Send/Recv) are registered here.
+    // The engine's own families (variables, Send/Recv, collectives) are
+    // registered here.
     if (s.ok()) s = RegisterStateOps(r);
     if (s.ok()) s = RegisterSendRecvOps(r);
+    if (s.ok()) s = RegisterCollectiveOps(r);
     COHORT_CHECK(s.ok()) << "registering the standard ops: " << s;
     return r;
   }();
@@ -30,6 +33,7 @@ const KernelRegistry* StandardKernelRegistry() {
     absl::Status s = RegisterAllKernels(r);
     if (s.ok()) s = RegisterStateKernels(r);
     if (s.ok()) s = RegisterSendRecvKernels(r);
+    if (s.ok()) s = RegisterCollectiveKernels(r);
     COHORT_CHECK(s.ok()) << "registering the standard kernels: " << s;
     return r;
   }();

@@ -1,0 +1,49 @@
+#include "cohort/graph/collective.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace cohort {
+
+absl::Status CollectiveGroups::Add(int64_t group_key,
+                                   std::shared_ptr<Group> group) {
+  absl::MutexLock lock(&mu_);
+  if (!groups_.emplace(group_key, std::move(group)).second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("collective group key ", group_key, " is taken"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> CollectiveGroups::Find(
+    int64_t group_key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group_key);
+  if (it != groups_.end()) return it->second;
+  std::vector<int64_t> keys;
+  for (const auto& [key, group] : groups_) keys.push_back(key);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no collective group with group_key ", group_key, " in this task (",
+      keys.empty() ? std::string("none registered")
+                   : absl::StrCat("registered: ", absl::StrJoin(keys, ", ")),
+      "); form the group and register it for the session's device "
+      "(collective/graph_groups.h) before running collective ops"));
+}
+
+std::string CollectiveGroups::DebugString() const {
+  absl::MutexLock lock(&mu_);
+  return absl::StrCat("CollectiveGroups(", groups_.size(), " groups)");
+}
+
+absl::StatusOr<std::shared_ptr<CollectiveGroups>> CollectiveGroupsOf(
+    ResourceMgr* resources) {
+  return resources->LookupOrCreate<CollectiveGroups>(
+      "", CollectiveGroups::kName,
+      []() -> absl::StatusOr<std::shared_ptr<CollectiveGroups>> {
+        return std::make_shared<CollectiveGroups>();
+      });
+}
+
+}  // namespace cohort
