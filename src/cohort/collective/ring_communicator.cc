@@ -229,12 +229,13 @@ absl::Status RingCommunicator::Fail(absl::Status error) {
 
 absl::Status RingCommunicator::SendPiece(const char* data, size_t bytes,
                                          absl::Time deadline) {
-  std::string request;
-  request.reserve(kPieceHeader + bytes);
-  rpc::PutFixed64(&request, sent_++);
-  rpc::PutFixed64(&request, static_cast<uint64_t>(instance_));
-  request.append(data, bytes);
-  absl::StatusOr<std::string> ack = client_->Call(request, deadline);
+  std::string header;
+  rpc::PutFixed64(&header, sent_++);
+  rpc::PutFixed64(&header, static_cast<uint64_t>(instance_));
+  // The piece goes from the caller's buffer to the socket; the receiving
+  // endpoint reads it straight into the string the inbox keeps.
+  absl::StatusOr<std::string> ack =
+      client_->Call(header, absl::string_view(data, bytes), deadline);
   if (!ack.ok()) {
     return Fail(absl::Status(
         ack.status().code(),

@@ -72,8 +72,56 @@ size_t FrameReader::TakeBuffered(char* dst, size_t size) {
   return n;
 }
 
+absl::Span<char> FrameReader::ReadSpace(size_t max_read) {
+  into_large_ = large_active_ && large_filled_ < large_.size();
+  if (into_large_) {
+    const size_t left = large_.size() - large_filled_;
+    return absl::Span<char>(&large_[large_filled_], std::min(left, max_read));
+  }
+  // A complete large frame waits for Next(); what follows it is staged.
+  staged_ = buffer_.size();
+  buffer_.resize(staged_ + max_read);
+  return absl::Span<char>(&buffer_[staged_], max_read);
+}
+
+void FrameReader::Commit(size_t n) {
+  if (into_large_) {
+    large_filled_ += n;
+    return;
+  }
+  buffer_.resize(staged_ + n);
+  if (!large_active_) MaybeStartLarge();
+}
+
+void FrameReader::MaybeStartLarge() {
+  const size_t have = buffer_.size() - offset_;
+  if (have < 4) return;
+  const size_t size = DecodeFixed32(buffer_.data() + offset_);
+  // Over the cap: Next() refuses it. Complete: Next() hands it out.
+  if (size > max_frame_ || size < kDirectFrameBytes || have >= 4 + size) {
+    return;
+  }
+  // The size passed the cap, so this allocation is bounded by it.
+  large_.resize(size);
+  large_filled_ = have - 4;
+  std::memcpy(&large_[0], buffer_.data() + offset_ + 4, large_filled_);
+  large_active_ = true;
+  buffer_.clear();
+  offset_ = 0;
+}
+
 FrameReader::Result FrameReader::Next(std::string* payload,
                                       uint64_t* announced) {
+  if (large_active_) {
+    if (large_filled_ < large_.size()) return Result::kNeedMore;
+    *payload = std::move(large_);
+    large_ = std::string();
+    large_filled_ = 0;
+    large_active_ = false;
+    // Bytes staged behind it may start the next large frame.
+    MaybeStartLarge();
+    return Result::kFrame;
+  }
   if (buffered() < 4) return Result::kNeedMore;
   // size_t arithmetic: `4 + size` in 32 bits wraps for sizes near 2^32.
   const size_t size = DecodeFixed32(buffer_.data() + offset_);

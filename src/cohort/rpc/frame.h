@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace cohort::rpc {
 
@@ -81,7 +82,20 @@ class FrameReader {
   void set_max_frame(size_t max_frame) { max_frame_ = max_frame; }
   void Append(const char* data, size_t size) { buffer_.append(data, size); }
   // Bytes received but not yet returned as frames.
-  size_t buffered() const { return buffer_.size() - offset_; }
+  size_t buffered() const {
+    return buffer_.size() - offset_ + (large_active_ ? 4 + large_filled_ : 0);
+  }
+
+  // Reading without a staging copy, for servers that receive large frames:
+  // ReadSpace returns where the next read() should put at most `max_read`
+  // bytes, and Commit(n) takes the n bytes it read (0 after a failed
+  // read). Once the header of a frame of kDirectFrameBytes or more has
+  // arrived (and passed the cap), its bytes go straight into the string
+  // Next() will return, so a large frame is copied once, by the kernel.
+  // Never mix with Append() on one reader.
+  static constexpr size_t kDirectFrameBytes = 64 << 10;
+  absl::Span<char> ReadSpace(size_t max_read);
+  void Commit(size_t n);
 
   enum class Result { kNeedMore, kFrame, kTooLarge };
   // kFrame: the next frame's payload is in *payload. kTooLarge: the next
@@ -94,9 +108,18 @@ class FrameReader {
   size_t TakeBuffered(char* dst, size_t size);
 
  private:
+  // After a Commit: moves a started large frame out of the staging buffer.
+  void MaybeStartLarge();
+
   size_t max_frame_;
   std::string buffer_;
-  size_t offset_ = 0;  // start of the unread bytes in buffer_
+  size_t offset_ = 0;        // start of the unread bytes in buffer_
+  size_t staged_ = 0;        // buffer_'s size before the last ReadSpace
+  bool into_large_ = false;  // the last ReadSpace pointed into large_
+  // A large frame being received into its own string (its header consumed).
+  bool large_active_ = false;
+  std::string large_;
+  size_t large_filled_ = 0;
 };
 
 // The greeting payload for `nonce` (kNonceBytes).

@@ -1,6 +1,9 @@
 #include "cohort/rpc/frame.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "cohort/rpc/coding.h"
 #include "gtest/gtest.h"
@@ -88,6 +91,60 @@ TEST(FrameReaderTest, PartialFrameNeedsMore) {
   reader.Append(stream.data() + stream.size() - 1, 1);
   EXPECT_EQ(reader.Next(&payload), FrameReader::Result::kFrame);
   EXPECT_EQ(payload, "hello");
+}
+
+// Feeds `stream` through ReadSpace/Commit in reads of `chunk` bytes, as a
+// server's read loop does, and returns the frames in order.
+std::vector<std::string> ReadDirect(const std::string& stream, size_t chunk,
+                                    size_t max_frame, bool* too_large) {
+  FrameReader reader(max_frame);
+  std::vector<std::string> frames;
+  size_t at = 0;
+  *too_large = false;
+  while (true) {
+    absl::Span<char> space = reader.ReadSpace(chunk);
+    const size_t n = std::min(space.size(), stream.size() - at);
+    std::memcpy(space.data(), stream.data() + at, n);
+    reader.Commit(n);
+    at += n;
+    std::string frame;
+    FrameReader::Result r;
+    while ((r = reader.Next(&frame)) == FrameReader::Result::kFrame) {
+      frames.push_back(frame);
+    }
+    if (r == FrameReader::Result::kTooLarge) {
+      *too_large = true;
+      return frames;
+    }
+    if (at == stream.size() && n == 0) return frames;
+  }
+}
+
+TEST(FrameReaderTest, DirectReadsKeepLargeAndSmallFramesInOrder) {
+  // Small, large (read straight into its string), large again right behind
+  // it, small: every boundary position of a 4 KiB read relative to them.
+  const std::string big1(FrameReader::kDirectFrameBytes + 5, 'a');
+  const std::string big2(3 * FrameReader::kDirectFrameBytes + 1, 'b');
+  std::string stream;
+  AppendFrame(&stream, "one");
+  AppendFrame(&stream, big1);
+  AppendFrame(&stream, big2);
+  AppendFrame(&stream, "two");
+  for (size_t chunk : {size_t{1} << 12, size_t{7}, size_t{1} << 20}) {
+    bool too_large = false;
+    std::vector<std::string> frames =
+        ReadDirect(stream, chunk, size_t{1} << 20, &too_large);
+    EXPECT_FALSE(too_large);
+    ASSERT_EQ(frames.size(), 4u) << "chunk " << chunk;
+    EXPECT_EQ(frames[0], "one");
+    EXPECT_EQ(frames[1], big1);
+    EXPECT_EQ(frames[2], big2);
+    EXPECT_EQ(frames[3], "two");
+  }
+  // The cap still holds: nothing is allocated for an oversized frame.
+  bool too_large = false;
+  ReadDirect(stream, 4096, FrameReader::kDirectFrameBytes, &too_large);
+  EXPECT_TRUE(too_large);
 }
 
 TEST(GreetingTest, RoundTripsAndRejectsOtherBytes) {

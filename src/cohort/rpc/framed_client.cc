@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cohort/base/status.h"
+#include "cohort/rpc/coding.h"
 
 namespace cohort::rpc {
 
@@ -191,14 +192,27 @@ absl::StatusOr<std::string> FramedClient::CallWithPayload(
 absl::StatusOr<std::string> FramedClient::Call(absl::string_view request,
                                                absl::Time deadline,
                                                int wake_fd) {
+  return Call(request, absl::string_view(), deadline, wake_fd);
+}
+
+absl::StatusOr<std::string> FramedClient::Call(absl::string_view head,
+                                               absl::string_view body,
+                                               absl::Time deadline,
+                                               int wake_fd) {
   if (broken_.load()) {
     return absl::UnavailableError(absl::StrCat("the connection to ", address_,
                                                " is broken; connect again"));
   }
+  // A small body rides in the same write as the head; a large one is sent
+  // from its own memory.
+  const bool join = body.size() < 4096;
   std::string frame;
-  frame.reserve(request.size() + 4);
-  AppendFrame(&frame, request);
+  frame.reserve(4 + head.size() + (join ? body.size() : 0));
+  PutFixed32(&frame, static_cast<uint32_t>(head.size() + body.size()));
+  frame.append(head.data(), head.size());
+  if (join) frame.append(body.data(), body.size());
   COHORT_RETURN_IF_ERROR(WriteAll(frame, deadline, wake_fd));
+  if (!join) COHORT_RETURN_IF_ERROR(WriteAll(body, deadline, wake_fd));
   COHORT_ASSIGN_OR_RETURN(std::string reply, ReadFrame(deadline, wake_fd));
   absl::StatusOr<std::string> parsed = ParseReply(std::move(reply));
   if (!parsed.ok() && absl::IsDataLoss(parsed.status())) {

@@ -49,6 +49,11 @@ class FramedClient {
   // DataLoss (malformed or oversized reply); each leaves broken() set.
   absl::StatusOr<std::string> Call(absl::string_view request,
                                    absl::Time deadline, int wake_fd = -1);
+  // As Call(), with the request made of `head` followed by `body`, sent
+  // without joining them (bulk data goes from its memory to the socket).
+  absl::StatusOr<std::string> Call(absl::string_view head,
+                                   absl::string_view body, absl::Time deadline,
+                                   int wake_fd = -1);
 
   // Where a payload reply's bytes go: given the reply's application header
   // and the announced payload length (already checked against

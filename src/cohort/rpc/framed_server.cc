@@ -383,17 +383,19 @@ void FramedServer::OnEvent(const std::shared_ptr<FramedConnection>& c,
 }
 
 bool FramedServer::ReadFrames(FramedConnection& c, std::string* ended) {
-  char buf[65536];
+  constexpr size_t kReadBytes = 65536;
   // Read at most a frame's worth beyond the cap per event: the reader then
   // either hands out frames or reports kTooLarge, so a peer can never make
-  // this side buffer more than one capped frame.
+  // this side buffer more than one capped frame. Large frames are read
+  // straight into their own string (FrameReader::ReadSpace).
   const size_t cap =
       (c.authenticated_ ? options_.max_frame_bytes : kMaxHandshakeFrame) + 8;
   while (c.reader_.buffered() < cap) {
-    const ssize_t n = read(c.fd_, buf, sizeof(buf));
+    const absl::Span<char> space = c.reader_.ReadSpace(kReadBytes);
+    const ssize_t n = read(c.fd_, space.data(), space.size());
+    c.reader_.Commit(n > 0 ? static_cast<size_t>(n) : 0);
     if (n > 0) {
-      c.reader_.Append(buf, static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < sizeof(buf)) return true;
+      if (static_cast<size_t>(n) < space.size()) return true;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
