@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/collective/ring_communicator.h"
 #include "cohort/collective/shm_communicator.h"
@@ -50,9 +51,12 @@ absl::StatusOr<std::vector<MemberInfo>> ParseInfos(
   return infos;
 }
 
+// Rank 0 publishes the segment's name, or "!" and why it could not make
+// one; then every member either maps it, or (with `fall_back`) returns
+// nullptr so that the group goes over TCP instead.
 absl::StatusOr<std::unique_ptr<Communicator>> StartShm(
     const GroupOptions& o, const std::vector<std::string>& tasks,
-    const Exchange& exchange, absl::Time deadline) {
+    const Exchange& exchange, absl::Time deadline, bool fall_back) {
   ShmOptions shm;
   shm.group = o.name;
   shm.rank = o.rank;
@@ -62,13 +66,32 @@ absl::StatusOr<std::unique_ptr<Communicator>> StartShm(
   std::unique_ptr<ShmCommunicator> c;
   std::string name;
   if (o.rank == 0) {
-    COHORT_ASSIGN_OR_RETURN(c, ShmCommunicator::Create(shm));
-    name = c->segment_name();
+    absl::StatusOr<std::unique_ptr<ShmCommunicator>> made =
+        ShmCommunicator::Create(shm);
+    if (made.ok()) {
+      c = *std::move(made);
+      name = c->segment_name();
+    } else {
+      name = absl::StrCat("!", made.status().message());
+    }
   }
   COHORT_ASSIGN_OR_RETURN(std::vector<std::string> names,
                           exchange(name, deadline));
+  if (names.at(0).empty() || names[0][0] == '!') {
+    if (fall_back) {
+      COHORT_LOG(WARNING) << "collective group '" << o.name
+                          << "': no shared memory ("
+                          << absl::string_view(names[0]).substr(1)
+                          << "); using TCP";
+      return std::unique_ptr<Communicator>();
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("collective group '", o.name, "': rank 0 (", tasks[0],
+                     ") could not create the shared memory: ",
+                     absl::string_view(names[0]).substr(1)));
+  }
   if (o.rank != 0) {
-    COHORT_ASSIGN_OR_RETURN(c, ShmCommunicator::Attach(shm, names.at(0)));
+    COHORT_ASSIGN_OR_RETURN(c, ShmCommunicator::Attach(shm, names[0]));
   }
   COHORT_RETURN_IF_ERROR(c->WaitAllAttached(deadline));
   return std::unique_ptr<Communicator>(std::move(c));
@@ -143,8 +166,11 @@ absl::StatusOr<std::unique_ptr<CollectiveGroup>> CollectiveGroup::Create(
                    (o.transport == Transport::kAuto && one_host);
   std::unique_ptr<Communicator> c;
   if (shm) {
-    COHORT_ASSIGN_OR_RETURN(c, StartShm(o, tasks, exchange, deadline));
-  } else {
+    COHORT_ASSIGN_OR_RETURN(
+        c, StartShm(o, tasks, exchange, deadline,
+                    /*fall_back=*/o.transport == Transport::kAuto));
+  }
+  if (c == nullptr) {
     COHORT_ASSIGN_OR_RETURN(c, StartTcp(o, tasks, exchange, deadline));
   }
   return std::unique_ptr<CollectiveGroup>(

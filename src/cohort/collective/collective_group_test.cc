@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -221,6 +222,66 @@ TEST_P(CollectiveTest, MembersThatDisagreeAllFailAndOneNamesBothCalls) {
     }
   }
   EXPECT_TRUE(named) << results[0] << " / " << results[1];
+}
+
+TEST_P(CollectiveTest, CallsThatDifferOnlyInOperationOrKindAreRefused) {
+  // The same bytes and instance, but SUM against MEAN, and an all-reduce
+  // against an all-gather of as many bytes: refused, never mixed.
+  using Call = std::function<absl::Status(CollectiveGroup&, float*)>;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  const std::vector<std::pair<Call, Call>> pairs = {
+      {[&](CollectiveGroup& g, float* v) {
+         return g.AllReduce(v, 32, ReduceOp::kSum, deadline, 1);
+       },
+       [&](CollectiveGroup& g, float* v) {
+         return g.AllReduce(v, 32, ReduceOp::kMean, deadline, 1);
+       }},
+      {[&](CollectiveGroup& g, float* v) {
+         return g.AllReduce(v, 32, ReduceOp::kSum, deadline, 1);
+       },
+       [&](CollectiveGroup& g, float* v) {
+         std::vector<float> out(64);
+         return g.AllGather(v, 32 * sizeof(float), out.data(), deadline, 1);
+       }},
+  };
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const Call& first = pairs[k].first;
+    const Call& second = pairs[k].second;
+    const char* other = k == 0 ? "AllReduce MEAN" : "AllGather";
+    std::vector<absl::Status> results = Gang::Run(
+        2, GetParam(), [&](int r, CollectiveGroup& g) -> absl::Status {
+          std::vector<float> v(32, 1.0f);
+          return r == 0 ? first(g, v.data()) : second(g, v.data());
+        });
+    EXPECT_FALSE(results[0].ok());
+    EXPECT_FALSE(results[1].ok());
+    bool named = false;
+    for (const absl::Status& s : results) {
+      named = named || (s.code() == absl::StatusCode::kInvalidArgument &&
+                        absl::StrContains(s.message(), "AllReduce SUM") &&
+                        absl::StrContains(s.message(), other));
+    }
+    EXPECT_TRUE(named) << results[0] << " / " << results[1];
+  }
+}
+
+TEST_P(CollectiveTest, AMemberThatLeavesFailsTheOthersAtOnceNamingIt) {
+  // Rank 1 joins, then leaves without calling (its group is destroyed, its
+  // thread lives on until Run returns). The others must fail with it named
+  // long before their 60 s deadline: not DeadlineExceeded.
+  std::vector<absl::Status> results =
+      Gang::Run(3, GetParam(), [](int r, CollectiveGroup& g) -> absl::Status {
+        if (r == 1) return absl::OkStatus();
+        std::vector<float> v(1000, 1.0f);
+        return g.AllReduce(v.data(), v.size(), ReduceOp::kSum,
+                           absl::Now() + absl::Seconds(60));
+      });
+  for (int r : {0, 2}) {
+    EXPECT_FALSE(results[r].ok()) << "rank " << r;
+    EXPECT_NE(results[r].code(), absl::StatusCode::kDeadlineExceeded)
+        << results[r];
+    EXPECT_THAT(results[r].message(), HasSubstr("worker:1")) << "rank " << r;
+  }
 }
 
 TEST_P(CollectiveTest, DifferentInstancesOfTheSameShapeAreRefused) {

@@ -12,7 +12,11 @@
 namespace cohort::collective {
 namespace {
 
-constexpr size_t kPieceHeader = 16;  // u64 sequence number, i64 instance
+// u64 sequence number, then the call's descriptor.
+constexpr size_t kPieceHeader = 8 + CallDesc::kEncodedBytes;
+// The sequence number of an abort: the sender failed, and says why.
+constexpr uint64_t kAbortSeq = ~uint64_t{0};
+constexpr size_t kMaxAbortMessage = 2048;
 
 // [lo, hi) of part q of `len` elements over n members (16-element bounds,
 // as the shared-memory transport splits them).
@@ -43,8 +47,9 @@ class RingCommunicator::Inbox : public rpc::FramedServer::Handler {
     if (sender_ == 0) {
       // The first request names the sender; only the previous member may
       // feed this inbox.
-      if (request.size() != 4 ||
-          rpc::DecodeFixed32(request.data()) != static_cast<uint32_t>(prev_)) {
+      if (request.size() < 4 ||
+          rpc::DecodeFixed32(request.data()) != static_cast<uint32_t>(prev_) ||
+          absl::string_view(request).substr(4) != options_.group) {
         c->Close("not the previous member of collective group '" +
                  options_.group + "'");
         return;
@@ -56,6 +61,18 @@ class RingCommunicator::Inbox : public rpc::FramedServer::Handler {
     if (c->id() != sender_) {
       c->Close("a second connection to collective group '" + options_.group +
                "' claims to be " + prev_name_);
+      return;
+    }
+    if (request.size() >= 8 &&
+        rpc::DecodeFixed64(request.data()) == kAbortSeq) {
+      // The previous member failed: its reason becomes this one's error,
+      // so the first cause travels round the ring.
+      if (error_.ok()) {
+        error_ = absl::FailedPreconditionError(std::string(
+            absl::string_view(request).substr(8, kMaxAbortMessage)));
+        aborted_ = true;
+      }
+      c->Reply(absl::StatusCode::kOk, "");
       return;
     }
     if (request.size() < kPieceHeader ||
@@ -87,6 +104,12 @@ class RingCommunicator::Inbox : public rpc::FramedServer::Handler {
       error_ = absl::UnavailableError(
           absl::StrCat(prev_name_, " closed its connection"));
     }
+  }
+
+  // The reason the previous member sent with an abort, if it did.
+  absl::Status Abort() {
+    absl::MutexLock lock(&mu_);
+    return aborted_ ? error_ : absl::OkStatus();
   }
 
   // The next piece, or the inbox's error, or DeadlineExceeded.
@@ -128,6 +151,7 @@ class RingCommunicator::Inbox : public rpc::FramedServer::Handler {
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::string> pieces_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;  // error_ came in an abort
 };
 
 RingCommunicator::RingCommunicator(RingOptions options)
@@ -193,6 +217,7 @@ absl::Status RingCommunicator::Connect(
   client_ = std::move(*client);
   std::string hello;
   rpc::PutFixed32(&hello, static_cast<uint32_t>(options_.rank));
+  hello += options_.group;
   absl::StatusOr<std::string> answer = client_->Call(hello, deadline);
   if (!answer.ok()) {
     return Fail(
@@ -220,10 +245,28 @@ absl::Status RingCommunicator::CheckUsable() const {
 }
 
 absl::Status RingCommunicator::Fail(absl::Status error) {
-  if (broken_.ok()) broken_ = error;
-  // The neighbours see the connection end and fail at once rather than at
-  // their deadlines.
-  if (client_ != nullptr) client_->Shutdown();
+  // A failure the previous member announced is the root cause: report it
+  // rather than what it broke here.
+  if (absl::Status cause = inbox_->Abort(); !cause.ok()) error = cause;
+  if (!broken_.ok()) return error;
+  broken_ = error;
+  if (client_ != nullptr) {
+    // Tell the next member why (it passes it on), then hang up, so that
+    // everyone fails now, with the cause, rather than at their deadlines.
+    if (!client_->broken()) {
+      std::string abort;
+      rpc::PutFixed64(&abort, kAbortSeq);
+      const std::string why = absl::IsFailedPrecondition(error)
+                                  ? std::string(error.message())
+                                  : absl::StrCat(Member(options_.rank),
+                                                 " failed: ", error.message());
+      client_
+          ->Call(abort, absl::string_view(why).substr(0, kMaxAbortMessage),
+                 options_.env->Now() + absl::Milliseconds(500))
+          .IgnoreError();
+    }
+    client_->Shutdown();
+  }
   return error;
 }
 
@@ -231,7 +274,7 @@ absl::Status RingCommunicator::SendPiece(const char* data, size_t bytes,
                                          absl::Time deadline) {
   std::string header;
   rpc::PutFixed64(&header, sent_++);
-  rpc::PutFixed64(&header, static_cast<uint64_t>(instance_));
+  desc_.AppendTo(&header);
   // The piece goes from the caller's buffer to the socket; the receiving
   // endpoint reads it straight into the string the inbox keeps.
   absl::StatusOr<std::string> ack =
@@ -261,13 +304,12 @@ absl::StatusOr<std::string> RingCommunicator::RecvPiece(size_t bytes,
                      "collective calls in the same order")));
   }
   ++received_;
-  const int64_t theirs =
-      static_cast<int64_t>(rpc::DecodeFixed64(piece->data() + 8));
-  if (theirs != instance_) {
+  const CallDesc theirs = CallDesc::Decode(absl::string_view(*piece).substr(8));
+  if (theirs != desc_) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "collective group '", options_.group, "': ", Member(prev()),
-        " sent data of instance ", theirs, " where ", Member(options_.rank),
-        " runs instance ", instance_,
+        " sent data of ", theirs.ToString(), " where ", Member(options_.rank),
+        " runs ", desc_.ToString(),
         "; every member must make the same calls in the same order")));
   }
   if (piece->size() != kPieceHeader + bytes) {
@@ -314,9 +356,9 @@ absl::Status RingCommunicator::AllReduce(void* data, size_t count,
                                          int64_t instance,
                                          absl::Time deadline) {
   COHORT_RETURN_IF_ERROR(CheckUsable());
-  instance_ = instance;
   const int n = size(), r = options_.rank;
   const size_t elem = ElementSize(type);
+  desc_ = CallDesc::AllReduce(type, op, count * elem, instance);
   char* bytes = static_cast<char*>(data);
   size_t slo, shi, rlo, rhi;
   for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
@@ -342,11 +384,12 @@ absl::Status RingCommunicator::Broadcast(void* data, size_t bytes, int root,
                                          int64_t instance,
                                          absl::Time deadline) {
   COHORT_RETURN_IF_ERROR(CheckUsable());
-  instance_ = instance;
+  desc_ = CallDesc::Broadcast(root, bytes, instance);
   if (root < 0 || root >= size()) {
-    return absl::InvalidArgumentError(
+    // Breaks the group (and so the others' calls) as any disagreement does.
+    return Fail(absl::InvalidArgumentError(
         absl::StrCat("collective group '", options_.group, "': root ", root,
-                     " is not a member (", size(), " members)"));
+                     " is not a member (", size(), " members)")));
   }
   char* p = static_cast<char*>(data);
   const bool receives = options_.rank != root;
@@ -369,7 +412,7 @@ absl::Status RingCommunicator::AllGather(const void* in, size_t bytes,
                                          void* out, int64_t instance,
                                          absl::Time deadline) {
   COHORT_RETURN_IF_ERROR(CheckUsable());
-  instance_ = instance;
+  desc_ = CallDesc::AllGather(bytes, instance);
   const int n = size(), r = options_.rank;
   char* dst = static_cast<char*>(out);
   std::memcpy(dst + r * bytes, in, bytes);

@@ -20,12 +20,17 @@
 // piece while the next is on the wire.
 //
 // Wire: each piece is one framed request: its u64 sequence number on the
-// link, the i64 instance of the call it belongs to, then the bytes. The first
-// request of a connection is a u32 rank naming the sender; only the previous
-// member's connection may deliver pieces. A piece out of order or of the wrong
-// size breaks the group (InvalidArgument: the members disagree on the calls).
-// Pieces wait in an inbox capped at `max_inbox_bytes`; a sender that overfills
-// it is cut off.
+// link, the call's descriptor (call_desc.h), then the bytes. The first
+// request of a connection is the sender's u32 rank and the group's name;
+// only the previous member's connection may deliver pieces. A piece out of
+// order, of another call or of the wrong size breaks the group
+// (InvalidArgument naming both calls). A member that fails sends its next
+// member an abort with the reason, which goes round the ring, so every
+// member reports the first cause. Pieces wait in an inbox capped at
+// `max_inbox_bytes` (only a broadcast's sender can run that far ahead of a
+// late receiver); a sender that overfills it is cut off.
+//
+// Security: every connection proves the job token (rpc/framed_server.h).
 //
 // Errors: as communicator.h; Unavailable when the previous member's
 // connection closes or the next member cannot be reached.
@@ -47,6 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
+#include "cohort/collective/call_desc.h"
 #include "cohort/collective/communicator.h"
 #include "cohort/rpc/framed_client.h"
 #include "cohort/rpc/framed_server.h"
@@ -119,7 +125,7 @@ class RingCommunicator : public Communicator {
   std::string next_address_;
   uint64_t sent_ = 0;      // Pieces sent to the next member.
   uint64_t received_ = 0;  // Pieces taken from the inbox.
-  int64_t instance_ = 0;   // The call in progress; every piece carries it.
+  CallDesc desc_;          // The call in progress; every piece carries it.
   absl::Status broken_;
 };
 

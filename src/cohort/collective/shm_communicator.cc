@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cohort/base/status.h"
+#include "cohort/collective/call_desc.h"
 #include "cohort/collective/reduce.h"
 #include "cohort/rpc/frame.h"
 #include "cohort/rpc/socket.h"
@@ -27,40 +28,6 @@ namespace cohort::collective {
 // "cohortCL": marks a segment as ours.
 constexpr uint64_t kMagic = 0x4c4374726f686f63ULL;
 constexpr size_t kDataAlign = 4096;
-
-enum class CallKind : uint32_t { kAllReduce = 1, kBroadcast, kAllGather };
-
-// What a member is about to do; all must agree.
-struct ShmCommunicator::CallDesc {
-  uint32_t kind = 0;
-  uint32_t type = 0;
-  uint32_t op = 0;
-  int32_t root = 0;
-  uint64_t bytes = 0;
-  int64_t instance = 0;
-
-  bool operator==(const CallDesc& o) const {
-    return kind == o.kind && type == o.type && op == o.op && root == o.root &&
-           bytes == o.bytes && instance == o.instance;
-  }
-  std::string ToString() const {
-    return absl::StrCat(Call(), " (instance ", instance, ")");
-  }
-  std::string Call() const {
-    switch (static_cast<CallKind>(kind)) {
-      case CallKind::kAllReduce:
-        return absl::StrCat(
-            "AllReduce ", ReduceOpName(static_cast<ReduceOp>(op)), " of ",
-            bytes / ElementSize(static_cast<ElementType>(type)), " ",
-            ElementTypeName(static_cast<ElementType>(type)));
-      case CallKind::kBroadcast:
-        return absl::StrCat("Broadcast of ", bytes, " bytes from rank ", root);
-      case CallKind::kAllGather:
-        return absl::StrCat("AllGather of ", bytes, " bytes per member");
-    }
-    return absl::StrCat("unknown call ", kind);
-  }
-};
 
 // The head of the segment. Fields written by one member and read by others
 // are atomics, or plain fields published by a barrier (the barrier's
@@ -80,6 +47,7 @@ struct ShmCommunicator::Control {
   struct alignas(64) Member {
     std::atomic<int32_t> pid;        // 0 until it attached
     std::atomic<uint32_t> barriers;  // barriers it entered
+    std::atomic<uint32_t> left;      // 1 once it unmapped the segment
     CallDesc desc[2];                // its current call, by parity
   } members[kMaxShmMembers];
 };
@@ -145,11 +113,16 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
     return rpc::SocketError("shm_open(" + name + ")", errno, options.group);
   }
   rpc::UniqueFd owned(fd);
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    int err = errno;
+  // Reserve the pages now: a sparse file on a full /dev/shm would kill the
+  // first process that touches a missing page (SIGBUS) instead of failing
+  // here with an error.
+  if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
     shm_unlink(name.c_str());
-    return rpc::SocketError(absl::StrCat("ftruncate(", name, ", ", bytes, ")"),
-                            err, options.group);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "collective group '", options.group, "': cannot reserve ", bytes,
+        " bytes of shared memory in /dev/shm for ", name, ": ", strerror(err),
+        "; free space in /dev/shm (or mount it larger), or use the TCP "
+        "transport"));
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
@@ -233,7 +206,13 @@ ShmCommunicator::ShmCommunicator(ShmOptions options, std::string name,
       spin_(static_cast<unsigned>(options_.tasks.size()) <=
             std::max(1u, std::thread::hardware_concurrency())) {}
 
-ShmCommunicator::~ShmCommunicator() { munmap(base_, bytes_); }
+ShmCommunicator::~ShmCommunicator() {
+  // Members still waiting for this one fail at once instead of at their
+  // deadline (a member that finished its calls is never waited for).
+  control_->members[options_.rank].left.store(1, std::memory_order_release);
+  FutexWakeAll(&control_->generation);
+  munmap(base_, bytes_);
+}
 
 std::string ShmCommunicator::Member(int rank) const {
   return absl::StrCat("rank ", rank, " (", options_.tasks[rank], ")");
@@ -300,6 +279,10 @@ absl::Status ShmCommunicator::Barrier(absl::Time deadline) {
     if (c.failed.load(std::memory_order_acquire) != 0 ||
         options_.env->Now() >= deadline || wait % 10 == 9) {
       absl::Status error = WaitError(deadline, mine);
+      // The barrier may have completed while the error was put together.
+      if (c.generation.load(std::memory_order_acquire) != generation) {
+        return absl::OkStatus();
+      }
       if (!error.ok()) return Fail(error);
     }
     FutexWait(&c.generation, generation, absl::Milliseconds(20));
@@ -317,18 +300,22 @@ absl::Status ShmCommunicator::WaitError(absl::Time deadline,
   std::vector<std::string> missing, gone;
   for (int q = 0; q < size(); ++q) {
     if (q == options_.rank) continue;
-    int32_t pid = c.members[q].pid.load(std::memory_order_relaxed);
+    const int32_t pid = c.members[q].pid.load(std::memory_order_relaxed);
+    const bool behind =
+        c.members[q].barriers.load(std::memory_order_relaxed) < my_barriers;
     if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-      gone.push_back(absl::StrCat(Member(q), " pid ", pid));
-    } else if (c.members[q].barriers.load(std::memory_order_relaxed) <
-               my_barriers) {
+      gone.push_back(absl::StrCat(Member(q), " pid ", pid, " exited"));
+    } else if (behind &&
+               c.members[q].left.load(std::memory_order_acquire) != 0) {
+      gone.push_back(absl::StrCat(Member(q), " left the group"));
+    } else if (behind) {
       missing.push_back(Member(q));
     }
   }
   if (!gone.empty()) {
     return absl::UnavailableError(absl::StrCat(
         "collective group '", options_.group, "': ", absl::StrJoin(gone, ", "),
-        " exited while ", Member(options_.rank),
+        " while ", Member(options_.rank),
         " waited for it; check that task's log for why it stopped"));
   }
   if (options_.env->Now() >= deadline) {
@@ -373,13 +360,8 @@ absl::Status ShmCommunicator::AllReduce(void* data, size_t count,
                                         ElementType type, ReduceOp op,
                                         int64_t instance, absl::Time deadline) {
   const size_t elem = ElementSize(type);
-  CallDesc desc{static_cast<uint32_t>(CallKind::kAllReduce),
-                static_cast<uint32_t>(type),
-                static_cast<uint32_t>(op),
-                0,
-                count * elem,
-                instance};
-  COHORT_RETURN_IF_ERROR(BeginCall(desc, deadline));
+  COHORT_RETURN_IF_ERROR(BeginCall(
+      CallDesc::AllReduce(type, op, count * elem, instance), deadline));
   const int n = size();
   const size_t per_round = options_.slot_bytes / elem;
   const double divisor = op == ReduceOp::kMean ? n : 1;
@@ -406,14 +388,15 @@ absl::Status ShmCommunicator::AllReduce(void* data, size_t count,
 
 absl::Status ShmCommunicator::Broadcast(void* data, size_t bytes, int root,
                                         int64_t instance, absl::Time deadline) {
+  // Checked after the members compared their calls, so all of them see the
+  // same bad root (or the disagreement) and fail together.
+  COHORT_RETURN_IF_ERROR(
+      BeginCall(CallDesc::Broadcast(root, bytes, instance), deadline));
   if (root < 0 || root >= size()) {
-    return absl::InvalidArgumentError(
+    return Fail(absl::InvalidArgumentError(
         absl::StrCat("collective group '", options_.group, "': root ", root,
-                     " is not a member (", size(), " members)"));
+                     " is not a member (", size(), " members)")));
   }
-  CallDesc desc{
-      static_cast<uint32_t>(CallKind::kBroadcast), 0, 0, root, bytes, instance};
-  COHORT_RETURN_IF_ERROR(BeginCall(desc, deadline));
   char* p = static_cast<char*>(data);
   for (size_t off = 0; off < bytes; off += options_.slot_bytes, ++round_) {
     const size_t len = std::min(options_.slot_bytes, bytes - off);
@@ -426,9 +409,8 @@ absl::Status ShmCommunicator::Broadcast(void* data, size_t bytes, int root,
 
 absl::Status ShmCommunicator::AllGather(const void* in, size_t bytes, void* out,
                                         int64_t instance, absl::Time deadline) {
-  CallDesc desc{
-      static_cast<uint32_t>(CallKind::kAllGather), 0, 0, 0, bytes, instance};
-  COHORT_RETURN_IF_ERROR(BeginCall(desc, deadline));
+  COHORT_RETURN_IF_ERROR(
+      BeginCall(CallDesc::AllGather(bytes, instance), deadline));
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
   for (size_t off = 0; off < bytes; off += options_.slot_bytes, ++round_) {

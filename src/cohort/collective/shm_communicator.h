@@ -21,10 +21,15 @@
 // Consecutive rounds (and calls) alternate banks, so a member writing round
 // k + 1 never overwrites what a slower member still reads from round k.
 //
-// Security: the segment is created with mode 0600 under a name with 128
-// random bits, and rank 0 removes the name as soon as every member mapped
-// it, so it cannot be opened afterwards and nothing is left if the job
-// dies. A file of the wrong size or without the header is refused.
+// Security: the segment is created with mode 0600 (only this user can open
+// it) under a name with 128 random bits, its pages are reserved up front
+// (a full /dev/shm is an error here, never a SIGBUS later), and rank 0
+// removes the name as soon as every member mapped it, so nothing is left if
+// the job dies. A file of the wrong size or without the header is refused.
+// The trust boundary is the user: another process of the same user could
+// map the segment while it has a name, but it can as well read the job
+// token from the tasks' /proc/PID/environ or attach a debugger, so the
+// token adds nothing against it.
 //
 // Waiting: a member spins briefly (only when the group fits the CPUs), then
 // sleeps on a futex; while it waits it checks the deadline, a failure
@@ -48,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
+#include "cohort/collective/call_desc.h"
 #include "cohort/collective/communicator.h"
 
 namespace cohort::collective {
@@ -90,7 +96,6 @@ class ShmCommunicator : public Communicator {
 
  private:
   struct Control;
-  struct CallDesc;
 
   ShmCommunicator(ShmOptions options, std::string name, void* base,
                   size_t bytes);
