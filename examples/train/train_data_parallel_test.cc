@@ -44,26 +44,6 @@ TEST(DataParallelTest, SyntheticDataIsDeterministicAndShardsPartitionIt) {
   EXPECT_FALSE(Shard(a.train, 3, 3).ok());
 }
 
-TEST(DataParallelTest, FloatsPackInOrderAndUnpackToTheShapes) {
-  std::vector<float> flat;
-  ASSERT_TRUE(PackFloats({Tensor(0.5f), Tensor::Vec<float>({1.f, 2.f}),
-                          Tensor::Vec<float>({3.f})},
-                         &flat)
-                  .ok());
-  EXPECT_EQ(flat, (std::vector<float>{0.5f, 1.f, 2.f, 3.f}));
-  absl::StatusOr<std::vector<Tensor>> back =
-      UnpackFloats(flat, 1, {TensorShape({2}), TensorShape({1})});
-  ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->size(), 2u);
-  EXPECT_TRUE((*back)[0].Equals(Tensor::Vec<float>({1.f, 2.f})));
-  EXPECT_TRUE((*back)[1].Equals(Tensor::Vec<float>({3.f})));
-  absl::StatusOr<std::vector<Tensor>> short_by_one =
-      UnpackFloats(flat, 1, {TensorShape({2}), TensorShape({2})});
-  EXPECT_EQ(short_by_one.status().code(), absl::StatusCode::kInvalidArgument);
-  absl::Status not_float = PackFloats({Tensor::Vec<int32_t>({1})}, &flat);
-  EXPECT_THAT(std::string(not_float.message()), HasSubstr("tensor 0 is int32"));
-}
-
 // The other member of a fake gang of two computes exactly what this one
 // does: the mean of two equal buffers is the buffer itself.
 absl::Status MirroredMean(float*, size_t) { return absl::OkStatus(); }

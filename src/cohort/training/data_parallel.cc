@@ -273,50 +273,6 @@ absl::StatusOr<Dataset> Shard(const Dataset& d, int partition, int num_tasks) {
   return Rows(d, begin, end - begin);
 }
 
-absl::Status PackFloats(const std::vector<Tensor>& tensors,
-                        std::vector<float>* flat) {
-  size_t total = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].dtype() != DT_FLOAT) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor ", i, " is ", DataTypeName(tensors[i].dtype()),
-                       "; only float tensors are packed"));
-    }
-    total += static_cast<size_t>(tensors[i].NumElements());
-  }
-  flat->resize(total);
-  float* out = flat->data();
-  for (const Tensor& t : tensors) {
-    std::copy_n(t.data<float>(), t.NumElements(), out);
-    out += t.NumElements();
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<Tensor>> UnpackFloats(
-    const std::vector<float>& flat, size_t offset,
-    const std::vector<TensorShape>& shapes) {
-  size_t need = offset;
-  for (const TensorShape& shape : shapes) {
-    need += static_cast<size_t>(shape.num_elements());
-  }
-  if (need != flat.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unpacking ", shapes.size(), " tensors of ", need - offset,
-                     " floats from ",
-                     flat.size() - std::min(offset, flat.size()), " floats"));
-  }
-  std::vector<Tensor> out;
-  const float* in = flat.data() + offset;
-  for (const TensorShape& shape : shapes) {
-    Tensor t(DT_FLOAT, shape);
-    std::copy_n(in, shape.num_elements(), t.data<float>());
-    in += shape.num_elements();
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 uint32_t ParameterChecksum(const std::vector<Tensor>& params) {
   uint32_t crc = 0;
   for (const Tensor& t : params) {
@@ -357,7 +313,6 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   int window_steps = 0;
   int offset = 0;
   std::vector<Tensor> out;
-  std::vector<float> flat;
   for (int step = 1; step <= o.steps; ++step) {
     if (offset + o.batch > shard.size()) offset = 0;
     Dataset batch = Rows(shard, offset, o.batch);
@@ -365,23 +320,29 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
     COHORT_RETURN_IF_ERROR(Annotate(
         m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
         absl::StrCat("step ", step, ": forward and gradients")));
-    // [loss, gradients...] in one buffer: one all-reduce per step. Every
-    // task gets the same bits back, so the updates stay identical.
-    COHORT_RETURN_IF_ERROR(PackFloats(out, &flat));
-    COHORT_RETURN_IF_ERROR(
-        Annotate(gang.all_reduce_mean(flat.data(), flat.size()),
-                 absl::StrCat("step ", step, ": averaging gradients")));
-    const double loss = flat[0];
+    // The fetched tensors (the loss, then one gradient per variable) are
+    // computed afresh each step, so they are averaged in place: no copies.
+    // Every task gets the same bits back, so the updates stay identical.
+    for (size_t i = 0; i < out.size(); ++i) {
+      const std::string what =
+          i == 0 ? std::string("the loss")
+                 : absl::StrCat("the gradient of ", m.var_names[i - 1]);
+      if (out[i].dtype() != DT_FLOAT) {
+        return absl::InternalError(
+            absl::StrCat("step ", step, ": ", what, " is ",
+                         DataTypeName(out[i].dtype()), ", not float"));
+      }
+      COHORT_RETURN_IF_ERROR(Annotate(
+          gang.all_reduce_mean(out[i].data<float>(),
+                               static_cast<size_t>(out[i].NumElements())),
+          absl::StrCat("step ", step, ": averaging ", what)));
+    }
+    const double loss = out[0].scalar<float>();
     if (step == 1) report.initial_loss = loss;
     report.final_train_loss = loss;
-    absl::StatusOr<std::vector<Tensor>> mean =
-        UnpackFloats(flat, 1, m.var_shapes);
-    if (!mean.ok()) {
-      return Annotate(mean.status(),
-                      absl::StrCat("step ", step, ": the averaged gradients"));
-    }
+    const std::vector<Tensor> mean(out.begin() + 1, out.end());
     COHORT_RETURN_IF_ERROR(
-        Annotate(m.session->RunCallable(m.apply, *mean, nullptr),
+        Annotate(m.session->RunCallable(m.apply, mean, nullptr),
                  absl::StrCat("step ", step, ": applying the update")));
     ++window_steps;
     if (chief && o.log_every > 0 &&

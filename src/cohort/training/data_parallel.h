@@ -13,8 +13,8 @@
 //     gradient descent for --momentum 0) fed by placeholders; the weights
 //     start from seeded RandomNormal, so they are identical everywhere;
 //  3. each step runs the forward+gradient callable on its next mini-batch,
-//     packs [loss, dW1, db1, dW2, db2] into one float buffer, all-reduces it
-//     (MEAN) through a collective group (collective/collective_group.h:
+//     all-reduces (MEAN, in place) the loss and each gradient dW1, db1, dW2,
+//     db2 through a collective group (collective/collective_group.h:
 //     shared memory between tasks on one host, a TCP ring otherwise; never
 //     through the coordinator), and feeds the mean to the update callable.
 //     The all-reduce hands every task the same bits, so the parameters stay
@@ -97,16 +97,6 @@ Dataset Rows(const Dataset& d, int begin, int count);
 // The share of rows of `logits` [n, classes] whose largest entry is at
 // `labels` [n] (int32); 0 for no rows.
 double Accuracy(const Tensor& logits, const Tensor& labels);
-
-// Concatenates the elements of float tensors, in order, into *flat
-// (resized). InvalidArgument naming the first tensor that is not float.
-absl::Status PackFloats(const std::vector<Tensor>& tensors,
-                        std::vector<float>* flat);
-// Tensors of `shapes` filled, in order, from flat[offset...]; InvalidArgument
-// when the sizes do not add up to flat.size() - offset.
-absl::StatusOr<std::vector<Tensor>> UnpackFloats(
-    const std::vector<float>& flat, size_t offset,
-    const std::vector<TensorShape>& shapes);
 
 // crc32c over the raw bytes of the tensors, in order.
 uint32_t ParameterChecksum(const std::vector<Tensor>& params);
