@@ -367,19 +367,30 @@ absl::Status ShmCommunicator::AllReduce(void* data, size_t count,
   const double divisor = op == ReduceOp::kMean ? n : 1;
   std::vector<const void*> inputs(n);
   char* bytes = static_cast<char*>(data);
+  const int me = options_.rank;
   for (size_t off = 0; off < count; off += per_round, ++round_) {
     const size_t len = std::min(per_round, count - off);
-    std::memcpy(Slot(round_, options_.rank), bytes + off * elem, len * elem);
-    COHORT_RETURN_IF_ERROR(Barrier(deadline));
+    char* mine = bytes + off * elem;
+    char* slot = Slot(round_, me);
     size_t lo, hi;
-    PartOf(options_.rank, n, len, &lo, &hi);
-    for (int q = 0; q < n; ++q) inputs[q] = Slot(round_, q) + lo * elem;
-    ReduceInto(Slot(round_, options_.rank) + lo * elem, inputs.data(), n,
-               hi - lo, type, divisor);
+    PartOf(me, n, len, &lo, &hi);
+    // Only the parts the others reduce go to the slot; this member's own
+    // part stays in its buffer, where it reduces it.
+    std::memcpy(slot, mine, lo * elem);
+    std::memcpy(slot + hi * elem, mine + hi * elem, (len - hi) * elem);
     COHORT_RETURN_IF_ERROR(Barrier(deadline));
     for (int q = 0; q < n; ++q) {
+      inputs[q] = q == me ? mine + lo * elem : Slot(round_, q) + lo * elem;
+    }
+    ReduceInto(mine + lo * elem, inputs.data(), n, hi - lo, type, divisor);
+    // Published for the others (still in cache: a part is a fraction of a
+    // slot).
+    std::memcpy(slot + lo * elem, mine + lo * elem, (hi - lo) * elem);
+    COHORT_RETURN_IF_ERROR(Barrier(deadline));
+    for (int q = 0; q < n; ++q) {
+      if (q == me) continue;
       PartOf(q, n, len, &lo, &hi);
-      std::memcpy(bytes + (off + lo) * elem, Slot(round_, q) + lo * elem,
+      std::memcpy(mine + lo * elem, Slot(round_, q) + lo * elem,
                   (hi - lo) * elem);
     }
   }

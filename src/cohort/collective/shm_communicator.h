@@ -12,10 +12,12 @@
 // (`slot_bytes` each). Data moves in rounds of at most `slot_bytes` per
 // member, small enough to stay in cache between the copy into the slot, the
 // reduction and the copy out:
-//   AllReduce: each member copies its round into its slot; barrier; member q
-//     reduces part q of the round over all slots, in rank order, into its
-//     own slot; barrier; each member copies every part out of its owner's
-//     slot. One member computes each element, so all get the same bits.
+//   AllReduce: each member copies its round, except its own part, into its
+//     slot; barrier; member q reduces part q over its own buffer and the
+//     other slots, in rank order, into its buffer and publishes it in its
+//     slot; barrier; each member copies the other parts out of their
+//     owners' slots. One member computes each element, so all get the same
+//     bits.
 //   Broadcast: the root fills its slot; barrier; the others copy it out.
 //   AllGather: each member fills its slot; barrier; each copies all slots.
 // Consecutive rounds (and calls) alternate banks, so a member writing round
