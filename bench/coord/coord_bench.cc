@@ -30,6 +30,7 @@
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/coordination_server.h"
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/rpc/frame.h"
 #include "cohort/rpc/transport.h"
@@ -79,6 +80,8 @@ struct Flags {
   int rounds = 0;  // 0: the peer's rule for each size
   int round_divisor = 1;
   int register_tasks = 1024;
+  // "framed" (the fast path, framed_coordination.h) or "grpc".
+  std::string transport = "framed";
   bool no_peer = false;
   std::string peer_script;
   // A child process (client_mode=processes): "barrier" or "throughput".
@@ -91,7 +94,7 @@ constexpr char kUsage[] =
     "flags: --reps 3 --only rtt,throughput,barrier,register "
     "--client-mode threads|processes|both --sizes 2,8,32,128 --tp-clients "
     "8,64 --seconds 3 --rtt-iters 5000 --rounds N --register-tasks 1024 "
-    "--quick --peer-script PATH --no-peer";
+    "--transport framed|grpc --quick --peer-script PATH --no-peer";
 
 bool ParseIntList(const std::string& v, std::vector<int>& out) {
   out.clear();
@@ -166,6 +169,13 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
       if (!int_value(f.rounds)) return false;
     } else if (a == "--register-tasks") {
       if (!int_value(f.register_tasks)) return false;
+    } else if (a == "--transport") {
+      if (!value(v)) return false;
+      if (v != "framed" && v != "grpc") {
+        error = "--transport is framed or grpc, got \"" + v + "\"";
+        return false;
+      }
+      f.transport = v;
     } else if (a == "--task") {
       if (!value(v) || !absl::SimpleAtoi(v, &f.task)) return false;
     } else if (a == "--sizes") {
@@ -237,12 +247,20 @@ struct Bench {
 void Emit(Bench& b, const std::string& metric, const Json& params, double value,
           const std::string& unit, int rep,
           const Json& extra = Json::object()) {
-  Json line = {{"suite", kSuite},        {"metric", metric}, {"params", params},
+  Json tagged = params;
+  tagged["transport"] = b.flags.transport;
+  Json line = {{"suite", kSuite},        {"metric", metric}, {"params", tagged},
                {"value", Round3(value)}, {"unit", unit},     {"rep", rep}};
   for (auto it = extra.begin(); it != extra.end(); ++it) {
     line[it.key()] = it.value();
   }
   b.ours.Print(line);
+}
+
+// The target agents use: the framed fast path or the gRPC service.
+std::string Target(const Bench& b, const coord::CoordinationServer& server) {
+  return b.flags.transport == "framed" ? server.framed_target()
+                                       : server.target();
 }
 
 absl::StatusOr<std::unique_ptr<CoordinationAgent>> NewAgent(
@@ -252,7 +270,7 @@ absl::StatusOr<std::unique_ptr<CoordinationAgent>> NewAgent(
   options.task = TaskId{"worker", index};
   options.register_timeout = absl::Seconds(60);
   COHORT_ASSIGN_OR_RETURN(auto client,
-                          coord::NewGrpcCoordinationClient(target, security));
+                          coord::NewCoordinationClient(target, security));
   return CoordinationAgent::Create(options, std::move(client));
 }
 
@@ -394,7 +412,7 @@ absl::StatusOr<std::vector<Json>> RunClients(
     const std::vector<std::string>& child_args,
     const std::function<absl::StatusOr<Json>(CoordinationAgent&, int)>& fn) {
   std::vector<Json> results(n);
-  const std::string target = server.target();
+  const std::string target = Target(b, server);
   if (processes) {
     std::vector<Child> children;
     absl::Status first;
@@ -546,7 +564,7 @@ absl::Status BenchRtt(Bench& b, int rep) {
   const int iters = b.flags.rtt_iters;
   COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, 1));
   COHORT_ASSIGN_OR_RETURN(auto agent,
-                          NewAgent(server->target(), 0, b.security));
+                          NewAgent(Target(b, *server), 0, b.security));
   COHORT_RETURN_IF_ERROR(agent->Connect());
   const std::string value(64, 'x');
   for (int i = 0; i < kRttWarmup; ++i) {

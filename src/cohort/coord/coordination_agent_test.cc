@@ -3,10 +3,12 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/coord/in_process_cluster.h"
 #include "cohort/coord/local_coordination_client.h"
@@ -85,9 +87,25 @@ TEST(CoordinationAgentTest, TasksMeetAtBarriersAndShareKeys) {
   EXPECT_EQ((*cluster)->service()->GetJobStatus().job_state, "finished");
 }
 
-TEST(CoordinationAgentTest, SameTasksOverGrpc) {
+class OverTheWireTest : public ::testing::TestWithParam<bool> {
+ protected:
+  // The gRPC service, or the framed fast path (GetParam()).
+  InProcessClusterOptions Wire() {
+    InProcessClusterOptions o;
+    o.grpc = !GetParam();
+    o.framed = GetParam();
+    return o;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, OverTheWireTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "Framed" : "Grpc";
+                         });
+
+TEST_P(OverTheWireTest, SameTasks) {
   auto cluster = InProcessCluster::Create(
-      ServiceOptions(3, Env::Default(), absl::Seconds(10)), {.grpc = true});
+      ServiceOptions(3, Env::Default(), absl::Seconds(10)), Wire());
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto results = (*cluster)->RunTasks(3, [](CoordinationAgent& agent, int i) {
     for (int round = 0; round < 3; ++round) {
@@ -347,9 +365,33 @@ TEST(CoordinationAgentTest, ConcurrentSameBarrierIsRejectedLocally) {
   EXPECT_EQ(first.code(), absl::StatusCode::kCancelled);
 }
 
-TEST(CoordinationAgentTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
-  InProcessClusterOptions options;
-  options.grpc = true;
+TEST_P(OverTheWireTest, ServiceErrorsKeepTheirCodeMessageAndPayload) {
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(1, Env::Default(), absl::Seconds(10)), Wire());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto results = (*cluster)->RunTasks(1, [](CoordinationAgent& agent, int) {
+    absl::StatusOr<std::string> v =
+        agent.GetKeyValue("never-set", absl::Milliseconds(50));
+    if (v.status().code() != absl::StatusCode::kDeadlineExceeded ||
+        !absl::StrContains(v.status().message(), "never-set")) {
+      return absl::InternalError(absl::StrCat("get: ", v.status().ToString()));
+    }
+    COHORT_RETURN_IF_ERROR(agent.InsertKeyValue("k", "v"));
+    absl::Status again = agent.InsertKeyValue("k", "w");
+    if (again.code() != absl::StatusCode::kAlreadyExists ||
+        !again
+             .GetPayload(
+                 "type.googleapis.com/cohort.coord.CoordinationServiceError")
+             .has_value()) {
+      return absl::InternalError(absl::StrCat("insert: ", again.ToString()));
+    }
+    return absl::OkStatus();
+  });
+  for (const auto& s : results) EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_P(OverTheWireTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
+  InProcessClusterOptions options = Wire();
   options.security.job_token = "right";
   auto cluster = InProcessCluster::Create(
       ServiceOptions(1, Env::Default(), absl::Seconds(10)), options);
@@ -361,7 +403,9 @@ TEST(CoordinationAgentTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
   for (std::string token : {"wrong", ""}) {
     rpc::TransportSecurity security;
     security.job_token = token;
-    auto client = NewGrpcCoordinationClient((*cluster)->target(), security);
+    auto client = NewCoordinationClient(
+        GetParam() ? (*cluster)->framed_target() : (*cluster)->target(),
+        security);
     ASSERT_TRUE(client.ok());
     CoordinationAgentOptions agent_options;
     agent_options.task = TaskId{"worker", 0};

@@ -25,7 +25,25 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
       server->host_ == "[::]") {
     server->host_ = "127.0.0.1";
   }
+  // The framed fast path beside gRPC, on the same host, with the same
+  // token. It has no TLS: with TLS configured only gRPC serves.
+  if (!options.security.tls()) {
+    server->framed_service_ =
+        std::make_unique<FramedCoordinationService>(server->service_.get());
+    rpc::FramedServerOptions framed;
+    framed.name = "coordination service (framed)";
+    framed.host = server->host_;
+    framed.job_token = options.security.job_token;
+    framed.insecure = options.security.insecure;
+    auto framed_server =
+        rpc::FramedServer::Start(framed, server->framed_service_.get());
+    if (!framed_server.ok()) return framed_server.status();
+    server->framed_server_ = std::move(*framed_server);
+  }
   COHORT_LOG(INFO) << "coordination service listening on " << server->target()
+                   << (server->framed_server_ != nullptr
+                           ? " and " + server->framed_target()
+                           : std::string())
                    << " (service incarnation "
                    << server->service_->incarnation() << ")";
   return server;
@@ -37,6 +55,12 @@ std::string CoordinationServer::target() const {
   return absl::StrCat(host_, ":", port_);
 }
 
+std::string CoordinationServer::framed_target() const {
+  return framed_server_ == nullptr
+             ? std::string()
+             : absl::StrCat(kFramedTargetPrefix, framed_server_->address());
+}
+
 void CoordinationServer::Stop() {
   {
     absl::MutexLock lock(&mu_);
@@ -46,6 +70,8 @@ void CoordinationServer::Stop() {
   // Start() may have failed half-way (e.g. the address was refused): stop
   // only what exists.
   if (service_ != nullptr) service_->Stop();
+  // The service answered every parked call; the loop writes what it can.
+  framed_server_.reset();
   if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();

@@ -1,4 +1,5 @@
-// CoordinationServer: a CoordinationService served over gRPC, embedded in
+// CoordinationServer: a CoordinationService served over gRPC (and over the
+// framed transport, framed_coordination.h, unless TLS is on), embedded in
 // any process (a task that is the coordination leader, `cohort
 // coordinator`, or a launcher).
 //
@@ -20,7 +21,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/coord/coordination_service.h"
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_service.h"
+#include "cohort/rpc/framed_server.h"
 #include "cohort/rpc/transport.h"
 
 namespace cohort::coord {
@@ -43,6 +46,9 @@ class CoordinationServer {
   int port() const { return port_; }
   // "host:port" with the bound port, for clients.
   std::string target() const;
+  // "framed:host:port" of the framed fast path (framed_coordination.h) on
+  // the same host and token; empty with TLS (gRPC only).
+  std::string framed_target() const;
   CoordinationService* service() { return service_.get(); }
 
   // Stops the service (answering every parked call) and then the gRPC
@@ -57,6 +63,8 @@ class CoordinationServer {
   std::unique_ptr<CoordinationService> service_;
   std::unique_ptr<GrpcCoordinationService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<FramedCoordinationService> framed_service_;
+  std::unique_ptr<rpc::FramedServer> framed_server_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/coord/local_coordination_client.h"
 
@@ -13,7 +14,7 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Create(
   std::unique_ptr<InProcessCluster> cluster(new InProcessCluster());
   cluster->service_options_ = service_options;
   cluster->options_ = options;
-  if (options.grpc) {
+  if (options.grpc || options.framed) {
     CoordinationServerOptions server_options;
     server_options.service = service_options;
     server_options.security = options.security;
@@ -39,10 +40,17 @@ std::string InProcessCluster::target() const {
   return server_ ? server_->target() : "";
 }
 
+std::string InProcessCluster::framed_target() const {
+  return server_ ? server_->framed_target() : "";
+}
+
 absl::StatusOr<std::unique_ptr<CoordinationClient>>
 InProcessCluster::NewClient() {
-  if (server_)
-    return NewGrpcCoordinationClient(server_->target(), options_.security);
+  if (server_) {
+    return NewCoordinationClient(
+        options_.framed ? server_->framed_target() : server_->target(),
+        options_.security);
+  }
   return std::unique_ptr<CoordinationClient>(
       new LocalCoordinationClient(service_));
 }

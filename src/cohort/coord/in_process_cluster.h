@@ -38,6 +38,8 @@ struct InProcessClusterOptions {
   // Agents talk to the service over gRPC on 127.0.0.1 (port chosen by the
   // OS) instead of calling it directly.
   bool grpc = false;
+  // Agents talk to it over the framed fast path (framed_coordination.h).
+  bool framed = false;
   rpc::TransportSecurity security;  // with grpc
 };
 
@@ -49,8 +51,10 @@ class InProcessCluster {
   ~InProcessCluster();
 
   CoordinationService* service() { return service_; }
-  // "127.0.0.1:port" with grpc, "" otherwise.
+  // "127.0.0.1:port" with grpc or framed (the gRPC target), "" otherwise.
   std::string target() const;
+  // "framed:127.0.0.1:port" of the framed fast path with grpc or framed.
+  std::string framed_target() const;
 
   // A new client for the service (direct or gRPC, as configured).
   absl::StatusOr<std::unique_ptr<CoordinationClient>> NewClient();

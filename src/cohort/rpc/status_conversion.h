@@ -10,7 +10,10 @@
 #ifndef COHORT_RPC_STATUS_CONVERSION_H_
 #define COHORT_RPC_STATUS_CONVERSION_H_
 
+#include <string>
+
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/support/status.h"
 
 namespace cohort::rpc {
@@ -25,6 +28,13 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // ToGrpcStatus; false for OK and for errors made by gRPC itself (the
 // transport: refused, reset, deadline, cancelled).
 bool AnsweredByService(const grpc::Status& status);
+
+// The same for cohort's framed transport (frame.h), whose error replies
+// carry a code and a body: the body of a service's error reply (u32 message
+// length, the message, then the cohort.rpc.StatusDetails), and back. A body
+// that is not one becomes the message, without payloads.
+std::string EncodeErrorBody(const absl::Status& status);
+absl::Status DecodeErrorBody(absl::StatusCode code, absl::string_view body);
 
 }  // namespace cohort::rpc
 

@@ -52,3 +52,29 @@ TEST(StatusConversionTest, ServiceAnswersAreToldFromTransportErrors) {
 
 }  // namespace
 }  // namespace cohort::rpc
+
+namespace cohort::rpc {
+namespace {
+
+TEST(StatusConversionTest, FramedErrorBodiesKeepMessageAndPayloads) {
+  absl::Status error = absl::AlreadyExistsError("key 'k' exists");
+  error.SetPayload("type.example/which", absl::Cord("worker:1"));
+  const absl::Status back =
+      DecodeErrorBody(error.code(), EncodeErrorBody(error));
+  EXPECT_EQ(back.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(back.message(), "key 'k' exists");
+  ASSERT_TRUE(back.GetPayload("type.example/which").has_value());
+  EXPECT_EQ(std::string(*back.GetPayload("type.example/which")), "worker:1");
+  // A body that is not one (another framed server's plain message) is
+  // kept as the message, whatever its length field would claim.
+  EXPECT_EQ(DecodeErrorBody(absl::StatusCode::kInternal, "oops").message(),
+            "oops");
+  EXPECT_EQ(DecodeErrorBody(absl::StatusCode::kInternal,
+                            std::string("\xff\xff\xff\x7f", 4) + "x")
+                .message()
+                .size(),
+            5u);
+}
+
+}  // namespace
+}  // namespace cohort::rpc
