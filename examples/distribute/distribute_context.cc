@@ -61,6 +61,11 @@ StdServer* Server() {
   return server;
 }
 
+// Held while this task uses its agent, and by the stopper while it stops
+// the server (which destroys the agent): the chief's own stopper wakes on
+// the key the chief is still writing.
+absl::Mutex agent_use_mu;
+
 // This task's agent (its server's), waiting for it to register; null
 // without one. Never blocks under server_mu.
 cohort::coord::CoordinationAgent* Agent() {
@@ -90,6 +95,7 @@ absl::Status WorkerFn(const Strategy*) {
   if (c->has_barrier()) PrintLine("barrier passed");
   if (c->is_chief() && c->distributed_mode()) {
     // Tell the tasks that only serve that the job is done.
+    absl::MutexLock lock(&agent_use_mu);
     if (cohort::coord::CoordinationAgent* agent = Agent()) {
       (void)agent->InsertKeyValue(kDoneKey, "1", /*allow_overwrite=*/true);
     }
@@ -102,7 +108,10 @@ absl::Status WorkerFn(const Strategy*) {
 void StopWhenDone() {
   cohort::coord::CoordinationAgent* agent = Agent();
   if (agent == nullptr) return;  // no coordination service: serve forever
-  if (agent->GetKeyValue(kDoneKey, absl::Hours(24)).ok()) Server()->Stop();
+  if (agent->GetKeyValue(kDoneKey, absl::Hours(24)).ok()) {
+    absl::MutexLock lock(&agent_use_mu);
+    Server()->Stop();
+  }
 }
 
 int Usage(const char* argv0) {
@@ -158,9 +167,12 @@ int main(int argc, char** argv) {
   };
   absl::Status status = RunDistributeCoordinator(options);
   if (stopper.joinable()) {
-    // A task that ran worker_fn does not wait for the key: unblock it.
-    if (cohort::coord::CoordinationAgent* agent = Agent()) {
-      (void)agent->InsertKeyValue(kDoneKey, "1", /*allow_overwrite=*/true);
+    {
+      // A task that ran worker_fn does not wait for the key: unblock it.
+      absl::MutexLock lock(&agent_use_mu);
+      if (cohort::coord::CoordinationAgent* agent = Agent()) {
+        (void)agent->InsertKeyValue(kDoneKey, "1", /*allow_overwrite=*/true);
+      }
     }
     stopper.join();
   }
