@@ -390,6 +390,30 @@ TEST_P(OverTheWireTest, ServiceErrorsKeepTheirCodeMessageAndPayload) {
   for (const auto& s : results) EXPECT_TRUE(s.ok()) << s;
 }
 
+TEST_P(OverTheWireTest, AsynchronousCallsCompleteWithTheirResponses) {
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(1, Env::Default(), absl::Seconds(10)), Wire());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = (*cluster)->NewClient();
+  ASSERT_TRUE(client.ok()) << client.status();
+  InsertKeyValueRequest insert;
+  insert.mutable_kv()->set_key("k");
+  insert.mutable_kv()->set_value("v");
+  InsertKeyValueResponse inserted;
+  absl::Notification done;
+  absl::Status status = absl::UnknownError("not called");
+  (*client)->InsertKeyValueAsync(insert, &inserted, CallOptions(),
+                                 [&](absl::Status s) {
+                                   status = s;
+                                   done.Notify();
+                                 });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(status.ok()) << status;
+  auto value = (*cluster)->service()->TryGetKeyValue("k");
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "v");
+}
+
 TEST_P(OverTheWireTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
   InProcessClusterOptions options = Wire();
   options.security.job_token = "right";

@@ -56,27 +56,13 @@ void Dispatch(CoordinationRpcHandler* handler,
       });
 }
 
-class FramedCoordinationClient : public CoordinationClient {
+// The client's state: the target and a pool of idle connections. Shared
+// with the threads of asynchronous calls, so a call that outlives the
+// client still finds it.
+class FramedCalls {
  public:
-  FramedCoordinationClient(std::string address, std::string job_token)
+  FramedCalls(std::string address, std::string job_token)
       : address_(std::move(address)), job_token_(std::move(job_token)) {}
-
-#define COHORT_COORD_FRAMED_CLIENT_METHOD_(Name)                               \
-  void Name##Async(const Name##Request& request, Name##Response* response,     \
-                   const CallOptions& options, StatusCallback done) override { \
-    std::thread([this, request, response, options, done = std::move(done)] {   \
-      done(Name(request, response, options));                                  \
-    }).detach();                                                               \
-  }                                                                            \
-  absl::Status Name(const Name##Request& request, Name##Response* response,    \
-                    const CallOptions& options) override {                     \
-    return Call(Method::k##Name, #Name, request, response, options);           \
-  }
-  COHORT_COORDINATION_RPCS(COHORT_COORD_FRAMED_CLIENT_METHOD_)
-#undef COHORT_COORD_FRAMED_CLIENT_METHOD_
-
- private:
-  static constexpr size_t kMaxIdle = 8;
 
   template <typename Request, typename Response>
   absl::Status Call(Method method, const char* rpc, const Request& request,
@@ -120,6 +106,9 @@ class FramedCoordinationClient : public CoordinationClient {
     }
     return absl::OkStatus();
   }
+
+ private:
+  static constexpr size_t kMaxIdle = 8;
 
   absl::StatusOr<std::unique_ptr<rpc::FramedClient>> Acquire(
       absl::Time deadline, bool wait_for_ready) {
@@ -167,6 +156,33 @@ class FramedCoordinationClient : public CoordinationClient {
   const std::string job_token_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<rpc::FramedClient>> idle_ ABSL_GUARDED_BY(mu_);
+};
+
+class FramedCoordinationClient : public CoordinationClient {
+ public:
+  FramedCoordinationClient(std::string address, std::string job_token)
+      : calls_(std::make_shared<FramedCalls>(std::move(address),
+                                             std::move(job_token))) {}
+
+  // Blocking calls run on the caller's thread; an asynchronous one on a
+  // thread of its own (the agent makes only blocking calls).
+#define COHORT_COORD_FRAMED_CLIENT_METHOD_(Name)                               \
+  void Name##Async(const Name##Request& request, Name##Response* response,     \
+                   const CallOptions& options, StatusCallback done) override { \
+    std::thread([calls = calls_, request, response, options,                   \
+                 done = std::move(done)] {                                     \
+      done(calls->Call(Method::k##Name, #Name, request, response, options));   \
+    }).detach();                                                               \
+  }                                                                            \
+  absl::Status Name(const Name##Request& request, Name##Response* response,    \
+                    const CallOptions& options) override {                     \
+    return calls_->Call(Method::k##Name, #Name, request, response, options);   \
+  }
+  COHORT_COORDINATION_RPCS(COHORT_COORD_FRAMED_CLIENT_METHOD_)
+#undef COHORT_COORD_FRAMED_CLIENT_METHOD_
+
+ private:
+  const std::shared_ptr<FramedCalls> calls_;
 };
 
 }  // namespace
