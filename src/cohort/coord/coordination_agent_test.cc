@@ -414,6 +414,34 @@ TEST_P(OverTheWireTest, AsynchronousCallsCompleteWithTheirResponses) {
   EXPECT_EQ(*value, "v");
 }
 
+TEST_P(OverTheWireTest, CancellingAFinishedCallIsHarmless) {
+  // The agent cancels its watch and poll calls at shutdown, finished or
+  // not; the transport must not touch a connection it already dropped
+  // (ASan catches a use after free here).
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(1, Env::Default(), absl::Seconds(10)), Wire());
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto client = (*cluster)->NewClient();
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (int i = 0; i < 3; ++i) {
+    CallCancellation cancellation;
+    CallOptions options;
+    options.cancellation = &cancellation;
+    TryGetKeyValueRequest request;
+    request.set_key("absent");
+    TryGetKeyValueResponse response;
+    absl::Status s = (*client)->TryGetKeyValue(request, &response, options);
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+    cancellation.Cancel();
+  }
+  // The client still works afterwards.
+  TryGetKeyValueRequest request;
+  request.set_key("absent");
+  TryGetKeyValueResponse response;
+  EXPECT_EQ((*client)->TryGetKeyValue(request, &response, CallOptions()).code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_P(OverTheWireTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
   InProcessClusterOptions options = Wire();
   options.security.job_token = "right";

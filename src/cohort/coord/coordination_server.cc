@@ -35,6 +35,9 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
     framed.host = server->host_;
     framed.job_token = options.security.job_token;
     framed.insecure = options.security.insecure;
+    // An agent holds a few connections (its calls, heartbeats and error
+    // polling each take one): room for thousands of tasks.
+    framed.max_connections = 16384;
     auto framed_server =
         rpc::FramedServer::Start(framed, server->framed_service_.get());
     if (!framed_server.ok()) return framed_server.status();

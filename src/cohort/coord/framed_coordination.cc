@@ -73,18 +73,25 @@ class FramedCalls {
     absl::StatusOr<std::unique_ptr<rpc::FramedClient>> conn =
         Acquire(deadline, options.wait_for_ready);
     if (!conn.ok()) return Transport(conn.status(), rpc);
+    // A cancellable call keeps its connection in a shared_ptr that the
+    // canceller only observes: a Cancel() after the call ended (and the
+    // connection was dropped) finds nothing to shut down. Such a
+    // connection is never pooled.
+    std::shared_ptr<rpc::FramedClient> shared;
     rpc::FramedClient* raw = conn->get();
     if (options.cancellation != nullptr) {
-      // The connection is not reused after a cancellable call, so a late
-      // Cancel() can only shut down this call's own connection.
-      options.cancellation->SetCanceller([raw] { raw->Shutdown(); });
+      shared = *std::move(conn);
+      options.cancellation->SetCanceller(
+          [weak = std::weak_ptr<rpc::FramedClient>(shared)] {
+            if (auto live = weak.lock()) live->Shutdown();
+          });
     }
     const char head = static_cast<char>(method);
     absl::StatusOr<std::string> reply = raw->Call(
         absl::string_view(&head, 1), request.SerializeAsString(), deadline);
     // Read before the connection goes back to the pool (and to others).
     const bool broken = raw->broken();
-    if (!broken && options.cancellation == nullptr) Release(*std::move(conn));
+    if (!broken && shared == nullptr) Release(*std::move(conn));
     if (!reply.ok()) {
       if (options.cancellation != nullptr &&
           options.cancellation->cancelled()) {
