@@ -92,16 +92,6 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
   return true;
 }
 
-// The peer kit's percentile: nearest rank on (n - 1).
-double Percentile(std::vector<double> xs, double p) {
-  std::sort(xs.begin(), xs.end());
-  const long k = std::lround(p / 100.0 * static_cast<double>(xs.size() - 1));
-  return xs[std::min<size_t>(xs.size() - 1,
-                             static_cast<size_t>(std::max(0L, k)))];
-}
-
-double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
-
 // One task of the gang: time syncs back to back; partition 0 reports.
 int RunChild(const Flags& f) {
   auto ctx = barrier::BarrierTaskContext::Get();

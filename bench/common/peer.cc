@@ -47,8 +47,6 @@ std::string ShellQuote(const std::string& s) {
   return "'" + absl::StrReplaceAll(s, {{"'", "'\\''"}}) + "'";
 }
 
-double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
-
 }  // namespace
 
 void PrintJsonLine(const Json& line) {
@@ -276,6 +274,16 @@ absl::Status PeerRunner::Run(const std::vector<std::string>& args,
   return absl::InternalError(absl::StrCat(
       "peer ", shown, " ", why,
       tail.empty() ? "" : "; stderr ends: " + absl::StrJoin(tail, " | ")));
+}
+
+double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+double Percentile(std::vector<double> xs, double p) {
+  if (xs.empty()) return 0;
+  std::sort(xs.begin(), xs.end());
+  const long k = std::lround(p / 100.0 * static_cast<double>(xs.size() - 1));
+  return xs[std::min<size_t>(xs.size() - 1,
+                             static_cast<size_t>(std::max(0L, k)))];
 }
 
 }  // namespace cohort::bench

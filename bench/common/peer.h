@@ -41,6 +41,13 @@
 
 namespace cohort::bench {
 
+// `v` rounded to 3 decimals, as every suite prints values.
+double Round3(double v);
+
+// The peer kit's percentile of `xs` (0..100): the nearest rank on n - 1,
+// as gloo_bench.py and tcpstore_bench.py compute it; 0 for no values.
+double Percentile(std::vector<double> xs, double p);
+
 // Prints `line` as one compact JSON line on stdout (and flushes).
 void PrintJsonLine(const Json& line);
 

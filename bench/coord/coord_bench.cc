@@ -52,17 +52,6 @@ int64_t MonoNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// The peer kit's percentile: nearest rank on (n - 1).
-double Pct(std::vector<double> xs, double p) {
-  if (xs.empty()) return 0;
-  std::sort(xs.begin(), xs.end());
-  const size_t k = static_cast<size_t>(
-      std::lround(p / 100.0 * static_cast<double>(xs.size() - 1)));
-  return xs[std::min(k, xs.size() - 1)];
-}
-
-double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
-
 std::string ModeName(bool processes) {
   return processes ? "processes" : "threads";
 }
@@ -515,10 +504,10 @@ absl::Status BenchBarrier(Bench& b, int n, bool processes, int rep) {
                        {"client_mode", ModeName(processes)},
                        {"clients", n},
                        {"rounds", rounds}};
-  Emit(b, "barrier_release_p50", params, Pct(release, 50), "us", rep,
+  Emit(b, "barrier_release_p50", params, Percentile(release, 50), "us", rep,
        {{"note", "last arrival -> last departure"}});
-  Emit(b, "barrier_release_p99", params, Pct(release, 99), "us", rep);
-  Emit(b, "barrier_cycle_p50", params, Pct(cycle, 50), "us", rep,
+  Emit(b, "barrier_release_p99", params, Percentile(release, 99), "us", rep);
+  Emit(b, "barrier_cycle_p50", params, Percentile(cycle, 50), "us", rep,
        {{"note", "back-to-back barrier period"}});
   return absl::OkStatus();
 }
@@ -588,13 +577,13 @@ absl::Status BenchRtt(Bench& b, int rep) {
   agent->Shutdown().IgnoreError();
   server->Stop();
   const Json params = {{"clients", 1}, {"value_bytes", 64}, {"iters", iters}};
-  Emit(b, "rtt_set_p50", params, Pct(set, 50), "us", rep);
-  Emit(b, "rtt_set_p99", params, Pct(set, 99), "us", rep);
-  Emit(b, "rtt_get_p50", params, Pct(get, 50), "us", rep);
-  Emit(b, "rtt_get_p99", params, Pct(get, 99), "us", rep);
-  Emit(b, "rtt_add_p50", params, Pct(add, 50), "us", rep);
-  Emit(b, "rtt_add_p99", params, Pct(add, 99), "us", rep);
-  Emit(b, "rtt_setget_pair_p50", params, Pct(pair, 50), "us", rep,
+  Emit(b, "rtt_set_p50", params, Percentile(set, 50), "us", rep);
+  Emit(b, "rtt_set_p99", params, Percentile(set, 99), "us", rep);
+  Emit(b, "rtt_get_p50", params, Percentile(get, 50), "us", rep);
+  Emit(b, "rtt_get_p99", params, Percentile(get, 99), "us", rep);
+  Emit(b, "rtt_add_p50", params, Percentile(add, 50), "us", rep);
+  Emit(b, "rtt_add_p99", params, Percentile(add, 99), "us", rep);
+  Emit(b, "rtt_setget_pair_p50", params, Percentile(pair, 50), "us", rep,
        {{"note", "set then get, summed per iteration"}});
   return absl::OkStatus();
 }

@@ -84,8 +84,6 @@ struct Bench {
   int rc = 0;
 };
 
-double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
-
 double LoadAverage1m() {
   double load[1];
   return getloadavg(load, 1) == 1 ? Round3(load[0]) : -1;
