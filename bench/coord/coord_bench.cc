@@ -467,6 +467,7 @@ absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartService(
   coord::CoordinationServerOptions options;
   options.service.jobs = {{"worker", n}};
   options.security = b.security;
+  options.serve_framed = b.flags.transport == "framed";
   return coord::CoordinationServer::Start(options);
 }
 

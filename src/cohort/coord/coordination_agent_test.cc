@@ -1,5 +1,7 @@
 #include "cohort/coord/coordination_agent.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 
@@ -12,6 +14,8 @@
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/coord/in_process_cluster.h"
 #include "cohort/coord/local_coordination_client.h"
+#include "cohort/rpc/frame.h"
+#include "cohort/rpc/socket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -440,6 +444,53 @@ TEST_P(OverTheWireTest, CancellingAFinishedCallIsHarmless) {
   TryGetKeyValueResponse response;
   EXPECT_EQ((*client)->TryGetKeyValue(request, &response, CallOptions()).code(),
             absl::StatusCode::kNotFound);
+}
+
+// Reads one frame from a blocking socket; empty when the peer closed.
+std::string ReadFrameFrom(int fd) {
+  rpc::FrameReader reader(1 << 20);
+  std::string frame;
+  char buf[4096];
+  while (reader.Next(&frame) != rpc::FrameReader::Result::kFrame) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) return "";
+    reader.Append(buf, static_cast<size_t>(n));
+  }
+  return frame;
+}
+
+TEST(FramedCoordinationTest, ASecondRequestBeforeTheAnswerClosesTheConnection) {
+  InProcessClusterOptions options;
+  options.framed = true;
+  options.security.job_token = "right";
+  auto cluster = InProcessCluster::Create(
+      ServiceOptions(1, Env::Default(), absl::Seconds(10)), options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string address =
+      (*cluster)->framed_target().substr(sizeof(kFramedTargetPrefix) - 1);
+  auto fd = rpc::ConnectTcp(address, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  absl::StatusOr<std::string> nonce =
+      rpc::ParseGreeting(ReadFrameFrom(fd->get()));
+  ASSERT_TRUE(nonce.ok()) << nonce.status();
+  std::string out;
+  rpc::AppendFrame(&out, rpc::HelloProof("right", *nonce));
+  ASSERT_EQ(write(fd->get(), out.data(), out.size()),
+            static_cast<ssize_t>(out.size()));
+  ASSERT_FALSE(ReadFrameFrom(fd->get()).empty());  // the handshake's OK
+  // Two blocking gets of a key nobody sets, back to back: the first parks,
+  // the second breaks the one-call-at-a-time rule.
+  GetKeyValueRequest get;
+  get.set_key("never");
+  get.set_timeout_ms(60000);
+  out.clear();
+  for (int i = 0; i < 2; ++i) {
+    rpc::AppendFrame(&out, std::string(1, '\x09') + get.SerializeAsString());
+  }
+  ASSERT_EQ(write(fd->get(), out.data(), out.size()),
+            static_cast<ssize_t>(out.size()));
+  // The server closes the connection (EOF) rather than parking both.
+  EXPECT_EQ(ReadFrameFrom(fd->get()), "");
 }
 
 TEST_P(OverTheWireTest, WrongTokenIsUnauthenticatedAndGetsNoData) {

@@ -1,5 +1,9 @@
 #include "cohort/coord/coordination_server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "cohort/base/logging.h"
 
@@ -27,7 +31,7 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
   }
   // The framed fast path beside gRPC, on the same host, with the same
   // token. It has no TLS: with TLS configured only gRPC serves.
-  if (!options.security.tls()) {
+  if (options.serve_framed && !options.security.tls()) {
     server->framed_service_ =
         std::make_unique<FramedCoordinationService>(server->service_.get());
     rpc::FramedServerOptions framed;
@@ -36,8 +40,14 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
     framed.job_token = options.security.job_token;
     framed.insecure = options.security.insecure;
     // An agent holds a few connections (its calls, heartbeats and error
-    // polling each take one): room for thousands of tasks.
-    framed.max_connections = 16384;
+    // polling each take one): room for a thousand tasks or more, within
+    // this process's file descriptors (FramedServer leaves one spare).
+    struct rlimit files;
+    const int fd_room =
+        getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+            ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20)) / 2
+            : 4096;
+    framed.max_connections = std::max(64, std::min(4096, fd_room));
     auto framed_server =
         rpc::FramedServer::Start(framed, server->framed_service_.get());
     if (!framed_server.ok()) return framed_server.status();

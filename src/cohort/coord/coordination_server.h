@@ -1,5 +1,5 @@
-// CoordinationServer: a CoordinationService served over gRPC (and over the
-// framed transport, framed_coordination.h, unless TLS is on), embedded in
+// CoordinationServer: a CoordinationService served over gRPC (and, when
+// asked, over the framed transport, framed_coordination.h), embedded in
 // any process (a task that is the coordination leader, `cohort
 // coordinator`, or a launcher).
 //
@@ -33,6 +33,10 @@ struct CoordinationServerOptions {
   std::string address = "127.0.0.1:0";
   rpc::TransportSecurity security;
   CoordinationServiceOptions service;
+  // Also serve the framed fast path (framed_coordination.h) on the same
+  // host and token. Off by default until the launcher and the tools use
+  // it: a port nobody needs is not opened. Ignored with TLS.
+  bool serve_framed = false;
 };
 
 class CoordinationServer {
@@ -47,7 +51,8 @@ class CoordinationServer {
   // "host:port" with the bound port, for clients.
   std::string target() const;
   // "framed:host:port" of the framed fast path (framed_coordination.h) on
-  // the same host and token; empty with TLS (gRPC only).
+  // the same host and token; empty unless serve_framed (and never with
+  // TLS).
   std::string framed_target() const;
   CoordinationService* service() { return service_.get(); }
 

@@ -1,5 +1,6 @@
 #include "cohort/coord/framed_coordination.h"
 
+#include <functional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/grpc_coordination_client.h"
+#include "cohort/rpc/frame.h"
 #include "cohort/rpc/framed_client.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/rpc/status_conversion.h"
@@ -28,14 +30,19 @@ enum class Method : uint8_t {
 constexpr char kServiceErrorUrl[] =
     "type.googleapis.com/cohort.coord.CoordinationServiceError";
 
+// The largest answer a client accepts (rpc/frame.h), less the reply's code
+// byte and some slack.
+constexpr size_t kMaxAnswerBytes = rpc::kDefaultMaxFrame - 64;
+
 template <typename Request, typename Response>
 void Dispatch(CoordinationRpcHandler* handler,
               void (CoordinationRpcHandler::*method)(const Request&, Response*,
                                                      StatusCallback),
               const std::shared_ptr<rpc::FramedConnection>& c,
-              absl::string_view body) {
+              absl::string_view body, std::function<void()> finished) {
   auto request = std::make_shared<Request>();
   if (!request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    finished();
     c->Reply(absl::StatusCode::kInvalidArgument,
              rpc::EncodeErrorBody(absl::InvalidArgumentError(
                  absl::StrCat("malformed ", Request::descriptor()->name(), " (",
@@ -47,7 +54,15 @@ void Dispatch(CoordinationRpcHandler* handler,
   // a barrier) answers whenever the service does; a reply to a connection
   // that closed meanwhile is dropped.
   (handler->*method)(
-      *request, response.get(), [c, request, response](absl::Status s) {
+      *request, response.get(),
+      [c, request, response, finished = std::move(finished)](absl::Status s) {
+        if (s.ok() && response->ByteSizeLong() > kMaxAnswerBytes) {
+          s = absl::ResourceExhaustedError(absl::StrCat(
+              "the answer to ", Request::descriptor()->name(), " would be ",
+              response->ByteSizeLong(), " bytes, over the framed cap of ",
+              kMaxAnswerBytes, "; ask for less (e.g. a narrower directory)"));
+        }
+        finished();
         if (s.ok()) {
           c->Reply(absl::StatusCode::kOk, response->SerializeAsString());
         } else {
@@ -196,24 +211,46 @@ class FramedCoordinationClient : public CoordinationClient {
 
 void FramedCoordinationService::OnRequest(
     const std::shared_ptr<rpc::FramedConnection>& c, std::string request) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!busy_.insert(c->id()).second) {
+      c->Close(
+          "sent a coordination request before the answer to its previous "
+          "one (one call at a time per connection)");
+      return;
+    }
+  }
+  const uint64_t id = c->id();
+  auto finished = [this, id] { Finished(id); };
   const uint8_t method =
       request.empty() ? 0xff : static_cast<uint8_t>(request[0]);
   const absl::string_view body =
       absl::string_view(request).substr(request.empty() ? 0 : 1);
   switch (static_cast<Method>(method)) {
-#define COHORT_COORD_FRAMED_DISPATCH_(Name)                      \
-  case Method::k##Name:                                          \
-    Dispatch(&handler_, &CoordinationRpcHandler::Name, c, body); \
+#define COHORT_COORD_FRAMED_DISPATCH_(Name)                                \
+  case Method::k##Name:                                                    \
+    Dispatch(&handler_, &CoordinationRpcHandler::Name, c, body, finished); \
     return;
     COHORT_COORDINATION_RPCS(COHORT_COORD_FRAMED_DISPATCH_)
 #undef COHORT_COORD_FRAMED_DISPATCH_
     case Method::kCount:
       break;
   }
+  Finished(id);
   c->Reply(absl::StatusCode::kInvalidArgument,
            rpc::EncodeErrorBody(absl::InvalidArgumentError(
                absl::StrCat("unknown coordination method ", method,
                             "; is the client a newer cohort?"))));
+}
+
+void FramedCoordinationService::OnClose(
+    const std::shared_ptr<rpc::FramedConnection>& c) {
+  Finished(c->id());
+}
+
+void FramedCoordinationService::Finished(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  busy_.erase(id);
 }
 
 absl::StatusOr<std::unique_ptr<CoordinationClient>> NewFramedCoordinationClient(

@@ -33,7 +33,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cohort/coord/coordination_client.h"
 #include "cohort/coord/coordination_rpc_handler.h"
 #include "cohort/rpc/framed_server.h"
@@ -50,12 +52,21 @@ class FramedCoordinationService : public rpc::FramedServer::Handler {
   explicit FramedCoordinationService(CoordinationService* service)
       : handler_(service) {}
 
+  // One call at a time per connection (the client's discipline, enforced
+  // here): a request sent before the previous answer closes the
+  // connection, so a peer cannot park unbounded calls on one connection.
   void OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
                  std::string request) override;
-  void OnClose(const std::shared_ptr<rpc::FramedConnection>& c) override {}
+  void OnClose(const std::shared_ptr<rpc::FramedConnection>& c) override;
 
  private:
+  // Marks connection `id` idle again.
+  void Finished(uint64_t id);
+
   CoordinationRpcHandler handler_;
+  absl::Mutex mu_;
+  // Connections with a call in progress.
+  absl::flat_hash_set<uint64_t> busy_ ABSL_GUARDED_BY(mu_);
 };
 
 // A client for the framed endpoint at "host:port" (no prefix).

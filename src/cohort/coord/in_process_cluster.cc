@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Create(
     CoordinationServerOptions server_options;
     server_options.service = service_options;
     server_options.security = options.security;
+    server_options.serve_framed = options.framed;
     auto server = CoordinationServer::Start(server_options);
     if (!server.ok()) return server.status();
     cluster->server_ = std::move(*server);

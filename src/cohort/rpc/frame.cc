@@ -73,10 +73,17 @@ size_t FrameReader::TakeBuffered(char* dst, size_t size) {
 }
 
 absl::Span<char> FrameReader::ReadSpace(size_t max_read) {
-  into_large_ = large_active_ && large_filled_ < large_.size();
+  into_large_ = large_active_ && large_filled_ < large_size_;
   if (into_large_) {
-    const size_t left = large_.size() - large_filled_;
-    return absl::Span<char>(&large_[large_filled_], std::min(left, max_read));
+    // The frame's string grows with what arrived (doubling, from 1 MiB),
+    // never by what the header announced alone: a peer that sends a header
+    // and stalls holds no more memory than it sent.
+    if (large_filled_ == large_.size()) {
+      large_.resize(
+          std::min(large_size_, std::max(2 * large_.size(), size_t{1} << 20)));
+    }
+    const size_t room = large_.size() - large_filled_;
+    return absl::Span<char>(&large_[large_filled_], std::min(room, max_read));
   }
   // A complete large frame waits for Next(); what follows it is staged.
   staged_ = buffer_.size();
@@ -101,9 +108,9 @@ void FrameReader::MaybeStartLarge() {
   if (size > max_frame_ || size < kDirectFrameBytes || have >= 4 + size) {
     return;
   }
-  // The size passed the cap, so this allocation is bounded by it.
-  large_.resize(size);
+  large_size_ = size;
   large_filled_ = have - 4;
+  large_.resize(large_filled_);
   std::memcpy(&large_[0], buffer_.data() + offset_ + 4, large_filled_);
   large_active_ = true;
   buffer_.clear();
@@ -113,9 +120,10 @@ void FrameReader::MaybeStartLarge() {
 FrameReader::Result FrameReader::Next(std::string* payload,
                                       uint64_t* announced) {
   if (large_active_) {
-    if (large_filled_ < large_.size()) return Result::kNeedMore;
+    if (large_filled_ < large_size_) return Result::kNeedMore;
     *payload = std::move(large_);
     large_ = std::string();
+    large_size_ = 0;
     large_filled_ = 0;
     large_active_ = false;
     // Bytes staged behind it may start the next large frame.

@@ -118,7 +118,8 @@ class FrameReader {
   bool into_large_ = false;  // the last ReadSpace pointed into large_
   // A large frame being received into its own string (its header consumed).
   bool large_active_ = false;
-  std::string large_;
+  std::string large_;      // grows as the frame arrives, up to large_size_
+  size_t large_size_ = 0;  // the frame's announced (capped) size
   size_t large_filled_ = 0;
 };
 

@@ -125,21 +125,25 @@ TEST(FrameReaderTest, DirectReadsKeepLargeAndSmallFramesInOrder) {
   // it, small: every boundary position of a 4 KiB read relative to them.
   const std::string big1(FrameReader::kDirectFrameBytes + 5, 'a');
   const std::string big2(3 * FrameReader::kDirectFrameBytes + 1, 'b');
+  // Larger than the first step the frame's string grows by (1 MiB).
+  const std::string big3((size_t{5} << 20) + 3, 'c');
   std::string stream;
   AppendFrame(&stream, "one");
   AppendFrame(&stream, big1);
   AppendFrame(&stream, big2);
+  AppendFrame(&stream, big3);
   AppendFrame(&stream, "two");
-  for (size_t chunk : {size_t{1} << 12, size_t{7}, size_t{1} << 20}) {
+  for (size_t chunk : {size_t{1} << 12, size_t{4093}, size_t{1} << 20}) {
     bool too_large = false;
     std::vector<std::string> frames =
-        ReadDirect(stream, chunk, size_t{1} << 20, &too_large);
+        ReadDirect(stream, chunk, size_t{8} << 20, &too_large);
     EXPECT_FALSE(too_large);
-    ASSERT_EQ(frames.size(), 4u) << "chunk " << chunk;
+    ASSERT_EQ(frames.size(), 5u) << "chunk " << chunk;
     EXPECT_EQ(frames[0], "one");
     EXPECT_EQ(frames[1], big1);
     EXPECT_EQ(frames[2], big2);
-    EXPECT_EQ(frames[3], "two");
+    EXPECT_EQ(frames[3], big3);
+    EXPECT_EQ(frames[4], "two");
   }
   // The cap still holds: nothing is allocated for an oversized frame.
   bool too_large = false;

@@ -293,11 +293,17 @@ void FramedServer::Accept() {
       // and spin this loop. Free the spare, take it, drop it, re-arm.
       spare_fd_.reset();
       UniqueFd shed(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      COHORT_LOG(WARNING) << options_.name << ": out of file descriptors; "
-                          << "dropped a connection from "
-                          << (shed.valid() ? PeerName(shed.get()) : "?");
+      const bool dropped = shed.valid();
+      if (dropped) {
+        COHORT_LOG(WARNING)
+            << options_.name << ": out of file descriptors; "
+            << "dropped a connection from " << PeerName(shed.get());
+      }
       shed.reset();
       spare_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+      // accept4 reports EMFILE even with nothing pending: nothing was
+      // waiting, so go back to the loop instead of spinning here.
+      if (!dropped) return;
       continue;
     }
     if (fd < 0) return;  // EAGAIN: nothing more to accept
