@@ -303,7 +303,6 @@ absl::StatusOr<std::string> RingCommunicator::RecvPiece(size_t bytes,
                      "; check that every member is alive and makes the same "
                      "collective calls in the same order")));
   }
-  ++received_;
   const CallDesc theirs = CallDesc::Decode(absl::string_view(*piece).substr(8));
   if (theirs != desc_) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(

@@ -123,9 +123,8 @@ class RingCommunicator : public Communicator {
   std::unique_ptr<rpc::FramedServer> server_;
   std::unique_ptr<rpc::FramedClient> client_;
   std::string next_address_;
-  uint64_t sent_ = 0;      // Pieces sent to the next member.
-  uint64_t received_ = 0;  // Pieces taken from the inbox.
-  CallDesc desc_;          // The call in progress; every piece carries it.
+  uint64_t sent_ = 0;  // Pieces sent to the next member.
+  CallDesc desc_;      // The call in progress; every piece carries it.
   absl::Status broken_;
 };
 
