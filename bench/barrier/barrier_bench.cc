@@ -20,9 +20,9 @@
 #include "bench/common/gang.h"
 #include "bench/common/peer.h"
 #include "cohort/barrier/barrier_task_context.h"
-#include "cohort/barrier/launcher.h"
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
+#include "cohort/launch/launcher.h"
 
 namespace cohort::bench {
 namespace {

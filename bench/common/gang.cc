@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "cohort/barrier/launcher.h"
 #include "cohort/base/env.h"
+#include "cohort/launch/launcher.h"
 
 namespace cohort::bench {
 
@@ -27,7 +27,7 @@ std::vector<std::string> SelfCommand(const std::string& suite) {
 }
 
 bool RunGang(const GangRun& run, MeasurementLog* log) {
-  barrier::LaunchOptions options;
+  launch::LaunchOptions options;
   options.num_workers = run.world;
   options.command = SelfCommand(run.suite);
   options.command.insert(options.command.end(), run.child_args.begin(),
@@ -50,8 +50,8 @@ bool RunGang(const GangRun& run, MeasurementLog* log) {
     absl::MutexLock lock(&mu);
     messages.push_back(line);
   };
-  barrier::Launcher launcher(Env::Default(), options);
-  absl::StatusOr<barrier::LaunchResult> result = launcher.Run();
+  launch::Launcher launcher(Env::Default(), options);
+  absl::StatusOr<launch::LaunchResult> result = launcher.Run();
   absl::MutexLock lock(&mu);
   int measurements = 0;
   for (const std::string& r : results) {

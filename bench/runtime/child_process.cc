@@ -98,15 +98,15 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     const std::vector<std::string>& env_overrides) {
   // Before the spawn: a signal in between would leave the child behind.
   InstallSignalHandlersOnce();
-  absl::StatusOr<std::unique_ptr<barrier::Subprocess>> process =
-      barrier::Subprocess::Spawn(argv, barrier::EnvironmentWith(env_overrides));
+  absl::StatusOr<std::unique_ptr<launch::Subprocess>> process =
+      launch::Subprocess::Spawn(argv, launch::EnvironmentWith(env_overrides));
   if (!process.ok()) {
     return absl::Status(process.status().code(),
                         absl::StrCat(name, ": ", process.status().message()));
   }
   std::unique_ptr<ChildProcess> child(
       new ChildProcess(std::move(name), *std::move(process)));
-  // The child leads its own group (barrier::Subprocess).
+  // The child leads its own group (launch::Subprocess).
   child->signal_slot_ = RegisterGroup(child->pid());
   // Started here rather than in the constructor so that the thread never
   // sees a half-built object.
@@ -190,7 +190,7 @@ bool ChildProcess::AwaitExit(absl::Duration timeout) {
   return true;
 }
 
-barrier::ExitInfo ChildProcess::ReapLocked() {
+launch::ExitInfo ChildProcess::ReapLocked() {
   if (exit_.has_value()) return *exit_;
   if (reader_.joinable()) reader_.join();
   // Forgotten before it is reaped: after that its group id may be reused.
@@ -199,7 +199,7 @@ barrier::ExitInfo ChildProcess::ReapLocked() {
   return *exit_;
 }
 
-absl::StatusOr<barrier::ExitInfo> ChildProcess::WaitForExit(
+absl::StatusOr<launch::ExitInfo> ChildProcess::WaitForExit(
     absl::Duration timeout) {
   absl::MutexLock reap(&reap_mu_);
   if (exit_.has_value()) return *exit_;
@@ -218,7 +218,7 @@ void ChildProcess::Terminate() {
   if (!exit_.has_value()) process_->SignalGroup(SIGTERM);
 }
 
-barrier::ExitInfo ChildProcess::Stop(absl::Duration grace) {
+launch::ExitInfo ChildProcess::Stop(absl::Duration grace) {
   absl::MutexLock reap(&reap_mu_);
   if (exit_.has_value()) return *exit_;
   // Already gone (it exited by itself): nothing to signal.

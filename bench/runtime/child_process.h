@@ -1,7 +1,7 @@
 // A child process of the runtime benchmark (a `cohort server` task, iperf3)
 // whose output is drained by a thread of its own.
 //
-// barrier::Subprocess starts the program (own process group, stdout and
+// launch::Subprocess starts the program (own process group, stdout and
 // stderr on one pipe); this class reads that pipe until it closes, keeping
 // the first kMaxCapturedBytes of the output (iperf3's JSON report, a
 // server's "serving" line) and its last lines (for error messages). Reading
@@ -13,7 +13,7 @@
 //   COHORT_ASSIGN_OR_RETURN(std::string rest,
 //       child->AwaitLine("serving ", absl::Seconds(30)));
 //   ...
-//   barrier::ExitInfo how = child->Stop(absl::Seconds(5));
+//   launch::ExitInfo how = child->Stop(absl::Seconds(5));
 //
 // Processes are signalled by their own process group id only (never by
 // name), and the destructor stops a child that is still running. The first
@@ -39,7 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "cohort/barrier/process.h"
+#include "cohort/launch/process.h"
 
 namespace cohort::bench {
 
@@ -81,7 +81,7 @@ class ChildProcess {
   // Blocks until the child exits by itself and returns how it ended;
   // after `timeout` it is killed (SIGKILL to its group) and the result is
   // DeadlineExceeded.
-  absl::StatusOr<barrier::ExitInfo> WaitForExit(absl::Duration timeout)
+  absl::StatusOr<launch::ExitInfo> WaitForExit(absl::Duration timeout)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // SIGTERM to the child's process group unless it was reaped already
@@ -93,7 +93,7 @@ class ChildProcess {
   // then SIGKILL; reaps it and returns how it ended. Idempotent (later calls
   // return the first result). Blocks at most about `grace` plus the time
   // the kernel takes to deliver SIGKILL.
-  barrier::ExitInfo Stop(absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
+  launch::ExitInfo Stop(absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The output captured so far (at most kMaxCapturedBytes).
   std::string output() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -103,18 +103,18 @@ class ChildProcess {
   pid_t pid() const { return process_->pid(); }
 
  private:
-  ChildProcess(std::string name, std::unique_ptr<barrier::Subprocess> process)
+  ChildProcess(std::string name, std::unique_ptr<launch::Subprocess> process)
       : name_(std::move(name)), process_(std::move(process)) {}
   // The reader thread's body: reads the pipe until it closes.
   void ReadOutput() ABSL_LOCKS_EXCLUDED(mu_);
   void AddLineLocked(std::string line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Joins the reader and reaps the child once it has exited; returns how
   // it ended. Callers serialise on reap_mu_.
-  barrier::ExitInfo ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reap_mu_);
+  launch::ExitInfo ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reap_mu_);
 
   // Constant after Start.
   const std::string name_;
-  const std::unique_ptr<barrier::Subprocess> process_;
+  const std::unique_ptr<launch::Subprocess> process_;
   std::thread reader_;
   int signal_slot_ = -1;  // In the signal handler's table; -1 = none.
 
@@ -127,7 +127,7 @@ class ChildProcess {
 
   // Serialises Stop/WaitForExit: only one thread may reap the child.
   absl::Mutex reap_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::optional<barrier::ExitInfo> exit_ ABSL_GUARDED_BY(reap_mu_);
+  std::optional<launch::ExitInfo> exit_ ABSL_GUARDED_BY(reap_mu_);
 };
 
 }  // namespace cohort::bench

@@ -63,7 +63,7 @@ absl::Status AwaitListening(ChildProcess& server, int port) {
     }
     // A server that exited (port taken since PickFreePort) never listens.
     if (server.AwaitExit(absl::Milliseconds(10))) {
-      const barrier::ExitInfo how = server.Stop(absl::ZeroDuration());
+      const launch::ExitInfo how = server.Stop(absl::ZeroDuration());
       return absl::UnavailableError(absl::StrCat(
           "iperf3 server on ", kHost, ":", port, " ", how.Describe(),
           " before listening; its output ends: ", server.Tail()));
@@ -124,7 +124,7 @@ absl::StatusOr<std::vector<Json>> MeasureIperf3(int seconds, int rep) {
                           {kIperf3, "-c", kHost, "-B", kHost, "-p", port_text,
                            "-t", std::to_string(seconds), "-P", "1", "-J"}));
   COHORT_ASSIGN_OR_RETURN(
-      barrier::ExitInfo how,
+      launch::ExitInfo how,
       client->WaitForExit(absl::Seconds(seconds) + kClientSlack));
   absl::StatusOr<double> bps =
       ParseIperf3ReceivedBitsPerSecond(client->output());

@@ -25,7 +25,7 @@ TEST(ChildProcessTest, AwaitLineReturnsTheRestOfTheLineAndStopSignals) {
   auto rest = (*child)->AwaitLine("serving ", absl::Seconds(30));
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_EQ(*rest, "grpc://h:1");
-  const barrier::ExitInfo how = (*child)->Stop(absl::Seconds(10));
+  const launch::ExitInfo how = (*child)->Stop(absl::Seconds(10));
   EXPECT_TRUE(how.signaled);
   EXPECT_EQ(how.value, SIGTERM);
   EXPECT_THAT((*child)->Tail(), HasSubstr("starting"));

@@ -93,7 +93,7 @@ absl::Status ServerCluster::Stop() {
   std::vector<std::string> unclean;
   for (Task& task : tasks_) {
     if (task.process == nullptr) continue;
-    const barrier::ExitInfo how = task.process->Stop(kStopGrace);
+    const launch::ExitInfo how = task.process->Stop(kStopGrace);
     if (!how.ok()) {
       unclean.push_back(absl::StrCat(task.process->name(), " ", how.Describe(),
                                      " (output ends: ", task.process->Tail(),

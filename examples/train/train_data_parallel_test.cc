@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "cohort/barrier/process.h"
+#include "cohort/launch/process.h"
 #include "cohort/training/data_parallel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -104,7 +104,7 @@ std::string BinDir() {
 // Runs argv to completion; returns (shell exit code, stdout + stderr).
 std::pair<int, std::string> RunToEnd(const std::vector<std::string>& argv,
                                      const std::vector<std::string>& env = {}) {
-  auto p = barrier::Subprocess::Spawn(argv, barrier::EnvironmentWith(env));
+  auto p = launch::Subprocess::Spawn(argv, launch::EnvironmentWith(env));
   EXPECT_TRUE(p.ok()) << p.status();
   if (!p.ok()) return {-1, ""};
   std::string output;

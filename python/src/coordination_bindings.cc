@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cohort/barrier/barrier_task_context.h"
-#include "cohort/barrier/launcher.h"
 #include "cohort/base/env.h"
 #include "cohort/coord/coordination_agent.h"
+#include "cohort/coord/coordination_client.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/rpc/transport.h"
 #include "python/src/bindings.h"
@@ -100,12 +100,12 @@ std::string Bytes(py::handle value) {
 std::shared_ptr<Client> FromLaunchEnvironment(std::optional<double> timeout) {
   Env* env = Env::Default();
   std::optional<std::string> address =
-      env->GetVar(barrier::kEnvCoordinationAddress);
+      env->GetVar(coord::kEnvCoordinationAddress);
   std::optional<std::string> task = env->GetVar(barrier::kEnvTaskName);
   if (!address.has_value() || address->empty() || !task.has_value()) {
     ThrowStatus(absl::FailedPreconditionError(absl::StrCat(
         "no coordination service in this environment: ",
-        barrier::kEnvCoordinationAddress, " and ", barrier::kEnvTaskName,
+        coord::kEnvCoordinationAddress, " and ", barrier::kEnvTaskName,
         " are set by `cohort launch`; outside it use "
         "cohort.CoordinationClient(address, token)")));
   }

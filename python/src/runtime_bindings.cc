@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cohort/barrier/launcher.h"
 #include "cohort/base/env.h"
 #include "cohort/cluster/cluster_spec.h"
+#include "cohort/coord/coordination_client.h"
 #include "cohort/graph/graph_io.h"
 #include "cohort/graph/local_session.h"
 #include "cohort/graph/tensor.h"
@@ -168,7 +168,7 @@ std::shared_ptr<runtime::Server> MakeServer(
     // As `cohort server`: under `cohort launch` the task joins the
     // launcher's coordination service, else the cluster runs its own.
     options.launcher_coordination_address =
-        Env::Default()->GetVar(barrier::kEnvCoordinationAddress).value_or("");
+        Env::Default()->GetVar(coord::kEnvCoordinationAddress).value_or("");
     def.mutable_default_session_config()
         ->mutable_experimental()
         ->mutable_coordination_config()

@@ -10,12 +10,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
-#include "cohort/barrier/launcher.h"
 #include "cohort/coord/coordination_agent.h"
+#include "cohort/coord/coordination_client.h"
 #include "cohort/coord/grpc_coordination_client.h"
 
 int main() {
-  const char* address = std::getenv(cohort::barrier::kEnvCoordinationAddress);
+  const char* address = std::getenv(cohort::coord::kEnvCoordinationAddress);
   const char* name = std::getenv("COHORT_TASK_NAME");
   const char* partition = std::getenv("COHORT_PARTITION_ID");
   const char* heartbeat = std::getenv("TEST_HEARTBEAT_S");

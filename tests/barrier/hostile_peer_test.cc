@@ -22,7 +22,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
-#include "cohort/barrier/process.h"
+#include "cohort/launch/process.h"
 #include "cohort/rpc/coding.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/rpc/transport.h"
@@ -33,6 +33,9 @@
 namespace cohort::barrier {
 namespace {
 
+using launch::EnvironmentWith;
+using launch::ExitInfo;
+using launch::Subprocess;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(30);

@@ -17,13 +17,16 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "cohort/barrier/process.h"
+#include "cohort/launch/process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cohort::barrier {
 namespace {
 
+using launch::EnvironmentWith;
+using launch::ExitInfo;
+using launch::Subprocess;
 using ::testing::HasSubstr;
 using ::testing::Not;
 

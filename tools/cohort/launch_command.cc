@@ -1,14 +1,18 @@
 // `cohort launch`: start a gang of tasks on this machine, all or nothing,
-// with barrier execution mode, per-task logs and whole-gang retries.
+// with barrier execution mode, per-task logs and whole-gang retries; or, with
+// --engine, one task per cluster-engine task, the launchers together giving
+// the same gang semantics across machines (launch/cluster_launcher.h).
 //
 //   cohort launch -n 4 -- ./my_task --flag
 //   cohort launch --chief --workers 2 --ps 1 --max-restarts 2 -- python3 t.py
+//   srun -n 4 cohort launch --engine slurm --jobs chief=1,worker=2,ps=1 -- ...
 //
 // Exit code: 0 when the job succeeded; otherwise the root-cause task's exit
 // code (128 + signal when it was killed), 130 after Ctrl-C/SIGTERM, 1 when
 // nothing could be started (bad flags, not enough slots, missing program).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,9 +22,17 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "cohort/barrier/launcher.h"
 #include "cohort/base/env.h"
+#include "cohort/launch/cluster_launcher.h"
+#include "cohort/launch/engine.h"
+#include "cohort/launch/launcher.h"
+#include "cohort/rpc/frame.h"
+#include "cohort/rpc/transport.h"
 #include "tools/cohort/commands.h"
 
 namespace cohort::tools {
@@ -32,6 +44,94 @@ void OnStopSignal(int sig) {
   const char byte = static_cast<char>(sig);
   ssize_t ignored = write(g_signal_pipe[1], &byte, 1);
   (void)ignored;
+}
+
+// Runs `run` with Ctrl-C and SIGTERM turned into `stop()`: the handler only
+// writes to a pipe; a thread makes the call.
+template <typename Run, typename Stop>
+auto WithStopSignals(Run run, Stop stop) -> decltype(run()) {
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe failed: ", strerror(errno)));
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  std::thread watcher([&stop] {
+    char byte;
+    while (true) {
+      const ssize_t got = read(g_signal_pipe[0], &byte, 1);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0 || byte == 0) return;  // 0: the launcher is done
+      stop();
+    }
+  });
+  auto result = run();
+  const char done = 0;
+  ssize_t ignored = write(g_signal_pipe[1], &done, 1);
+  (void)ignored;
+  watcher.join();
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  close(g_signal_pipe[0]);
+  close(g_signal_pipe[1]);
+  return result;
+}
+
+// The first line of a token file. Under an engine, a file that does not
+// exist yet is created (0600, random) by engine task 0 and waited for by
+// the others, for a file system every task shares; a file others can read is
+// refused.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, bool engine,
+                                          int engine_task,
+                                          absl::Duration wait) {
+  if (engine && engine_task == 0 && access(path.c_str(), F_OK) != 0) {
+    const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+    const int fd =
+        open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create ", tmp, ": ", strerror(errno)));
+    }
+    const std::string token = absl::BytesToHexString(rpc::RandomNonce()) + "\n";
+    const bool ok = write(fd, token.data(), token.size()) ==
+                    static_cast<ssize_t>(token.size());
+    close(fd);
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+      unlink(tmp.c_str());
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+    }
+  }
+  const absl::Time deadline =
+      absl::Now() + (engine ? wait : absl::ZeroDuration());
+  while (engine && access(path.c_str(), F_OK) != 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));  // polling a shared file system
+  }
+  struct stat st {};
+  if (engine && stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, " is readable or writable by others (mode ",
+                     absl::StrFormat("%04o", st.st_mode & 07777),
+                     "); the job token must be private: chmod 600 ", path));
+  }
+  absl::StatusOr<std::string> token = Env::Default()->ReadFile(path);
+  if (!token.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(token.status().message(),
+                     engine && engine_task != 0
+                         ? absl::StrCat(" (waited ", absl::FormatDuration(wait),
+                                        " for engine task 0 to create it)")
+                         : ""));
+  }
+  std::string line = token->substr(0, token->find('\n'));
+  if (line.empty()) {
+    return absl::InvalidArgumentError(
+        "empty; expected the token on its first line");
+  }
+  return line;
 }
 
 }  // namespace
@@ -51,6 +151,11 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     std::string log_dir;
     std::string token_file;
     bool quiet = false;
+    std::string engine;
+    std::string jobs;
+    std::string rendezvous;
+    double rendezvous_timeout_s = 300;
+    std::string bind_host = "0.0.0.0";
     std::vector<std::string> command;
   };
   auto flags = std::make_shared<Flags>();
@@ -95,13 +200,114 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
                      "the job token every server of the job requires "
                      "(default: a fresh random one, written to "
                      "LOG_DIR/job-token)");
+  auto* engine_opt = launch->add_option(
+      "--engine", flags->engine,
+      "run as one task of a cluster engine's job: slurm, kubernetes, "
+      "tf_config or auto; one `cohort launch` per engine task, task 0's "
+      "launcher hosts the rendezvous");
+  engine_opt->excludes(chief_opt)
+      ->excludes(workers_opt)
+      ->excludes(ps_opt)
+      ->excludes(eval_opt);
+  launch
+      ->add_option("--jobs", flags->jobs,
+                   "with --engine: roles of the engine's tasks in order of "
+                   "job name, e.g. chief=1,worker=2,ps=1 (default: every "
+                   "task a worker)")
+      ->needs(engine_opt);
+  launch
+      ->add_option("--rendezvous", flags->rendezvous,
+                   "with --engine: HOST:PORT of task 0's launcher, or :PORT "
+                   "to keep the engine's host (default: the engine's "
+                   "address of task 0, port 8888)")
+      ->needs(engine_opt);
+  launch
+      ->add_option("--rendezvous-timeout", flags->rendezvous_timeout_s,
+                   "with --engine: seconds to reach task 0's launcher and "
+                   "to wait for every launcher at an attempt's start and "
+                   "end (default 300)")
+      ->needs(engine_opt);
+  launch
+      ->add_option("--bind-host", flags->bind_host,
+                   "with --engine: the address the launcher's servers and "
+                   "its task's port bind (default 0.0.0.0)")
+      ->needs(engine_opt);
   launch
       ->add_option("command", flags->command,
                    "the program and its arguments, after --")
       ->required();
 
   launch->callback([flags, &exit_code] {
-    barrier::LaunchOptions options;
+    auto fail = [&exit_code](const absl::Status& status) {
+      std::cerr << "cohort launch: " << status.message() << std::endl;
+      exit_code = 1;
+    };
+    std::vector<std::string> extra_env;
+    // Tasks find this very binary in COHORT_BIN (for `cohort task ...`).
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (len > 0) {
+      extra_env.push_back("COHORT_BIN=" +
+                          std::string(self, static_cast<size_t>(len)));
+    }
+    const absl::Duration rendezvous_timeout =
+        absl::Seconds(flags->rendezvous_timeout_s);
+
+    if (!flags->engine.empty()) {
+      launch::EngineFlags ef;
+      ef.rendezvous = flags->rendezvous;
+      ef.num_tasks = flags->n;
+      ef.timeout = rendezvous_timeout;
+      absl::StatusOr<launch::EngineTask> engine =
+          launch::ResolveEngineTask(Env::Default(), flags->engine, ef);
+      if (!engine.ok()) return fail(engine.status());
+      if (flags->n > 0 && flags->n != engine->count) {
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+            "-n ", flags->n, " but the ", engine->engine, " engine runs ",
+            engine->count, " task(s) (", engine->source, ")")));
+      }
+      launch::ClusterLaunchOptions options;
+      options.engine = *engine;
+      if (!flags->jobs.empty()) {
+        absl::StatusOr<std::map<std::string, int>> jobs =
+            launch::ParseJobCounts(flags->jobs);
+        if (!jobs.ok()) return fail(jobs.status());
+        options.jobs = *jobs;
+      }
+      options.command = flags->command;
+      options.max_restarts = flags->max_restarts;
+      options.rendezvous_timeout = rendezvous_timeout;
+      options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
+      options.stop_grace = absl::Seconds(flags->stop_grace_s);
+      options.heartbeat_timeout = absl::Seconds(flags->heartbeat_timeout_s);
+      options.bind_host = flags->bind_host;
+      options.log_dir = flags->log_dir;
+      options.progress = !flags->quiet;
+      options.extra_env = extra_env;
+      if (!flags->token_file.empty()) {
+        absl::StatusOr<std::string> token =
+            ReadTokenFile(flags->token_file, /*engine=*/true, engine->index,
+                          rendezvous_timeout);
+        if (!token.ok()) {
+          return fail(
+              absl::Status(token.status().code(),
+                           absl::StrCat("--token-file ", flags->token_file,
+                                        ": ", token.status().message())));
+        }
+        options.job_token = *token;
+      } else {
+        options.job_token =
+            Env::Default()->GetVar(rpc::kJobTokenEnvVar).value_or("");
+      }
+      launch::ClusterLauncher launcher(Env::Default(), options);
+      absl::StatusOr<launch::LaunchResult> result = WithStopSignals(
+          [&] { return launcher.Run(); }, [&] { launcher.Stop(); });
+      if (!result.ok()) return fail(result.status());
+      exit_code = result->exit_code;
+      return;
+    }
+
+    launch::LaunchOptions options;
     options.num_workers = flags->n > 0 ? flags->n : flags->workers;
     options.chief = flags->chief;
     options.num_ps = flags->ps;
@@ -114,66 +320,22 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     options.log_dir = flags->log_dir;
     options.progress = !flags->quiet;
     options.command = flags->command;
+    options.extra_env = extra_env;
     if (!flags->token_file.empty()) {
-      absl::StatusOr<std::string> token =
-          Env::Default()->ReadFile(flags->token_file);
-      std::string line = token.ok() ? token->substr(0, token->find('\n')) : "";
-      if (!token.ok() || line.empty()) {
+      absl::StatusOr<std::string> token = ReadTokenFile(
+          flags->token_file, /*engine=*/false, 0, absl::ZeroDuration());
+      if (!token.ok()) {
         std::cerr << "cohort launch: --token-file " << flags->token_file << ": "
-                  << (token.ok() ? "empty; expected the token on its first line"
-                                 : std::string(token.status().message()))
-                  << std::endl;
+                  << token.status().message() << std::endl;
         exit_code = 1;
         return;
       }
-      options.job_token = line;
+      options.job_token = *token;
     }
-    // Tasks find this very binary in COHORT_BIN (for `cohort task ...`).
-    char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (len > 0) {
-      options.extra_env.push_back("COHORT_BIN=" +
-                                  std::string(self, static_cast<size_t>(len)));
-    }
-
-    barrier::Launcher launcher(Env::Default(), options);
-    // Ctrl-C and SIGTERM stop every task cleanly: the handler only writes to
-    // a pipe; a thread turns that into Launcher::Stop().
-    if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
-      std::cerr << "cohort launch: pipe failed: " << strerror(errno)
-                << std::endl;
-      exit_code = 1;
-      return;
-    }
-    struct sigaction sa {};
-    sa.sa_handler = OnStopSignal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    signal(SIGPIPE, SIG_IGN);
-    std::thread watcher([&launcher] {
-      char byte;
-      while (true) {
-        const ssize_t got = read(g_signal_pipe[0], &byte, 1);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0 || byte == 0) return;  // 0: the launcher is done
-        launcher.Stop();
-      }
-    });
-
-    absl::StatusOr<barrier::LaunchResult> result = launcher.Run();
-
-    const char done = 0;
-    ssize_t ignored = write(g_signal_pipe[1], &done, 1);
-    (void)ignored;
-    watcher.join();
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    if (!result.ok()) {
-      std::cerr << "cohort launch: " << result.status().message() << std::endl;
-      exit_code = 1;
-      return;
-    }
+    launch::Launcher launcher(Env::Default(), options);
+    absl::StatusOr<launch::LaunchResult> result = WithStopSignals(
+        [&] { return launcher.Run(); }, [&] { launcher.Stop(); });
+    if (!result.ok()) return fail(result.status());
     exit_code = result->exit_code;
   });
 }

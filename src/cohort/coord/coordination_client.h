@@ -46,6 +46,12 @@
 
 namespace cohort::coord {
 
+// The environment variable that gives a task the target of its job's
+// coordination service ("host:port", or "framed:host:port"); `cohort launch`
+// sets it.
+inline constexpr char kEnvCoordinationAddress[] =
+    "COHORT_COORDINATION_SERVICE_ADDRESS";
+
 using StatusCallback = std::function<void(absl::Status)>;
 
 // Lets the caller abandon a call in flight. Thread-safe.

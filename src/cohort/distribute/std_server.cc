@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "cohort/barrier/launcher.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/coordination_client.h"
 #include "cohort/rpc/transport.h"
 #include "cohort/runtime/server.h"
 
@@ -50,7 +50,7 @@ class RealFactory : public StdServerFactory {
     // launcher's coordination service; its agent then also serves the
     // worker barrier, so the task is registered once.
     options.launcher_coordination_address =
-        env->GetVar(barrier::kEnvCoordinationAddress).value_or("");
+        env->GetVar(coord::kEnvCoordinationAddress).value_or("");
     COHORT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Server> server,
                             runtime::Server::Create(def, options));
     COHORT_RETURN_IF_ERROR(server->Start());

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cohort/base/logging.h"
@@ -296,7 +299,325 @@ absl::StatusOr<std::string> PemPath(const Json& obj, const char* key,
   return WriteTempFile(decoded, absl::StrCat(key, "-data of ", file));
 }
 
+// ---------------------------------------------------------------------------
+// Pod lists.
+
+// What the resolver reads of one pod of a PodList.
+struct PodInfo {
+  std::string name;
+  std::string namespace_name;
+  std::string phase;
+  std::string host_ip;
+  std::string pod_ip;
+  // metadata.deletionTimestamp is set: the pod is terminating and will not
+  // stand for its index any more, whatever its phase still says.
+  bool deleting = false;
+  // The annotation and the label "batch.kubernetes.io/job-completion-index"
+  // (nullopt when absent or not text).
+  std::optional<std::string> index_annotation;
+  std::optional<std::string> index_label;
+  // The Job's uid, for telling the pods of two Jobs apart in messages.
+  std::string controller_uid;
+};
+
+constexpr char kCompletionIndexKey[] =
+    "batch.kubernetes.io/job-completion-index";
+
+std::optional<std::string> OptionalStringField(const Json& obj,
+                                               const char* key) {
+  const Json& v = Member(obj, key);
+  if (!v.is_string()) return std::nullopt;
+  return v.get<std::string>();
+}
+
+absl::StatusOr<std::vector<PodInfo>> ParsePods(const Json& list,
+                                               const std::string& what) {
+  std::vector<PodInfo> pods;
+  const Json& items = Member(list, "items");
+  if (!items.is_array()) return pods;  // "items": null is an empty list
+  for (const Json& item : items) {
+    const Json& metadata = Member(item, "metadata");
+    const Json& status = Member(item, "status");
+    const Json& labels = Member(metadata, "labels");
+    PodInfo pod;
+    pod.name = StringField(metadata, "name");
+    if (pod.name.empty()) {
+      return absl::InternalError(absl::StrCat(
+          what, ": a pod without metadata.name: ", JsonPreview(item)));
+    }
+    pod.namespace_name = StringField(metadata, "namespace");
+    pod.phase = StringField(status, "phase");
+    pod.host_ip = StringField(status, "hostIP");
+    pod.pod_ip = StringField(status, "podIP");
+    pod.deleting = !Member(metadata, "deletionTimestamp").is_null();
+    pod.index_annotation = OptionalStringField(Member(metadata, "annotations"),
+                                               kCompletionIndexKey);
+    pod.index_label = OptionalStringField(labels, kCompletionIndexKey);
+    // Kubernetes 1.27+ sets the prefixed label; older ones only the bare one.
+    pod.controller_uid =
+        StringField(labels, "batch.kubernetes.io/controller-uid");
+    if (pod.controller_uid.empty()) {
+      pod.controller_uid = StringField(labels, "controller-uid");
+    }
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
+// A completion index as the Job controller writes it (strconv.Itoa of a
+// non-negative int): decimal digits only, no sign or blanks. Nine digits at
+// most, far above any Job's completions, so the value fits an int.
+std::optional<int> ParseCompletionIndex(absl::string_view text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  int value = 0;
+  for (char c : text) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      return std::nullopt;
+    }
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+absl::StatusOr<int> CompletionIndexOf(const PodInfo& pod,
+                                      absl::string_view context) {
+  const char* source = "annotation";
+  const std::optional<std::string>* text = &pod.index_annotation;
+  if (!text->has_value()) {
+    source = "label";
+    text = &pod.index_label;
+  }
+  if (!text->has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Pod \"", pod.name, "\" has no ", kCompletionIndexKey,
+        " annotation or label (", context,
+        "); completion-index order needs the pods of an Indexed Job "
+        "(completionMode: Indexed) and a selector matching only them"));
+  }
+  std::optional<int> index = ParseCompletionIndex(**text);
+  if (!index.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Pod \"", pod.name, "\" has ", source, " ", kCompletionIndexKey, "=\"",
+        **text, "\", which is not a completion index (", context, ")"));
+  }
+  if (pod.index_annotation.has_value() && pod.index_label.has_value() &&
+      *pod.index_annotation != *pod.index_label) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Pod \"", pod.name, "\" has annotation ", kCompletionIndexKey, "=\"",
+        *pod.index_annotation, "\" but label \"", *pod.index_label, "\" (",
+        context, ")"));
+  }
+  return *index;
+}
+
+// "\"train-2-x7k2p\" (phase \"Failed\"), \"train-2-q4wz9\" (phase
+// \"Running\", being deleted)" for messages about one index.
+std::string DescribePods(const std::vector<const PodInfo*>& pods) {
+  std::vector<std::string> parts;
+  for (const PodInfo* pod : pods) {
+    parts.push_back(absl::StrCat("\"", pod->name, "\" (phase \"", pod->phase,
+                                 "\"", pod->deleting ? ", being deleted" : "",
+                                 ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// The running pod standing for `index` among all listed pods of it.
+absl::StatusOr<const PodInfo*> PodForIndex(
+    int index, const std::vector<const PodInfo*>& listed,
+    absl::string_view context) {
+  std::vector<const PodInfo*> running;
+  for (const PodInfo* pod : listed) {
+    // A Job's pod runs once: a failed or evicted one is replaced by a new
+    // pod (new name, usually a new IP) for the same index, and the old one
+    // stays listed, Failed or terminating, until it is deleted. Only a
+    // running pod not being deleted is a live peer.
+    if (pod->phase == "Running" && !pod->deleting) running.push_back(pod);
+  }
+  if (running.size() == 1) return running[0];
+  if (running.empty()) {
+    // Still FailedPrecondition when every pod of the index has ended: the
+    // Job controller may yet replace a failed one (backoffLimit,
+    // podFailurePolicy), which this list cannot tell; the message says so.
+    const bool all_ended =
+        !listed.empty() &&
+        std::all_of(listed.begin(), listed.end(), [](const PodInfo* pod) {
+          return pod->phase == "Failed" || pod->phase == "Succeeded";
+        });
+    return absl::FailedPreconditionError(absl::StrCat(
+        "No running pod for completion index ", index, " (", context, "): ",
+        listed.empty() ? "no pod of it is listed"
+                       : absl::StrCat("listed: ", DescribePods(listed)),
+        all_ended ? "; every pod of it has ended, so retrying helps only if "
+                    "the Job controller replaces it (check the Job's status)"
+                  : "; the Job's pods are still being created, starting or "
+                    "replaced, retry until every index has a running pod"));
+  }
+  std::vector<std::string> who;
+  for (const PodInfo* pod : running) {
+    who.push_back(absl::StrCat("\"", pod->namespace_name, "/", pod->name,
+                               "\" (controller-uid \"", pod->controller_uid,
+                               "\")"));
+  }
+  for (const PodInfo* pod : running) {
+    if (pod->namespace_name != running[0]->namespace_name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Completion index ", index,
+          " has running pods in several namespaces (", context,
+          "): ", absl::StrJoin(who, ", "),
+          "; set the namespace so that the selector matches one Job"));
+    }
+  }
+  // Same namespace: the Job controller deletes a duplicate it created, and
+  // the pods of a Job deleted and re-created under the same name go away
+  // with garbage collection; both pass, so a retry is the answer.
+  return absl::FailedPreconditionError(absl::StrCat(
+      "Completion index ", index, " has ", running.size(), " running pods (",
+      context, "): ", absl::StrJoin(who, ", "),
+      "; retry once the extra pods are deleted, or select by "
+      "batch.kubernetes.io/controller-uid if pods of another Job linger"));
+}
+
+// The pods of indexes 0..max in index order (see Options::order).
+absl::StatusOr<std::vector<PodInfo>> OrderByCompletionIndex(
+    const std::vector<PodInfo>& pods, absl::string_view context) {
+  // An index may be listed several times (earlier incarnations), so group
+  // first; a map, not a vector indexed by value, as the values come from
+  // the API and a stray large one must not size an allocation.
+  std::map<int, std::vector<const PodInfo*>> by_index;
+  for (const PodInfo& pod : pods) {
+    COHORT_ASSIGN_OR_RETURN(int index, CompletionIndexOf(pod, context));
+    by_index[index].push_back(&pod);
+  }
+  std::vector<PodInfo> ordered;
+  if (by_index.empty()) return ordered;
+  static const std::vector<const PodInfo*>* const kNone =
+      new std::vector<const PodInfo*>();
+  const int max = by_index.rbegin()->first;
+  for (int index = 0; index <= max; ++index) {
+    auto it = by_index.find(index);
+    COHORT_ASSIGN_OR_RETURN(
+        const PodInfo* pod,
+        PodForIndex(index, it == by_index.end() ? *kNone : it->second,
+                    context));
+    ordered.push_back(*pod);
+  }
+  return ordered;
+}
+
+// TensorFlow's order: by name as text, every pod running.
+absl::StatusOr<std::vector<PodInfo>> OrderByName(std::vector<PodInfo> pods,
+                                                 absl::string_view context) {
+  // Sorted by name so the order does not change from call to call.
+  std::stable_sort(
+      pods.begin(), pods.end(),
+      [](const PodInfo& a, const PodInfo& b) { return a.name < b.name; });
+  for (const PodInfo& pod : pods) {
+    if (pod.phase != "Running") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Pod \"", pod.name, "\" is not running; phase: \"", pod.phase, "\" (",
+          context, "; wait until every pod of the job runs)"));
+    }
+  }
+  return pods;
+}
+
+// "<ip>:<port>" of a running pod, the ip as options.address says.
+absl::StatusOr<std::string> TaskAddress(
+    const PodInfo& pod, const KubernetesClusterResolver::Options& options,
+    const std::string& context, const std::string& what) {
+  const int port = options.tf_server_port;
+  if (options.address == KubernetesClusterResolver::AddressSource::kHostIp) {
+    if (pod.host_ip.empty()) {
+      return absl::InternalError(absl::StrCat(
+          what, ": running pod \"", pod.name, "\" has no status.hostIP"));
+    }
+    return absl::StrCat(pod.host_ip, ":", port);
+  }
+  // Pod networking: every pod has its own IP, while the pods of one node
+  // share its hostIP (and would collide on the port).
+  if (pod.pod_ip.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Pod \"", pod.name, "\" is running but has no status.podIP (", context,
+        "); retry once the kubelet reports it"));
+  }
+  // IPv6 pod networks (and dual-stack ones listing IPv6 first) give
+  // "fd00::5"; brackets keep the port separable.
+  if (pod.pod_ip.find(':') != std::string::npos) {
+    return absl::StrCat("[", pod.pod_ip, "]:", port);
+  }
+  return absl::StrCat(pod.pod_ip, ":", port);
+}
+
 }  // namespace
+
+absl::Status KubernetesOptionsFromEnv(
+    Env* env, KubernetesClusterResolver::Options* options) {
+  if (auto jobs = env->GetVar("COHORT_KUBERNETES_JOBS");
+      jobs && !jobs->empty()) {
+    COHORT_ASSIGN_OR_RETURN(Json j, ParseJson(*jobs, "COHORT_KUBERNETES_JOBS"));
+    options->job_to_label_mapping.clear();
+    bool ok = j.is_object() && !j.empty();
+    for (auto it = j.begin(); ok && it != j.end(); ++it) {
+      if (!it.value().is_array()) {
+        ok = false;
+        break;
+      }
+      for (const Json& s : it.value()) {
+        if (!s.is_string()) {
+          ok = false;
+          break;
+        }
+        options->job_to_label_mapping[it.key()].push_back(s.get<std::string>());
+      }
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "COHORT_KUBERNETES_JOBS=", *jobs,
+          " is not valid: expected a JSON object mapping each job to a list "
+          "of label selectors, e.g. {\"worker\": "
+          "[\"job-name=tensorflow\"]}"));
+    }
+  }
+  if (auto port = env->GetVar("COHORT_KUBERNETES_PORT");
+      port && !port->empty()) {
+    if (!absl::SimpleAtoi(*port, &options->tf_server_port) ||
+        options->tf_server_port <= 0 || options->tf_server_port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("COHORT_KUBERNETES_PORT=\"", *port,
+                       "\" is not valid: expected a port number 1-65535"));
+    }
+  }
+  if (auto ns = env->GetVar("COHORT_KUBERNETES_NAMESPACE");
+      ns && !ns->empty()) {
+    options->pod_namespace = *ns;
+  }
+  if (auto order = env->GetVar("COHORT_KUBERNETES_ORDER");
+      order && !order->empty()) {
+    if (*order == "name") {
+      options->order = KubernetesClusterResolver::PodOrder::kByName;
+    } else if (*order == "completion-index") {
+      options->order = KubernetesClusterResolver::PodOrder::kByCompletionIndex;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("COHORT_KUBERNETES_ORDER=\"", *order,
+                       "\" is not valid: expected name or completion-index"));
+    }
+  }
+  if (auto address = env->GetVar("COHORT_KUBERNETES_ADDRESS");
+      address && !address->empty()) {
+    if (*address == "host-ip") {
+      options->address = KubernetesClusterResolver::AddressSource::kHostIp;
+    } else if (*address == "pod-ip") {
+      options->address = KubernetesClusterResolver::AddressSource::kPodIp;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("COHORT_KUBERNETES_ADDRESS=\"", *address,
+                       "\" is not valid: expected host-ip or pod-ip"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Json> ParseKubeconfigText(absl::string_view text,
                                          absl::string_view what) {
@@ -353,6 +674,25 @@ absl::StatusOr<KubernetesApiConfig> LoadInClusterKubernetesConfig(
   config.source =
       absl::StrCat("in-cluster service account (", service_account_dir, ")");
   return config;
+}
+
+absl::StatusOr<std::string> ReadServiceAccountNamespace(
+    Env* env, const std::string& service_account_dir) {
+  std::string path = absl::StrCat(service_account_dir, "/namespace");
+  absl::StatusOr<std::string> text = env->ReadFile(path);
+  if (!text.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Kubernetes pod namespace: cannot read ", path, ": ",
+                     text.status().message(),
+                     " (is a service account mounted into the pod? "
+                     "automountServiceAccountToken must not be false)"));
+  }
+  std::string ns(absl::StripAsciiWhitespace(*text));
+  if (ns.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Kubernetes pod namespace: ", path, " is empty"));
+  }
+  return ns;
 }
 
 absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
@@ -468,6 +808,11 @@ KubernetesClusterResolver::ParseExecutableLocation(absl::string_view text) {
 
 absl::StatusOr<std::unique_ptr<KubernetesClusterResolver>>
 KubernetesClusterResolver::Create(Env* env, Options options) {
+  if (options.pod_namespace.has_value() && options.pod_namespace->empty()) {
+    return absl::InvalidArgumentError(
+        "Kubernetes resolver: pod_namespace is set but empty (leave it unset "
+        "to list the pods of all namespaces)");
+  }
   KubernetesApiConfig api;
   if (options.api.has_value()) {
     api = *options.api;
@@ -481,69 +826,60 @@ KubernetesClusterResolver::Create(Env* env, Options options) {
       new KubernetesClusterResolver(std::move(options), std::move(api)));
 }
 
-absl::StatusOr<ClusterSpec> KubernetesClusterResolver::cluster_spec() {
+absl::StatusOr<Json> KubernetesClusterResolver::ListPods(
+    const std::string& selector, std::string* url) {
   HttpHeaders headers = {{"Accept", "application/json"}};
   if (!api_.token.empty()) {
     headers.emplace_back("Authorization", absl::StrCat("Bearer ", api_.token));
   }
+  const std::string where =
+      options_.pod_namespace.has_value()
+          ? absl::StrCat("in namespace \"", *options_.pod_namespace, "\"")
+          : std::string("in all namespaces");
   const std::string hint = absl::StrCat(
       "the Kubernetes API server from ",
       api_.source.empty() ? "the configuration" : api_.source,
-      " (address, token, CA) and that the service account may list pods in "
-      "all namespaces");
+      " (address, token, CA) and that the service account may list pods ",
+      where);
+  // The namespaced path is what a namespaced Role's "list pods" permits; a
+  // list across namespaces needs a ClusterRole.
+  *url = options_.pod_namespace.has_value()
+             ? absl::StrCat(api_.server, "/api/v1/namespaces/",
+                            UrlEncode(*options_.pod_namespace), "/pods")
+             : absl::StrCat(api_.server, "/api/v1/pods");
+  absl::StrAppend(url, "?labelSelector=", UrlEncode(selector));
+  COHORT_ASSIGN_OR_RETURN(Json list, http_.GetJson(*url, headers, hint));
+  if (!list.is_object() ||
+      (list.contains("items") && !list["items"].is_array() &&
+       !list["items"].is_null())) {
+    return absl::InternalError(
+        absl::StrCat("pod list from ", *url,
+                     ": expected a PodList object with an \"items\" array, "
+                     "got ",
+                     JsonPreview(list)));
+  }
+  return list;
+}
+
+absl::StatusOr<ClusterSpec> KubernetesClusterResolver::cluster_spec() {
   ClusterSpec spec;
   for (const auto& [job, selectors] : options_.job_to_label_mapping) {
     std::vector<std::string> addresses;
     for (const std::string& selector : selectors) {
-      std::string url = absl::StrCat(
-          api_.server, "/api/v1/pods?labelSelector=", UrlEncode(selector));
-      COHORT_ASSIGN_OR_RETURN(Json list, http_.GetJson(url, headers, hint));
+      std::string url;
+      COHORT_ASSIGN_OR_RETURN(Json list, ListPods(selector, &url));
       const std::string what = absl::StrCat("pod list from ", url);
-      if (!list.is_object() ||
-          (list.contains("items") && !list["items"].is_array() &&
-           !list["items"].is_null())) {
-        return absl::InternalError(absl::StrCat(
-            what, ": expected a PodList object with an \"items\" array, got ",
-            JsonPreview(list)));
-      }
-      struct Pod {
-        std::string name, phase, host_ip;
-      };
-      std::vector<Pod> pods;
-      if (list.contains("items") && list["items"].is_array()) {
-        for (const Json& item : list["items"]) {
-          Pod pod;
-          if (item.is_object() && item.contains("metadata")) {
-            pod.name = StringField(item["metadata"], "name");
-          }
-          if (item.is_object() && item.contains("status")) {
-            pod.phase = StringField(item["status"], "phase");
-            pod.host_ip = StringField(item["status"], "hostIP");
-          }
-          if (pod.name.empty()) {
-            return absl::InternalError(absl::StrCat(
-                what, ": a pod without metadata.name: ", JsonPreview(item)));
-          }
-          pods.push_back(std::move(pod));
-        }
-      }
-      // Sorted by name so the order does not change from call to call.
-      std::stable_sort(
-          pods.begin(), pods.end(),
-          [](const Pod& a, const Pod& b) { return a.name < b.name; });
-      for (const Pod& pod : pods) {
-        if (pod.phase != "Running") {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "Pod \"", pod.name, "\" is not running; phase: \"", pod.phase,
-              "\" (selector \"", selector, "\" of job \"", job,
-              "\"; wait until every pod of the job runs)"));
-        }
-        if (pod.host_ip.empty()) {
-          return absl::InternalError(absl::StrCat(
-              what, ": running pod \"", pod.name, "\" has no status.hostIP"));
-        }
-        addresses.push_back(
-            absl::StrCat(pod.host_ip, ":", options_.tf_server_port));
+      COHORT_ASSIGN_OR_RETURN(std::vector<PodInfo> pods, ParsePods(list, what));
+      const std::string context =
+          absl::StrCat("selector \"", selector, "\" of job \"", job, "\"");
+      COHORT_ASSIGN_OR_RETURN(pods,
+                              options_.order == PodOrder::kByCompletionIndex
+                                  ? OrderByCompletionIndex(pods, context)
+                                  : OrderByName(std::move(pods), context));
+      for (const PodInfo& pod : pods) {
+        COHORT_ASSIGN_OR_RETURN(std::string address,
+                                TaskAddress(pod, options_, context, what));
+        addresses.push_back(std::move(address));
       }
     }
     spec.SetJob(job, addresses);
@@ -557,47 +893,14 @@ void RegisterKubernetesResolver(ResolverRegistry* registry) {
   reg.description =
       "Kubernetes pods by label selector (in-cluster service account, or "
       "KUBECONFIG off-cluster); COHORT_KUBERNETES_JOBS='{\"worker\": "
-      "[\"job-name=tensorflow\"]}', COHORT_KUBERNETES_PORT=8470";
+      "[\"job-name=tensorflow\"]}', COHORT_KUBERNETES_PORT=8470, "
+      "COHORT_KUBERNETES_NAMESPACE (default: all), "
+      "COHORT_KUBERNETES_ORDER=name|completion-index, "
+      "COHORT_KUBERNETES_ADDRESS=host-ip|pod-ip";
   reg.factory =
       [](Env* env) -> absl::StatusOr<std::unique_ptr<ClusterResolver>> {
     KubernetesClusterResolver::Options options;
-    if (auto jobs = env->GetVar("COHORT_KUBERNETES_JOBS");
-        jobs && !jobs->empty()) {
-      COHORT_ASSIGN_OR_RETURN(Json j,
-                              ParseJson(*jobs, "COHORT_KUBERNETES_JOBS"));
-      options.job_to_label_mapping.clear();
-      bool ok = j.is_object() && !j.empty();
-      for (auto it = j.begin(); ok && it != j.end(); ++it) {
-        if (!it.value().is_array()) {
-          ok = false;
-          break;
-        }
-        for (const Json& s : it.value()) {
-          if (!s.is_string()) {
-            ok = false;
-            break;
-          }
-          options.job_to_label_mapping[it.key()].push_back(
-              s.get<std::string>());
-        }
-      }
-      if (!ok) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "COHORT_KUBERNETES_JOBS=", *jobs,
-            " is not valid: expected a JSON object mapping each job to a list "
-            "of label selectors, e.g. {\"worker\": "
-            "[\"job-name=tensorflow\"]}"));
-      }
-    }
-    if (auto port = env->GetVar("COHORT_KUBERNETES_PORT");
-        port && !port->empty()) {
-      if (!absl::SimpleAtoi(*port, &options.tf_server_port) ||
-          options.tf_server_port <= 0 || options.tf_server_port > 65535) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("COHORT_KUBERNETES_PORT=\"", *port,
-                         "\" is not valid: expected a port number 1-65535"));
-      }
-    }
+    COHORT_RETURN_IF_ERROR(KubernetesOptionsFromEnv(env, &options));
     std::optional<std::string> host = env->GetVar("KUBERNETES_SERVICE_HOST");
     options.executable_location =
         host && !host->empty()

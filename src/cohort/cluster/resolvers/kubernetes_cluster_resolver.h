@@ -1,13 +1,20 @@
 // KubernetesClusterResolver: builds the cluster from the pods that match
 // label selectors, through the Kubernetes REST API (reference §9).
 //
-//   GET <server>/api/v1/pods?labelSelector=<selector>   (all namespaces)
+//   GET <server>/api/v1/pods?labelSelector=<selector>          (default)
+//   GET <server>/api/v1/namespaces/<ns>/pods?labelSelector=<selector>
+//                                               (Options::pod_namespace set)
 //
-// For each job, each selector is queried in order; the pods of one selector
-// are sorted by metadata.name (as text) and every one must be in phase
-// "Running" (else FailedPrecondition `Pod "<name>" is not running; phase:
-// "<phase>"`). A task's address is "<status.hostIP>:<port>" (the node IP, not
-// the pod IP). Results of the selectors are concatenated in selector order.
+// For each job, each selector is queried in order and the results are
+// concatenated in selector order. Within one selector:
+//   - PodOrder::kByName (default, TensorFlow's behaviour): pods sorted by
+//     metadata.name as text; every pod must be in phase "Running".
+//   - PodOrder::kByCompletionIndex (the pods of an Indexed Job): pods sorted
+//     by completion index; see Options::order for which pod stands for an
+//     index and the errors.
+// A task's address is "<ip>:<port>", the ip being status.hostIP (default,
+// TensorFlow's; the node IP, shared by the pods of a node) or status.podIP
+// (AddressSource::kPodIp).
 //
 // Where the API is: KubernetesApiConfig, from the in-cluster service account
 // (LoadInClusterKubernetesConfig), a kubeconfig (LoadKubeconfig), or given
@@ -56,6 +63,15 @@ inline constexpr char kServiceAccountDir[] =
 absl::StatusOr<KubernetesApiConfig> LoadInClusterKubernetesConfig(
     Env* env, const std::string& service_account_dir = kServiceAccountDir);
 
+// The namespace of the pod this process runs in: the contents of
+// "<service_account_dir>/namespace", stripped of surrounding whitespace.
+// Reads through `env`. Errors:
+//   - FailedPrecondition naming the file: it cannot be read (no service
+//     account mounted: automountServiceAccountToken false, or not in a pod)
+//     or is empty.
+absl::StatusOr<std::string> ReadServiceAccountNamespace(
+    Env* env, const std::string& service_account_dir = kServiceAccountDir);
+
 // Off-cluster configuration from a kubeconfig: `path`, else the first entry
 // of $KUBECONFIG, else $HOME/.kube/config. Uses the current context's
 // cluster (server, certificate-authority[-data], insecure-skip-tls-verify)
@@ -76,12 +92,50 @@ absl::StatusOr<Json> ParseKubeconfigText(absl::string_view text,
 class KubernetesClusterResolver : public ClusterResolverWithTaskAttributes {
  public:
   enum class ExecutableLocation { kWithinCluster, kOffCluster };
+  enum class PodOrder { kByName, kByCompletionIndex };
+  enum class AddressSource { kHostIp, kPodIp };
 
   struct Options {
     // job -> label selectors, queried in order.
     std::map<std::string, std::vector<std::string>> job_to_label_mapping = {
         {"worker", {"job-name=tensorflow"}}};
     int tf_server_port = 8470;
+    // Set: list the pods of this namespace only, which a namespaced Role
+    // granting "list" on pods permits. Unset: all namespaces (TensorFlow's;
+    // needs a ClusterRole). Set to "": Create fails with InvalidArgument.
+    std::optional<std::string> pod_namespace;
+    // kByName: sorted by metadata.name as text; every pod must be "Running"
+    // (else FailedPrecondition `Pod "<name>" is not running; phase:
+    // "<phase>"`).
+    //
+    // kByCompletionIndex: each pod's index is its annotation
+    // "batch.kubernetes.io/job-completion-index", else its label of that name
+    // (Kubernetes 1.28+ sets both). Per index, the pod standing for it is the
+    // one in phase "Running" without metadata.deletionTimestamp; pods of
+    // earlier incarnations of the index (Failed, Succeeded, being deleted)
+    // are skipped. The selector's result is the pods of indexes 0, 1, ...,
+    // max (the largest index listed), in that order. A missing LAST index is
+    // not seen here: the caller compares the count with what it expects.
+    // Errors:
+    //   - InvalidArgument naming the pod: a pod without the index, with a
+    //     value that is not a non-negative decimal number, or with annotation
+    //     and label disagreeing (the selector matches pods that are not an
+    //     Indexed Job's); two running pods with the same index in different
+    //     namespaces (set pod_namespace).
+    //   - FailedPrecondition naming the index and every listed pod of it
+    //     with its phase: an index from 0 to max without a running pod
+    //     (pods still being created, pending, or replaced), or two
+    //     running pods not being deleted for one index (the Job controller
+    //     removes duplicates; a Job deleted and re-created under the same
+    //     name leaves old pods until garbage collection). Transient while a
+    //     Job starts or replaces a pod: retry, with a deadline, since an
+    //     index whose pods all ended (Failed, Succeeded) is also this error
+    //     and comes back only if the Job controller replaces the pod.
+    PodOrder order = PodOrder::kByName;
+    // kHostIp: status.hostIP (else Internal naming the pod). kPodIp:
+    // status.podIP, in brackets when IPv6 ("[fd00::5]:8470"); a running pod
+    // without one is FailedPrecondition naming the pod.
+    AddressSource address = AddressSource::kHostIp;
     std::optional<std::string> rpc_layer = std::string("grpc");
     ExecutableLocation executable_location = ExecutableLocation::kWithinCluster;
     // Given: use this API server as is (TensorFlow's override_client).
@@ -90,6 +144,7 @@ class KubernetesClusterResolver : public ClusterResolverWithTaskAttributes {
   };
 
   // Loads the API configuration when not given (errors as the loaders).
+  // InvalidArgument when options.pod_namespace is set to "".
   static absl::StatusOr<std::unique_ptr<KubernetesClusterResolver>> Create(
       Env* env, Options options);
 
@@ -101,7 +156,12 @@ class KubernetesClusterResolver : public ClusterResolverWithTaskAttributes {
   std::string name() const override { return "kubernetes"; }
 
   // One REST call per selector; blocks up to the HTTP timeouts each.
-  // Unavailable/other HTTP errors name the URL and what to check.
+  // Errors:
+  //   - Unavailable/other HTTP codes (see HttpClient) naming the URL and what
+  //     to check; PermissionDenied when the service account may not list
+  //     pods (in the namespace).
+  //   - FailedPrecondition/InvalidArgument/Internal about the pods: see
+  //     Options::order and Options::address.
   absl::StatusOr<ClusterSpec> cluster_spec() override;
   // master(): ClusterResolverWithTaskAttributes's rule ("" while task type
   // or id, argument else attribute, is unknown).
@@ -111,15 +171,29 @@ class KubernetesClusterResolver : public ClusterResolverWithTaskAttributes {
  private:
   KubernetesClusterResolver(Options options, KubernetesApiConfig api);
 
+  // GET of the pods matching `selector`: the PodList object, checked to have
+  // an "items" array (or none); `*url` is set to the URL for messages.
+  absl::StatusOr<Json> ListPods(const std::string& selector, std::string* url);
+
   Options options_;
   KubernetesApiConfig api_;
   HttpClient http_;
 };
 
+// The COHORT_KUBERNETES_* variables the registered factory reads (see
+// RegisterKubernetesResolver) applied to `options`; unset variables leave
+// its fields as they are. InvalidArgument naming the variable.
+absl::Status KubernetesOptionsFromEnv(
+    Env* env, KubernetesClusterResolver::Options* options);
+
 // Registers "kubernetes" (in-cluster; detected by KUBERNETES_SERVICE_HOST).
 // The factory reads COHORT_KUBERNETES_JOBS (JSON job -> selectors, default
-// {"worker": ["job-name=tensorflow"]}) and COHORT_KUBERNETES_PORT (8470);
-// without KUBERNETES_SERVICE_HOST it uses the kubeconfig.
+// {"worker": ["job-name=tensorflow"]}), COHORT_KUBERNETES_PORT (8470),
+// COHORT_KUBERNETES_NAMESPACE (Options::pod_namespace; unset or "": all
+// namespaces), COHORT_KUBERNETES_ORDER ("name" (default) or
+// "completion-index") and COHORT_KUBERNETES_ADDRESS ("host-ip" (default) or
+// "pod-ip"); InvalidArgument naming the variable for any other value.
+// Without KUBERNETES_SERVICE_HOST it uses the kubeconfig.
 void RegisterKubernetesResolver(ResolverRegistry* registry);
 
 }  // namespace cohort

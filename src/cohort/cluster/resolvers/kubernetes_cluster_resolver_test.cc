@@ -1,5 +1,9 @@
 #include "cohort/cluster/resolvers/kubernetes_cluster_resolver.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "cohort/base/fake_env.h"
 #include "cohort/cluster/resolver_registry.h"
 #include "cohort/cluster/resolvers/testing/fake_kubernetes_server.h"
@@ -112,6 +116,307 @@ TEST_F(KubernetesClusterResolverTest, WrongTokenIsUnauthenticated) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)->cluster_spec().status().code(),
             absl::StatusCode::kUnauthenticated);
+}
+
+// ---------------------------------------------------------------------------
+// An Indexed Job's pods, as a real API server lists them (fixture file).
+
+constexpr char kTrainSelector[] = "batch.kubernetes.io/job-name=train";
+constexpr char kIndexKey[] = "batch.kubernetes.io/job-completion-index";
+
+// indexed_job_pods.json: Job "train" in namespace "ml", completions 12, all
+// running, listed by name as the API server does (train-0, train-1,
+// train-10, train-11, train-2, ...). Pod of index i runs on node i % 3
+// (hostIP 10.128.0.11 + i % 3) with podIP 10.8.<i % 3>.<14 + i / 3>.
+Json IndexedJobPods() {
+  const std::string path = absl::StrCat(
+      COHORT_SOURCE_DIR,
+      "/src/cohort/cluster/resolvers/testing/indexed_job_pods.json");
+  absl::StatusOr<std::string> text = Env::Default()->ReadFile(path);
+  EXPECT_TRUE(text.ok()) << text.status();
+  absl::StatusOr<Json> list = ParseJson(text.ok() ? *text : "{}", path);
+  EXPECT_TRUE(list.ok()) << list.status();
+  return list.ok() ? *list : Json::object();
+}
+
+std::string PodIpOfIndex(int i) {
+  return absl::StrCat("10.8.", i % 3, ".", 14 + i / 3);
+}
+
+// The listed pod whose annotation says completion index `index`.
+Json& PodOfIndex(Json& list, int index) {
+  for (Json& pod : list["items"]) {
+    if (pod["metadata"]["annotations"][kIndexKey] == std::to_string(index)) {
+      return pod;
+    }
+  }
+  ADD_FAILURE() << "no pod of index " << index;
+  static Json none;
+  return none;
+}
+
+// Another incarnation of `pod`'s index, as the Job controller creates after
+// a failure: a new name (and uid, IP), the same labels and annotations.
+Json Incarnation(const Json& pod, const std::string& name,
+                 const std::string& phase, const std::string& pod_ip) {
+  Json copy = pod;
+  copy["metadata"].erase("deletionTimestamp");
+  copy["metadata"].erase("deletionGracePeriodSeconds");
+  copy["metadata"]["name"] = name;
+  copy["metadata"]["uid"] = absl::StrCat("uid-of-", name);
+  copy["status"]["phase"] = phase;
+  copy["status"]["podIP"] = pod_ip;
+  copy["status"]["podIPs"] = Json::array({{{"ip", pod_ip}}});
+  return copy;
+}
+
+KubernetesClusterResolver::Options IndexedJobOptions() {
+  KubernetesClusterResolver::Options o;
+  o.job_to_label_mapping = {{"worker", {kTrainSelector}}};
+  o.tf_server_port = 7070;
+  o.pod_namespace = "ml";
+  o.order = KubernetesClusterResolver::PodOrder::kByCompletionIndex;
+  o.address = KubernetesClusterResolver::AddressSource::kPodIp;
+  return o;
+}
+
+TEST_F(KubernetesClusterResolverTest, IndexedJobByCompletionIndexAndPodIp) {
+  server_.SetPodList(kTrainSelector, IndexedJobPods());
+  auto r = Make(IndexedJobOptions());
+  auto spec = r->cluster_spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // Numeric order (10 and 11 last), one distinct pod IP per task although
+  // four pods share each node.
+  EXPECT_EQ(spec->ToJson(), Json::parse(R"({"worker": [
+      "10.8.0.14:7070", "10.8.1.14:7070", "10.8.2.14:7070", "10.8.0.15:7070",
+      "10.8.1.15:7070", "10.8.2.15:7070", "10.8.0.16:7070", "10.8.1.16:7070",
+      "10.8.2.16:7070", "10.8.0.17:7070", "10.8.1.17:7070",
+      "10.8.2.17:7070"]})"));
+  EXPECT_EQ(*r->master("worker", 10, "grpc"), "grpc://10.8.1.17:7070");
+  ASSERT_EQ(server_.requests().size(), 2u);
+  EXPECT_EQ(server_.requests()[0],
+            "GET /api/v1/namespaces/ml/pods?labelSelector=batch.kubernetes.io/"
+            "job-name=train");
+}
+
+TEST_F(KubernetesClusterResolverTest, IndexedJobByNameKeepsTensorFlowOrder) {
+  server_.SetPodList(kTrainSelector, IndexedJobPods());
+  KubernetesClusterResolver::Options o;
+  o.job_to_label_mapping = {{"worker", {kTrainSelector}}};
+  auto spec = Make(o)->cluster_spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // The defaults: names as text ("train-10-..." before "train-2-...") and
+  // node IPs, which repeat; why Indexed Jobs need the other options.
+  EXPECT_EQ(spec->ToJson(), Json::parse(R"({"worker": [
+      "10.128.0.11:8470", "10.128.0.12:8470", "10.128.0.12:8470",
+      "10.128.0.13:8470", "10.128.0.13:8470", "10.128.0.11:8470",
+      "10.128.0.12:8470", "10.128.0.13:8470", "10.128.0.11:8470",
+      "10.128.0.12:8470", "10.128.0.13:8470", "10.128.0.11:8470"]})"));
+  EXPECT_EQ(
+      server_.requests()[0],
+      "GET /api/v1/pods?labelSelector=batch.kubernetes.io/job-name=train");
+}
+
+TEST_F(KubernetesClusterResolverTest, NamespaceListsOnlyThatNamespace) {
+  server_.SetPodList(kTrainSelector, IndexedJobPods());
+  KubernetesClusterResolver::Options o = IndexedJobOptions();
+  o.pod_namespace = "other";
+  auto spec = Make(o)->cluster_spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // No pod listed is no error: the caller compares the count.
+  EXPECT_TRUE(spec->ToJson()["worker"].empty()) << spec->ToJson();
+  EXPECT_EQ(server_.requests()[0],
+            "GET /api/v1/namespaces/other/pods?labelSelector=batch.kubernetes."
+            "io/job-name=train");
+
+  // The namespaced list needs the token as much as the cluster-wide one.
+  KubernetesApiConfig api;
+  api.server = server_.base_url();
+  api.token = "wrong";
+  o.api = api;
+  auto r = KubernetesClusterResolver::Create(&env_, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto denied = (*r)->cluster_spec();
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(denied.status().message(), HasSubstr("in namespace \"other\""));
+
+  o.pod_namespace = "";
+  auto empty = KubernetesClusterResolver::Create(&env_, o);
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(empty.status().message(), HasSubstr("pod_namespace"));
+}
+
+// Index 2's first pod was evicted: it stays listed as Failed next to its
+// running replacement. Index 5's pod is being deleted while its replacement
+// already runs. Each index is the running pod not being deleted.
+TEST_F(KubernetesClusterResolverTest, IndexedJobSkipsEarlierIncarnations) {
+  Json list = IndexedJobPods();
+  Json& evicted = PodOfIndex(list, 2);
+  Json replacement2 =
+      Incarnation(evicted, "train-2-wq7zd", "Running", "10.8.0.30");
+  evicted["status"]["phase"] = "Failed";
+  evicted["status"]["reason"] = "Evicted";
+  Json& terminating = PodOfIndex(list, 5);
+  terminating["metadata"]["deletionTimestamp"] = "2024-05-14T10:01:00Z";
+  terminating["metadata"]["deletionGracePeriodSeconds"] = 30;
+  Json replacement5 =
+      Incarnation(terminating, "train-5-b8xkq", "Running", "10.8.1.30");
+  list["items"].push_back(replacement2);
+  list["items"].push_back(replacement5);
+  server_.SetPodList(kTrainSelector, list);
+
+  auto spec = Make(IndexedJobOptions())->cluster_spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::vector<std::string> want;
+  for (int i = 0; i < 12; ++i) {
+    want.push_back(absl::StrCat(i == 2   ? "10.8.0.30"
+                                : i == 5 ? "10.8.1.30"
+                                         : PodIpOfIndex(i),
+                                ":7070"));
+  }
+  EXPECT_EQ(spec->ToJson(), Json({{"worker", want}}));
+}
+
+TEST_F(KubernetesClusterResolverTest, IndexWithoutRunningPodIsRetryable) {
+  Json list = IndexedJobPods();
+  Json& failed = PodOfIndex(list, 3);
+  const std::string failed_name = failed["metadata"]["name"];
+  Json pending = Incarnation(failed, "train-3-zr5tp", "Pending", "");
+  pending["status"].erase("podIP");
+  pending["status"].erase("podIPs");
+  failed["status"]["phase"] = "Failed";
+  list["items"].push_back(pending);
+  server_.SetPodList(kTrainSelector, list);
+  auto spec = Make(IndexedJobOptions())->cluster_spec();
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("No running pod for completion index 3"));
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr(absl::StrCat("\"", failed_name,
+                                     "\" (phase \"Failed\"), \"train-3-zr5tp\" "
+                                     "(phase \"Pending\")")));
+  EXPECT_THAT(spec.status().message(), HasSubstr("retry until"));
+
+  // Only ended pods (the Job failed, or not replaced yet): the same code,
+  // and the message says retrying may not help.
+  list["items"].erase(list["items"].size() - 1);
+  server_.SetPodList(kTrainSelector, list);
+  spec = Make(IndexedJobOptions())->cluster_spec();
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(spec.status().message(), HasSubstr("every pod of it has ended"));
+
+  // An index whose pod is not created yet leaves a gap: the same error.
+  list = IndexedJobPods();
+  Json items = Json::array();
+  for (Json& pod : list["items"]) {
+    if (pod["metadata"]["annotations"][kIndexKey] != "7") items.push_back(pod);
+  }
+  list["items"] = items;
+  server_.SetPodList(kTrainSelector, list);
+  spec = Make(IndexedJobOptions())->cluster_spec();
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("completion index 7 (selector \"batch.kubernetes.io/"
+                        "job-name=train\" of job \"worker\"): no pod of it is "
+                        "listed"));
+}
+
+TEST_F(KubernetesClusterResolverTest, DuplicateRunningPodsOfAnIndex) {
+  Json list = IndexedJobPods();
+  Json& pod = PodOfIndex(list, 4);
+  Json twin = Incarnation(pod, "train-4-hh2cn", "Running", "10.8.2.40");
+  list["items"].push_back(twin);
+  server_.SetPodList(kTrainSelector, list);
+  auto spec = Make(IndexedJobOptions())->cluster_spec();
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("Completion index 4 has 2 running pods"));
+  EXPECT_THAT(spec.status().message(), HasSubstr("\"ml/train-4-hh2cn\""));
+
+  // Across namespaces (no namespace set) it cannot pass: a wrong setting.
+  list["items"].back()["metadata"]["namespace"] = "team-b";
+  server_.SetPodList(kTrainSelector, list);
+  KubernetesClusterResolver::Options o = IndexedJobOptions();
+  o.pod_namespace.reset();
+  spec = Make(o)->cluster_spec();
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(spec.status().message(), HasSubstr("\"team-b/train-4-hh2cn\""));
+  EXPECT_THAT(spec.status().message(), HasSubstr("set the namespace"));
+}
+
+TEST_F(KubernetesClusterResolverTest, CompletionIndexMustBeValid) {
+  auto code_and_message = [&](const Json& list) {
+    server_.SetPodList(kTrainSelector, list);
+    return Make(IndexedJobOptions())->cluster_spec().status();
+  };
+  // Label only (annotation dropped): still an index.
+  Json list = IndexedJobPods();
+  PodOfIndex(list, 1)["metadata"].erase("annotations");
+  EXPECT_TRUE(code_and_message(list).ok());
+  // Neither: not an Indexed Job's pod.
+  list = IndexedJobPods();
+  Json& bare = PodOfIndex(list, 1);
+  const std::string name = bare["metadata"]["name"];
+  bare["metadata"].erase("annotations");
+  bare["metadata"]["labels"].erase(kIndexKey);
+  absl::Status s = code_and_message(list);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("Pod \"", name, "\" has no")));
+  // Not a number.
+  for (const char* bad : {"x", "-1", "+1", " 1", "1234567890", ""}) {
+    list = IndexedJobPods();
+    PodOfIndex(list, 1)["metadata"]["annotations"][kIndexKey] = bad;
+    s = code_and_message(list);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("is not a completion index")) << bad;
+  }
+  // Annotation and label disagree.
+  list = IndexedJobPods();
+  PodOfIndex(list, 1)["metadata"]["labels"][kIndexKey] = "9";
+  s = code_and_message(list);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("but label \"9\""));
+}
+
+TEST_F(KubernetesClusterResolverTest, PodIpAddresses) {
+  Json list = IndexedJobPods();
+  Json& pod = PodOfIndex(list, 0);
+  const std::string name = pod["metadata"]["name"];
+  pod["status"].erase("podIP");
+  server_.SetPodList(kTrainSelector, list);
+  auto spec = Make(IndexedJobOptions())->cluster_spec();
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr(absl::StrCat("Pod \"", name,
+                                     "\" is running but has no status.podIP")));
+
+  // IPv6 pod networks: bracketed so the port stays separable.
+  KubernetesClusterResolver::Options o;
+  o.job_to_label_mapping = {{"worker", {"app=v6"}}};
+  o.address = KubernetesClusterResolver::AddressSource::kPodIp;
+  Json v6 = FakeKubernetesServer::PodList({{"v6-0", "Running", "fd00::1"}});
+  v6["items"][0]["status"]["podIP"] = "fd00:10:244::5";
+  server_.SetPodList("app=v6", v6);
+  spec = Make(o)->cluster_spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->ToJson(),
+            Json::parse(R"({"worker": ["[fd00:10:244::5]:8470"]})"));
+}
+
+TEST(KubernetesConfigTest, ReadServiceAccountNamespace) {
+  FakeEnv env;
+  auto missing = ReadServiceAccountNamespace(&env, "/sa");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(missing.status().message(), HasSubstr("/sa/namespace"));
+  env.SetFile("/sa/namespace", " \n");
+  auto empty = ReadServiceAccountNamespace(&env, "/sa");
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(empty.status().message(), HasSubstr("/sa/namespace is empty"));
+  env.SetFile("/sa/namespace", "ml\n");
+  EXPECT_EQ(*ReadServiceAccountNamespace(&env, "/sa"), "ml");
+  env.SetFile(std::string(kServiceAccountDir) + "/namespace", "team-a");
+  EXPECT_EQ(*ReadServiceAccountNamespace(&env), "team-a");
 }
 
 TEST(KubernetesConfigTest, InClusterReadsServiceAccount) {
@@ -249,6 +554,48 @@ TEST(KubernetesResolverTest, RegisteredAndDetectedInCluster) {
   env.SetVar("COHORT_KUBERNETES_JOBS", R"(["x"])");
   EXPECT_THAT(registry.Create("kubernetes", &env).status().message(),
               HasSubstr("COHORT_KUBERNETES_JOBS"));
+}
+
+TEST(KubernetesResolverTest, FactoryReadsIndexedJobVariables) {
+  ResolverRegistry registry;
+  RegisterKubernetesResolver(&registry);
+  FakeKubernetesServer server{std::string("sa-token")};
+  server.SetPodList(kTrainSelector, IndexedJobPods());
+  ASSERT_TRUE(server.Start().ok());
+  FakeEnv env;
+  env.SetVar("KUBECONFIG", "/kc");
+  env.SetFile("/kc",
+              "current-context: c\ncontexts:\n- name: c\n  context:\n"
+              "    cluster: k\n    user: u\nclusters:\n- name: k\n"
+              "  cluster:\n    server: " +
+                  server.base_url() +
+                  "\nusers:\n- name: u\n  user:\n    token: sa-token\n");
+  env.SetVar("COHORT_KUBERNETES_JOBS",
+             R"({"worker": [")" + std::string(kTrainSelector) + R"("]})");
+  env.SetVar("COHORT_KUBERNETES_PORT", "7070");
+  env.SetVar("COHORT_KUBERNETES_NAMESPACE", "ml");
+  env.SetVar("COHORT_KUBERNETES_ORDER", "completion-index");
+  env.SetVar("COHORT_KUBERNETES_ADDRESS", "pod-ip");
+  auto r = registry.Create("kubernetes", &env);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto spec = (*r)->cluster_spec();
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::vector<std::string> want;
+  for (int i = 0; i < 12; ++i) {
+    want.push_back(absl::StrCat(PodIpOfIndex(i), ":7070"));
+  }
+  EXPECT_EQ(spec->ToJson(), Json({{"worker", want}}));
+  EXPECT_THAT(server.requests()[0], HasSubstr("/api/v1/namespaces/ml/pods"));
+
+  env.SetVar("COHORT_KUBERNETES_ORDER", "index");
+  auto bad = registry.Create("kubernetes", &env);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("COHORT_KUBERNETES_ORDER"));
+  env.SetVar("COHORT_KUBERNETES_ORDER", "name");
+  env.SetVar("COHORT_KUBERNETES_ADDRESS", "node-ip");
+  bad = registry.Create("kubernetes", &env);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("COHORT_KUBERNETES_ADDRESS"));
 }
 
 }  // namespace

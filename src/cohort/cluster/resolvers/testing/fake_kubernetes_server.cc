@@ -39,37 +39,68 @@ Json FakeKubernetesServer::PodList(const std::vector<FakePod>& pods) {
 FakeKubernetesServer::FakeKubernetesServer(
     std::optional<std::string> required_token)
     : required_token_(std::move(required_token)) {
-  server().Get("/api/v1/pods", [this](const httplib::Request& req,
-                                      httplib::Response& res) {
-    if (required_token_.has_value() &&
-        req.get_header_value("Authorization") !=
-            absl::StrCat("Bearer ", *required_token_)) {
-      Reply(res, 401,
-            {{"kind", "Status"},
-             {"apiVersion", "v1"},
-             {"status", "Failure"},
-             {"message", "Unauthorized"},
-             {"reason", "Unauthorized"},
-             {"code", 401}});
-      return;
+  server().Get("/api/v1/pods",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 HandleList(req, res, std::nullopt);
+               });
+  // httplib matches the whole path against the pattern; it decodes the path
+  // first, so matches[1] is the namespace as the client meant it.
+  server().Get(R"(/api/v1/namespaces/([^/]+)/pods)",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 HandleList(req, res, std::string(req.matches[1]));
+               });
+}
+
+void FakeKubernetesServer::HandleList(
+    const httplib::Request& req, httplib::Response& res,
+    const std::optional<std::string>& namespace_name) {
+  if (required_token_.has_value() &&
+      req.get_header_value("Authorization") !=
+          absl::StrCat("Bearer ", *required_token_)) {
+    Reply(res, 401,
+          {{"kind", "Status"},
+           {"apiVersion", "v1"},
+           {"status", "Failure"},
+           {"message", "Unauthorized"},
+           {"reason", "Unauthorized"},
+           {"code", 401}});
+    return;
+  }
+  const std::string selector = req.get_param_value("labelSelector");
+  absl::MutexLock lock(&mu_);
+  if (failure_.has_value()) {
+    res.status = failure_->first;
+    res.set_content(failure_->second, "application/json");
+    return;
+  }
+  Json items = Json::array();
+  auto it = items_.find(selector);
+  if (it != items_.end()) {
+    static const Json::json_pointer kNamespace("/metadata/namespace");
+    for (const Json& item : it->second) {
+      if (!namespace_name.has_value() ||
+          (item.is_object() && item.contains(kNamespace) &&
+           item[kNamespace] == *namespace_name)) {
+        items.push_back(item);
+      }
     }
-    const std::string selector = req.get_param_value("labelSelector");
-    absl::MutexLock lock(&mu_);
-    if (failure_.has_value()) {
-      res.status = failure_->first;
-      res.set_content(failure_->second, "application/json");
-      return;
-    }
-    auto it = pods_.find(selector);
-    Reply(res, 200,
-          PodList(it == pods_.end() ? std::vector<FakePod>() : it->second));
-  });
+  }
+  Json list = PodList({});
+  list["items"] = std::move(items);
+  Reply(res, 200, list);
 }
 
 void FakeKubernetesServer::SetPods(const std::string& label_selector,
                                    std::vector<FakePod> pods) {
+  Json list = PodList(pods);
   absl::MutexLock lock(&mu_);
-  pods_[label_selector] = std::move(pods);
+  items_[label_selector] = std::move(list["items"]);
+}
+
+void FakeKubernetesServer::SetPodList(const std::string& label_selector,
+                                      const Json& pod_list) {
+  absl::MutexLock lock(&mu_);
+  items_[label_selector] = pod_list.value("items", Json::array());
 }
 
 void FakeKubernetesServer::FailWith(

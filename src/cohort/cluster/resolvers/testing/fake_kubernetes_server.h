@@ -1,6 +1,13 @@
-// FakeKubernetesServer: GET /api/v1/pods?labelSelector=S answering a real
-// PodList (apiVersion, kind, metadata, items[].metadata/spec/status) with the
-// pods registered for exactly the selector S (none: an empty list).
+// FakeKubernetesServer: answers the pod lists the Kubernetes resolver asks
+// for, with a real PodList (apiVersion, kind, metadata, items[].metadata/
+// spec/status):
+//
+//   GET /api/v1/pods?labelSelector=S                    all namespaces
+//   GET /api/v1/namespaces/N/pods?labelSelector=S       items whose
+//                                                       metadata.namespace is N
+//
+// The items are those registered for exactly the selector S (none: an empty
+// list); the selector is not evaluated against labels.
 //
 // With a required token, requests without "Authorization: Bearer <token>"
 // get 401 and a Kubernetes Status body, as the API server answers.
@@ -12,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cohort/cluster/resolvers/testing/fake_http_server.h"
@@ -31,6 +39,9 @@ class FakeKubernetesServer : public FakeHttpServer {
       std::optional<std::string> required_token = std::nullopt);
 
   void SetPods(const std::string& label_selector, std::vector<FakePod> pods);
+  // Serves the items of `pod_list` (a PodList object, e.g. a fixture file
+  // holding what a real API server answered) for `label_selector`.
+  void SetPodList(const std::string& label_selector, const Json& pod_list);
   // Makes every pod list answer `status` with `body` (nullopt: normal).
   void FailWith(std::optional<std::pair<int, std::string>> failure);
 
@@ -38,9 +49,14 @@ class FakeKubernetesServer : public FakeHttpServer {
   static Json PodList(const std::vector<FakePod>& pods);
 
  private:
+  // Answers a list request; `namespace_name` nullopt: all namespaces.
+  void HandleList(const httplib::Request& req, httplib::Response& res,
+                  const std::optional<std::string>& namespace_name);
+
   const std::optional<std::string> required_token_;
   mutable absl::Mutex mu_;
-  std::map<std::string, std::vector<FakePod>> pods_ ABSL_GUARDED_BY(mu_);
+  // selector -> items[] of the PodList to answer.
+  std::map<std::string, Json> items_ ABSL_GUARDED_BY(mu_);
   std::optional<std::pair<int, std::string>> failure_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,5 @@
-// The gang launcher behind `cohort launch`: starts every task of a job on
-// this machine, all or nothing, hosts the job's barrier coordinator, and
+// The gang launcher behind `cohort launch -n N`: starts every task of a job
+// on this machine, all or nothing, hosts the job's barrier coordinator, and
 // retries the whole gang when any task fails (Spark's barrier-stage rules).
 //
 //   LaunchOptions options;
@@ -35,8 +35,8 @@
 //
 // Thread safety: Run() is called once, from one thread; Stop() may be called
 // from any thread (e.g. a signal-watching thread) at any time.
-#ifndef COHORT_BARRIER_LAUNCHER_H_
-#define COHORT_BARRIER_LAUNCHER_H_
+#ifndef COHORT_LAUNCH_LAUNCHER_H_
+#define COHORT_LAUNCH_LAUNCHER_H_
 
 #include <cstdint>
 #include <functional>
@@ -50,20 +50,13 @@
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
+#include "cohort/launch/job_plan.h"
 
-namespace cohort::barrier {
+namespace cohort::launch {
 
-// "host:port" of the job's coordination service, for CoordinationAgent.
-inline constexpr char kEnvCoordinationAddress[] =
-    "COHORT_COORDINATION_SERVICE_ADDRESS";
-
-struct LaunchOptions {
-  // Job shape: either num_workers alone (`-n N`), or chief/workers/ps/
-  // evaluator like a TensorFlow cluster.
-  int num_workers = 0;
-  bool chief = false;
-  int num_ps = 0;
-  bool evaluator = false;
+// The job shape (JobShape's fields): either num_workers alone (`-n N`), or
+// chief/workers/ps/evaluator like a TensorFlow cluster.
+struct LaunchOptions : JobShape {
   // Slots on this machine; a job with more tasks fails before starting
   // anything. -1: no limit.
   int slots = -1;
@@ -113,52 +106,6 @@ struct LaunchResult {
   std::string log_dir;
 };
 
-// One task of the job.
-struct TaskSpec {
-  std::string job;  // "chief", "worker", "ps", "evaluator"
-  int index = 0;
-  // Position in the barrier gang, or -1 for ps/evaluator.
-  int partition_id = -1;
-  std::string Name() const { return job + ":" + std::to_string(index); }
-};
-
-// The tasks of a job shape, gang members first (chief, workers), then ps,
-// then evaluator. InvalidArgument naming the flag when the shape is empty or
-// negative.
-absl::StatusOr<std::vector<TaskSpec>> PlanTasks(const LaunchOptions& options);
-
-// TF_CONFIG for `task` in a cluster whose addresses are `addresses` (one per
-// entry of `tasks`). The evaluator is not part of the cluster (TensorFlow's
-// convention).
-Json MakeTfConfig(const std::vector<TaskSpec>& tasks,
-                  const std::vector<std::string>& addresses,
-                  const TaskSpec& task);
-
-// Which attempt is current and whether a failure report starts a retry.
-// Spark's rules: only the first failure of the current attempt counts; a
-// report for an older attempt is ignored. Thread-compatible.
-class AttemptTracker {
- public:
-  enum class Decision {
-    kIgnoreOldAttempt,  // the report is about an earlier attempt
-    kAlreadyFailing,    // the current attempt already failed once
-    kRetry,             // stop this attempt and start the next
-    kGiveUp,            // stop this attempt; no restarts left
-  };
-  explicit AttemptTracker(int max_restarts) : max_restarts_(max_restarts) {}
-
-  int current() const { return current_; }
-  int restarts_left() const { return max_restarts_ - (current_); }
-  Decision ReportFailure(int attempt);
-  // Starts the next attempt (after kRetry) and returns its number.
-  int StartNextAttempt();
-
- private:
-  const int max_restarts_;
-  int current_ = 0;
-  bool current_failed_ = false;
-};
-
 class Launcher {
  public:
   // `env` must outlive the launcher.
@@ -186,6 +133,6 @@ class Launcher {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace cohort::barrier
+}  // namespace cohort::launch
 
-#endif  // COHORT_BARRIER_LAUNCHER_H_
+#endif  // COHORT_LAUNCH_LAUNCHER_H_

@@ -1,4 +1,4 @@
-#include "cohort/barrier/process.h"
+#include "cohort/launch/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 extern char** environ;
 
-namespace cohort::barrier {
+namespace cohort::launch {
 
 std::string ExitInfo::Describe() const {
   if (!signaled) return absl::StrCat("exited with code ", value);
@@ -112,4 +112,4 @@ std::vector<std::string> EnvironmentWith(
   return out;
 }
 
-}  // namespace cohort::barrier
+}  // namespace cohort::launch

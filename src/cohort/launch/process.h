@@ -5,8 +5,8 @@
 //
 // Thread safety: a Subprocess may be signalled from any thread while another
 // thread waits for it; Wait() must be called by one thread only.
-#ifndef COHORT_BARRIER_PROCESS_H_
-#define COHORT_BARRIER_PROCESS_H_
+#ifndef COHORT_LAUNCH_PROCESS_H_
+#define COHORT_LAUNCH_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace cohort::barrier {
+namespace cohort::launch {
 
 // How a process ended.
 struct ExitInfo {
@@ -71,6 +71,6 @@ class Subprocess {
 std::vector<std::string> EnvironmentWith(
     const std::vector<std::string>& overrides);
 
-}  // namespace cohort::barrier
+}  // namespace cohort::launch
 
-#endif  // COHORT_BARRIER_PROCESS_H_
+#endif  // COHORT_LAUNCH_PROCESS_H_

@@ -1,18 +1,10 @@
-#include "cohort/barrier/launcher.h"
+#include "cohort/launch/launcher.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
-#include <cstring>
+#include <algorithm>
 #include <deque>
-#include <iostream>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -21,122 +13,29 @@
 #include "absl/time/clock.h"
 #include "cohort/barrier/barrier_coordinator.h"
 #include "cohort/barrier/barrier_grpc_service.h"
-#include "cohort/barrier/barrier_task_context.h"
 #include "cohort/barrier/barrier_tcp_server.h"
-#include "cohort/barrier/process.h"
-#include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_server.h"
-#include "cohort/rpc/frame.h"
+#include "cohort/launch/launch_support.h"
+#include "cohort/launch/process.h"
+#include "cohort/launch/task_process.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/rpc/transport.h"
 
-namespace cohort::barrier {
+namespace cohort::launch {
 namespace {
 
-constexpr int64_t kStageId = 0;
+using barrier::BarrierCoordinator;
+using barrier::BarrierServer;
+using barrier::BarrierTcpServer;
+using barrier::GangSnapshot;
+
 // How often the progress line may change.
 constexpr absl::Duration kProgressInterval = absl::Seconds(1);
 // How often the coordination service's view of the tasks is checked.
 constexpr absl::Duration kHealthInterval = absl::Milliseconds(250);
 
-std::string FormatWallTime(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", t, absl::UTCTimeZone());
-}
-
-absl::Status MakeDirs(const std::string& path) {
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      partial = path.substr(0, i);
-      if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("cannot create log directory ", partial, ": ",
-                         strerror(errno), "; check --log-dir"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Writes `contents` to a new file at `path` readable by the owner only.
-absl::Status WritePrivateFile(const std::string& path,
-                              const std::string& contents) {
-  unlink(path.c_str());  // a reused --log-dir: never write through a link
-  const int fd =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot create ", path, ": ", strerror(errno), "; check --log-dir"));
-  }
-  const bool ok = write(fd, contents.data(), contents.size()) ==
-                  static_cast<ssize_t>(contents.size());
-  close(fd);
-  if (!ok) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", path, ": ", strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
-// The output of one running task: its log file and its last lines.
-struct TaskOutput {
-  absl::Mutex mu;
-  std::deque<std::string> tail ABSL_GUARDED_BY(mu);
-};
-
 }  // namespace
-
-// --- Job planning ---------------------------------------------------------
-
-absl::StatusOr<std::vector<TaskSpec>> PlanTasks(const LaunchOptions& options) {
-  if (options.num_workers < 0 || options.num_ps < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("task counts must not be negative (workers ",
-                     options.num_workers, ", ps ", options.num_ps, ")"));
-  }
-  std::vector<TaskSpec> tasks;
-  int partition = 0;
-  if (options.chief) tasks.push_back({"chief", 0, partition++});
-  for (int i = 0; i < options.num_workers; ++i) {
-    tasks.push_back({"worker", i, partition++});
-  }
-  for (int i = 0; i < options.num_ps; ++i) tasks.push_back({"ps", i, -1});
-  if (options.evaluator) tasks.push_back({"evaluator", 0, -1});
-  if (partition == 0) {
-    return absl::InvalidArgumentError(
-        "the job has no chief and no workers; give -n N (N >= 1), --workers "
-        "W or --chief");
-  }
-  return tasks;
-}
-
-Json MakeTfConfig(const std::vector<TaskSpec>& tasks,
-                  const std::vector<std::string>& addresses,
-                  const TaskSpec& task) {
-  Json cluster = Json::object();
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    if (tasks[i].job == "evaluator") continue;
-    cluster[tasks[i].job].push_back(addresses[i]);
-  }
-  return Json{{"cluster", cluster},
-              {"task", {{"type", task.job}, {"index", task.index}}}};
-}
-
-// --- AttemptTracker -------------------------------------------------------
-
-AttemptTracker::Decision AttemptTracker::ReportFailure(int attempt) {
-  if (attempt != current_) return Decision::kIgnoreOldAttempt;
-  if (current_failed_) return Decision::kAlreadyFailing;
-  current_failed_ = true;
-  return current_ < max_restarts_ ? Decision::kRetry : Decision::kGiveUp;
-}
-
-int AttemptTracker::StartNextAttempt() {
-  ++current_;
-  current_failed_ = false;
-  return current_;
-}
 
 // --- Launcher -------------------------------------------------------------
 
@@ -151,16 +50,8 @@ struct Launcher::Impl {
 
   // One task of the running attempt.
   struct Running {
-    TaskSpec spec;
-    std::unique_ptr<Subprocess> process;
-    std::string log_path;
-    std::shared_ptr<TaskOutput> output;
-    std::thread reader;
-    std::thread waiter;
-    absl::Time started;
+    std::unique_ptr<TaskProcess> process;
     bool exited = false;
-    ExitInfo exit;
-    absl::Time exited_at;
   };
 
   enum class Outcome { kSucceeded, kFailed, kStopped };
@@ -195,9 +86,11 @@ struct Launcher::Impl {
   absl::StatusOr<LaunchResult> Run();
   absl::StatusOr<Outcome> RunAttempt(int attempt, AttemptTracker& tracker,
                                      LaunchResult& result);
-  // Copies a task's output to the console and its log until EOF, or until
-  // the clock passes *abandon_at (unix nanos).
-  void ReadOutput(Running* task, std::atomic<int64_t>* abandon_at);
+  // Serialised sinks, as the tasks' threads call them.
+  void Output(const std::string& line) {
+    absl::MutexLock lock(&out_mu);
+    options.output(line);
+  }
 
   Env* const env;
   LaunchOptions options;
@@ -236,61 +129,6 @@ std::string Launcher::barrier_address() const {
   return impl_->barrier_address;
 }
 
-void Launcher::Impl::ReadOutput(Running* task,
-                                std::atomic<int64_t>* abandon_at) {
-  FILE* log = fopen(task->log_path.c_str(), "a");
-  if (log == nullptr) {
-    Message(absl::StrCat("cannot open ", task->log_path, ": ", strerror(errno),
-                         "; ", task->spec.Name(),
-                         "'s output goes only to the "
-                         "console"));
-  }
-  const std::string prefix = absl::StrCat("[", task->spec.Name(), "] ");
-  const int fd = task->process->output_fd();
-  std::string pending;
-  char buf[4096];
-  auto emit = [&](std::string line) {
-    if (log != nullptr) {
-      fwrite(line.data(), 1, line.size(), log);
-      fputc('\n', log);
-      fflush(log);
-    }
-    {
-      absl::MutexLock lock(&out_mu);
-      options.output(prefix + line);
-    }
-    absl::MutexLock lock(&task->output->mu);
-    task->output->tail.push_back(std::move(line));
-    while (static_cast<int>(task->output->tail.size()) >
-           std::max(1, options.summary_lines)) {
-      task->output->tail.pop_front();
-    }
-  };
-  while (true) {
-    pollfd pfd{fd, POLLIN, 0};
-    const int n = poll(&pfd, 1, 200);
-    if (n == 0) {
-      // Descendants that left the process group can keep the pipe open;
-      // stop reading once the attempt is over.
-      if (absl::ToUnixNanos(env->Now()) > abandon_at->load()) break;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    const ssize_t got = read(fd, buf, sizeof(buf));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    pending.append(buf, static_cast<size_t>(got));
-    size_t start = 0;
-    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos;
-         start = nl + 1) {
-      emit(pending.substr(start, nl - start));
-    }
-    pending.erase(0, start);
-  }
-  if (!pending.empty()) emit(std::move(pending));
-  if (log != nullptr) fclose(log);
-}
-
 absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     int attempt, AttemptTracker& tracker, LaunchResult& result) {
   const int n = static_cast<int>(tasks.size());
@@ -311,10 +149,6 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(options.host));
     addresses.push_back(absl::StrCat(options.host, ":", port));
   }
-  std::vector<std::string> gang_addresses;
-  for (int i = 0; i < n; ++i) {
-    if (tasks[i].partition_id >= 0) gang_addresses.push_back(addresses[i]);
-  }
   std::string coordinator_address;
   {
     absl::MutexLock lock(&mu);
@@ -334,72 +168,46 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
   }
 
   std::vector<std::unique_ptr<Running>> running;
-  std::atomic<int64_t> abandon_output{INT64_MAX};
   absl::Status spawn_error;
+  TaskEnvironmentInputs inputs;
+  inputs.tasks = tasks;
+  inputs.addresses = addresses;
+  inputs.attempt = attempt;
+  inputs.job_token = security.job_token;
+  if (coordination != nullptr) {
+    inputs.coordination_address = coordination->target();
+  }
+  inputs.barrier_address = coordinator_address;
+  inputs.barrier_tcp_address = tcp_server->address();
+  inputs.barrier_timeout = options.barrier_timeout;
+  inputs.extra_env = options.extra_env;
   for (int i = 0; i < n; ++i) {
     const TaskSpec& spec = tasks[i];
-    std::vector<std::string> vars = options.extra_env;
-    vars.push_back(absl::StrCat(
-        "TF_CONFIG=", JsonDump(MakeTfConfig(tasks, addresses, spec))));
-    vars.push_back(absl::StrCat(kEnvTaskName, "=", spec.Name()));
-    // Tasks prove the token to every server of the job; the environment
-    // (unlike argv) is not visible to other users in `ps`.
-    vars.push_back(absl::StrCat(rpc::kJobTokenEnvVar, "=", security.job_token));
-    vars.push_back(absl::StrCat(kEnvAttemptNumber, "=", attempt));
-    vars.push_back(absl::StrCat(kEnvStageId, "=", kStageId));
-    if (coordination != nullptr) {
-      vars.push_back(
-          absl::StrCat(kEnvCoordinationAddress, "=", coordination->target()));
-    }
-    if (spec.partition_id >= 0) {
-      vars.push_back(
-          absl::StrCat(kEnvBarrierAddress, "=", coordinator_address));
-      vars.push_back(
-          absl::StrCat(kEnvBarrierTcpAddress, "=", tcp_server->address()));
-      vars.push_back(absl::StrCat(kEnvPartitionId, "=", spec.partition_id));
-      vars.push_back(absl::StrCat(kEnvNumTasks, "=", gang_size));
-      vars.push_back(
-          absl::StrCat(kEnvTaskAttemptId, "=",
-                       int64_t{attempt} * gang_size + spec.partition_id));
-      vars.push_back(absl::StrCat(kEnvTaskAddresses, "=",
-                                  absl::StrJoin(gang_addresses, ",")));
-      vars.push_back(absl::StrCat(
-          kEnvTimeout, "=", absl::ToDoubleSeconds(options.barrier_timeout)));
-      const std::string epoch_file =
-          absl::StrCat(result.log_dir, "/", spec.job, "-", spec.index,
-                       ".attempt-", attempt, ".epoch");
-      unlink(epoch_file.c_str());  // a reused --log-dir starts at epoch 0
-      vars.push_back(absl::StrCat(kEnvEpochFile, "=", epoch_file));
-    } else {
-      for (const char* name : {kEnvBarrierAddress, kEnvBarrierTcpAddress,
-                               kEnvPartitionId, kEnvNumTasks, kEnvTaskAttemptId,
-                               kEnvTaskAddresses, kEnvTimeout, kEnvEpochFile}) {
-        vars.push_back(name);  // not a gang member: remove inherited values
-      }
-    }
-    absl::StatusOr<std::unique_ptr<Subprocess>> process =
-        Subprocess::Spawn(options.command, EnvironmentWith(vars));
+    const std::string stem = absl::StrCat(result.log_dir, "/", spec.job, "-",
+                                          spec.index, ".attempt-", attempt);
+    inputs.task = i;
+    inputs.epoch_file = stem + ".epoch";
+    unlink(inputs.epoch_file.c_str());  // a reused --log-dir starts at epoch 0
+    TaskProcess::Options to;
+    to.spec = spec;
+    to.command = options.command;
+    to.env = EnvironmentWith(TaskEnvironment(inputs));
+    to.log_path = stem + ".log";
+    to.tail_lines = options.summary_lines;
+    to.output = [this](const std::string& line) { Output(line); };
+    to.messages = [this](const std::string& line) { Message(line); };
+    to.on_exit = [this, attempt, i](ExitInfo exit, absl::Time when) {
+      PushEvent(Event{Event::kExit, attempt, i, exit, when});
+    };
+    absl::StatusOr<std::unique_ptr<TaskProcess>> process =
+        TaskProcess::Start(env, std::move(to));
     if (!process.ok()) {
-      spawn_error = Annotate(
-          process.status(),
-          absl::StrCat("starting ", spec.Name(), " of attempt ", attempt));
+      spawn_error =
+          Annotate(process.status(), absl::StrCat("of attempt ", attempt));
       break;
     }
-    auto task = std::make_unique<Running>();
-    task->spec = spec;
-    task->process = std::move(process).value();
-    task->log_path = absl::StrCat(result.log_dir, "/", spec.job, "-",
-                                  spec.index, ".attempt-", attempt, ".log");
-    task->output = std::make_shared<TaskOutput>();
-    task->started = env->Now();
-    Running* raw = task.get();
-    task->reader = std::thread(
-        [this, raw, &abandon_output] { ReadOutput(raw, &abandon_output); });
-    task->waiter = std::thread([this, raw, attempt, i] {
-      ExitInfo exit = raw->process->Wait();
-      PushEvent(Event{Event::kExit, attempt, i, exit, env->Now()});
-    });
-    running.push_back(std::move(task));
+    running.push_back(std::make_unique<Running>());
+    running.back()->process = std::move(process).value();
   }
 
   const int started = static_cast<int>(running.size());
@@ -458,7 +266,8 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     }
     coordinator->ClearStage(
         kStageId, attempt,
-        absl::StrCat("task ", running[task]->spec.Name(), " ", reason));
+        absl::StrCat("task ", running[task]->process->spec().Name(), " ",
+                     reason));
     begin_stop();
   };
 
@@ -471,8 +280,8 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
                          absl::StrJoin(running, ", ",
                                        [](std::string* out, const auto& t) {
                                          absl::StrAppend(
-                                             out, t->spec.Name(), " (pid ",
-                                             t->process->pid(), ")");
+                                             out, t->process->spec().Name(),
+                                             " (pid ", t->process->pid(), ")");
                                        }),
                          "; logs in ", result.log_dir));
   }
@@ -512,11 +321,9 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
       }
       Running& t = *running[e.task];
       t.exited = true;
-      t.exit = e.exit;
-      t.exited_at = e.when;
       ++exited;
       if (e.exit.ok()) {
-        if (t.spec.job != "ps") ++gang_done;
+        if (t.process->spec().job != "ps") ++gang_done;
         if (gang_done == must_finish && !stopping) {
           succeeded = true;
           begin_stop();  // only ps tasks can be left
@@ -538,8 +345,9 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
           for (const coord::TaskStateSnapshot& st : *states) {
             if (st.state != coord::TaskState::kError) continue;
             for (int i = 0; i < started; ++i) {
-              if (running[i]->exited || running[i]->spec.job != st.task.job ||
-                  running[i]->spec.index != st.task.index) {
+              const TaskSpec& spec = running[i]->process->spec();
+              if (running[i]->exited || spec.job != st.task.job ||
+                  spec.index != st.task.index) {
                 continue;
               }
               fail(i,
@@ -576,12 +384,10 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
 
   // Every leader has exited; clean up descendants left in the groups, then
   // let the readers drain what is left in the pipes.
-  for (auto& t : running) t->process->SignalGroup(SIGKILL);
-  for (auto& t : running) t->waiter.join();
   // Readers stop at EOF; a pipe held open by a descendant that escaped the
   // process group is abandoned after a short drain.
-  abandon_output.store(absl::ToUnixNanos(env->Now() + absl::Seconds(2)));
-  for (auto& t : running) t->reader.join();
+  const absl::Time drain_until = env->Now() + absl::Seconds(2);
+  for (auto& t : running) t->process->Finish(drain_until);
 
   if (!spawn_error.ok()) {
     if (attempt == 0) return spawn_error;
@@ -592,25 +398,19 @@ absl::StatusOr<Launcher::Impl::Outcome> Launcher::Impl::RunAttempt(
     return Outcome::kFailed;
   }
   if (outcome == Outcome::kFailed && root_cause >= 0) {
-    const Running& t = *running[root_cause];
-    std::vector<std::string> lines;
-    lines.push_back(
-        absl::StrCat("attempt ", attempt, " failed: task ", t.spec.Name(),
-                     " (pid ", t.process->pid(), ") ", root_reason, " at ",
-                     FormatWallTime(root_when), ", ",
-                     absl::FormatDuration(absl::Trunc(root_when - t.started,
-                                                      absl::Milliseconds(1))),
-                     " after it started"));
-    if (!result.failure_summary.empty())
-      lines.push_back(result.failure_summary);
-    {
-      absl::MutexLock lock(&t.output->mu);
-      lines.push_back(absl::StrCat("last ", t.output->tail.size(),
-                                   " line(s) of ", t.log_path, ":"));
-      for (const std::string& l : t.output->tail) lines.push_back("  | " + l);
-    }
-    lines.push_back(absl::StrCat("stopped ", stopped_others,
-                                 " other task(s) of attempt ", attempt));
+    TaskProcess& t = *running[root_cause]->process;
+    FailureReport report;
+    report.attempt = attempt;
+    report.task = t.spec().Name();
+    report.where = absl::StrCat("pid ", t.pid());
+    report.reason = root_reason;
+    report.when = root_when;
+    report.after_start = root_when - t.started();
+    report.barrier = result.failure_summary;
+    report.log_path = t.log_path();
+    report.tail = t.Tail();
+    report.stopped_others = stopped_others;
+    const std::vector<std::string> lines = FailureSummaryLines(report);
     result.failure_summary = absl::StrJoin(lines, "\n");
     result.exit_code = root_code;
     for (const std::string& l : lines) Message(l);
@@ -651,20 +451,7 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
   }
 
   LaunchResult result;
-  result.log_dir = options.log_dir;
-  if (result.log_dir.empty()) {
-    const char* tmp = getenv("TMPDIR");
-    std::string templ = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp",
-                                     "/cohort-launch-XXXXXX");
-    if (mkdtemp(templ.data()) == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create a log directory from ", templ, ": ",
-                       strerror(errno), "; pass --log-dir"));
-    }
-    result.log_dir = templ;
-  } else {
-    COHORT_RETURN_IF_ERROR(MakeDirs(result.log_dir));
-  }
+  COHORT_ASSIGN_OR_RETURN(result.log_dir, PrepareLogDir(options.log_dir));
 
   // Every server of the job checks one token: the user's, or a fresh random
   // one that the tasks learn through their environment and the user through
@@ -731,4 +518,4 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
   return result;
 }
 
-}  // namespace cohort::barrier
+}  // namespace cohort::launch

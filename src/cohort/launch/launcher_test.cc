@@ -1,7 +1,7 @@
 // Launcher unit tests: job planning, TF_CONFIG, the retry rules, and the
 // supervision of real /bin/sh tasks (exit codes, signals, retries, Stop).
 // Barrier syncs across launched processes are tested in tests/barrier/.
-#include "cohort/barrier/launcher.h"
+#include "cohort/launch/launcher.h"
 
 #include <unistd.h>
 
@@ -18,7 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace cohort::barrier {
+namespace cohort::launch {
 namespace {
 
 using ::testing::ElementsAre;
@@ -318,4 +318,4 @@ TEST_F(LauncherTest, MissingProgramIsNotFound) {
 }
 
 }  // namespace
-}  // namespace cohort::barrier
+}  // namespace cohort::launch

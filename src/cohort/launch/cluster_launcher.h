@@ -1,0 +1,118 @@
+// The launcher behind `cohort launch --engine ...`: one launcher per task of
+// a cluster engine (Slurm, Kubernetes, a TF_CONFIG scheduler), each starting
+// one task of the job, together giving the gang semantics `cohort launch -n N`
+// gives on one machine.
+//
+//   ClusterLaunchOptions options;
+//   options.engine = *ResolveEngineTask(env, "slurm", {});
+//   options.jobs = {{"chief", 1}, {"worker", 2}, {"ps", 1}};
+//   options.command = {"python3", "train.py"};
+//   options.job_token = ...;              // the same on every launcher
+//   ClusterLauncher launcher(env, options);
+//   absl::StatusOr<LaunchResult> result = launcher.Run();   // blocks
+//
+// Rendezvous: engine task 0's launcher serves the job's control plane at
+// engine.rendezvous (a coordination service whose tasks are the launchers,
+// "launcher:0".."launcher:N-1", with the job token), and, per attempt, the
+// programs' coordination service and the barrier coordinator. Every launcher
+// registers there (retrying until rendezvous_timeout), picks a free port on
+// its own host for its program, publishes it, and waits at a barrier of all
+// launchers; then each starts its program with the environment the
+// single-machine launcher gives (job_plan.h: TF_CONFIG with the agreed
+// addresses, partition id, attempt number, coordination address, job token).
+// Roles: engine task k is the k-th task of `jobs` sorted by job name
+// (PlanEngineTasks); no jobs: every task is a worker.
+//
+// Gang semantics: the first failure of an attempt (a program that exits
+// non-zero or by a signal, a program failed by the coordination service for
+// lost heartbeats, or an interrupted launcher) is recorded once, first
+// writer wins, in the control plane; every launcher sees it within
+// kPollInterval, stops its program (SIGTERM, SIGKILL after stop_grace), and
+// waits for all launchers at the end of the attempt. Task 0 prints the
+// root-cause summary; the others print one line naming it. While restarts
+// remain (and the failure was not an interruption) all start the next
+// attempt together, its number agreed through the control plane's keys;
+// otherwise every launcher exits with the root cause's code. A launcher that
+// loses the control plane (task 0's launcher died, or its own heartbeats
+// stopped reaching it) stops its program and fails at once; task 0's
+// launcher then fails every other launcher (the coordination service's
+// error propagation). The job succeeds when every chief, worker and
+// evaluator program exited 0 in one attempt; ps programs are then stopped.
+//
+// Thread safety: Run() is called once, from one thread; Stop() may be called
+// from any thread at any time.
+#ifndef COHORT_LAUNCH_CLUSTER_LAUNCHER_H_
+#define COHORT_LAUNCH_CLUSTER_LAUNCHER_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cohort/base/env.h"
+#include "cohort/launch/engine.h"
+#include "cohort/launch/launcher.h"
+
+namespace cohort::launch {
+
+// How often each launcher looks for the attempt's verdict.
+inline constexpr absl::Duration kPollInterval = absl::Milliseconds(200);
+
+struct ClusterLaunchOptions {
+  EngineTask engine;
+  // Job name -> task count, adding up to engine.count; empty: the engine's
+  // own jobs (tf_config), else every task a worker.
+  std::map<std::string, int> jobs;
+  std::vector<std::string> command;
+  int max_restarts = 0;
+  // Required, the same on every launcher (see docs/slurm.md,
+  // docs/kubernetes.md for how each engine hands it over).
+  std::string job_token;
+  // How long a launcher tries to reach task 0's launcher, and how long any
+  // launcher waits for all the others at an attempt's start and end.
+  absl::Duration rendezvous_timeout = absl::Minutes(5);
+  absl::Duration barrier_timeout = absl::Hours(24 * 365);
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration stop_grace = absl::Seconds(5);
+  // The address this launcher's servers bind (task 0's control plane, the
+  // program's port is picked on it).
+  std::string bind_host = "0.0.0.0";
+  std::string log_dir;  // as LaunchOptions::log_dir
+  int summary_lines = 10;
+  bool progress = true;
+  std::vector<std::string> extra_env;
+  std::function<void(const std::string&)> output;
+  std::function<void(const std::string&)> messages;
+};
+
+class ClusterLauncher {
+ public:
+  // `env` must outlive the launcher.
+  ClusterLauncher(Env* env, ClusterLaunchOptions options);
+  ~ClusterLauncher();
+  ClusterLauncher(const ClusterLauncher&) = delete;
+  ClusterLauncher& operator=(const ClusterLauncher&) = delete;
+
+  // Runs this launcher's part of the job to the end. A finished job, failed
+  // or not, is a LaunchResult (exit_code: 0, the root cause's code, 130 when
+  // interrupted); an error status means the job could not start here:
+  // InvalidArgument for bad options, DeadlineExceeded naming the rendezvous
+  // address and the engine when task 0's launcher was not reachable,
+  // Unauthenticated for a job token task 0 does not share.
+  absl::StatusOr<LaunchResult> Run();
+
+  // Stops this launcher's program and, through the control plane, the whole
+  // job (no restart); Run() returns exit code 130. Never blocks.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_LAUNCH_CLUSTER_LAUNCHER_H_

@@ -1,0 +1,87 @@
+#include "cohort/launch/launch_support.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort::launch {
+namespace {
+
+absl::Status MakeDirs(const std::string& path) {
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || (path[i] == '/' && i > 0)) {
+      const std::string partial = path.substr(0, i);
+      if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot create log directory ", partial, ": ",
+                         strerror(errno), "; check --log-dir"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PrepareLogDir(const std::string& log_dir) {
+  if (!log_dir.empty()) {
+    if (absl::Status s = MakeDirs(log_dir); !s.ok()) return s;
+    return log_dir;
+  }
+  const char* tmp = getenv("TMPDIR");
+  std::string templ = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp",
+                                   "/cohort-launch-XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create a log directory from ", templ, ": ",
+                     strerror(errno), "; pass --log-dir"));
+  }
+  return templ;
+}
+
+absl::Status WritePrivateFile(const std::string& path,
+                              const std::string& contents) {
+  unlink(path.c_str());  // a reused --log-dir: never write through a link
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create ", path, ": ", strerror(errno), "; check --log-dir"));
+  }
+  const bool ok = write(fd, contents.data(), contents.size()) ==
+                  static_cast<ssize_t>(contents.size());
+  close(fd);
+  if (!ok) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::string FormatWallTime(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", t, absl::UTCTimeZone());
+}
+
+std::vector<std::string> FailureSummaryLines(const FailureReport& r) {
+  std::vector<std::string> lines;
+  lines.push_back(absl::StrCat(
+      "attempt ", r.attempt, " failed: task ", r.task, " (", r.where, ") ",
+      r.reason, " at ", FormatWallTime(r.when), ", ",
+      absl::FormatDuration(absl::Trunc(r.after_start, absl::Milliseconds(1))),
+      " after it started"));
+  if (!r.barrier.empty()) lines.push_back(r.barrier);
+  lines.push_back(
+      absl::StrCat("last ", r.tail.size(), " line(s) of ", r.log_path, ":"));
+  for (const std::string& l : r.tail) lines.push_back("  | " + l);
+  lines.push_back(absl::StrCat("stopped ", r.stopped_others,
+                               " other task(s) of attempt ", r.attempt));
+  return lines;
+}
+
+}  // namespace cohort::launch

@@ -1,0 +1,49 @@
+// Files and messages both launchers (launcher.h, cluster_launcher.h) write:
+// the log directory, private files (the job token), and the root-cause
+// summary of a failed attempt.
+#ifndef COHORT_LAUNCH_LAUNCH_SUPPORT_H_
+#define COHORT_LAUNCH_LAUNCH_SUPPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace cohort::launch {
+
+// `log_dir` created (with its parents) when given; otherwise a fresh
+// directory under $TMPDIR or /tmp. FailedPrecondition naming the path and
+// --log-dir.
+absl::StatusOr<std::string> PrepareLogDir(const std::string& log_dir);
+
+// Writes `contents` to a new file at `path` readable by the owner only; an
+// existing file (or link) at `path` is replaced, never written through.
+absl::Status WritePrivateFile(const std::string& path,
+                              const std::string& contents);
+
+// "2026-11-24 14:03:07.123 UTC".
+std::string FormatWallTime(absl::Time t);
+
+// What the root-cause summary of a failed attempt says.
+struct FailureReport {
+  int attempt = 0;
+  std::string task;    // "worker:1"
+  std::string where;   // "pid 123" or "pid 123 on node-2"
+  std::string reason;  // "exited with code 3"
+  absl::Time when;
+  absl::Duration after_start;
+  std::string barrier;  // the gang's barrier failure, if any
+  std::string log_path;
+  std::vector<std::string> tail;
+  int stopped_others = 0;
+};
+
+// The summary's lines, first "attempt A failed: task T (WHERE) REASON at
+// TIME, D after it started", last "stopped N other task(s) of attempt A".
+std::vector<std::string> FailureSummaryLines(const FailureReport& report);
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_LAUNCH_LAUNCH_SUPPORT_H_
