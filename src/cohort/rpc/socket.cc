@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cohort/base/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
@@ -203,14 +205,40 @@ void TuneTcpSocket(int fd, absl::Duration keepalive_idle) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
 }
 
-absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address,
-                                    absl::Time deadline) {
-  auto hp = ParseHostPort(address);
-  if (!hp.ok()) return hp.status();
+// `address`'s IPv4 socket address; a host name is looked up (getaddrinfo,
+// first IPv4 answer): what cluster engines give is names ("node-2:8888").
+absl::StatusOr<sockaddr_in> ResolveIpv4(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", address, "\" is not host:port"));
+  }
+  const std::string host = address.substr(0, colon);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(hp->port));
-  inet_pton(AF_INET, hp->host.c_str(), &addr.sin_addr);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int err = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (err != 0 || found == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot resolve host \"", host, "\" of ", address, ": ",
+        gai_strerror(err), "; check DNS or /etc/hosts"));
+  }
+  addr.sin_addr = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr;
+  freeaddrinfo(found);
+  return addr;
+}
+
+absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address,
+                                    absl::Time deadline) {
+  COHORT_ASSIGN_OR_RETURN(sockaddr_in addr, ResolveIpv4(address));
   UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return SocketError("socket() for", errno, address);
   // Non-blocking connect, so that the deadline bounds a SYN into a black hole.

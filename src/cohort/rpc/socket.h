@@ -83,8 +83,11 @@ absl::StatusOr<Listener> ListenTcp(const std::string& host, int port = 0);
 absl::StatusOr<int> PickFreePort(const std::string& host);
 
 // Connects to "host:port" by `deadline`, with TCP_NODELAY and keepalive.
-// The fd is blocking. Unavailable naming the address when the connection is
-// refused or times out; InvalidArgument for a malformed address.
+// The host is a dotted IPv4 address or a name, looked up with getaddrinfo
+// (IPv4; the lookup itself is not bounded by `deadline`). The fd is
+// blocking. Unavailable naming the address when the name does not resolve
+// or the connection is refused or times out; InvalidArgument for a
+// malformed address.
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address,
                                     absl::Time deadline);
 
