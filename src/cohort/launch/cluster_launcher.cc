@@ -550,6 +550,8 @@ ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
               .IgnoreError();
         }
       } else if (!stopping && !lost) {
+        // The record carries the last lines: read what is left in the pipe.
+        process->Finish(env->Now() + absl::Seconds(2));
         FailureRecord r;
         r.task = spec.Name();
         r.engine_task = me;
