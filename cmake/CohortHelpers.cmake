@@ -6,8 +6,9 @@ function(cohort_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# cohort_test(NAME SRCS ... DEPS ... [LABELS ...] [TIMEOUT s]): a GoogleTest binary
-# next to the code it tests; every TEST becomes one ctest entry.
+# cohort_test(NAME SRCS ... DEPS ... [LABELS ...] [TIMEOUT s] [SERIAL]): a GoogleTest binary
+# next to the code it tests; every TEST becomes one ctest entry (SERIAL: run
+# alone, RUN_SERIAL).
 #
 # Every test also gets the label area:<area>, the directory under src/cohort/,
 # tests/ or the top level that holds it (src/cohort/coord and tests/coord are
@@ -20,7 +21,7 @@ function(cohort_test name)
   if(NOT COHORT_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
@@ -37,9 +38,14 @@ function(cohort_test name)
   endif()
   add_executable(${name} ${ARG_SRCS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  set(serial FALSE)
+  if(ARG_SERIAL)
+    set(serial TRUE)
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} RUN_SERIAL ${serial}
+      LABELS "${ARG_LABELS}")
   # CMake 3.25's gtest_discover_tests flattens a list in PROPERTIES (LABELS
   # "a;b" arrives as LABELS a b), so the full label list is set by a ctest
   # include file that runs after the discovered tests' file (it defines

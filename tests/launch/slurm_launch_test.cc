@@ -1,0 +1,179 @@
+// `cohort launch --engine slurm` under a real Slurm (scripts/slurm_local.sh
+// starts one on this machine): `srun -n 4 -O cohort launch --engine slurm`,
+// one launcher per Slurm task, for the gang barrier and allGather, a failing
+// task stopping the others, a whole-gang retry and the parameter-server
+// training job with --jobs. Without a running Slurm every test is skipped,
+// with the reason printed.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cohort/launch/process.h"
+#include "cohort/rpc/socket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::launch {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string BinDir() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
+  return path.substr(0, path.rfind('/'));
+}
+
+struct SrunRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr of srun, every task's
+  absl::Duration elapsed;
+};
+
+// Why Slurm cannot run jobs here, or "" when it can.
+std::string SlurmUnavailable() {
+  const std::string status = absl::StrCat(
+      "bash ", COHORT_SOURCE_DIR, "/scripts/slurm_local.sh status >&2");
+  if (system("command -v srun >/dev/null 2>&1") != 0) {
+    return "srun is not installed (scripts/slurm_local.sh start installs and "
+           "starts Slurm as root)";
+  }
+  if (system(status.c_str()) != 0) {
+    return "Slurm is not running (scripts/slurm_local.sh status failed; "
+           "scripts/slurm_local.sh start)";
+  }
+  return "";
+}
+
+class SlurmLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string why = SlurmUnavailable(); !why.empty()) {
+      fprintf(stderr, "SKIPPED: real-Slurm test: %s\n", why.c_str());
+      GTEST_SKIP() << why;
+    }
+    dir_ = absl::StrCat(::testing::TempDir(), "/slurm_launch_test.", getpid(),
+                        ".", absl::ToUnixNanos(absl::Now()));
+    ASSERT_EQ(system(("mkdir -p " + dir_).c_str()), 0);
+    auto port = rpc::PickFreePort("0.0.0.0");
+    ASSERT_TRUE(port.ok());
+    port_ = *port;
+  }
+
+  // `srun -n N -O cohort launch --engine slurm FLAGS -- /bin/sh -c SCRIPT`,
+  // bounded by `timeout`. In SCRIPT, $C is the cohort binary and $D a
+  // scratch directory every task shares.
+  SrunRun Srun(int n, const std::vector<std::string>& flags,
+               const std::string& script) {
+    const std::string cohort = BinDir() + "/cohort";
+    std::vector<std::string> argv = {
+        "timeout", "120", "srun", "-n", std::to_string(n), "-O",
+        "--job-name", "cohort-test", cohort, "launch", "--engine", "slurm",
+        "--rendezvous", absl::StrCat(":", port_), "--quiet",
+        "--rendezvous-timeout", "60", "--log-dir", dir_ + "/logs"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.push_back("/bin/sh");
+    argv.push_back("-c");
+    argv.push_back("C=" + cohort + "; D=" + dir_ + "; " + script);
+    const absl::Time start = absl::Now();
+    auto p = Subprocess::Spawn(
+        argv, EnvironmentWith({absl::StrCat("COHORT_JOB_TOKEN=slurm-test-",
+                                            getpid(), "-", port_)}));
+    SrunRun r;
+    if (!p.ok()) {
+      ADD_FAILURE() << p.status();
+      return r;
+    }
+    char buf[4096];
+    for (ssize_t got; (got = read((*p)->output_fd(), buf, sizeof(buf))) > 0;) {
+      r.output.append(buf, static_cast<size_t>(got));
+    }
+    r.exit_code = (*p)->Wait().ShellCode();
+    r.elapsed = absl::Now() - start;
+    return r;
+  }
+
+  // Output lines starting with `prefix`.
+  static std::vector<std::string> Lines(const std::string& output,
+                                        const std::string& prefix) {
+    std::vector<std::string> out;
+    for (absl::string_view line : absl::StrSplit(output, '\n')) {
+      if (absl::StartsWith(line, prefix)) out.emplace_back(line);
+    }
+    return out;
+  }
+
+  std::string dir_;
+  int port_ = 0;
+};
+
+TEST_F(SlurmLaunchTest, BarrierAndAllGatherAcrossFourTasks) {
+  SrunRun r = Srun(4, {},
+                   "$C task barrier && $C task allgather \"from "
+                   "$COHORT_PARTITION_ID of $COHORT_NUM_TASKS\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string all =
+      R"(["from 0 of 4","from 1 of 4","from 2 of 4","from 3 of 4"])";
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(Lines(r.output, absl::StrCat("[worker:", i, "] [")),
+              std::vector<std::string>{absl::StrCat("[worker:", i, "] ", all)})
+        << r.output;
+  }
+  EXPECT_THAT(r.output, HasSubstr("job succeeded: all 4 task(s)"));
+}
+
+TEST_F(SlurmLaunchTest, AFailingTaskStopsTheOthers) {
+  // worker:2 fails once every task has started; the others would sleep a
+  // minute.
+  SrunRun r = Srun(4, {},
+                   "touch $D/up.$COHORT_PARTITION_ID; "
+                   "if [ $COHORT_PARTITION_ID = 2 ]; then "
+                   "while [ $(ls $D | grep -c ^up) -lt 4 ]; do sleep 0.01; "
+                   "done; echo giving up; exit 3; fi; exec sleep 60");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_LT(r.elapsed, absl::Seconds(30)) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[cohort slurm task 0] attempt 0 failed: "
+                                  "task worker:2 (pid "));
+  EXPECT_THAT(r.output, HasSubstr("exited with code 3"));
+  EXPECT_THAT(r.output, HasSubstr("  | giving up"));
+  EXPECT_THAT(r.output, HasSubstr("stopped 3 other task(s) of attempt 0"));
+  EXPECT_EQ(Lines(r.output, "[cohort slurm task 1] attempt 0 failed").size(),
+            1u)
+      << r.output;
+}
+
+TEST_F(SlurmLaunchTest, TheWholeGangRetries) {
+  SrunRun r = Srun(4, {"--max-restarts", "1"},
+                   "echo $COHORT_ATTEMPT_NUMBER >> $D/starts; "
+                   "if [ $COHORT_ATTEMPT_NUMBER = 0 ]; then "
+                   "if [ $COHORT_PARTITION_ID = 1 ]; then "
+                   "while [ $(grep -c 0 $D/starts) -lt 4 ]; do sleep 0.01; "
+                   "done; exit 4; fi; exec sleep 60; fi; "
+                   "$C task barrier && echo attempt $COHORT_ATTEMPT_NUMBER ok");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("restarting the whole gang as attempt 1"));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("[worker:", i, "] attempt 1 ok")));
+  }
+}
+
+TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {
+  SrunRun r =
+      Srun(4, {"--jobs", "chief=1,worker=2,ps=1"},
+           absl::StrCat(BinDir(), "/train_ps --steps 200 --log-every 100 "
+                                  "--checkpoint-dir $D/checkpoint"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[chief:0] final: global_step"));
+  EXPECT_THAT(r.output, HasSubstr("job succeeded: all 4 task(s)"));
+}
+
+}  // namespace
+}  // namespace cohort::launch
