@@ -24,7 +24,7 @@ case "$mode" in
     exit 2
     ;;
 esac
-TSAN_AREAS="${TSAN_AREAS:-rpc coord barrier collective runtime distribute training}"
+TSAN_AREAS="${TSAN_AREAS:-rpc coord barrier launch collective runtime distribute training}"
 jobs="$(nproc)"
 
 bash scripts/setup.sh

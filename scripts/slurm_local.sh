@@ -148,6 +148,12 @@ cmd_start() {
   fi
   [[ "$(id -u)" == 0 ]] || die 2 "cluster not usable ($reason) and starting it needs root"
   install_packages
+  # Slurm itself runs without name resolution (NodeAddr 127.0.0.1), but the
+  # Slurm resolver gives tasks the node name ("vm:8888"), which they dial.
+  if ! getent hosts "$NODE" >/dev/null; then
+    log "node name $NODE does not resolve; adding '127.0.0.1 $NODE' to /etc/hosts"
+    echo "127.0.0.1 $NODE" >> /etc/hosts
+  fi
   mkdir -p "$RUN_DIR" "$LOG_DIR" /var/spool/slurmctld /var/spool/slurmd
   start_munge
   if ! pid_alive "$RUN_DIR/slurmctld.pid" slurmctld || ! pid_alive "$RUN_DIR/slurmd.pid" slurmd; then

@@ -10,36 +10,28 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "cohort/launch/process.h"
 #include "cohort/rpc/socket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/launch/command_run.h"
 
 namespace cohort::launch {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string BinDir() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
-  return path.substr(0, path.rfind('/'));
-}
-
-struct SrunRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr of srun, every task's
-  absl::Duration elapsed;
-};
+using launch_testing::BinDir;
+using launch_testing::CommandRun;
+using launch_testing::RunCommand;
 
 // Why Slurm cannot run jobs here, or "" when it can.
 std::string SlurmUnavailable() {
-  const std::string status = absl::StrCat(
-      "bash ", COHORT_SOURCE_DIR, "/scripts/slurm_local.sh status >&2");
+  const std::string status = absl::StrCat("bash ", COHORT_SOURCE_DIR,
+                                          "/scripts/slurm_local.sh status >&2");
   if (system("command -v srun >/dev/null 2>&1") != 0) {
     return "srun is not installed (scripts/slurm_local.sh start installs and "
            "starts Slurm as root)";
@@ -69,35 +61,35 @@ class SlurmLaunchTest : public ::testing::Test {
   // `srun -n N -O cohort launch --engine slurm FLAGS -- /bin/sh -c SCRIPT`,
   // bounded by `timeout`. In SCRIPT, $C is the cohort binary and $D a
   // scratch directory every task shares.
-  SrunRun Srun(int n, const std::vector<std::string>& flags,
-               const std::string& script) {
+  CommandRun Srun(int n, const std::vector<std::string>& flags,
+                  const std::string& script) {
     const std::string cohort = BinDir() + "/cohort";
-    std::vector<std::string> argv = {
-        "timeout", "120", "srun", "-n", std::to_string(n), "-O",
-        "--job-name", "cohort-test", cohort, "launch", "--engine", "slurm",
-        "--rendezvous", absl::StrCat(":", port_), "--quiet",
-        "--rendezvous-timeout", "60", "--log-dir", dir_ + "/logs"};
+    std::vector<std::string> argv = {"timeout",
+                                     "120",
+                                     "srun",
+                                     "-n",
+                                     std::to_string(n),
+                                     "-O",
+                                     "--job-name",
+                                     "cohort-test",
+                                     cohort,
+                                     "launch",
+                                     "--engine",
+                                     "slurm",
+                                     "--rendezvous",
+                                     absl::StrCat(":", port_),
+                                     "--quiet",
+                                     "--rendezvous-timeout",
+                                     "60",
+                                     "--log-dir",
+                                     dir_ + "/logs"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("--");
     argv.push_back("/bin/sh");
     argv.push_back("-c");
     argv.push_back("C=" + cohort + "; D=" + dir_ + "; " + script);
-    const absl::Time start = absl::Now();
-    auto p = Subprocess::Spawn(
-        argv, EnvironmentWith({absl::StrCat("COHORT_JOB_TOKEN=slurm-test-",
-                                            getpid(), "-", port_)}));
-    SrunRun r;
-    if (!p.ok()) {
-      ADD_FAILURE() << p.status();
-      return r;
-    }
-    char buf[4096];
-    for (ssize_t got; (got = read((*p)->output_fd(), buf, sizeof(buf))) > 0;) {
-      r.output.append(buf, static_cast<size_t>(got));
-    }
-    r.exit_code = (*p)->Wait().ShellCode();
-    r.elapsed = absl::Now() - start;
-    return r;
+    return RunCommand(argv, {absl::StrCat("COHORT_JOB_TOKEN=slurm-test-",
+                                          getpid(), "-", port_)});
   }
 
   // Output lines starting with `prefix`.
@@ -115,9 +107,9 @@ class SlurmLaunchTest : public ::testing::Test {
 };
 
 TEST_F(SlurmLaunchTest, BarrierAndAllGatherAcrossFourTasks) {
-  SrunRun r = Srun(4, {},
-                   "$C task barrier && $C task allgather \"from "
-                   "$COHORT_PARTITION_ID of $COHORT_NUM_TASKS\"");
+  CommandRun r = Srun(4, {},
+                      "$C task barrier && $C task allgather \"from "
+                      "$COHORT_PARTITION_ID of $COHORT_NUM_TASKS\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string all =
       R"(["from 0 of 4","from 1 of 4","from 2 of 4","from 3 of 4"])";
@@ -132,11 +124,11 @@ TEST_F(SlurmLaunchTest, BarrierAndAllGatherAcrossFourTasks) {
 TEST_F(SlurmLaunchTest, AFailingTaskStopsTheOthers) {
   // worker:2 fails once every task has started; the others would sleep a
   // minute.
-  SrunRun r = Srun(4, {},
-                   "touch $D/up.$COHORT_PARTITION_ID; "
-                   "if [ $COHORT_PARTITION_ID = 2 ]; then "
-                   "while [ $(ls $D | grep -c ^up) -lt 4 ]; do sleep 0.01; "
-                   "done; echo giving up; exit 3; fi; exec sleep 60");
+  CommandRun r = Srun(4, {},
+                      "touch $D/up.$COHORT_PARTITION_ID; "
+                      "if [ $COHORT_PARTITION_ID = 2 ]; then "
+                      "while [ $(ls $D | grep -c ^up) -lt 4 ]; do sleep 0.01; "
+                      "done; echo giving up; exit 3; fi; exec sleep 60");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_LT(r.elapsed, absl::Seconds(30)) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[cohort slurm task 0] attempt 0 failed: "
@@ -150,13 +142,14 @@ TEST_F(SlurmLaunchTest, AFailingTaskStopsTheOthers) {
 }
 
 TEST_F(SlurmLaunchTest, TheWholeGangRetries) {
-  SrunRun r = Srun(4, {"--max-restarts", "1"},
-                   "echo $COHORT_ATTEMPT_NUMBER >> $D/starts; "
-                   "if [ $COHORT_ATTEMPT_NUMBER = 0 ]; then "
-                   "if [ $COHORT_PARTITION_ID = 1 ]; then "
-                   "while [ $(grep -c 0 $D/starts) -lt 4 ]; do sleep 0.01; "
-                   "done; exit 4; fi; exec sleep 60; fi; "
-                   "$C task barrier && echo attempt $COHORT_ATTEMPT_NUMBER ok");
+  CommandRun r =
+      Srun(4, {"--max-restarts", "1"},
+           "echo $COHORT_ATTEMPT_NUMBER >> $D/starts; "
+           "if [ $COHORT_ATTEMPT_NUMBER = 0 ]; then "
+           "if [ $COHORT_PARTITION_ID = 1 ]; then "
+           "while [ $(grep -c 0 $D/starts) -lt 4 ]; do sleep 0.01; "
+           "done; exit 4; fi; exec sleep 60; fi; "
+           "$C task barrier && echo attempt $COHORT_ATTEMPT_NUMBER ok");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("restarting the whole gang as attempt 1"));
   for (int i = 0; i < 4; ++i) {
@@ -166,10 +159,10 @@ TEST_F(SlurmLaunchTest, TheWholeGangRetries) {
 }
 
 TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {
-  SrunRun r =
-      Srun(4, {"--jobs", "chief=1,worker=2,ps=1"},
-           absl::StrCat(BinDir(), "/train_ps --steps 200 --log-every 100 "
-                                  "--checkpoint-dir $D/checkpoint"));
+  CommandRun r = Srun(4, {"--jobs", "chief=1,worker=2,ps=1"},
+                      absl::StrCat(BinDir(),
+                                   "/train_ps --steps 200 --log-every 100 "
+                                   "--checkpoint-dir $D/checkpoint"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[chief:0] final: global_step"));
   EXPECT_THAT(r.output, HasSubstr("job succeeded: all 4 task(s)"));

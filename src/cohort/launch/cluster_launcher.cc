@@ -593,9 +593,9 @@ ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
 
   if (lost) {
     result.exit_code = 1;
-    result.failure_summary =
-        absl::StrCat("lost the job's control plane at ", e.rendezvous,
-                     " (task 0's launcher): ", lost_error.message());
+    result.failure_summary = absl::StrCat(
+        "the launchers lost each other (control plane at ", e.rendezvous,
+        ", served by engine task 0): ", lost_error.message());
     Message(result.failure_summary);
     Message(absl::StrCat("stopped ", spec.Name(), "; the job failed"));
     return Outcome::kLost;

@@ -160,8 +160,7 @@ TEST_F(ClusterLauncherTest, AFailureStopsEveryProgramAndTask0NamesIt) {
     ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status();
     EXPECT_FALSE(results[i]->succeeded);
     EXPECT_EQ(results[i]->exit_code, 3) << Messages(i);
-    EXPECT_THAT(results[i]->failure_summary,
-                HasSubstr("task worker:1 (pid "));
+    EXPECT_THAT(results[i]->failure_summary, HasSubstr("task worker:1 (pid "));
   }
   const std::string summary = results[0]->failure_summary;
   EXPECT_THAT(summary, HasSubstr("exited with code 3"));
@@ -187,9 +186,9 @@ TEST_F(ClusterLauncherTest, TheWholeGangRestartsTogether) {
   }
   std::vector<std::string> record = Record();
   std::multiset<std::string> starts(record.begin(), record.end());
-  EXPECT_EQ(starts, (std::multiset<std::string>{
-                        "0/worker:0", "0/worker:1", "0/worker:2", "1/worker:0",
-                        "1/worker:1", "1/worker:2"}));
+  EXPECT_EQ(starts, (std::multiset<std::string>{"0/worker:0", "0/worker:1",
+                                                "0/worker:2", "1/worker:0",
+                                                "1/worker:1", "1/worker:2"}));
   EXPECT_THAT(Messages(0), HasSubstr("restarting the whole gang as attempt 1"));
 }
 

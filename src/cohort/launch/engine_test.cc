@@ -33,8 +33,7 @@ TEST(JobCountsTest, RefusesWhatIsNotAJob) {
   for (const char* text : {"chief=2", "evaluator=2", "master=1", "worker=0",
                            "worker=x", "worker", "worker=1,worker=2", ""}) {
     auto jobs = ParseJobCounts(text);
-    EXPECT_EQ(jobs.status().code(), absl::StatusCode::kInvalidArgument)
-        << text;
+    EXPECT_EQ(jobs.status().code(), absl::StatusCode::kInvalidArgument) << text;
   }
   EXPECT_THAT(ParseJobCounts("master=1").status().message(),
               HasSubstr("chief, worker, ps, evaluator"));
@@ -174,9 +173,8 @@ class KubernetesEngineTest : public ::testing::Test {
     Json list = pods_;
     Json items = Json::array();
     for (const Json& pod : pods_["items"]) {
-      const std::string index =
-          pod["metadata"]["annotations"]
-             ["batch.kubernetes.io/job-completion-index"];
+      const std::string index = pod["metadata"]["annotations"]
+                                   ["batch.kubernetes.io/job-completion-index"];
       if (std::stoi(index) < n && pod["status"]["phase"] == "Running") {
         items.push_back(pod);
       }
@@ -188,9 +186,8 @@ class KubernetesEngineTest : public ::testing::Test {
     std::vector<std::string> ips(n);
     const Json list = PodsBelow(n);
     for (const Json& pod : list["items"]) {
-      const std::string index =
-          pod["metadata"]["annotations"]
-             ["batch.kubernetes.io/job-completion-index"];
+      const std::string index = pod["metadata"]["annotations"]
+                                   ["batch.kubernetes.io/job-completion-index"];
       ips[std::stoi(index)] = pod["status"]["podIP"];
     }
     return ips;
@@ -212,9 +209,9 @@ TEST_F(KubernetesEngineTest, IndexFromTheJobAndPeersByCompletionIndex) {
   EXPECT_EQ(task->count, 4);
   EXPECT_EQ(task->hosts, PodIps(4));
   EXPECT_EQ(task->rendezvous, absl::StrCat(PodIps(4)[0], ":8470"));
-  EXPECT_EQ(server_.requests().at(0),
-            absl::StrCat("GET /api/v1/namespaces/ml/pods?labelSelector=",
-                         kSelector));
+  EXPECT_EQ(
+      server_.requests().at(0),
+      absl::StrCat("GET /api/v1/namespaces/ml/pods?labelSelector=", kSelector));
 
   flags.rendezvous = "train-0.train:7070";
   EXPECT_EQ(ResolveKubernetesTask(&env_, flags)->rendezvous,

@@ -2,8 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,9 +21,9 @@
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cohort/base/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "cohort/base/status.h"
 
 namespace cohort::rpc {
 
@@ -227,9 +227,9 @@ absl::StatusOr<sockaddr_in> ResolveIpv4(const std::string& address) {
   addrinfo* found = nullptr;
   const int err = getaddrinfo(host.c_str(), nullptr, &hints, &found);
   if (err != 0 || found == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot resolve host \"", host, "\" of ", address, ": ",
-        gai_strerror(err), "; check DNS or /etc/hosts"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve host \"", host, "\" of ", address, ": ",
+                     gai_strerror(err), "; check DNS or /etc/hosts"));
   }
   addr.sin_addr = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr;
   freeaddrinfo(found);

@@ -1,0 +1,42 @@
+#include "tests/launch/command_run.h"
+
+#include <unistd.h>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::launch::launch_testing {
+
+std::string BinDir() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
+  return path.substr(0, path.rfind('/'));
+}
+
+std::unique_ptr<Subprocess> StartCommand(const std::vector<std::string>& argv,
+                                         const std::vector<std::string>& env) {
+  auto p = Subprocess::Spawn(argv, EnvironmentWith(env));
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? std::move(p).value() : nullptr;
+}
+
+CommandRun FinishCommand(Subprocess& process, absl::Time started) {
+  CommandRun r;
+  char buf[4096];
+  for (ssize_t n; (n = read(process.output_fd(), buf, sizeof(buf))) > 0;) {
+    r.output.append(buf, static_cast<size_t>(n));
+  }
+  r.exit_code = process.Wait().ShellCode();
+  r.elapsed = absl::Now() - started;
+  return r;
+}
+
+CommandRun RunCommand(const std::vector<std::string>& argv,
+                      const std::vector<std::string>& env) {
+  const absl::Time started = absl::Now();
+  std::unique_ptr<Subprocess> p = StartCommand(argv, env);
+  return p == nullptr ? CommandRun{} : FinishCommand(*p, started);
+}
+
+}  // namespace cohort::launch::launch_testing

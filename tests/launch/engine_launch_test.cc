@@ -1,0 +1,214 @@
+// `cohort launch --engine ...` as separate processes on this machine: two
+// pods of a Kubernetes Indexed Job against the fake API server, a launcher
+// killed with SIGKILL failing the whole job, and the job token file that
+// engine task 0 creates for the others.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cohort/base/json.h"
+#include "cohort/cluster/resolvers/testing/fake_kubernetes_server.h"
+#include "cohort/rpc/socket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/launch/command_run.h"
+
+namespace cohort::launch {
+namespace {
+
+using launch_testing::BinDir;
+using launch_testing::CommandRun;
+using launch_testing::FinishCommand;
+using launch_testing::StartCommand;
+using ::testing::HasSubstr;
+
+class EngineLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/engine_launch_test.", getpid(),
+                        ".", absl::ToUnixNanos(absl::Now()));
+    ASSERT_EQ(system(("mkdir -p " + dir_).c_str()), 0);
+    for (int i = 0; i < 2; ++i) {
+      auto port = rpc::PickFreePort("127.0.0.1");
+      ASSERT_TRUE(port.ok());
+      ports_.push_back(*port);
+    }
+  }
+
+  // `cohort launch --engine ENGINE FLAGS -- /bin/sh -c SCRIPT` ($C: cohort,
+  // $D: a directory every task shares).
+  std::vector<std::string> Argv(const std::string& engine,
+                                const std::vector<std::string>& flags,
+                                const std::string& script) {
+    std::vector<std::string> argv = {BinDir() + "/cohort",
+                                     "launch",
+                                     "--engine",
+                                     engine,
+                                     "--log-dir",
+                                     dir_ + "/logs",
+                                     "--rendezvous-timeout",
+                                     "30"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const std::string& a :
+         {std::string("--"), std::string("/bin/sh"), std::string("-c"),
+          "C=" + BinDir() + "/cohort; D=" + dir_ + "; " + script}) {
+      argv.push_back(a);
+    }
+    return argv;
+  }
+
+  // TF_CONFIG of engine task `index` in a 2-worker cluster on ports_.
+  std::string TfConfig(int index) {
+    return absl::StrCat(R"(TF_CONFIG={"cluster": {"worker": ["127.0.0.1:)",
+                        ports_[0], R"(", "127.0.0.1:)", ports_[1],
+                        R"("]}, "task": {"type": "worker", "index": )", index,
+                        "}}");
+  }
+
+  std::string dir_;
+  std::vector<int> ports_;
+};
+
+// Two pods of the Indexed Job "train" (namespace "ml"): the fixture's pod
+// list cut to indexes 0 and 1, with this machine's address as their pod IP.
+TEST_F(EngineLaunchTest, KubernetesIndexedJobPodsRunTheJob) {
+  std::ifstream in(absl::StrCat(
+      COHORT_SOURCE_DIR,
+      "/src/cohort/cluster/resolvers/testing/indexed_job_pods.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto list = ParseJson(text.str(), "indexed_job_pods.json");
+  ASSERT_TRUE(list.ok()) << list.status();
+  Json items = Json::array();
+  for (Json pod : (*list)["items"]) {
+    int index = 0;
+    ASSERT_TRUE(
+        absl::SimpleAtoi(pod["metadata"]["annotations"]["batch.kubernetes.io/"
+                                                        "job-completion-index"]
+                             .get<std::string>(),
+                         &index));
+    if (index >= 2) continue;
+    pod["status"]["podIP"] = "127.0.0.1";
+    items.push_back(pod);
+  }
+  (*list)["items"] = items;
+  cohort::testing::FakeKubernetesServer server{std::string("sa-token")};
+  const std::string selector = "batch.kubernetes.io/job-name=train";
+  server.SetPodList(selector, *list);
+  ASSERT_TRUE(server.Start().ok());
+  const std::string kubeconfig = dir_ + "/kubeconfig";
+  std::ofstream(kubeconfig) << "current-context: c\ncontexts:\n- name: c\n"
+                               "  context:\n    cluster: k\n    user: u\n"
+                               "clusters:\n- name: k\n  cluster:\n"
+                               "    server: "
+                            << server.base_url()
+                            << "\nusers:\n- name: u\n  user:\n"
+                               "    token: sa-token\n";
+
+  std::vector<std::unique_ptr<Subprocess>> pods;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 2; ++i) {
+    pods.push_back(StartCommand(
+        Argv("kubernetes", {"--num-tasks", "2", "--bind-host", "127.0.0.1"},
+             "$C task barrier && $C task allgather \"pod $JOB_COMPLETION_INDEX "
+             "is $COHORT_TASK_NAME\""),
+        {absl::StrCat("JOB_COMPLETION_INDEX=", i),
+         absl::StrCat("HOSTNAME=train-", i), "KUBERNETES_SERVICE_HOST=",
+         "KUBECONFIG=" + kubeconfig, "COHORT_KUBERNETES_NAMESPACE=ml",
+         absl::StrCat("COHORT_KUBERNETES_PORT=", ports_[0]),
+         "COHORT_JOB_TOKEN=k8s-test-token"}));
+    ASSERT_NE(pods.back(), nullptr);
+  }
+  for (int i = 0; i < 2; ++i) {
+    CommandRun r = FinishCommand(*pods[i], start);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[worker:", i,
+                                                 "] [\"pod 0 is worker:0\","
+                                                 "\"pod 1 is worker:1\"]")));
+  }
+  EXPECT_EQ(
+      server.requests().at(0),
+      absl::StrCat("GET /api/v1/namespaces/ml/pods?labelSelector=", selector));
+}
+
+// A launcher that dies (its node lost) stops its heartbeats to task 0's
+// control plane: the other launcher stops its program and fails, naming it.
+TEST_F(EngineLaunchTest, ALostLauncherFailsTheWholeJob) {
+  std::vector<std::unique_ptr<Subprocess>> launchers;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 2; ++i) {
+    launchers.push_back(StartCommand(
+        Argv("tf_config",
+             {"--heartbeat-timeout", "2", "--max-restarts", "3", "--stop-grace",
+              "1"},
+             "echo $$ > $D/pid.$COHORT_PARTITION_ID; exec sleep 60"),
+        {TfConfig(i), "COHORT_JOB_TOKEN=lost-test-token"}));
+    ASSERT_NE(launchers.back(), nullptr);
+  }
+  // Once both programs run, kill launcher 1 (only the launcher: its program
+  // lives on, as on a node whose launcher alone died).
+  const std::string pid1 = dir_ + "/pid.1";
+  while (access((dir_ + "/pid.0").c_str(), F_OK) != 0 ||
+         access(pid1.c_str(), F_OK) != 0) {
+    ASSERT_LT(absl::Now() - start, absl::Seconds(30)) << "programs never ran";
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  kill(launchers[1]->pid(), SIGKILL);
+  CommandRun r = FinishCommand(*launchers[0], start);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("task launcher:1 (incarnation"));
+  EXPECT_THAT(r.output, HasSubstr("sent no heartbeat"));
+  EXPECT_THAT(r.output, HasSubstr("stopped worker:0"));
+  // The orphaned program of the killed launcher.
+  std::ifstream pid_in(pid1);
+  int orphan = 0;
+  if (pid_in >> orphan && orphan > 0) kill(-orphan, SIGKILL);
+  FinishCommand(*launchers[1], start);
+}
+
+// --token-file naming a file that does not exist: engine task 0 creates it
+// (random, mode 0600) and task 1 waits for it on the shared file system.
+TEST_F(EngineLaunchTest, Task0CreatesThePrivateTokenFile) {
+  const std::string token_file = dir_ + "/job-token";
+  std::vector<std::unique_ptr<Subprocess>> launchers;
+  const absl::Time start = absl::Now();
+  for (int i = 1; i >= 0; --i) {  // task 1 first: it must wait for the file
+    launchers.push_back(
+        StartCommand(Argv("tf_config", {"--token-file", token_file, "--quiet"},
+                          "echo token=$COHORT_JOB_TOKEN"),
+                     {TfConfig(i), "COHORT_JOB_TOKEN="}));
+    ASSERT_NE(launchers.back(), nullptr);
+  }
+  std::string tokens[2];
+  for (int i = 0; i < 2; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const size_t at = r.output.find("token=");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    tokens[i] = r.output.substr(at, r.output.find('\n', at) - at);
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
+  EXPECT_GE(tokens[0].size(), std::string("token=").size() + 32);
+  struct stat st {};
+  ASSERT_EQ(stat(token_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  // A token file others can read is refused.
+  chmod(token_file.c_str(), 0644);
+  CommandRun r = launch_testing::RunCommand(
+      Argv("tf_config", {"--token-file", token_file}, "true"),
+      {TfConfig(0), "COHORT_JOB_TOKEN="});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("chmod 600"));
+}
+
+}  // namespace
+}  // namespace cohort::launch
