@@ -7,11 +7,9 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cohort/base/json.h"
@@ -80,38 +78,15 @@ class EngineLaunchTest : public ::testing::Test {
 // Two pods of the Indexed Job "train" (namespace "ml"): the fixture's pod
 // list cut to indexes 0 and 1, with this machine's address as their pod IP.
 TEST_F(EngineLaunchTest, KubernetesIndexedJobPodsRunTheJob) {
-  std::ifstream in(absl::StrCat(
-      COHORT_SOURCE_DIR,
-      "/src/cohort/cluster/resolvers/testing/indexed_job_pods.json"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto list = ParseJson(text.str(), "indexed_job_pods.json");
+  auto list = cohort::testing::IndexedJobPods(COHORT_SOURCE_DIR, 2);
   ASSERT_TRUE(list.ok()) << list.status();
-  Json items = Json::array();
-  for (Json pod : (*list)["items"]) {
-    int index = 0;
-    ASSERT_TRUE(
-        absl::SimpleAtoi(pod["metadata"]["annotations"]["batch.kubernetes.io/"
-                                                        "job-completion-index"]
-                             .get<std::string>(),
-                         &index));
-    if (index >= 2) continue;
-    pod["status"]["podIP"] = "127.0.0.1";
-    items.push_back(pod);
-  }
-  (*list)["items"] = items;
+  for (Json& pod : (*list)["items"]) pod["status"]["podIP"] = "127.0.0.1";
   cohort::testing::FakeKubernetesServer server{std::string("sa-token")};
   const std::string selector = "batch.kubernetes.io/job-name=train";
   server.SetPodList(selector, *list);
   ASSERT_TRUE(server.Start().ok());
   const std::string kubeconfig = dir_ + "/kubeconfig";
-  std::ofstream(kubeconfig) << "current-context: c\ncontexts:\n- name: c\n"
-                               "  context:\n    cluster: k\n    user: u\n"
-                               "clusters:\n- name: k\n  cluster:\n"
-                               "    server: "
-                            << server.base_url()
-                            << "\nusers:\n- name: u\n  user:\n"
-                               "    token: sa-token\n";
+  std::ofstream(kubeconfig) << server.Kubeconfig("sa-token");
 
   std::vector<std::unique_ptr<Subprocess>> pods;
   const absl::Time start = absl::Now();

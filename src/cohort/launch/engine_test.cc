@@ -4,8 +4,6 @@
 // Job's pod list.
 #include "cohort/launch/engine.h"
 
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -145,42 +143,24 @@ class KubernetesEngineTest : public ::testing::Test {
   static constexpr char kSelector[] = "batch.kubernetes.io/job-name=train";
 
   void SetUp() override {
-    std::ifstream in(absl::StrCat(
-        COHORT_SOURCE_DIR,
-        "/src/cohort/cluster/resolvers/testing/indexed_job_pods.json"));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto list = ParseJson(text.str(), "indexed_job_pods.json");
-    ASSERT_TRUE(list.ok()) << list.status();
-    pods_ = *list;
     ASSERT_TRUE(server_.Start().ok());
     env_.SetVar("JOB_COMPLETION_INDEX", "2");
     env_.SetVar("HOSTNAME", "train-2");
     env_.SetVar("COHORT_KUBERNETES_NAMESPACE", "ml");
     env_.SetVar("KUBECONFIG", "/kc");
-    env_.SetFile("/kc",
-                 absl::StrCat("current-context: c\ncontexts:\n- name: c\n"
-                              "  context:\n    cluster: k\n    user: u\n"
-                              "clusters:\n- name: k\n  cluster:\n"
-                              "    server: ",
-                              server_.base_url(),
-                              "\nusers:\n- name: u\n  user:\n"
-                              "    token: sa-token\n"));
+    env_.SetFile("/kc", server_.Kubeconfig("sa-token"));
   }
 
   // The fixture's running pods with completion index < n.
   Json PodsBelow(int n) {
-    Json list = pods_;
-    Json items = Json::array();
-    for (const Json& pod : pods_["items"]) {
-      const std::string index = pod["metadata"]["annotations"]
-                                   ["batch.kubernetes.io/job-completion-index"];
-      if (std::stoi(index) < n && pod["status"]["phase"] == "Running") {
-        items.push_back(pod);
-      }
+    auto list = testing::IndexedJobPods(COHORT_SOURCE_DIR, n);
+    EXPECT_TRUE(list.ok()) << list.status();
+    Json running = Json::array();
+    for (const Json& pod : (*list)["items"]) {
+      if (pod["status"]["phase"] == "Running") running.push_back(pod);
     }
-    list["items"] = items;
-    return list;
+    (*list)["items"] = running;
+    return *list;
   }
   std::vector<std::string> PodIps(int n) {
     std::vector<std::string> ips(n);
@@ -193,7 +173,6 @@ class KubernetesEngineTest : public ::testing::Test {
     return ips;
   }
 
-  Json pods_;
   testing::FakeKubernetesServer server_{std::string("sa-token")};
   FakeEnv env_;
 };

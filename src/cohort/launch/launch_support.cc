@@ -64,6 +64,14 @@ absl::Status WritePrivateFile(const std::string& path,
   return absl::OkStatus();
 }
 
+std::function<void(const std::string&)> LineWriter(FILE* file) {
+  return [file](const std::string& line) {
+    const std::string l = line + "\n";
+    fwrite(l.data(), 1, l.size(), file);
+    fflush(file);
+  };
+}
+
 std::string FormatWallTime(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", t, absl::UTCTimeZone());
 }

@@ -4,6 +4,8 @@
 #ifndef COHORT_LAUNCH_LAUNCH_SUPPORT_H_
 #define COHORT_LAUNCH_LAUNCH_SUPPORT_H_
 
+#include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,10 @@ absl::StatusOr<std::string> PrepareLogDir(const std::string& log_dir);
 // existing file (or link) at `path` is replaced, never written through.
 absl::Status WritePrivateFile(const std::string& path,
                               const std::string& contents);
+
+// A line sink writing each line and a newline to `file` (stdout, stderr),
+// flushed: the launchers' default output and message sinks.
+std::function<void(const std::string&)> LineWriter(FILE* file);
 
 // "2026-11-24 14:03:07.123 UTC".
 std::string FormatWallTime(absl::Time t);

@@ -57,20 +57,8 @@ struct Launcher::Impl {
   enum class Outcome { kSucceeded, kFailed, kStopped };
 
   Impl(Env* e, LaunchOptions o) : env(e), options(std::move(o)) {
-    if (!options.output) {
-      options.output = [](const std::string& line) {
-        std::string l = line + "\n";
-        fwrite(l.data(), 1, l.size(), stdout);
-        fflush(stdout);
-      };
-    }
-    if (!options.messages) {
-      options.messages = [](const std::string& line) {
-        std::string l = line + "\n";
-        fwrite(l.data(), 1, l.size(), stderr);
-        fflush(stderr);
-      };
-    }
+    if (!options.output) options.output = LineWriter(stdout);
+    if (!options.messages) options.messages = LineWriter(stderr);
   }
 
   void Message(const std::string& line) {

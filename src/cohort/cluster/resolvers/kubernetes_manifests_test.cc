@@ -220,13 +220,7 @@ TEST_F(KubernetesManifestsTest, ResolverSettingsFindTheJobsPodsInOrder) {
   }
   // Off-cluster through a kubeconfig: the fake server speaks plain HTTP.
   env.SetVar("KUBECONFIG", "/kc");
-  env.SetFile("/kc", absl::StrCat("current-context: c\ncontexts:\n- name: c\n"
-                                  "  context:\n    cluster: k\n    user: u\n"
-                                  "clusters:\n- name: k\n  cluster:\n"
-                                  "    server: ",
-                                  server.base_url(),
-                                  "\nusers:\n- name: u\n  user:\n"
-                                  "    token: sa-token\n"));
+  env.SetFile("/kc", server.Kubeconfig("sa-token"));
   ResolverRegistry registry;
   RegisterKubernetesResolver(&registry);
   auto resolver = registry.Create("kubernetes", &env);

@@ -4,7 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cohort/base/env.h"
 
 namespace cohort::testing {
 
@@ -107,6 +109,38 @@ void FakeKubernetesServer::FailWith(
     std::optional<std::pair<int, std::string>> failure) {
   absl::MutexLock lock(&mu_);
   failure_ = std::move(failure);
+}
+
+std::string FakeKubernetesServer::Kubeconfig(const std::string& token) const {
+  return absl::StrCat(
+      "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: "
+      "k\n    user: u\nclusters:\n- name: k\n  cluster:\n    server: ",
+      base_url(), "\nusers:\n- name: u\n  user:\n    token: ", token, "\n");
+}
+
+absl::StatusOr<Json> IndexedJobPods(const std::string& source_dir, int n) {
+  const std::string path = absl::StrCat(
+      source_dir,
+      "/src/cohort/cluster/resolvers/testing/indexed_job_pods.json");
+  absl::StatusOr<std::string> text = Env::Default()->ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<Json> list = ParseJson(*text, path);
+  if (!list.ok()) return list.status();
+  Json items = Json::array();
+  for (const Json& pod : (*list)["items"]) {
+    int index = 0;
+    const Json& value = pod["metadata"]["annotations"]
+                           ["batch.kubernetes.io/"
+                            "job-completion-index"];
+    if (!value.is_string() ||
+        !absl::SimpleAtoi(value.get<std::string>(), &index)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": a pod without a completion index"));
+    }
+    if (index < n) items.push_back(pod);
+  }
+  (*list)["items"] = items;
+  return list;
 }
 
 }  // namespace cohort::testing

@@ -48,6 +48,10 @@ class FakeKubernetesServer : public FakeHttpServer {
   // The PodList JSON the server answers for `pods`.
   static Json PodList(const std::vector<FakePod>& pods);
 
+  // A kubeconfig (YAML) whose current context reaches this server (plain
+  // HTTP) with bearer `token`.
+  std::string Kubeconfig(const std::string& token) const;
+
  private:
   // Answers a list request; `namespace_name` nullopt: all namespaces.
   void HandleList(const httplib::Request& req, httplib::Response& res,
@@ -59,6 +63,12 @@ class FakeKubernetesServer : public FakeHttpServer {
   std::map<std::string, Json> items_ ABSL_GUARDED_BY(mu_);
   std::optional<std::pair<int, std::string>> failure_ ABSL_GUARDED_BY(mu_);
 };
+
+// The fixture indexed_job_pods.json next to this file (a real Indexed Job
+// "train" of 12 completions in namespace "ml", as the API server lists it),
+// read from the source tree at `source_dir`, with the items cut to the pods
+// whose completion index is below `n`.
+absl::StatusOr<Json> IndexedJobPods(const std::string& source_dir, int n);
 
 }  // namespace cohort::testing
 
