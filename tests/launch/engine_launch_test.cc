@@ -149,6 +149,41 @@ TEST_F(EngineLaunchTest, ALostLauncherFailsTheWholeJob) {
   FinishCommand(*launchers[1], start);
 }
 
+// A program whose heartbeats stop (SIGSTOP, tests/barrier/heartbeat_task.cc)
+// is failed by the programs' coordination service on task 0's launcher,
+// which fails the attempt for every launcher.
+TEST_F(EngineLaunchTest, AProgramsLostHeartbeatFailsTheJob) {
+  std::vector<std::unique_ptr<Subprocess>> launchers;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> argv = {BinDir() + "/cohort",
+                                     "launch",
+                                     "--engine",
+                                     "tf_config",
+                                     "--log-dir",
+                                     dir_ + "/logs",
+                                     "--heartbeat-timeout",
+                                     "2",
+                                     "--stop-grace",
+                                     "1",
+                                     "--",
+                                     BinDir() + "/barrier_heartbeat_task"};
+    launchers.push_back(StartCommand(
+        argv,
+        {TfConfig(i), "COHORT_JOB_TOKEN=hb-test-token", "TEST_HEARTBEAT_S=2"}));
+    ASSERT_NE(launchers.back(), nullptr);
+  }
+  CommandRun task0 = FinishCommand(*launchers[0], start);
+  CommandRun task1 = FinishCommand(*launchers[1], start);
+  EXPECT_NE(task0.exit_code, 0) << task0.output;
+  EXPECT_NE(task1.exit_code, 0) << task1.output;
+  EXPECT_THAT(task0.output, HasSubstr("attempt 0 failed: task worker:1 (on "));
+  EXPECT_THAT(task0.output,
+              HasSubstr("was failed by the coordination service"));
+  EXPECT_THAT(task1.output, HasSubstr("stopped worker:1"));
+  EXPECT_LT(task1.elapsed, absl::Seconds(30));
+}
+
 // --token-file naming a file that does not exist: engine task 0 creates it
 // (random, mode 0600) and task 1 waits for it on the shared file system.
 TEST_F(EngineLaunchTest, Task0CreatesThePrivateTokenFile) {
