@@ -89,10 +89,22 @@ void CheckPayload(const std::string& payload, const std::string& nonce) {
     COHORT_CHECK(frame.substr(4) == payload);
   }
 
-  // Hello: only the proof for this nonce passes; no token accepts anything.
+  // Hello: only the proof for this nonce passes, alone or followed by a
+  // client nonce; no token accepts anything.
   const std::string proof = cohort::rpc::HelloProof(kToken, nonce);
+  const bool hello_sized =
+      payload.size() == cohort::rpc::kProofBytes ||
+      payload.size() == cohort::rpc::kProofBytes + cohort::rpc::kNonceBytes;
   COHORT_CHECK(cohort::rpc::VerifyHello(kToken, nonce, payload) ==
-               (payload == proof));
+               (hello_sized && payload.substr(0, proof.size()) == proof));
+  // The server's proof answers only this client nonce.
+  const std::string client_nonce(cohort::rpc::HelloClientNonce(payload));
+  COHORT_CHECK(cohort::rpc::VerifyServerProof(
+      kToken, nonce, client_nonce,
+      cohort::rpc::ServerProof(kToken, nonce, client_nonce)));
+  COHORT_CHECK(
+      !cohort::rpc::VerifyServerProof(kToken, nonce, client_nonce, payload) ||
+      payload == cohort::rpc::ServerProof(kToken, nonce, client_nonce));
   COHORT_CHECK(cohort::rpc::VerifyHello("", nonce, payload));
   COHORT_CHECK(cohort::rpc::VerifyHello(
       payload.empty() ? "x" : payload, nonce,

@@ -3,7 +3,8 @@
 #   asan  build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, every test,
 #                      then every fuzzer (scripts/fuzz.sh) from the same build
 #   tsan  build-tsan/  ThreadSanitizer, the threaded areas only (TSAN_AREAS,
-#                      default "rpc coord barrier runtime distribute training":
+#                      default "rpc coord barrier launch collective runtime
+#                      distribute training":
 #                      their unit tests and multi-process tests, and the
 #                      binaries those start)
 #   all   both (the default)

@@ -27,6 +27,7 @@ using launch_testing::CommandRun;
 using launch_testing::FinishCommand;
 using launch_testing::StartCommand;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class EngineLaunchTest : public ::testing::Test {
  protected:
@@ -184,6 +185,40 @@ TEST_F(EngineLaunchTest, AProgramsLostHeartbeatFailsTheJob) {
   EXPECT_LT(task1.elapsed, absl::Seconds(30));
 }
 
+// Any holder of the job token can write the control plane's keys: a forged
+// failure record with wrong types, an engine task out of range, exit code 0
+// and a long tail fails the job cleanly (exit 1, a bounded summary) instead
+// of crashing a launcher or passing for success.
+TEST_F(EngineLaunchTest, AForgedFailureRecordFailsTheJobCleanly) {
+  std::string tail;
+  for (int i = 0; i < 50; ++i) absl::StrAppend(&tail, i ? "," : "", "\"x\"");
+  const std::string record =
+      absl::StrCat(R"({"task":"evil:0","code":0,"engine_task":100000000,)",
+                   R"("when_ns":"soon","tail":[)", tail, "]}");
+  std::vector<std::unique_ptr<Subprocess>> launchers;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 2; ++i) {
+    launchers.push_back(StartCommand(
+        Argv("tf_config", {"--stop-grace", "1"},
+             absl::StrCat("if [ $COHORT_PARTITION_ID = 1 ]; then $C kv set "
+                          "--coordinator framed:127.0.0.1:",
+                          ports_[0], " cohort/launch/0/failed '", record,
+                          "'; fi; exec sleep 60")),
+        {TfConfig(i), "COHORT_JOB_TOKEN=forge-test-token"}));
+    ASSERT_NE(launchers.back(), nullptr);
+  }
+  for (int i = 0; i < 2; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("task evil:0"));
+    EXPECT_LT(r.elapsed, absl::Seconds(30));
+    if (i == 0) {
+      EXPECT_THAT(r.output, HasSubstr("last 10 line(s)"));
+      EXPECT_THAT(r.output, Not(HasSubstr("last 50 line(s)")));
+    }
+  }
+}
+
 // --token-file naming a file that does not exist: engine task 0 creates it
 // (random, mode 0600) and task 1 waits for it on the shared file system.
 TEST_F(EngineLaunchTest, Task0CreatesThePrivateTokenFile) {
@@ -218,6 +253,23 @@ TEST_F(EngineLaunchTest, Task0CreatesThePrivateTokenFile) {
       {TfConfig(0), "COHORT_JOB_TOKEN="});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("chmod 600"));
+
+  // Nor is a link to a private file, or (as root) another user's file.
+  chmod(token_file.c_str(), 0600);
+  const std::string link = dir_ + "/token-link";
+  ASSERT_EQ(symlink(token_file.c_str(), link.c_str()), 0);
+  r = launch_testing::RunCommand(
+      Argv("tf_config", {"--token-file", link}, "true"),
+      {TfConfig(0), "COHORT_JOB_TOKEN="});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("symbolic link"));
+  if (geteuid() == 0 && chown(token_file.c_str(), 65534, 65534) == 0) {
+    r = launch_testing::RunCommand(
+        Argv("tf_config", {"--token-file", token_file}, "true"),
+        {TfConfig(0), "COHORT_JOB_TOKEN="});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.output, HasSubstr("owned by uid 65534"));
+  }
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ class SlurmLaunchTest : public ::testing::Test {
                   const std::string& script) {
     const std::string cohort = BinDir() + "/cohort";
     std::vector<std::string> argv = {"timeout",
-                                     "120",
+                                     "240",
                                      "srun",
                                      "-n",
                                      std::to_string(n),
@@ -159,10 +159,11 @@ TEST_F(SlurmLaunchTest, TheWholeGangRetries) {
 }
 
 TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {
-  CommandRun r = Srun(4, {"--jobs", "chief=1,worker=2,ps=1"},
-                      absl::StrCat(BinDir(),
-                                   "/train_ps --steps 200 --log-every 100 "
-                                   "--checkpoint-dir $D/checkpoint"));
+  CommandRun r = Srun(
+      4, {"--jobs", "chief=1,worker=2,ps=1"},
+      absl::StrCat(BinDir(),
+                   "/train_ps --steps 100 --log-every 50 --target-accuracy 0.6 "
+                   "--checkpoint-dir $D/checkpoint"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[chief:0] final: global_step"));
   EXPECT_THAT(r.output, HasSubstr("job succeeded: all 4 task(s)"));

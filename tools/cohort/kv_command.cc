@@ -5,7 +5,8 @@
 //   cohort kv add KEY DELTA               atomic increment; prints the result
 //   cohort kv ls DIR                      KEY=VALUE lines under DIR/
 //   cohort kv rm KEY                      deletes KEY and everything under it
-// Every form takes --coordinator HOST:PORT, --token-file and the TLS flags.
+// Every form takes --coordinator HOST:PORT (gRPC) or framed:HOST:PORT (the
+// framed endpoint), --token-file and the TLS flags.
 // Values written by `add` are 8-byte big-endian integers and print as numbers.
 // Exit code 1 with the reason on stderr on any failure (2 when `get` finds
 // no such key).
@@ -16,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_cli_call.h"
@@ -40,7 +42,7 @@ absl::Status Run(const KvOptions& o) {
   COHORT_ASSIGN_OR_RETURN(rpc::TransportSecurity security,
                           o.security.Security());
   COHORT_ASSIGN_OR_RETURN(
-      auto client, coord::NewGrpcCoordinationClient(o.coordinator, security));
+      auto client, coord::NewCoordinationClient(o.coordinator, security));
   const absl::Duration rpc_timeout = absl::Seconds(10);
   if (o.action == "get") {
     if (o.wait.empty()) {

@@ -110,23 +110,43 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path, bool engine,
   while (engine && access(path.c_str(), F_OK) != 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(200));  // polling a shared file system
   }
+  // Read through one descriptor, never through a link, and only a regular
+  // file of ours that no one else can read (under an engine, where the
+  // file is the job's only secret).
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot open: ", strerror(errno),
+        errno == ELOOP ? " (a symbolic link; give the file itself)" : "",
+        engine && engine_task != 0
+            ? absl::StrCat(" (waited ", absl::FormatDuration(wait),
+                           " for engine task 0 to create it)")
+            : ""));
+  }
   struct stat st {};
-  if (engine && stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(path, " is readable or writable by others (mode ",
+  std::string token;
+  absl::Status problem;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    problem = absl::InvalidArgumentError("not a regular file");
+  } else if (engine && st.st_uid != geteuid()) {
+    problem = absl::PermissionDeniedError(absl::StrCat(
+        "owned by uid ", st.st_uid, ", not by this user (uid ", geteuid(),
+        "); the job token must be the user's own file"));
+  } else if (engine && (st.st_mode & 077) != 0) {
+    problem = absl::PermissionDeniedError(
+        absl::StrCat("readable or writable by others (mode ",
                      absl::StrFormat("%04o", st.st_mode & 07777),
                      "); the job token must be private: chmod 600 ", path));
+  } else {
+    char buf[4096];
+    ssize_t got = 0;
+    while ((got = read(fd, buf, sizeof(buf))) > 0 && token.size() < 65536) {
+      token.append(buf, static_cast<size_t>(got));
+    }
   }
-  absl::StatusOr<std::string> token = Env::Default()->ReadFile(path);
-  if (!token.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(token.status().message(),
-                     engine && engine_task != 0
-                         ? absl::StrCat(" (waited ", absl::FormatDuration(wait),
-                                        " for engine task 0 to create it)")
-                         : ""));
-  }
-  std::string line = token->substr(0, token->find('\n'));
+  close(fd);
+  if (!problem.ok()) return problem;
+  std::string line = token.substr(0, token.find('\n'));
   if (line.empty()) {
     return absl::InvalidArgumentError(
         "empty; expected the token on its first line");

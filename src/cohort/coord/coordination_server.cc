@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cohort/base/logging.h"
 
@@ -25,6 +27,9 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
   const size_t colon = options.address.rfind(':');
   server->host_ = colon == std::string::npos ? options.address
                                              : options.address.substr(0, colon);
+  // The framed endpoint listens where gRPC does; the target clients are
+  // given names this machine when that is every address.
+  const std::string bind_host = server->host_.empty() ? "0.0.0.0" : server->host_;
   if (server->host_.empty() || server->host_ == "0.0.0.0" ||
       server->host_ == "[::]") {
     server->host_ = "127.0.0.1";
@@ -36,7 +41,18 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
         std::make_unique<FramedCoordinationService>(server->service_.get());
     rpc::FramedServerOptions framed;
     framed.name = "coordination service (framed)";
-    framed.host = server->host_;
+    framed.host = bind_host;
+    if (!options.framed_address.empty()) {
+      const size_t at = options.framed_address.rfind(':');
+      if (at == std::string::npos ||
+          !absl::SimpleAtoi(options.framed_address.substr(at + 1),
+                            &framed.port)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("framed_address \"", options.framed_address,
+                         "\" is not host:port"));
+      }
+      framed.host = options.framed_address.substr(0, at);
+    }
     framed.job_token = options.security.job_token;
     framed.insecure = options.security.insecure;
     // An agent holds a few connections (its calls, heartbeats and error
@@ -69,9 +85,13 @@ std::string CoordinationServer::target() const {
 }
 
 std::string CoordinationServer::framed_target() const {
-  return framed_server_ == nullptr
-             ? std::string()
-             : absl::StrCat(kFramedTargetPrefix, framed_server_->address());
+  if (framed_server_ == nullptr) return std::string();
+  // Bound on every address: clients on this machine dial host_.
+  std::string address = framed_server_->address();
+  if (absl::StartsWith(address, "0.0.0.0:")) {
+    address = absl::StrCat(host_, address.substr(address.find(':')));
+  }
+  return absl::StrCat(kFramedTargetPrefix, address);
 }
 
 void CoordinationServer::Stop() {

@@ -37,6 +37,9 @@ struct CoordinationServerOptions {
   // host and token. Off by default until the launcher and the tools use
   // it: a port nobody needs is not opened. Ignored with TLS.
   bool serve_framed = false;
+  // Where the framed endpoint listens ("host:port"); empty: `address`'s host
+  // on a port the OS chooses.
+  std::string framed_address;
 };
 
 class CoordinationServer {

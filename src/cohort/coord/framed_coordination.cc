@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/base/status.h"
@@ -255,7 +256,15 @@ void FramedCoordinationService::Finished(uint64_t id) {
 
 absl::StatusOr<std::unique_ptr<CoordinationClient>> NewFramedCoordinationClient(
     const std::string& address, const std::string& job_token) {
-  COHORT_RETURN_IF_ERROR(rpc::ParseHostPort(address).status());
+  // A host name is fine (rpc::ConnectTcp looks it up); the port must be one.
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "framed coordination address \"", address, "\" is not host:port"));
+  }
   return std::unique_ptr<CoordinationClient>(
       new FramedCoordinationClient(address, job_token));
 }

@@ -69,7 +69,8 @@ class FramedCoordinationService : public rpc::FramedServer::Handler {
   absl::flat_hash_set<uint64_t> busy_ ABSL_GUARDED_BY(mu_);
 };
 
-// A client for the framed endpoint at "host:port" (no prefix).
+// A client for the framed endpoint at "host:port" (no prefix; the host an
+// IPv4 address or a name). InvalidArgument when it is not host:port.
 absl::StatusOr<std::unique_ptr<CoordinationClient>> NewFramedCoordinationClient(
     const std::string& address, const std::string& job_token);
 

@@ -80,23 +80,54 @@ struct FailureRecord {
                          {"log_path", log_path},
                          {"tail", tail}});
   }
-  static FailureRecord Decode(const std::string& text) {
+  // Anything in the control plane may have been written by any holder of
+  // the job token: a record that is not one becomes "unreadable" (code 1),
+  // and every field is bounded before use.
+  static FailureRecord Decode(const std::string& text, int num_tasks,
+                              int tail_lines) {
     FailureRecord r;
+    r.task = "?";
+    r.reason = "failed (its failure record is unreadable)";
     absl::StatusOr<Json> j = ParseJson(text, "the failure record");
-    if (!j.ok() || !j->is_object()) {
-      r.reason = "(unreadable failure record)";
-      return r;
+    if (!j.ok() || !j->is_object()) return r;
+    auto text_of = [&](const char* key, size_t cap) -> std::string {
+      auto it = j->find(key);
+      if (it == j->end() || !it->is_string()) return "";
+      return it->get<std::string>().substr(0, cap);
+    };
+    auto int_of = [&](const char* key, int64_t fallback) -> int64_t {
+      auto it = j->find(key);
+      return it != j->end() && it->is_number_integer() ? it->get<int64_t>()
+                                                       : fallback;
+    };
+    constexpr size_t kFieldCap = 4096;
+    if (std::string task = text_of("task", 64); !task.empty()) r.task = task;
+    if (std::string reason = text_of("reason", kFieldCap); !reason.empty()) {
+      r.reason = reason;
     }
-    r.task = j->value("task", "?");
-    r.engine_task = j->value("engine_task", 0);
-    r.where = j->value("where", "");
-    r.reason = j->value("reason", "");
-    r.code = j->value("code", 1);
-    r.interrupted = j->value("interrupted", false);
-    r.when = absl::FromUnixNanos(j->value("when_ns", int64_t{0}));
-    r.after_start = absl::Milliseconds(j->value("after_ms", int64_t{0}));
-    r.log_path = j->value("log_path", "");
-    r.tail = j->value("tail", std::vector<std::string>{});
+    r.where = text_of("where", 256);
+    r.log_path = text_of("log_path", kFieldCap);
+    const int64_t engine_task = int_of("engine_task", 0);
+    r.engine_task = engine_task >= 0 && engine_task < num_tasks
+                        ? static_cast<int>(engine_task)
+                        : 0;
+    // A failed job never exits 0: codes outside 1..255 become 1.
+    const int64_t code = int_of("code", 1);
+    r.code = code >= 1 && code <= 255 ? static_cast<int>(code) : 1;
+    auto interrupted = j->find("interrupted");
+    r.interrupted = interrupted != j->end() && interrupted->is_boolean() &&
+                    interrupted->get<bool>();
+    r.when = absl::FromUnixNanos(int_of("when_ns", 0));
+    r.after_start = absl::Milliseconds(
+        std::clamp<int64_t>(int_of("after_ms", 0), 0, int64_t{1} << 40));
+    if (auto tail = j->find("tail"); tail != j->end() && tail->is_array()) {
+      for (const Json& line : *tail) {
+        if (static_cast<int>(r.tail.size()) >= std::max(1, tail_lines)) break;
+        if (line.is_string()) {
+          r.tail.push_back(line.get<std::string>().substr(0, kFieldCap));
+        }
+      }
+    }
     return r;
   }
 };
@@ -217,8 +248,14 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
   COHORT_ASSIGN_OR_RETURN(
       auto rendezvous,
       SplitHostPort(options.engine.rendezvous, "the rendezvous address"));
+  // The launchers meet on the framed transport, whose handshake proves the
+  // token both ways: a process that bound the rendezvous port first learns
+  // nothing, and launchers refuse it. gRPC serves too, on a port nobody is
+  // told.
   coord::CoordinationServerOptions co;
-  co.address = OnHost(options.bind_host, rendezvous.second);
+  co.address = OnHost(options.bind_host, 0);
+  co.serve_framed = true;
+  co.framed_address = OnHost(options.bind_host, rendezvous.second);
   co.security = security;
   co.service.env = env;
   co.service.jobs = {{"launcher", options.engine.count}};
@@ -251,7 +288,9 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
 absl::Status ClusterLauncher::Impl::Connect() {
   COHORT_ASSIGN_OR_RETURN(
       std::unique_ptr<coord::CoordinationClient> client,
-      coord::NewCoordinationClient(options.engine.rendezvous, security));
+      coord::NewCoordinationClient(
+          absl::StrCat(coord::kFramedTargetPrefix, options.engine.rendezvous),
+          security));
   coord::CoordinationAgentOptions ao;
   ao.task = {"launcher", me};
   ao.heartbeat_timeout = options.heartbeat_timeout;
@@ -397,6 +436,15 @@ ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
   }
   absl::Status at_start =
       WaitAtBarrierOrStop(kStartBarrier, options.rendezvous_timeout);
+  if (absl::IsCancelled(at_start)) {
+    // A launcher (this one or another) was interrupted before the start.
+    result.exit_code = 130;
+    result.failure_summary =
+        absl::StrCat("attempt ", attempt,
+                     " interrupted before it started: ", at_start.message());
+    Message(result.failure_summary);
+    return Outcome::kStopped;
+  }
   if (!at_start.ok()) {
     return Annotate(at_start, absl::StrCat("waiting for every launcher at the "
                                            "start of attempt ",
@@ -532,10 +580,21 @@ ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
       kill_at = absl::InfiniteFuture();
       if (exit_now->ok()) {
         if (spec.job != "ps" && !lost) {
-          agent
-              ->InsertKeyValue(Key(attempt, absl::StrCat("done/", me)), "1",
-                               false)
-              .IgnoreError();
+          // Without this key task 0 would wait for this program forever:
+          // when it cannot be written, the attempt fails instead.
+          absl::Status done = agent->InsertKeyValue(
+              Key(attempt, absl::StrCat("done/", me)), "1", false);
+          if (!done.ok() && !absl::IsAlreadyExists(done)) {
+            FailureRecord r;
+            r.task = spec.Name();
+            r.engine_task = me;
+            r.where = absl::StrCat("on ", e.hosts[me]);
+            r.reason = absl::StrCat(
+                "finished, but its launcher could not record that: ",
+                done.message());
+            r.when = env->Now();
+            PublishFailure(attempt, r);
+          }
         }
       } else if (!stopping && !lost) {
         // The record carries the last lines: read what is left in the pipe.
@@ -563,7 +622,7 @@ ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
         absl::StatusOr<std::string> f =
             agent->TryGetKeyValue(Key(attempt, "failed"));
         if (f.ok()) {
-          failure = FailureRecord::Decode(*f);
+          failure = FailureRecord::Decode(*f, e.count, options.summary_lines);
           begin_stop();
         }
       }
@@ -662,8 +721,17 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
   while (true) {
     const int attempt = tracker.current();
     result.attempts = attempt + 1;
-    COHORT_ASSIGN_OR_RETURN(Outcome outcome,
-                            RunAttempt(attempt, tracker, result));
+    absl::StatusOr<Outcome> ran = RunAttempt(attempt, tracker, result);
+    if (!ran.ok()) {
+      // Fail every other launcher now rather than at their deadlines.
+      agent
+          ->ReportError(Annotate(
+              ran.status(),
+              absl::StrCat("launcher:", me, " on ", options.engine.hosts[me])))
+          .IgnoreError();
+      return ran.status();
+    }
+    const Outcome outcome = *ran;
     if (outcome == Outcome::kSucceeded) {
       result.succeeded = true;
       result.exit_code = 0;

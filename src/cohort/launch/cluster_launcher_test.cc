@@ -225,6 +225,39 @@ TEST_F(ClusterLauncherTest, StopEndsTheJobEverywhereWithoutARestart) {
   EXPECT_THAT(results[0]->failure_summary, HasSubstr("was interrupted"));
 }
 
+// Launcher 1 is interrupted before the job starts (engine task 2 never
+// comes): both launchers end at once with 130, nothing restarts.
+TEST_F(ClusterLauncherTest, StopBeforeTheStartEndsEveryLauncher) {
+  script_ = "exec sleep 60";
+  std::thread stopper([this] {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (launchers_.count(1)) {
+          launchers_[1]->Stop();
+          return;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  const absl::Time start = absl::Now();
+  auto results = RunAll(2, [](ClusterLaunchOptions& o) {
+    o.engine.count = 3;
+    o.engine.hosts.assign(3, "127.0.0.1");
+    o.max_restarts = 3;
+  });
+  stopper.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status();
+    EXPECT_EQ(results[i]->exit_code, 130) << Messages(i);
+    EXPECT_THAT(results[i]->failure_summary,
+                HasSubstr("interrupted before it started"));
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // not the 30 s timeout
+}
+
 TEST_F(ClusterLauncherTest, UnreachableTask0NamesTheAddressAndTheEngine) {
   ClusterLaunchOptions o = Options(1, 2);
   o.rendezvous_timeout = absl::Seconds(1);

@@ -1,5 +1,6 @@
 #include "cohort/launch/task_process.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,7 +57,12 @@ void TaskProcess::Finish(absl::Time drain_until) {
 }
 
 void TaskProcess::ReadOutput() {
-  FILE* log = fopen(options_.log_path.c_str(), "a");
+  // Never through a link someone planted in a shared log directory.
+  const int log_fd =
+      open(options_.log_path.c_str(),
+           O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+  FILE* log = log_fd < 0 ? nullptr : fdopen(log_fd, "a");
+  if (log == nullptr && log_fd >= 0) close(log_fd);
   if (log == nullptr && options_.messages) {
     options_.messages(absl::StrCat("cannot open ", options_.log_path, ": ",
                                    strerror(errno), "; ", options_.spec.Name(),

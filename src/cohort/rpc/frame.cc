@@ -19,6 +19,18 @@ namespace {
 // Binds a proof to this protocol, so an HMAC of the same token computed for
 // another purpose is never a valid hello.
 constexpr absl::string_view kHelloLabel = "cohort-framed/1 hello ";
+constexpr absl::string_view kServerLabel = "cohort-framed/1 server ";
+
+std::string Hmac(absl::string_view token, absl::string_view message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  const unsigned char* ok =
+      HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+           reinterpret_cast<const unsigned char*>(message.data()),
+           message.size(), mac, &mac_len);
+  COHORT_CHECK(ok != nullptr && mac_len == kProofBytes) << "HMAC-SHA256 failed";
+  return std::string(reinterpret_cast<const char*>(mac), mac_len);
+}
 
 }  // namespace
 
@@ -167,22 +179,40 @@ absl::StatusOr<std::string> ParseGreeting(absl::string_view payload) {
 }
 
 std::string HelloProof(absl::string_view token, absl::string_view nonce) {
-  const std::string message = absl::StrCat(kHelloLabel, nonce);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_len = 0;
-  const unsigned char* ok =
-      HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-           reinterpret_cast<const unsigned char*>(message.data()),
-           message.size(), mac, &mac_len);
-  COHORT_CHECK(ok != nullptr && mac_len == kProofBytes) << "HMAC-SHA256 failed";
-  return std::string(reinterpret_cast<const char*>(mac), mac_len);
+  return Hmac(token, absl::StrCat(kHelloLabel, nonce));
 }
 
 bool VerifyHello(absl::string_view token, absl::string_view nonce,
                  absl::string_view proof) {
   if (token.empty()) return true;
-  if (proof.size() != kProofBytes) return false;
+  if (proof.size() != kProofBytes &&
+      proof.size() != kProofBytes + kNonceBytes) {
+    return false;
+  }
   const std::string expected = HelloProof(token, nonce);
+  return CRYPTO_memcmp(expected.data(), proof.data(), kProofBytes) == 0;
+}
+
+std::string HelloPayload(absl::string_view token, absl::string_view nonce,
+                         absl::string_view client_nonce) {
+  return absl::StrCat(HelloProof(token, nonce), client_nonce);
+}
+
+absl::string_view HelloClientNonce(absl::string_view hello) {
+  return hello.size() == kProofBytes + kNonceBytes ? hello.substr(kProofBytes)
+                                                   : absl::string_view();
+}
+
+std::string ServerProof(absl::string_view token, absl::string_view nonce,
+                        absl::string_view client_nonce) {
+  return Hmac(token, absl::StrCat(kServerLabel, client_nonce, nonce));
+}
+
+bool VerifyServerProof(absl::string_view token, absl::string_view nonce,
+                       absl::string_view client_nonce,
+                       absl::string_view proof) {
+  if (proof.size() != kProofBytes) return false;
+  const std::string expected = ServerProof(token, nonce, client_nonce);
   return CRYPTO_memcmp(expected.data(), proof.data(), kProofBytes) == 0;
 }
 

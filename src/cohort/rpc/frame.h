@@ -5,7 +5,15 @@
 // A connection runs:
 //   server -> client  greeting: kGreetingMagic + 32-byte random nonce
 //   client -> server  hello:    HMAC-SHA256(job token, kHelloLabel + nonce)
-//   server -> client  reply:    OK, or Unauthenticated and the server closes
+//                               + the client's own 32-byte random nonce
+//   server -> client  reply:    OK with HMAC-SHA256(job token, kServerLabel +
+//                               client nonce + nonce), or Unauthenticated and
+//                               the server closes
+// The server's proof lets the client refuse an impostor that bound the port
+// before the real server: a client that checks it never sends a request, and
+// so nothing it learned from the job, to a server without the token. (A
+// hello without the client nonce gets an empty OK, for peers that do not
+// check the server.)
 //   then any number of request frames (client -> server), each answered by
 //   one reply frame (server -> client), in order.
 // A reply frame's payload is a u8 absl::StatusCode followed by the body: the
@@ -135,6 +143,17 @@ std::string HelloProof(absl::string_view token, absl::string_view nonce);
 // (a server explicitly started without authentication).
 bool VerifyHello(absl::string_view token, absl::string_view nonce,
                  absl::string_view proof);
+// The hello a server-checking client sends: HelloProof + `client_nonce`.
+std::string HelloPayload(absl::string_view token, absl::string_view nonce,
+                         absl::string_view client_nonce);
+// The client nonce of a hello; "" for a hello of the proof alone.
+absl::string_view HelloClientNonce(absl::string_view hello);
+// The server's proof: kProofBytes of HMAC-SHA256(token, kServerLabel +
+// client_nonce + nonce).
+std::string ServerProof(absl::string_view token, absl::string_view nonce,
+                        absl::string_view client_nonce);
+bool VerifyServerProof(absl::string_view token, absl::string_view nonce,
+                       absl::string_view client_nonce, absl::string_view proof);
 
 // kNonceBytes from the kernel's CSPRNG.
 std::string RandomNonce();

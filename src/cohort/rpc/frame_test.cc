@@ -181,6 +181,25 @@ TEST(HelloTest, ProofHoldsOnlyForTheSameTokenAndNonce) {
   EXPECT_TRUE(VerifyHello("", nonce, "anything"));
 }
 
+// The server proves the token too: over both nonces, so an impostor that
+// bound the port cannot answer, and a proof for one client fits no other.
+TEST(FrameTest, ServerProofBindsTokenAndBothNonces) {
+  const std::string nonce = RandomNonce();
+  const std::string client_nonce = RandomNonce();
+  const std::string hello = HelloPayload("job-token", nonce, client_nonce);
+  EXPECT_TRUE(VerifyHello("job-token", nonce, hello));
+  EXPECT_EQ(HelloClientNonce(hello), client_nonce);
+  EXPECT_EQ(HelloClientNonce(HelloProof("job-token", nonce)), "");
+  const std::string proof = ServerProof("job-token", nonce, client_nonce);
+  EXPECT_TRUE(VerifyServerProof("job-token", nonce, client_nonce, proof));
+  EXPECT_FALSE(VerifyServerProof("job-tokeN", nonce, client_nonce, proof));
+  EXPECT_FALSE(VerifyServerProof("job-token", nonce, RandomNonce(), proof));
+  EXPECT_FALSE(
+      VerifyServerProof("job-token", RandomNonce(), client_nonce, proof));
+  EXPECT_FALSE(VerifyServerProof("job-token", nonce, client_nonce, ""));
+  EXPECT_NE(proof, HelloProof("job-token", nonce));
+}
+
 TEST(ReplyTest, DecodesBodiesAndErrorsAndRejectsBadCodes) {
   std::string frame;
   AppendReplyFrame(&frame, absl::StatusCode::kOk, "body");

@@ -28,13 +28,22 @@ absl::StatusOr<std::unique_ptr<FramedClient>> FramedClient::Connect(
   if (!nonce.ok()) {
     return Annotate(nonce.status(), absl::StrCat("connecting to ", address));
   }
+  // Our own nonce: the server must prove it knows the token too.
+  const std::string client_nonce = RandomNonce();
   std::string hello;
-  AppendFrame(&hello, HelloProof(job_token, *nonce));
+  AppendFrame(&hello, HelloPayload(job_token, *nonce, client_nonce));
   COHORT_RETURN_IF_ERROR(client->WriteAll(hello, deadline, -1));
   COHORT_ASSIGN_OR_RETURN(std::string reply, client->ReadFrame(deadline, -1));
   absl::StatusOr<std::string> accepted = ParseReply(std::move(reply));
   if (!accepted.ok()) {
     return Annotate(accepted.status(), absl::StrCat("server ", address));
+  }
+  if (!VerifyServerProof(job_token, *nonce, client_nonce, *accepted)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "server ", address,
+        " did not prove it knows the job token: another process may have "
+        "bound its port, or it runs with another token; nothing was sent "
+        "to it"));
   }
   client->reader_.set_max_frame(max_frame_bytes);
   return client;

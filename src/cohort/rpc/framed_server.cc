@@ -186,7 +186,7 @@ absl::StatusOr<std::unique_ptr<FramedServer>> FramedServer::Start(
   std::unique_ptr<FramedServer> s(
       new FramedServer(std::move(options), handler));
   {
-    absl::StatusOr<Listener> listener = ListenTcp(s->options_.host);
+    absl::StatusOr<Listener> listener = ListenTcp(s->options_.host, s->options_.port);
     if (!listener.ok()) {
       return Annotate(listener.status(), s->options_.name);
     }
@@ -436,8 +436,13 @@ bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
   c->authenticated_ = true;
   --unauthenticated_;
   c->reader_.set_max_frame(options_.max_frame_bytes);
+  // A client that checks the server gets the server's proof.
+  const absl::string_view client_nonce = HelloClientNonce(payload);
   std::string ok;
-  AppendReplyFrame(&ok, absl::StatusCode::kOk, "");
+  AppendReplyFrame(&ok, absl::StatusCode::kOk,
+                   client_nonce.empty() ? std::string()
+                                        : ServerProof(options_.job_token,
+                                                      c->nonce_, client_nonce));
   c->Send(std::move(ok), FramedConnection::Payload());
   return true;
 }

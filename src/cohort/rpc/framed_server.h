@@ -63,8 +63,9 @@ namespace cohort::rpc {
 struct FramedServerOptions {
   // Used in log lines and errors ("barrier TCP server").
   std::string name = "framed server";
-  // IPv4 address to listen on; the port is chosen by the OS.
+  // IPv4 address to listen on, and the port (0: the OS chooses).
   std::string host = "127.0.0.1";
+  int port = 0;
   // The secret every client must prove. Empty accepts any client, which
   // Start() refuses beyond loopback unless `insecure` is set.
   std::string job_token;

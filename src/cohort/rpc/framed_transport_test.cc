@@ -18,6 +18,7 @@
 #include "cohort/rpc/coding.h"
 #include "cohort/rpc/framed_client.h"
 #include "cohort/rpc/framed_server.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cohort::rpc {
@@ -117,10 +118,12 @@ bool WaitUntil(Pred pred, absl::Duration within = kWait) {
 }
 
 // A server that authenticates a client and then never reads again (a hung
-// or stopped peer): a large request fills the socket buffers.
+// or stopped peer): a large request fills the socket buffers. An impostor
+// (`prove` false) accepts any hello without proving it knows the token.
 class NeverReadingServer {
  public:
-  explicit NeverReadingServer(const std::string& token) {
+  explicit NeverReadingServer(const std::string& token, bool prove = true)
+      : prove_(prove) {
     auto listener = ListenTcp("127.0.0.1");
     EXPECT_TRUE(listener.ok()) << listener.status();
     address_ = listener->address;
@@ -146,8 +149,8 @@ class NeverReadingServer {
     AppendFrame(&out, GreetingPayload(nonce));
     ASSERT_EQ(write(conn.get(), out.data(), out.size()),
               static_cast<ssize_t>(out.size()));
-    // The hello: a 4-byte length and the proof.
-    char hello[4 + kProofBytes];
+    // The hello: a 4-byte length, the proof and the client's nonce.
+    char hello[4 + kProofBytes + kNonceBytes];
     size_t got = 0;
     while (got < sizeof(hello) && !done_.load()) {
       pollfd r{conn.get(), POLLIN, 0};
@@ -156,21 +159,36 @@ class NeverReadingServer {
       if (n <= 0) return;
       got += static_cast<size_t>(n);
     }
-    EXPECT_TRUE(
-        VerifyHello(token, nonce, absl::string_view(hello + 4, kProofBytes)));
+    const absl::string_view payload(hello + 4, kProofBytes + kNonceBytes);
+    EXPECT_TRUE(VerifyHello(token, nonce, payload));
     out.clear();
-    AppendReplyFrame(&out, absl::StatusCode::kOk, "");
+    AppendReplyFrame(
+        &out, absl::StatusCode::kOk,
+        prove_ ? ServerProof(token, nonce, HelloClientNonce(payload)) : "");
     ASSERT_EQ(write(conn.get(), out.data(), out.size()),
               static_cast<ssize_t>(out.size()));
     // From here on: never read. Held open until the test ends.
     while (!done_.load()) absl::SleepFor(absl::Milliseconds(5));
   }
 
+  const bool prove_;
   std::string address_;
   UniqueFd listen_fd_;
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
+
+// Something else bound the port and answers like a server without knowing
+// the token: the client refuses it before sending any request.
+TEST(FramedTransportTest, AServerWithoutTheTokenIsRefusedByTheClient) {
+  NeverReadingServer impostor("tok", /*prove=*/false);
+  auto client = FramedClient::Connect(impostor.address(), "tok",
+                                      absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated)
+      << client.status();
+  EXPECT_THAT(std::string(client.status().message()),
+              ::testing::HasSubstr("did not prove it knows the job token"));
+}
 
 TEST(FramedTransportTest, SendingToAPeerThatStopsReadingHonoursDeadline) {
   NeverReadingServer server("tok");

@@ -37,6 +37,8 @@ class FakeKubernetesServer : public FakeHttpServer {
  public:
   explicit FakeKubernetesServer(
       std::optional<std::string> required_token = std::nullopt);
+  // Stops serving before the pod lists the handlers read are destroyed.
+  ~FakeKubernetesServer() override { Stop(); }
 
   void SetPods(const std::string& label_selector, std::vector<FakePod> pods);
   // Serves the items of `pod_list` (a PodList object, e.g. a fixture file
