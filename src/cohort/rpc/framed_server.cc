@@ -186,7 +186,8 @@ absl::StatusOr<std::unique_ptr<FramedServer>> FramedServer::Start(
   std::unique_ptr<FramedServer> s(
       new FramedServer(std::move(options), handler));
   {
-    absl::StatusOr<Listener> listener = ListenTcp(s->options_.host, s->options_.port);
+    absl::StatusOr<Listener> listener =
+        ListenTcp(s->options_.host, s->options_.port);
     if (!listener.ok()) {
       return Annotate(listener.status(), s->options_.name);
     }
