@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
                                              : options.address.substr(0, colon);
   // The framed endpoint listens where gRPC does; the target clients are
   // given names this machine when that is every address.
-  const std::string bind_host = server->host_.empty() ? "0.0.0.0" : server->host_;
+  const std::string bind_host =
+      server->host_.empty() ? "0.0.0.0" : server->host_;
   if (server->host_.empty() || server->host_ == "0.0.0.0" ||
       server->host_ == "[::]") {
     server->host_ = "127.0.0.1";
@@ -47,9 +48,9 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
       if (at == std::string::npos ||
           !absl::SimpleAtoi(options.framed_address.substr(at + 1),
                             &framed.port)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("framed_address \"", options.framed_address,
-                         "\" is not host:port"));
+        return absl::InvalidArgumentError(absl::StrCat("framed_address \"",
+                                                       options.framed_address,
+                                                       "\" is not host:port"));
       }
       framed.host = options.framed_address.substr(0, at);
     }
