@@ -159,6 +159,12 @@ TEST_F(SlurmLaunchTest, TheWholeGangRetries) {
 }
 
 TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {
+#ifdef COHORT_TSAN_BUILD
+  fprintf(stderr,
+          "SKIPPED: the parameter-server job under ThreadSanitizer takes "
+          "minutes; it runs in the plain and ASan builds\n");
+  GTEST_SKIP() << "train_ps under ThreadSanitizer";
+#endif
   CommandRun r = Srun(
       4, {"--jobs", "chief=1,worker=2,ps=1"},
       absl::StrCat(BinDir(),
