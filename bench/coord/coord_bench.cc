@@ -2,6 +2,7 @@
 
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/common/peer.h"
+#include "bench/coord/simulated_tasks.h"
 #include "cohort/base/json.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
@@ -68,7 +70,12 @@ struct Flags {
   int rtt_iters = 5000;
   int rounds = 0;  // 0: the peer's rule for each size
   int round_divisor = 1;
-  int register_tasks = 1024;
+  std::vector<int> register_tasks = {1024, 16384};
+  // Simulated tasks (simulated_tasks.h) per client process, their heartbeat
+  // interval, and the window over which the service's CPU is measured.
+  int tasks_per_process = 1024;
+  int heartbeat_interval_s = 10;
+  int cpu_window_s = 10;
   // "framed" (the fast path, framed_coordination.h) or "grpc".
   std::string transport = "framed";
   bool no_peer = false;
@@ -77,12 +84,16 @@ struct Flags {
   std::string child;
   std::string coordinator;
   int task = 0;
+  int sim_count = 0;
+  int hold_s = 0;
 };
 
 constexpr char kUsage[] =
     "flags: --reps 3 --only rtt,throughput,barrier,register "
     "--client-mode threads|processes|both --sizes 2,8,32,128 --tp-clients "
-    "8,64 --seconds 3 --rtt-iters 5000 --rounds N --register-tasks 1024 "
+    "8,64 --seconds 3 --rtt-iters 5000 --rounds N --register-tasks "
+    "1024,16384 --tasks-per-process 1024 --heartbeat-interval 10 "
+    "--cpu-window 10 "
     "--transport framed|grpc --quick --peer-script PATH --no-peer";
 
 bool ParseIntList(const std::string& v, std::vector<int>& out) {
@@ -157,7 +168,17 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
     } else if (a == "--rounds") {
       if (!int_value(f.rounds)) return false;
     } else if (a == "--register-tasks") {
-      if (!int_value(f.register_tasks)) return false;
+      if (!list_value(f.register_tasks)) return false;
+    } else if (a == "--tasks-per-process") {
+      if (!int_value(f.tasks_per_process)) return false;
+    } else if (a == "--heartbeat-interval") {
+      if (!int_value(f.heartbeat_interval_s)) return false;
+    } else if (a == "--cpu-window") {
+      if (!int_value(f.cpu_window_s)) return false;
+    } else if (a == "--sim-count") {
+      if (!int_value(f.sim_count)) return false;
+    } else if (a == "--hold") {
+      if (!int_value(f.hold_s)) return false;
     } else if (a == "--transport") {
       if (!value(v)) return false;
       if (v != "framed" && v != "grpc") {
@@ -302,11 +323,35 @@ absl::StatusOr<Json> ThroughputClient(CoordinationAgent& agent, int index,
   return Json{{"t0", t0}, {"t1", t1}, {"ops", ops}};
 }
 
+// A child of simulated tasks: prints {"passed_ns"} once all passed the
+// barrier, then {"heartbeats"} after holding for --hold seconds.
+int RunSimChild(const Flags& f, const rpc::TransportSecurity& security) {
+  SimulatedTasksOptions options;
+  options.target = f.coordinator;
+  options.security = security;
+  options.first_task = f.task;
+  options.num_tasks = f.sim_count;
+  options.heartbeat_interval = absl::Seconds(f.heartbeat_interval_s);
+  options.hold = absl::Seconds(f.hold_s);
+  absl::StatusOr<SimulatedTasksResult> r =
+      RunSimulatedTasks(options, [](int64_t passed_ns) {
+        std::cout << JsonDump(Json{{"passed_ns", passed_ns}}) << std::endl;
+      });
+  if (!r.ok()) {
+    std::cerr << "coord bench simulated tasks " << f.task << ".."
+              << f.task + f.sim_count - 1 << ": " << r.status() << "\n";
+    return 1;
+  }
+  std::cout << JsonDump(Json{{"heartbeats", r->heartbeats}}) << std::endl;
+  return 0;
+}
+
 int RunChild(const Flags& f) {
   rpc::TransportSecurity security;
   if (const char* token = getenv(rpc::kJobTokenEnvVar)) {
     security.job_token = token;
   }
+  if (f.child == "sim") return RunSimChild(f, security);
   auto agent = NewAgent(f.coordinator, f.task, security);
   absl::Status s = agent.ok() ? (*agent)->Connect() : agent.status();
   if (!s.ok()) {
@@ -373,8 +418,25 @@ absl::StatusOr<Child> SpawnChild(const std::vector<std::string>& args,
   return child;
 }
 
-absl::StatusOr<Json> CollectChild(Child& child, int index) {
-  std::string out;
+// Reads the child's next output line (blocking); `buffer` keeps what came
+// after it. Empty at EOF.
+std::string ReadChildLine(Child& child, std::string& buffer) {
+  char buf[4096];
+  size_t newline;
+  while ((newline = buffer.find('\n')) == std::string::npos) {
+    const ssize_t n = read(child.out_fd, buf, sizeof(buf));
+    if (n <= 0) return "";
+    buffer.append(buf, static_cast<size_t>(n));
+  }
+  std::string line = buffer.substr(0, newline);
+  buffer.erase(0, newline + 1);
+  return line;
+}
+
+// Waits for the child to end; returns its last output line as JSON.
+// `out` holds what was read from it before.
+absl::StatusOr<Json> CollectChild(Child& child, int index,
+                                  std::string out = "") {
   char buf[4096];
   ssize_t n;
   while ((n = read(child.out_fd, buf, sizeof(buf))) > 0) out.append(buf, n);
@@ -389,7 +451,10 @@ absl::StatusOr<Json> CollectChild(Child& child, int index) {
             : absl::StrCat("was killed by signal ", WTERMSIG(status)),
         "; its stderr says why"));
   }
-  return ParseJson(out, "client process output");
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  const size_t last = out.rfind('\n');
+  return ParseJson(last == std::string::npos ? out : out.substr(last + 1),
+                   "client process output");
 }
 
 // Runs `n` clients against `server` (threads running `fn`, or child
@@ -463,9 +528,11 @@ absl::StatusOr<std::vector<Json>> RunClients(
 }
 
 absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartService(
-    const Bench& b, int n) {
+    const Bench& b, int n,
+    absl::Duration heartbeat_timeout = absl::Seconds(10)) {
   coord::CoordinationServerOptions options;
   options.service.jobs = {{"worker", n}};
+  options.service.heartbeat_timeout = heartbeat_timeout;
   options.security = b.security;
   options.serve_framed = b.flags.transport == "framed";
   return coord::CoordinationServer::Start(options);
@@ -589,8 +656,7 @@ absl::Status BenchRtt(Bench& b, int rep) {
   return absl::OkStatus();
 }
 
-absl::Status BenchRegister(Bench& b, int rep) {
-  const int n = b.flags.register_tasks;
+absl::Status BenchRegister(Bench& b, int n, int rep) {
   COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, n));
   const int64_t start = MonoNs();
   std::atomic<int64_t> passed_at{0};
@@ -610,6 +676,115 @@ absl::Status BenchRegister(Bench& b, int rep) {
        {{"note",
          "start of the first agent thread -> last agent past the "
          "barrier"}});
+  return absl::OkStatus();
+}
+
+double ProcessCpuSeconds() {
+  rusage r;
+  getrusage(RUSAGE_SELF, &r);
+  return r.ru_utime.tv_sec + r.ru_stime.tv_sec +
+         (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+// `n` simulated tasks (simulated_tasks.h) in child processes of
+// --tasks-per-process each register and pass one barrier; then, while all
+// heartbeat every --heartbeat-interval, this process (which runs nothing
+// but the service) measures its own CPU time over --cpu-window.
+absl::Status BenchRegisterSimulated(Bench& b, int n, int rep) {
+  const Flags& f = b.flags;
+  const absl::Duration interval = absl::Seconds(f.heartbeat_interval_s);
+  COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, n, 2 * interval));
+  const int per = f.tasks_per_process;
+  const int processes = (n + per - 1) / per;
+  const int64_t start = MonoNs();
+  std::vector<Child> children;
+  absl::Status first;
+  auto fail = [&](absl::Status s) {
+    if (first.ok()) first = std::move(s);
+    server->Stop();
+  };
+  for (int p = 0; p < processes && first.ok(); ++p) {
+    const int from = p * per;
+    auto child = SpawnChild(
+        {"--child", "sim", "--coordinator", Target(b, *server), "--task",
+         std::to_string(from), "--sim-count",
+         std::to_string(std::min(per, n - from)), "--heartbeat-interval",
+         std::to_string(f.heartbeat_interval_s), "--hold",
+         std::to_string(f.cpu_window_s + 2)},
+        b.security.job_token);
+    if (child.ok()) {
+      children.push_back(*child);
+    } else {
+      fail(child.status());
+    }
+  }
+  std::vector<std::string> buffers(children.size());
+  int64_t passed_ns = 0;
+  for (size_t i = 0; i < children.size() && first.ok(); ++i) {
+    absl::StatusOr<Json> line =
+        ParseJson(ReadChildLine(children[i], buffers[i]), "passed line");
+    if (!line.ok() || !line->contains("passed_ns")) {
+      fail(absl::InternalError(absl::StrCat(
+          "simulated-task process ", i,
+          " ended before its tasks passed the barrier; its stderr says why")));
+      break;
+    }
+    passed_ns = std::max(passed_ns, (*line)["passed_ns"].get<int64_t>());
+  }
+  double cpu_share = 0;
+  if (first.ok()) {
+    const double cpu0 = ProcessCpuSeconds();
+    const int64_t t0 = MonoNs();
+    absl::SleepFor(absl::Seconds(f.cpu_window_s));
+    cpu_share = (ProcessCpuSeconds() - cpu0) / ((MonoNs() - t0) / 1e9);
+  }
+  int64_t heartbeats = 0;
+  for (size_t i = 0; i < children.size(); ++i) {
+    absl::StatusOr<Json> r =
+        CollectChild(children[i], static_cast<int>(i), buffers[i]);
+    if (!r.ok()) {
+      fail(r.status());
+    } else if (r->contains("heartbeats")) {
+      heartbeats += (*r)["heartbeats"].get<int64_t>();
+    }
+  }
+  // Every task must still be alive: heartbeats kept up for all of them.
+  if (first.ok()) {
+    std::vector<TaskId> all;
+    for (int i = 0; i < n; ++i) all.push_back(TaskId{"worker", i});
+    auto states = server->service()->GetTaskState(all);
+    if (!states.ok()) {
+      fail(states.status());
+    } else {
+      int dead = 0;
+      for (const auto& t : *states)
+        dead += t.state != coord::TaskState::kConnected;
+      if (dead > 0) {
+        fail(absl::InternalError(absl::StrCat(
+            dead, " of ", n,
+            " simulated tasks were not connected after the heartbeat window "
+            "(missed heartbeats?)")));
+      }
+    }
+  }
+  server->Stop();
+  if (!first.ok()) return first;
+  const Json params = {
+      {"tasks", n}, {"client_mode", "simulated"}, {"processes", processes}};
+  Emit(b, "register_barrier_time", params, (passed_ns - start) / 1e9, "s", rep,
+       {{"note",
+         "spawn of the first client process -> last simulated task past the "
+         "barrier; each task makes its agent's calls (register, error poll, "
+         "barrier, heartbeats)"}});
+  Emit(b, "service_cpu_share",
+       {{"tasks", n},
+        {"heartbeat_interval_s", f.heartbeat_interval_s},
+        {"window_s", f.cpu_window_s}},
+       cpu_share, "cores", rep,
+       {{"heartbeats_total", heartbeats},
+        {"note",
+         "CPU time of the process serving the coordination service / wall "
+         "time, while every task heartbeats"}});
   return absl::OkStatus();
 }
 
@@ -771,8 +946,16 @@ int RunCoordBench(const std::vector<std::string>& args) {
       }
     }
     if (f.only.count("register")) {
-      check(BenchRegister(b, rep), "register", {{"tasks", f.register_tasks}},
-            rep);
+      for (int n : f.register_tasks) {
+        // Agents as threads while threads last (two per agent); simulated
+        // tasks in child processes at every size.
+        if (n <= 1024) {
+          check(BenchRegister(b, n, rep), "register",
+                {{"tasks", n}, {"client_mode", "threads"}}, rep);
+        }
+        check(BenchRegisterSimulated(b, n, rep), "register",
+              {{"tasks", n}, {"client_mode", "simulated"}}, rep);
+      }
     }
     if (use_peer && RunPeerRep(b, peer, rep) != 0) rc = 1;
   }

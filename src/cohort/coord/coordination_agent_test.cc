@@ -459,38 +459,93 @@ std::string ReadFrameFrom(int fd) {
   return frame;
 }
 
-TEST(FramedCoordinationTest, ASecondRequestBeforeTheAnswerClosesTheConnection) {
-  InProcessClusterOptions options;
-  options.framed = true;
-  options.security.job_token = "right";
-  auto cluster = InProcessCluster::Create(
-      ServiceOptions(1, Env::Default(), absl::Seconds(10)), options);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  const std::string address =
-      (*cluster)->framed_target().substr(sizeof(kFramedTargetPrefix) - 1);
+// A raw, authenticated connection to a framed coordination endpoint.
+rpc::UniqueFd RawFramedConnection(const std::string& address,
+                                  const std::string& token) {
   auto fd = rpc::ConnectTcp(address, absl::Now() + absl::Seconds(10));
-  ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_TRUE(fd.ok()) << fd.status();
+  if (!fd.ok()) return rpc::UniqueFd();
   absl::StatusOr<std::string> nonce =
       rpc::ParseGreeting(ReadFrameFrom(fd->get()));
-  ASSERT_TRUE(nonce.ok()) << nonce.status();
+  EXPECT_TRUE(nonce.ok()) << nonce.status();
   std::string out;
-  rpc::AppendFrame(&out, rpc::HelloProof("right", *nonce));
-  ASSERT_EQ(write(fd->get(), out.data(), out.size()),
+  rpc::AppendFrame(&out, rpc::HelloProof(token, nonce.value_or("")));
+  EXPECT_EQ(write(fd->get(), out.data(), out.size()),
             static_cast<ssize_t>(out.size()));
-  ASSERT_FALSE(ReadFrameFrom(fd->get()).empty());  // the handshake's OK
-  // Two blocking gets of a key nobody sets, back to back: the first parks,
-  // the second breaks the one-call-at-a-time rule.
+  EXPECT_FALSE(ReadFrameFrom(fd->get()).empty());  // the handshake's OK
+  return *std::move(fd);
+}
+
+// Sends `n` blocking gets of a key nobody sets (each parks), tags from
+// `first_tag`.
+void SendParkedGets(int fd, int n, uint32_t first_tag) {
   GetKeyValueRequest get;
   get.set_key("never");
   get.set_timeout_ms(60000);
-  out.clear();
-  for (int i = 0; i < 2; ++i) {
-    rpc::AppendFrame(&out, std::string(1, '\x09') + get.SerializeAsString());
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    rpc::AppendTaggedRequestFrame(&out, first_tag + i, "\x09",
+                                  get.SerializeAsString());
   }
-  ASSERT_EQ(write(fd->get(), out.data(), out.size()),
+  ASSERT_EQ(write(fd, out.data(), out.size()),
             static_cast<ssize_t>(out.size()));
-  // The server closes the connection (EOF) rather than parking both.
-  EXPECT_EQ(ReadFrameFrom(fd->get()), "");
+}
+
+class FramedCapsTest : public ::testing::Test {
+ protected:
+  void Start(FramedCoordinationLimits limits) {
+    auto service = CoordinationService::Create(
+        ServiceOptions(1, Env::Default(), absl::Seconds(10)));
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+    handler_ =
+        std::make_unique<FramedCoordinationService>(service_.get(), limits);
+    rpc::FramedServerOptions options;
+    options.job_token = "right";
+    auto server = rpc::FramedServer::Start(options, handler_.get());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  void TearDown() override {
+    server_.reset();
+    if (service_ != nullptr) service_->Stop();
+  }
+
+  std::unique_ptr<CoordinationService> service_;
+  std::unique_ptr<FramedCoordinationService> handler_;
+  std::unique_ptr<rpc::FramedServer> server_;
+};
+
+TEST_F(FramedCapsTest, AConnectionOverItsCallCapIsClosed) {
+  FramedCoordinationLimits limits;
+  limits.max_calls_per_connection = 2;
+  ASSERT_NO_FATAL_FAILURE(Start(limits));
+  rpc::UniqueFd fd = RawFramedConnection(server_->address(), "right");
+  ASSERT_TRUE(fd.valid());
+  // Two park; the third is one too many: the server closes the connection
+  // (EOF) rather than parking it.
+  SendParkedGets(fd.get(), 3, 1);
+  EXPECT_EQ(ReadFrameFrom(fd.get()), "");
+}
+
+TEST_F(FramedCapsTest, TheServiceWideCapAnswersResourceExhausted) {
+  FramedCoordinationLimits limits;
+  limits.max_calls = 3;
+  ASSERT_NO_FATAL_FAILURE(Start(limits));
+  rpc::UniqueFd a = RawFramedConnection(server_->address(), "right");
+  rpc::UniqueFd b = RawFramedConnection(server_->address(), "right");
+  SendParkedGets(a.get(), 2, 1);
+  ASSERT_TRUE(Eventually([&] { return handler_->calls_in_flight() == 2; }));
+  SendParkedGets(b.get(), 2, 7);
+  // b's first call parks (the third in all), its second is refused with its
+  // own tag; the connection stays open.
+  absl::StatusOr<rpc::TaggedReply> reply =
+      rpc::ParseTaggedReply(ReadFrameFrom(b.get()));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->tag, 8u);
+  EXPECT_EQ(reply->code, absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(reply->body, HasSubstr("3 calls in flight"));
+  EXPECT_EQ(handler_->calls_in_flight(), 3);
 }
 
 TEST_P(OverTheWireTest, WrongTokenIsUnauthenticatedAndGetsNoData) {

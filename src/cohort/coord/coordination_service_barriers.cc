@@ -118,10 +118,18 @@ void CoordinationService::CheckAliveRoundsLocked(Callbacks* out) {
 // ---------------------------------------------------------------- barriers
 
 std::string CoordinationService::DescribeMissingLocked(const Barrier& b) {
+  // Every waiter gets this message: name a few, count the rest, so that a
+  // barrier of 16k tasks does not answer each of them with all the others.
+  constexpr int kNamed = 16;
   std::vector<std::string> parts;
+  int unnamed = 0;
   const absl::Time now = env_->Now();
   for (const TaskId& id : b.participants) {
     if (b.arrived.count(id)) continue;
+    if (static_cast<int>(parts.size()) >= kNamed) {
+      ++unnamed;
+      continue;
+    }
     const Task& t = tasks_[id];
     std::string why;
     if (t.state == TaskState::kConnected) {
@@ -144,6 +152,7 @@ std::string CoordinationService::DescribeMissingLocked(const Barrier& b) {
     }
     parts.push_back(absl::StrCat(id.ToString(), " (", why, ")"));
   }
+  if (unnamed > 0) parts.push_back(absl::StrCat("and ", unnamed, " more"));
   return absl::StrJoin(parts, "; ");
 }
 
@@ -173,6 +182,9 @@ void CoordinationService::FinishBarrierLocked(Barrier& b, absl::Status result,
 
 void CoordinationService::MaybePassBarrierLocked(Barrier& b, Callbacks* out) {
   if (b.done) return;
+  // Only participants arrive, so counting is enough until the last one: a
+  // barrier of N tasks costs O(N) in all, not O(N) per arrival.
+  if (b.arrived.size() < b.participants.size()) return;
   for (const TaskId& p : b.participants) {
     if (b.arrived.count(p) == 0) return;
   }
@@ -293,11 +305,21 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
     }
     if (result.ok() && !stopped_ && t != nullptr &&
         !(it != barriers_.end() && it->second.done && !create)) {
-      // Join (creating first if needed).
-      auto ids =
-          ResolveTasksLocked(participants, absl::StrCat("barrier '", id, "'"));
-      if (!ids.ok()) {
-        result = ids.status();
+      // Join (creating first if needed). Joining an open barrier of all
+      // tasks reuses its participant set: resolving "all tasks" again would
+      // cost O(N) per arrival.
+      absl::StatusOr<std::set<TaskId>> resolved;
+      const std::set<TaskId>* ids = nullptr;
+      if (participants.empty() && !create && it != barriers_.end() &&
+          it->second.all_tasks) {
+        ids = &it->second.participants;
+      } else {
+        resolved = ResolveTasksLocked(participants,
+                                      absl::StrCat("barrier '", id, "'"));
+        if (resolved.ok()) ids = &*resolved;
+      }
+      if (ids == nullptr) {
+        result = resolved.status();
       } else if (ids->count(task) == 0) {
         result = Error(
             absl::StatusCode::kInvalidArgument,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cohort/coord/coordination_service.h"
@@ -20,10 +21,21 @@ inline std::string FormatUtc(absl::Time t) {
 }
 
 // "worker:0, worker:2".
+// "a:0, a:1, ..." naming at most 32 tasks and counting the rest: errors
+// that carry the list go to every task of the job, so their size must not
+// grow with it.
 inline std::string TaskList(const std::set<TaskId>& tasks) {
+  constexpr size_t kNamed = 32;
   std::vector<std::string> names;
-  for (const TaskId& t : tasks) names.push_back(t.ToString());
-  return absl::StrJoin(names, ", ");
+  for (const TaskId& t : tasks) {
+    if (names.size() == kNamed) break;
+    names.push_back(t.ToString());
+  }
+  std::string list = absl::StrJoin(names, ", ");
+  if (tasks.size() > kNamed) {
+    absl::StrAppend(&list, " and ", tasks.size() - kNamed, " more");
+  }
+  return list;
 }
 
 // Runs callbacks collected under the service's lock, after releasing it.

@@ -1,18 +1,19 @@
 #include "cohort/coord/framed_coordination.h"
 
 #include <functional>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/rpc/frame.h"
-#include "cohort/rpc/framed_client.h"
+#include "cohort/rpc/framed_channel.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/rpc/status_conversion.h"
 
@@ -39,15 +40,15 @@ template <typename Request, typename Response>
 void Dispatch(CoordinationRpcHandler* handler,
               void (CoordinationRpcHandler::*method)(const Request&, Response*,
                                                      StatusCallback),
-              const std::shared_ptr<rpc::FramedConnection>& c,
+              const std::shared_ptr<rpc::FramedConnection>& c, uint32_t tag,
               absl::string_view body, std::function<void()> finished) {
   auto request = std::make_shared<Request>();
   if (!request->ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     finished();
-    c->Reply(absl::StatusCode::kInvalidArgument,
-             rpc::EncodeErrorBody(absl::InvalidArgumentError(
-                 absl::StrCat("malformed ", Request::descriptor()->name(), " (",
-                              body.size(), " bytes)"))));
+    c->ReplyTagged(tag, absl::StatusCode::kInvalidArgument,
+                   rpc::EncodeErrorBody(absl::InvalidArgumentError(
+                       absl::StrCat("malformed ", Request::descriptor()->name(),
+                                    " (", body.size(), " bytes)"))));
     return;
   }
   auto response = std::make_shared<Response>();
@@ -56,7 +57,8 @@ void Dispatch(CoordinationRpcHandler* handler,
   // that closed meanwhile is dropped.
   (handler->*method)(
       *request, response.get(),
-      [c, request, response, finished = std::move(finished)](absl::Status s) {
+      [c, tag, request, response,
+       finished = std::move(finished)](absl::Status s) {
         if (s.ok() && response->ByteSizeLong() > kMaxAnswerBytes) {
           s = absl::ResourceExhaustedError(absl::StrCat(
               "the answer to ", Request::descriptor()->name(), " would be ",
@@ -65,64 +67,102 @@ void Dispatch(CoordinationRpcHandler* handler,
         }
         finished();
         if (s.ok()) {
-          c->Reply(absl::StatusCode::kOk, response->SerializeAsString());
+          c->ReplyTagged(tag, absl::StatusCode::kOk,
+                         response->SerializeAsString());
         } else {
-          c->Reply(s.code(), rpc::EncodeErrorBody(s));
+          c->ReplyTagged(tag, s.code(), rpc::EncodeErrorBody(s));
         }
       });
 }
 
-// The client's state: the target and a pool of idle connections. Shared
-// with the threads of asynchronous calls, so a call that outlives the
-// client still finds it.
+// The client's state: the target and its one channel (every call of the
+// client, blocking or not, shares it). Shared with the callbacks of calls
+// in flight, so a call that outlives the client still finds it.
 class FramedCalls {
  public:
   FramedCalls(std::string address, std::string job_token)
       : address_(std::move(address)), job_token_(std::move(job_token)) {}
+  // Calls in flight end (Unavailable) while the rest of the client still
+  // exists: their callbacks use it.
+  ~FramedCalls() {
+    std::shared_ptr<rpc::FramedChannel> channel;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;  // callbacks that start calls now fail them
+      channel.swap(channel_);
+    }
+  }
+
+  template <typename Request, typename Response>
+  void Start(Method method, const char* rpc, const Request& request,
+             Response* response, const CallOptions& options,
+             StatusCallback done) {
+    const absl::Time deadline = Deadline(options);
+    absl::StatusOr<std::shared_ptr<rpc::FramedChannel>> channel =
+        Channel(deadline, options.wait_for_ready);
+    if (!channel.ok()) {
+      done(Transport(channel.status(), rpc));
+      return;
+    }
+    CallCancellation* cancellation = options.cancellation;
+    const char head = static_cast<char>(method);
+    const uint32_t tag = (*channel)->Start(
+        absl::string_view(&head, 1), request.SerializeAsString(), deadline,
+        [this, rpc, response, cancellation,
+         done = std::move(done)](absl::StatusOr<rpc::TaggedReply> reply) {
+          done(Finish(rpc, std::move(reply), response, cancellation));
+        });
+    if (cancellation != nullptr) {
+      // The canceller only observes the channel: a Cancel() after the call
+      // ended finds nothing to do.
+      cancellation->SetCanceller(
+          [weak = std::weak_ptr<rpc::FramedChannel>(*channel), tag, rpc,
+           address = address_] {
+            if (auto live = weak.lock()) {
+              live->Abandon(tag, absl::CancelledError(absl::StrCat(
+                                     "coordination RPC ", rpc, " to ", address,
+                                     " was cancelled")));
+            }
+          });
+    }
+  }
 
   template <typename Request, typename Response>
   absl::Status Call(Method method, const char* rpc, const Request& request,
                     Response* response, const CallOptions& options) {
-    const absl::Time deadline = options.timeout == absl::InfiniteDuration()
-                                    ? absl::InfiniteFuture()
-                                    : absl::Now() + options.timeout;
-    absl::StatusOr<std::unique_ptr<rpc::FramedClient>> conn =
-        Acquire(deadline, options.wait_for_ready);
-    if (!conn.ok()) return Transport(conn.status(), rpc);
-    // A cancellable call keeps its connection in a shared_ptr that the
-    // canceller only observes: a Cancel() after the call ended (and the
-    // connection was dropped) finds nothing to shut down. Such a
-    // connection is never pooled.
-    std::shared_ptr<rpc::FramedClient> shared;
-    rpc::FramedClient* raw = conn->get();
-    if (options.cancellation != nullptr) {
-      shared = *std::move(conn);
-      options.cancellation->SetCanceller(
-          [weak = std::weak_ptr<rpc::FramedClient>(shared)] {
-            if (auto live = weak.lock()) live->Shutdown();
+    absl::Notification ended;
+    absl::Status result;
+    Start(method, rpc, request, response, options,
+          [&ended, &result](absl::Status s) {
+            result = std::move(s);
+            ended.Notify();
           });
-    }
-    const char head = static_cast<char>(method);
-    absl::StatusOr<std::string> reply = raw->Call(
-        absl::string_view(&head, 1), request.SerializeAsString(), deadline);
-    // Read before the connection goes back to the pool (and to others).
-    const bool broken = raw->broken();
-    if (!broken && shared == nullptr) Release(*std::move(conn));
+    ended.WaitForNotification();
+    return result;
+  }
+
+ private:
+  static absl::Time Deadline(const CallOptions& options) {
+    return options.timeout == absl::InfiniteDuration()
+               ? absl::InfiniteFuture()
+               : absl::Now() + options.timeout;
+  }
+
+  template <typename Response>
+  absl::Status Finish(const char* rpc, absl::StatusOr<rpc::TaggedReply> reply,
+                      Response* response,
+                      CallCancellation* cancellation) const {
     if (!reply.ok()) {
-      if (options.cancellation != nullptr &&
-          options.cancellation->cancelled()) {
+      if (cancellation != nullptr && cancellation->cancelled()) {
         return absl::CancelledError(absl::StrCat(
             "coordination RPC ", rpc, " to ", address_, " was cancelled"));
       }
-      // A failed call on a connection that is still usable was answered by
-      // the service; a broken connection means the transport failed.
-      if (!broken) {
-        return rpc::DecodeErrorBody(reply.status().code(),
-                                    reply.status().message());
-      }
       return Transport(reply.status(), rpc);
     }
-    if (!response->ParseFromString(*reply)) {
+    if (reply->code != absl::StatusCode::kOk) {
+      return rpc::DecodeErrorBody(reply->code, reply->body);
+    }
+    if (!response->ParseFromString(reply->body)) {
       return absl::DataLossError(absl::StrCat("coordination RPC ", rpc, " to ",
                                               address_,
                                               ": the answer does not parse"));
@@ -130,37 +170,51 @@ class FramedCalls {
     return absl::OkStatus();
   }
 
- private:
-  static constexpr size_t kMaxIdle = 8;
-
-  absl::StatusOr<std::unique_ptr<rpc::FramedClient>> Acquire(
+  // The live channel, connecting one when there is none (or it broke).
+  absl::StatusOr<std::shared_ptr<rpc::FramedChannel>> Channel(
       absl::Time deadline, bool wait_for_ready) {
-    {
+    auto live =
+        [this]() -> absl::StatusOr<std::shared_ptr<rpc::FramedChannel>> {
       absl::MutexLock lock(&mu_);
-      while (!idle_.empty()) {
-        std::unique_ptr<rpc::FramedClient> c = std::move(idle_.back());
-        idle_.pop_back();
-        if (!c->IdleConnectionClosed()) return c;
+      if (closing_) {
+        return absl::UnavailableError("the client is being destroyed");
       }
-    }
+      if (channel_ != nullptr && !channel_->broken()) return channel_;
+      return nullptr;
+    };
+    absl::StatusOr<std::shared_ptr<rpc::FramedChannel>> current = live();
+    if (!current.ok() || *current != nullptr) return current;
+    // One connect at a time: the callers that wait for it share its channel.
+    absl::MutexLock connecting(&connect_mu_);
+    current = live();
+    if (!current.ok() || *current != nullptr) return current;
     // Connecting is bounded even for calls without a deadline: a
     // coordinator that does not answer the handshake is not one.
     const absl::Time connect_deadline =
         std::min(deadline, absl::Now() + absl::Seconds(30));
     while (true) {
-      absl::StatusOr<std::unique_ptr<rpc::FramedClient>> c =
-          rpc::FramedClient::Connect(address_, job_token_, connect_deadline);
-      if (c.ok() || !wait_for_ready || !absl::IsUnavailable(c.status()) ||
+      absl::StatusOr<std::unique_ptr<rpc::FramedChannel>> c =
+          rpc::FramedChannel::Connect(address_, job_token_, connect_deadline);
+      if (c.ok()) {
+        std::shared_ptr<rpc::FramedChannel> channel = *std::move(c);
+        // The broken channel goes outside the lock: its reader may still be
+        // running callbacks that start calls.
+        std::shared_ptr<rpc::FramedChannel> broken = channel;
+        {
+          absl::MutexLock lock(&mu_);
+          if (closing_) {
+            return absl::UnavailableError("the client is being destroyed");
+          }
+          channel_.swap(broken);
+        }
+        return channel;
+      }
+      if (!wait_for_ready || !absl::IsUnavailable(c.status()) ||
           absl::Now() + absl::Milliseconds(100) >= connect_deadline) {
-        return c;
+        return c.status();
       }
       absl::SleepFor(absl::Milliseconds(100));
     }
-  }
-
-  void Release(std::unique_ptr<rpc::FramedClient> c) {
-    absl::MutexLock lock(&mu_);
-    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(c));
   }
 
   absl::Status Transport(const absl::Status& s, const char* rpc) const {
@@ -177,25 +231,43 @@ class FramedCalls {
 
   const std::string address_;
   const std::string job_token_;
+  absl::Mutex connect_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
-  std::vector<std::unique_ptr<rpc::FramedClient>> idle_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<rpc::FramedChannel> channel_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// The calls of every client of one process to one endpoint (with one
+// token): they share one connection, as gRPC's channels share subchannels.
+std::shared_ptr<FramedCalls> SharedCalls(const std::string& address,
+                                         const std::string& job_token) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* shared =
+      new absl::flat_hash_map<std::pair<std::string, std::string>,
+                              std::weak_ptr<FramedCalls>>();
+  absl::MutexLock lock(&mu);
+  std::weak_ptr<FramedCalls>& slot = (*shared)[{address, job_token}];
+  std::shared_ptr<FramedCalls> calls = slot.lock();
+  if (calls == nullptr) {
+    calls = std::make_shared<FramedCalls>(address, job_token);
+    slot = calls;
+  }
+  return calls;
+}
 
 class FramedCoordinationClient : public CoordinationClient {
  public:
-  FramedCoordinationClient(std::string address, std::string job_token)
-      : calls_(std::make_shared<FramedCalls>(std::move(address),
-                                             std::move(job_token))) {}
+  FramedCoordinationClient(const std::string& address,
+                           const std::string& job_token)
+      : calls_(SharedCalls(address, job_token)) {}
 
-  // Blocking calls run on the caller's thread; an asynchronous one on a
-  // thread of its own (the agent makes only blocking calls).
+  // Every call, blocking or not, is one tagged request on the client's
+  // channel; an asynchronous call's callback runs on the channel's reader.
 #define COHORT_COORD_FRAMED_CLIENT_METHOD_(Name)                               \
   void Name##Async(const Name##Request& request, Name##Response* response,     \
                    const CallOptions& options, StatusCallback done) override { \
-    std::thread([calls = calls_, request, response, options,                   \
-                 done = std::move(done)] {                                     \
-      done(calls->Call(Method::k##Name, #Name, request, response, options));   \
-    }).detach();                                                               \
+    calls_->Start(Method::k##Name, #Name, request, response, options,          \
+                  std::move(done));                                            \
   }                                                                            \
   absl::Status Name(const Name##Request& request, Name##Response* response,    \
                     const CallOptions& options) override {                     \
@@ -212,25 +284,43 @@ class FramedCoordinationClient : public CoordinationClient {
 
 void FramedCoordinationService::OnRequest(
     const std::shared_ptr<rpc::FramedConnection>& c, std::string request) {
+  absl::StatusOr<std::pair<uint32_t, absl::string_view>> split =
+      rpc::SplitTaggedRequest(request);
+  if (!split.ok()) {
+    c->Close(std::string(split.status().message()));
+    return;
+  }
+  const auto [tag, rest] = *split;
+  const uint64_t id = c->id();
   {
     absl::MutexLock lock(&mu_);
-    if (!busy_.insert(c->id()).second) {
-      c->Close(
-          "sent a coordination request before the answer to its previous "
-          "one (one call at a time per connection)");
+    int& calls = in_flight_[id];
+    if (calls >= limits_.max_calls_per_connection) {
+      if (calls == 0) in_flight_.erase(id);
+      c->Close(absl::StrCat("has ", limits_.max_calls_per_connection,
+                            " coordination calls in flight (cap)"));
       return;
     }
+    if (total_in_flight_ >= limits_.max_calls) {
+      if (calls == 0) in_flight_.erase(id);
+      c->ReplyTagged(
+          tag, absl::StatusCode::kResourceExhausted,
+          rpc::EncodeErrorBody(absl::ResourceExhaustedError(
+              absl::StrCat("the coordination service has ", limits_.max_calls,
+                           " calls in flight (its cap); retry later"))));
+      return;
+    }
+    ++calls;
+    ++total_in_flight_;
   }
-  const uint64_t id = c->id();
   auto finished = [this, id] { Finished(id); };
-  const uint8_t method =
-      request.empty() ? 0xff : static_cast<uint8_t>(request[0]);
-  const absl::string_view body =
-      absl::string_view(request).substr(request.empty() ? 0 : 1);
+  const uint8_t method = rest.empty() ? 0xff : static_cast<uint8_t>(rest[0]);
+  const absl::string_view body = rest.substr(rest.empty() ? 0 : 1);
   switch (static_cast<Method>(method)) {
-#define COHORT_COORD_FRAMED_DISPATCH_(Name)                                \
-  case Method::k##Name:                                                    \
-    Dispatch(&handler_, &CoordinationRpcHandler::Name, c, body, finished); \
+#define COHORT_COORD_FRAMED_DISPATCH_(Name)                          \
+  case Method::k##Name:                                              \
+    Dispatch(&handler_, &CoordinationRpcHandler::Name, c, tag, body, \
+             finished);                                              \
     return;
     COHORT_COORDINATION_RPCS(COHORT_COORD_FRAMED_DISPATCH_)
 #undef COHORT_COORD_FRAMED_DISPATCH_
@@ -238,20 +328,28 @@ void FramedCoordinationService::OnRequest(
       break;
   }
   Finished(id);
-  c->Reply(absl::StatusCode::kInvalidArgument,
-           rpc::EncodeErrorBody(absl::InvalidArgumentError(
-               absl::StrCat("unknown coordination method ", method,
-                            "; is the client a newer cohort?"))));
+  c->ReplyTagged(tag, absl::StatusCode::kInvalidArgument,
+                 rpc::EncodeErrorBody(absl::InvalidArgumentError(
+                     absl::StrCat("unknown coordination method ", method,
+                                  "; is the client a newer cohort?"))));
 }
 
 void FramedCoordinationService::OnClose(
-    const std::shared_ptr<rpc::FramedConnection>& c) {
-  Finished(c->id());
+    const std::shared_ptr<rpc::FramedConnection>&) {
+  // Calls parked for the connection end when the service answers them (their
+  // replies are dropped) and are counted until then.
+}
+
+int FramedCoordinationService::calls_in_flight() {
+  absl::MutexLock lock(&mu_);
+  return total_in_flight_;
 }
 
 void FramedCoordinationService::Finished(uint64_t id) {
   absl::MutexLock lock(&mu_);
-  busy_.erase(id);
+  auto it = in_flight_.find(id);
+  if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
+  --total_in_flight_;
 }
 
 absl::StatusOr<std::unique_ptr<CoordinationClient>> NewFramedCoordinationClient(

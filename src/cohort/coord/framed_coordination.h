@@ -15,12 +15,20 @@
 // response, or the error's code with rpc::EncodeErrorBody (payloads kept).
 // The connection's handshake proves the job token (framed_server.h).
 //
-// Client: one call at a time per connection, so a client keeps a small pool
-// of connections: a call takes an idle one or connects a new one, and gives
-// it back when it ends well. Blocking calls run on the caller's thread;
-// NameAsync runs the call on a thread of its own (the agent only makes
-// blocking calls). A cancelled call (CallOptions::cancellation) shuts its
-// connection down and ends with Cancelled.
+// Client: every call is a tagged request (rpc/framed_channel.h) on one
+// connection per process and endpoint, shared by every client made for that
+// address and token (as gRPC shares its subchannels), so any number of
+// threads, agents and parked calls share it, and the service writes the answers
+// one event releases (a barrier) to a connection in one write. Asynchronous
+// callbacks run on the channel's reader thread. A cancelled call
+// (CallOptions::cancellation) ends at once with Cancelled; the service still
+// answers it later, and that answer is dropped.
+//
+// Service: each connection may have at most max_calls_per_connection calls
+// in flight (beyond it the connection is closed: a peer cannot park
+// unbounded calls), and the service at most max_calls in all (beyond it a
+// call is answered ResourceExhausted); calls of a closed connection count
+// until the service answers them.
 //
 // Errors: the service's errors unchanged; transport failures as
 // Unavailable / DeadlineExceeded naming the target and the RPC, like the
@@ -33,7 +41,7 @@
 #include <memory>
 #include <string>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/coord/coordination_client.h"
@@ -46,27 +54,40 @@ namespace cohort::coord {
 // Targets with this prefix name a framed coordination endpoint.
 inline constexpr char kFramedTargetPrefix[] = "framed:";
 
+// Caps on the calls the framed endpoint holds (see "Service" above).
+struct FramedCoordinationLimits {
+  // A process of 16,384 simulated tasks parks two calls per task (the error
+  // poll and a barrier).
+  int max_calls_per_connection = 1 << 15;
+  int max_calls = 1 << 18;
+};
+
 class FramedCoordinationService : public rpc::FramedServer::Handler {
  public:
-  // `service` is not owned and must outlive the handler.
-  explicit FramedCoordinationService(CoordinationService* service)
-      : handler_(service) {}
+  using Limits = FramedCoordinationLimits;
 
-  // One call at a time per connection (the client's discipline, enforced
-  // here): a request sent before the previous answer closes the
-  // connection, so a peer cannot park unbounded calls on one connection.
+  // `service` is not owned and must outlive the handler.
+  explicit FramedCoordinationService(CoordinationService* service,
+                                     Limits limits = Limits())
+      : handler_(service), limits_(limits) {}
+
   void OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
                  std::string request) override;
   void OnClose(const std::shared_ptr<rpc::FramedConnection>& c) override;
 
+  // Calls received and not yet answered, over all connections.
+  int calls_in_flight();
+
  private:
-  // Marks connection `id` idle again.
+  // One call of connection `id` was answered.
   void Finished(uint64_t id);
 
   CoordinationRpcHandler handler_;
+  const Limits limits_;
   absl::Mutex mu_;
-  // Connections with a call in progress.
-  absl::flat_hash_set<uint64_t> busy_ ABSL_GUARDED_BY(mu_);
+  // Calls in flight per connection, and in all.
+  absl::flat_hash_map<uint64_t, int> in_flight_ ABSL_GUARDED_BY(mu_);
+  int total_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A client for the framed endpoint at "host:port" (no prefix; the host an

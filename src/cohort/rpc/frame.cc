@@ -228,9 +228,60 @@ std::string RandomNonce() {
   return nonce;
 }
 
+namespace {
+
+bool IsStatusCode(int code) {
+  return code >= 0 &&
+         code <= static_cast<int>(absl::StatusCode::kUnauthenticated);
+}
+
+}  // namespace
+
+void AppendTaggedRequestFrame(std::string* out, uint32_t tag,
+                              absl::string_view head, absl::string_view body) {
+  PutFixed32(out, static_cast<uint32_t>(4 + head.size() + body.size()));
+  PutFixed32(out, tag);
+  out->append(head.data(), head.size());
+  out->append(body.data(), body.size());
+}
+
+void AppendTaggedReplyFrame(std::string* out, uint32_t tag,
+                            absl::StatusCode code, absl::string_view body) {
+  PutFixed32(out, static_cast<uint32_t>(1 + 4 + body.size()));
+  out->push_back(static_cast<char>(code));
+  PutFixed32(out, tag);
+  out->append(body.data(), body.size());
+}
+
+absl::StatusOr<TaggedReply> ParseTaggedReply(std::string payload) {
+  const int code = payload.empty() ? -1 : static_cast<uint8_t>(payload[0]);
+  if (payload.size() < 5 || !IsStatusCode(code)) {
+    return absl::DataLossError(absl::StrCat(
+        "malformed tagged reply frame (", payload.size(),
+        " bytes, status code byte ", code,
+        "): the peer is not a cohort framed server or the stream is corrupt"));
+  }
+  TaggedReply reply;
+  reply.code = static_cast<absl::StatusCode>(code);
+  reply.tag = DecodeFixed32(payload.data() + 1);
+  payload.erase(0, 5);
+  reply.body = std::move(payload);
+  return reply;
+}
+
+absl::StatusOr<std::pair<uint32_t, absl::string_view>> SplitTaggedRequest(
+    absl::string_view payload) {
+  if (payload.size() < 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed tagged request (", payload.size(),
+                     " bytes, shorter than its 4-byte tag)"));
+  }
+  return std::make_pair(DecodeFixed32(payload.data()), payload.substr(4));
+}
+
 absl::StatusOr<std::string> ParseReply(std::string payload) {
   const int code = payload.empty() ? -1 : static_cast<uint8_t>(payload[0]);
-  if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+  if (!IsStatusCode(code)) {
     return absl::DataLossError(
         absl::StrCat("malformed reply frame (", payload.size(),
                      " bytes, status code byte ", code,

@@ -27,6 +27,12 @@
 // capped separately from frames (kDefaultMaxPayload), and the client checks
 // the announced length against its cap before it allocates anything.
 //
+// Tagged calls (FramedChannel): many calls in flight on one connection. A
+// tagged request's payload starts with a u32 tag the client chose; the
+// reply frame to it carries the same tag first in its body (after the code
+// byte), and replies may come in any order. Which of the two a connection
+// speaks is the application protocol's choice, fixed per endpoint.
+//
 // The token never crosses the wire, and a proof is good for one nonce only,
 // so neither a local sniffer nor a replay of a captured hello gets in.
 //
@@ -37,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -157,6 +164,27 @@ bool VerifyServerProof(absl::string_view token, absl::string_view nonce,
 
 // kNonceBytes from the kernel's CSPRNG.
 std::string RandomNonce();
+
+// Tagged calls (see the top): appends a request frame of `tag` + `head` +
+// `body`, and a reply frame of `code` + `tag` + `body`.
+void AppendTaggedRequestFrame(std::string* out, uint32_t tag,
+                              absl::string_view head, absl::string_view body);
+void AppendTaggedReplyFrame(std::string* out, uint32_t tag,
+                            absl::StatusCode code, absl::string_view body);
+// A tagged reply frame's payload, split. The body is the answer when `code`
+// is OK, the error message otherwise.
+struct TaggedReply {
+  uint32_t tag = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  std::string body;
+};
+// DataLoss when the payload is shorter than code + tag or its code byte is
+// not an absl::StatusCode.
+absl::StatusOr<TaggedReply> ParseTaggedReply(std::string payload);
+// Splits a tagged request's payload into its tag and the rest
+// (InvalidArgument when it is shorter than a tag).
+absl::StatusOr<std::pair<uint32_t, absl::string_view>> SplitTaggedRequest(
+    absl::string_view payload);
 
 // A reply payload as a status: the body when the code is OK, else
 // Status(code, body). DataLoss for an empty payload or a code byte that is

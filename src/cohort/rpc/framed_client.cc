@@ -54,6 +54,16 @@ absl::Status FramedClient::Broken(absl::Status status) {
   return status;
 }
 
+absl::StatusOr<UniqueFd> FramedClient::TakeConnection() {
+  if (reader_.buffered() != 0) {
+    return Broken(absl::DataLossError(
+        absl::StrCat("the server at ", address_,
+                     " sent data nobody asked for after its handshake")));
+  }
+  broken_.store(true);
+  return std::move(fd_);
+}
+
 bool FramedClient::IdleConnectionClosed() const {
   if (broken_.load()) return true;
   pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};

@@ -84,6 +84,11 @@ class FramedClient {
   // the server sees the connection end. Thread-safe, never blocks.
   void Shutdown();
 
+  // Hands the authenticated connection to another reader (FramedChannel
+  // reads it with a thread of its own); the client is broken afterwards.
+  // DataLoss when the server sent something unasked after its handshake.
+  absl::StatusOr<UniqueFd> TakeConnection();
+
   bool broken() const { return broken_.load(); }
   // For a connection with no call in flight: true when the server closed it
   // or sent something unasked (either makes it unusable). Never blocks.
@@ -110,7 +115,7 @@ class FramedClient {
                         int wake_fd);
   absl::Status Broken(absl::Status status);
 
-  const UniqueFd fd_;
+  UniqueFd fd_;
   const std::string address_;
   FrameReader reader_;
   uint64_t max_payload_bytes_ = kDefaultMaxPayload;

@@ -42,6 +42,14 @@ void FramedConnection::Reply(absl::StatusCode code, absl::string_view body) {
   Send(std::move(frame), Payload());
 }
 
+void FramedConnection::ReplyTagged(uint32_t tag, absl::StatusCode code,
+                                   absl::string_view body) {
+  std::string frame;
+  frame.reserve(body.size() + 9);
+  AppendTaggedReplyFrame(&frame, tag, code, body);
+  Send(std::move(frame), Payload());
+}
+
 void FramedConnection::ReplyWithPayload(absl::string_view header,
                                         Payload payload) {
   std::string frame;
@@ -91,7 +99,12 @@ void FramedConnection::Send(std::string frames, Payload payload) {
         out_.push_back(std::move(payload_segment));
       }
       out_bytes_ += adding;
-      report = !FlushLocked();
+      if (!server_->InLoopThread()) {
+        report = !FlushLocked();
+      } else if (!dirty_) {
+        dirty_ = true;
+        server_->dirty_.push_back(id_);
+      }
     }
   }
   // Outside the lock: the loop may be closing this very connection.
@@ -239,7 +252,25 @@ void FramedServer::ReportBroken(uint64_t id) {
   Wake();
 }
 
+void FramedServer::FlushDirty() {
+  std::vector<uint64_t> dirty;
+  dirty.swap(dirty_);
+  for (uint64_t id : dirty) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) continue;
+    std::shared_ptr<FramedConnection> c = it->second;
+    bool ok;
+    {
+      absl::MutexLock lock(&c->mu_);
+      c->dirty_ = false;
+      ok = c->FlushLocked();
+    }
+    if (!ok) ReportBroken(id);
+  }
+}
+
 void FramedServer::Loop() {
+  loop_thread_.store(std::this_thread::get_id());
   epoll_event events[64];
   absl::Time next_deadline = absl::InfiniteFuture();
   while (!stopping_.load()) {
@@ -264,6 +295,7 @@ void FramedServer::Loop() {
         OnEvent(c, events[i].events);
       }
     }
+    FlushDirty();
     std::vector<uint64_t> broken;
     {
       absl::MutexLock lock(&broken_mu_);
@@ -462,6 +494,10 @@ void FramedServer::CloseConnection(const std::shared_ptr<FramedConnection>& c,
   std::deque<FramedConnection::Segment> unsent;
   {
     absl::MutexLock lock(&c->mu_);
+    // What the loop queued last (e.g. the refusal of a wrong token) is
+    // still offered to the socket, without waiting.
+    if (c->dirty_ && !c->broken_) c->FlushLocked();
+    c->dirty_ = false;
     c->closed_ = true;
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->fd_, nullptr);
     close(c->fd_);

@@ -34,7 +34,11 @@
 //
 // Threads: one loop thread accepts, reads, runs the handshake and calls the
 // handler (OnRequest, OnClose). Handlers must not block; they reply later
-// from any thread through FramedConnection::Reply.
+// from any thread through FramedConnection::Reply. A reply made on another
+// thread is written at once; one made on the loop thread (the handler
+// answering inline, or answering calls that another connection's request
+// released) is written when the loop has handled the events at hand, so
+// that the replies one event causes for a connection leave in one write.
 //
 // Thread safety: thread-safe. The handler must outlive the server.
 #ifndef COHORT_RPC_FRAMED_SERVER_H_
@@ -90,6 +94,10 @@ class FramedConnection {
   // queue would exceed the cap or the socket fails, the connection is
   // closed. Thread-safe.
   void Reply(absl::StatusCode code, absl::string_view body);
+
+  // Queues the reply to tagged request `tag` (frame.h, "Tagged calls"):
+  // the body follows the tag. Otherwise as Reply().
+  void ReplyTagged(uint32_t tag, absl::StatusCode code, absl::string_view body);
 
   // Bulk data sent without copying: `data` points at `size` bytes that
   // `keepalive` keeps valid (e.g. a tensor's buffer) until the loop wrote
@@ -159,6 +167,11 @@ class FramedConnection {
   size_t out_offset_ ABSL_GUARDED_BY(mu_) = 0;
   size_t out_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool want_write_ ABSL_GUARDED_BY(mu_) = false;
+  // Output queued by the loop thread and not yet flushed: the loop writes
+  // it once the events at hand are handled, so that the replies one event
+  // causes (a barrier releasing every task of a process) leave in one
+  // write.
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;
   // Set once the connection must go; the loop closes it.
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   std::string broken_reason_ ABSL_GUARDED_BY(mu_);
@@ -213,6 +226,12 @@ class FramedServer {
   // Asks the loop to close connection `id` (from any thread).
   void ReportBroken(uint64_t id);
   void Wake();
+  // Writes the output the loop thread queued (FramedConnection::dirty_).
+  void FlushDirty();
+  bool InLoopThread() const {
+    return loop_thread_.load(std::memory_order_relaxed) ==
+           std::this_thread::get_id();
+  }
 
   const FramedServerOptions options_;
   Handler* const handler_;
@@ -225,6 +244,8 @@ class FramedServer {
   // a statistic).
   std::atomic<int> num_connections_{0};
   std::atomic<bool> stopping_{false};
+  // The loop thread's id, set when it starts.
+  std::atomic<std::thread::id> loop_thread_{};
 
   // Loop thread only (and the destructor after the loop ended).
   absl::flat_hash_map<uint64_t, std::shared_ptr<FramedConnection>> connections_;
@@ -233,6 +254,8 @@ class FramedServer {
   // connections that finished it or closed are skipped lazily).
   std::deque<uint64_t> handshaking_;
   int unauthenticated_ = 0;
+  // Connections with output the loop thread queued (FlushDirty).
+  std::vector<uint64_t> dirty_;
   // Held open so that accept() can shed a connection when fds run out.
   UniqueFd spare_fd_;
 

@@ -1,0 +1,264 @@
+// FramedChannel against a real FramedServer over loopback: concurrent calls
+// answered out of order, deadlines, abandoned calls, a lost connection, an
+// oversized reply and a wrong token.
+#include "cohort/rpc/framed_channel.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "cohort/rpc/framed_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::rpc {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "channel-test-token";
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+// Tagged requests: "park" is held until ReleaseAll() answers the parked ones
+// newest first; "big:N" answers N bytes; anything else is echoed.
+class TaggedHandler : public FramedServer::Handler {
+ public:
+  void OnRequest(const std::shared_ptr<FramedConnection>& c,
+                 std::string request) override {
+    absl::StatusOr<std::pair<uint32_t, absl::string_view>> split =
+        SplitTaggedRequest(request);
+    ASSERT_TRUE(split.ok()) << split.status();
+    const auto [tag, body] = *split;
+    if (absl::StartsWith(body, "park")) {
+      absl::MutexLock lock(&mu_);
+      parked_.push_back({c, tag, std::string(body)});
+      return;
+    }
+    size_t big = 0;
+    if (absl::StartsWith(body, "big:") &&
+        absl::SimpleAtoi(body.substr(4), &big)) {
+      c->ReplyTagged(tag, absl::StatusCode::kOk, std::string(big, 'b'));
+      return;
+    }
+    if (body == "fail") {
+      c->ReplyTagged(tag, absl::StatusCode::kNotFound, "no such thing");
+      return;
+    }
+    c->ReplyTagged(tag, absl::StatusCode::kOk, body);
+  }
+  void OnClose(const std::shared_ptr<FramedConnection>&) override {}
+
+  int parked() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(parked_.size());
+  }
+  bool WaitParked(int n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return static_cast<int>(parked_.size()) >= n;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
+  }
+  // Answers every parked request with its own body, newest first.
+  void ReleaseAll() {
+    std::vector<Parked> parked;
+    {
+      absl::MutexLock lock(&mu_);
+      parked.swap(parked_);
+    }
+    for (auto it = parked.rbegin(); it != parked.rend(); ++it) {
+      it->c->ReplyTagged(it->tag, absl::StatusCode::kOk, it->body);
+    }
+  }
+  void CloseAll() {
+    absl::MutexLock lock(&mu_);
+    for (Parked& p : parked_) p.c->Close("test closes it");
+  }
+
+ private:
+  struct Parked {
+    std::shared_ptr<FramedConnection> c;
+    uint32_t tag;
+    std::string body;
+  };
+  absl::Mutex mu_;
+  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
+};
+
+class FramedChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FramedServerOptions options;
+    options.name = "channel test server";
+    options.job_token = kToken;
+    options.max_frame_bytes = 1 << 20;
+    auto server = FramedServer::Start(options, &handler_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(server).value();
+  }
+
+  std::unique_ptr<FramedChannel> Connect(size_t max_frame = kDefaultMaxFrame) {
+    auto channel = FramedChannel::Connect(server_->address(), kToken,
+                                          absl::Now() + kWait, max_frame);
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return channel.ok() ? std::move(channel).value() : nullptr;
+  }
+
+  // A call's outcome, filled on the reader thread.
+  struct Outcome {
+    absl::Notification ended;
+    absl::StatusOr<TaggedReply> result;
+    FramedChannel::Done Done() {
+      return [this](absl::StatusOr<TaggedReply> r) {
+        result = std::move(r);
+        ended.Notify();
+      };
+    }
+  };
+
+  TaggedHandler handler_;
+  std::unique_ptr<FramedServer> server_;
+};
+
+TEST_F(FramedChannelTest, BlockingCallsGetTheirOwnAnswers) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  auto a = channel->Call("hello", " world", absl::Now() + kWait);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->code, absl::StatusCode::kOk);
+  EXPECT_EQ(a->body, "hello world");
+  // A server error is an answer, not a failed call; the channel stays up.
+  auto b = channel->Call("fail", "", absl::Now() + kWait);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->code, absl::StatusCode::kNotFound);
+  EXPECT_EQ(b->body, "no such thing");
+  EXPECT_FALSE(channel->broken());
+  EXPECT_EQ(channel->in_flight(), 0u);
+}
+
+TEST_F(FramedChannelTest, ParkedCallsAnsweredOutOfOrderReachTheirCallers) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  constexpr int kCalls = 50;
+  std::vector<std::unique_ptr<Outcome>> outcomes;
+  for (int i = 0; i < kCalls; ++i) {
+    outcomes.push_back(std::make_unique<Outcome>());
+    channel->Start("park:", absl::StrCat(i), absl::InfiniteFuture(),
+                   outcomes.back()->Done());
+  }
+  ASSERT_TRUE(handler_.WaitParked(kCalls));
+  EXPECT_EQ(channel->in_flight(), static_cast<size_t>(kCalls));
+  // A call that is not parked passes the parked ones.
+  auto echo = channel->Call("x", "", absl::Now() + kWait);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(echo->body, "x");
+  handler_.ReleaseAll();  // newest first
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(outcomes[i]->ended.WaitForNotificationWithTimeout(kWait));
+    ASSERT_TRUE(outcomes[i]->result.ok()) << outcomes[i]->result.status();
+    EXPECT_EQ(outcomes[i]->result->body, absl::StrCat("park:", i));
+  }
+  EXPECT_EQ(channel->in_flight(), 0u);
+}
+
+TEST_F(FramedChannelTest, AsyncDeadlineEndsTheCallButNotTheChannel) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  Outcome late;
+  channel->Start("park", "", absl::Now() + absl::Milliseconds(50), late.Done());
+  ASSERT_TRUE(late.ended.WaitForNotificationWithTimeout(kWait));
+  EXPECT_EQ(late.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(late.result.status().message(), HasSubstr(server_->address()));
+  // The late answer is dropped; the channel goes on.
+  handler_.ReleaseAll();
+  auto echo = channel->Call("after", "", absl::Now() + kWait);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(echo->body, "after");
+  EXPECT_FALSE(channel->broken());
+}
+
+TEST_F(FramedChannelTest, BlockingCallReturnsAtItsDeadline) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  auto r = channel->Call("park", "", absl::Now() + absl::Milliseconds(30));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(channel->in_flight(), 0u);
+  EXPECT_FALSE(channel->broken());
+}
+
+TEST_F(FramedChannelTest, AbandonEndsOneCallWithItsStatus) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  Outcome abandoned, kept;
+  const uint32_t tag =
+      channel->Start("park:a", "", absl::InfiniteFuture(), abandoned.Done());
+  channel->Start("park:k", "", absl::InfiniteFuture(), kept.Done());
+  ASSERT_TRUE(handler_.WaitParked(2));
+  channel->Abandon(tag, absl::CancelledError("caller gave up"));
+  ASSERT_TRUE(abandoned.ended.HasBeenNotified());
+  EXPECT_EQ(abandoned.result.status().code(), absl::StatusCode::kCancelled);
+  channel->Abandon(tag, absl::CancelledError("twice"));  // ignored
+  handler_.ReleaseAll();
+  ASSERT_TRUE(kept.ended.WaitForNotificationWithTimeout(kWait));
+  ASSERT_TRUE(kept.result.ok()) << kept.result.status();
+  EXPECT_EQ(kept.result->body, "park:k");
+}
+
+TEST_F(FramedChannelTest, LostConnectionFailsEveryCallInFlight) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  Outcome one, two;
+  channel->Start("park", "", absl::InfiniteFuture(), one.Done());
+  channel->Start("park", "", absl::InfiniteFuture(), two.Done());
+  ASSERT_TRUE(handler_.WaitParked(2));
+  handler_.CloseAll();
+  for (Outcome* o : {&one, &two}) {
+    ASSERT_TRUE(o->ended.WaitForNotificationWithTimeout(kWait));
+    EXPECT_EQ(o->result.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(o->result.status().message(), HasSubstr(server_->address()));
+  }
+  EXPECT_TRUE(channel->broken());
+  // A call on a broken channel ends at once, inline.
+  Outcome after;
+  channel->Start("x", "", absl::InfiniteFuture(), after.Done());
+  ASSERT_TRUE(after.ended.HasBeenNotified());
+  EXPECT_EQ(after.result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(FramedChannelTest, OversizedReplyBreaksTheChannel) {
+  auto channel = Connect(/*max_frame=*/4096);
+  ASSERT_NE(channel, nullptr);
+  auto r = channel->Call("big:100000", "", absl::Now() + kWait);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr("100005 bytes"));
+  EXPECT_TRUE(channel->broken());
+}
+
+TEST_F(FramedChannelTest, WrongTokenIsRefused) {
+  auto channel = FramedChannel::Connect(server_->address(), "wrong token",
+                                        absl::Now() + kWait);
+  EXPECT_EQ(channel.status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(FramedChannelTest, CallbackMayDestroyTheChannel) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  FramedChannel* raw = channel.release();
+  absl::Notification destroyed;
+  raw->Start("bye", "", absl::InfiniteFuture(),
+             [raw, &destroyed](absl::StatusOr<TaggedReply> r) {
+               EXPECT_TRUE(r.ok()) << r.status();
+               delete raw;  // on the reader thread
+               destroyed.Notify();
+             });
+  EXPECT_TRUE(destroyed.WaitForNotificationWithTimeout(kWait));
+}
+
+}  // namespace
+}  // namespace cohort::rpc
