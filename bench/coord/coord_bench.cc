@@ -85,6 +85,7 @@ struct Flags {
   std::string coordinator;
   int task = 0;
   int sim_count = 0;
+  bool pipelined = false;
   int hold_s = 0;
 };
 
@@ -161,6 +162,8 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
       // Handled above.
     } else if (a == "--no-peer") {
       f.no_peer = true;
+    } else if (a == "--pipelined") {
+      f.pipelined = true;
     } else if (a == "--reps") {
       if (!int_value(f.reps)) return false;
     } else if (a == "--rtt-iters") {
@@ -301,24 +304,69 @@ absl::StatusOr<Json> BarrierClient(CoordinationAgent& agent, int rounds) {
   return Json{{"arrive", arrive}, {"depart", depart}};
 }
 
+// The answers of pipelined sets: how many are outstanding, the first error.
+class PipelinedSets {
+ public:
+  coord::StatusCallback Started() {
+    absl::MutexLock lock(&mu_);
+    ++outstanding_;
+    return [this](absl::Status s) {
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+      if (error_.ok()) error_ = std::move(s);
+    };
+  }
+  absl::Status error() {
+    absl::MutexLock lock(&mu_);
+    return error_;
+  }
+  // Waits for every answer (bounded).
+  absl::Status Drain() {
+    absl::MutexLock lock(&mu_);
+    auto none = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return outstanding_ == 0;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&none), absl::Seconds(30))) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          outstanding_, " pipelined sets were not answered within 30 s"));
+    }
+    return error_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
 absl::StatusOr<Json> ThroughputClient(CoordinationAgent& agent, int index,
-                                      double seconds) {
+                                      double seconds, bool pipelined) {
   const std::string key = absl::StrCat("tp/", index);
   const std::string value(64, 'x');
   // The peer's warm-up: one set of the client's key before the start barrier.
   COHORT_RETURN_IF_ERROR(agent.InsertKeyValue(key, value, true));
   COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier("tp_start", absl::Seconds(120)));
+  PipelinedSets sets;
   int64_t ops = 0;
   const int64_t t0 = MonoNs();
   const int64_t end = t0 + static_cast<int64_t>(seconds * 1e9);
   int64_t t1 = t0;
   while (t1 < end) {
-    COHORT_RETURN_IF_ERROR(
-        agent.InsertKeyValue(key, value, /*allow_overwrite=*/true));
+    if (pipelined) {
+      // The set's answer is checked, but not waited for: it comes with the
+      // get's.
+      agent.InsertKeyValueAsync(key, value, /*allow_overwrite=*/true,
+                                sets.Started());
+    } else {
+      COHORT_RETURN_IF_ERROR(
+          agent.InsertKeyValue(key, value, /*allow_overwrite=*/true));
+    }
     COHORT_RETURN_IF_ERROR(agent.TryGetKeyValue(key).status());
+    COHORT_RETURN_IF_ERROR(sets.error());
     ops += 2;
     t1 = MonoNs();
   }
+  COHORT_RETURN_IF_ERROR(sets.Drain());
   // t0: start of this client's first operation; t1: end of its last.
   return Json{{"t0", t0}, {"t1", t1}, {"ops", ops}};
 }
@@ -359,9 +407,10 @@ int RunChild(const Flags& f) {
               << f.coordinator << ": " << s << "\n";
     return 1;
   }
-  absl::StatusOr<Json> out = f.child == "barrier"
-                                 ? BarrierClient(**agent, f.rounds)
-                                 : ThroughputClient(**agent, f.task, f.seconds);
+  absl::StatusOr<Json> out =
+      f.child == "barrier"
+          ? BarrierClient(**agent, f.rounds)
+          : ThroughputClient(**agent, f.task, f.seconds, f.pipelined);
   if (!out.ok()) {
     std::cerr << "coord bench child " << f.task << ": " << out.status() << "\n";
     return 1;
@@ -580,14 +629,21 @@ absl::Status BenchBarrier(Bench& b, int n, bool processes, int rep) {
   return absl::OkStatus();
 }
 
-absl::Status BenchThroughput(Bench& b, int n, bool processes, int rep) {
+// The two op mixes: each set waits for its answer, or is pipelined with
+// the get that follows (InsertKeyValueAsync).
+constexpr char kOpMix[] = "set64+get alternating";
+constexpr char kPipelinedOpMix[] = "set64 pipelined+get alternating";
+
+absl::Status BenchThroughput(Bench& b, int n, bool processes, bool pipelined,
+                             int rep) {
   const double seconds = b.flags.seconds;
   COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, n));
-  auto fn = [seconds](CoordinationAgent& agent, int i) {
-    return ThroughputClient(agent, i, seconds);
+  auto fn = [seconds, pipelined](CoordinationAgent& agent, int i) {
+    return ThroughputClient(agent, i, seconds, pipelined);
   };
-  const std::vector<std::string> child_args = {
-      "--child", "throughput", "--seconds", absl::StrCat(seconds)};
+  std::vector<std::string> child_args = {"--child", "throughput", "--seconds",
+                                         absl::StrCat(seconds)};
+  if (pipelined) child_args.push_back("--pipelined");
   auto run = RunClients(b, *server, n, processes, child_args, fn);
   server->Stop();
   if (!run.ok()) return run.status();
@@ -606,7 +662,7 @@ absl::Status BenchThroughput(Bench& b, int n, bool processes, int rep) {
   Emit(b, "throughput",
        {{"client_mode", ModeName(processes)},
         {"clients", n},
-        {"op_mix", "set64+get alternating"},
+        {"op_mix", pipelined ? kPipelinedOpMix : kOpMix},
         {"seconds", seconds}},
        ops / span, "ops/s", rep,
        {{"per_client_ops_s", Round3(ops / span / n)},
@@ -855,12 +911,18 @@ int PrintRatios(Bench& b) {
     const std::string mode = ModeName(processes);
     if (f.only.count("throughput")) {
       for (int n : f.tp_clients) {
-        specs.push_back({"throughput",
-                         {{"clients", n}, {"client_mode", mode}},
-                         "throughput",
-                         Json::object(),
-                         false,
-                         ""});
+        for (const char* mix : {kOpMix, kPipelinedOpMix}) {
+          specs.push_back({"throughput",
+                           {{"clients", n}, {"client_mode", mode}},
+                           "throughput",
+                           Json::object(),
+                           false,
+                           mix == kOpMix ? ""
+                                         : "cohort's sets are pipelined with "
+                                           "the next get and still checked; "
+                                           "TCPStore's sets get no answer",
+                           {{"op_mix", mix}}});
+        }
       }
     }
     if (f.only.count("barrier")) {
@@ -932,8 +994,14 @@ int RunCoordBench(const std::vector<std::string>& args) {
     if (f.only.count("throughput")) {
       for (bool processes : f.modes) {
         for (int n : f.tp_clients) {
-          check(BenchThroughput(b, n, processes, rep), "throughput",
-                {{"clients", n}, {"client_mode", ModeName(processes)}}, rep);
+          for (bool pipelined : {false, true}) {
+            check(BenchThroughput(b, n, processes, pipelined, rep),
+                  "throughput",
+                  {{"clients", n},
+                   {"client_mode", ModeName(processes)},
+                   {"op_mix", pipelined ? kPipelinedOpMix : kOpMix}},
+                  rep);
+          }
         }
       }
     }

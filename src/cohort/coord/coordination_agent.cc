@@ -509,6 +509,24 @@ absl::Status CoordinationAgent::InsertKeyValue(const std::string& key,
   });
 }
 
+void CoordinationAgent::InsertKeyValueAsync(const std::string& key,
+                                            const std::string& value,
+                                            bool allow_overwrite,
+                                            StatusCallback done) {
+  if (absl::Status usable = CheckUsable(); !usable.ok()) {
+    done(usable);
+    return;
+  }
+  InsertKeyValueRequest request;
+  request.mutable_kv()->set_key(key);
+  request.mutable_kv()->set_value(value);
+  request.set_allow_overwrite(allow_overwrite);
+  auto response = std::make_shared<InsertKeyValueResponse>();
+  client_->InsertKeyValueAsync(
+      request, response.get(), RpcCallOptions(),
+      [response, done = std::move(done)](absl::Status s) { done(s); });
+}
+
 absl::StatusOr<std::string> CoordinationAgent::GetKeyValue(
     const std::string& key, absl::Duration timeout) {
   COHORT_RETURN_IF_ERROR(CheckUsable());

@@ -119,6 +119,15 @@ class CoordinationAgent {
   // --- Key-value store (values are bytes) ---------------------------------
   absl::Status InsertKeyValue(const std::string& key, const std::string& value,
                               bool allow_overwrite = false);
+  // As InsertKeyValue (not retried), without waiting for the answer: the
+  // write is sent before this returns, and `done` gets the service's answer
+  // later, on the client's completion thread or a thread that waits for
+  // another call. On the framed transport (one connection per process) the
+  // service handles it before any call this thread makes afterwards, so a
+  // set and the get that follows cost one round trip together (TCPStore's
+  // set never waits for an answer at all).
+  void InsertKeyValueAsync(const std::string& key, const std::string& value,
+                           bool allow_overwrite, StatusCallback done);
   // Blocks until the key exists; DeadlineExceeded after `timeout`.
   absl::StatusOr<std::string> GetKeyValue(const std::string& key,
                                           absl::Duration timeout);

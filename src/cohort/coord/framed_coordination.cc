@@ -9,7 +9,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/rpc/frame.h"
@@ -112,36 +111,49 @@ class FramedCalls {
          done = std::move(done)](absl::StatusOr<rpc::TaggedReply> reply) {
           done(Finish(rpc, std::move(reply), response, cancellation));
         });
-    if (cancellation != nullptr) {
-      // The canceller only observes the channel: a Cancel() after the call
-      // ended finds nothing to do.
-      cancellation->SetCanceller(
-          [weak = std::weak_ptr<rpc::FramedChannel>(*channel), tag, rpc,
-           address = address_] {
-            if (auto live = weak.lock()) {
-              live->Abandon(tag, absl::CancelledError(absl::StrCat(
-                                     "coordination RPC ", rpc, " to ", address,
-                                     " was cancelled")));
-            }
-          });
-    }
+    if (cancellation != nullptr) SetCanceller(cancellation, *channel, tag, rpc);
   }
 
+  // A blocking call: the caller reads the connection itself when nobody
+  // else does (FramedChannel::Call).
   template <typename Request, typename Response>
   absl::Status Call(Method method, const char* rpc, const Request& request,
                     Response* response, const CallOptions& options) {
-    absl::Notification ended;
-    absl::Status result;
-    Start(method, rpc, request, response, options,
-          [&ended, &result](absl::Status s) {
-            result = std::move(s);
-            ended.Notify();
-          });
-    ended.WaitForNotification();
-    return result;
+    const absl::Time deadline = Deadline(options);
+    absl::StatusOr<std::shared_ptr<rpc::FramedChannel>> channel =
+        Channel(deadline, options.wait_for_ready);
+    if (!channel.ok()) return Transport(channel.status(), rpc);
+    CallCancellation* cancellation = options.cancellation;
+    const char head = static_cast<char>(method);
+    std::function<void(uint32_t)> started;
+    if (cancellation != nullptr) {
+      started = [&](uint32_t tag) {
+        SetCanceller(cancellation, *channel, tag, rpc);
+      };
+    }
+    absl::StatusOr<rpc::TaggedReply> reply =
+        (*channel)->Call(absl::string_view(&head, 1),
+                         request.SerializeAsString(), deadline, started);
+    return Finish(rpc, std::move(reply), response, cancellation);
   }
 
  private:
+  // The canceller only observes the channel: a Cancel() after the call
+  // ended finds nothing to do.
+  void SetCanceller(CallCancellation* cancellation,
+                    const std::shared_ptr<rpc::FramedChannel>& channel,
+                    uint32_t tag, const char* rpc) const {
+    cancellation->SetCanceller(
+        [weak = std::weak_ptr<rpc::FramedChannel>(channel), tag, rpc,
+         address = address_] {
+          if (auto live = weak.lock()) {
+            live->Abandon(tag, absl::CancelledError(absl::StrCat(
+                                   "coordination RPC ", rpc, " to ", address,
+                                   " was cancelled")));
+          }
+        });
+  }
+
   static absl::Time Deadline(const CallOptions& options) {
     return options.timeout == absl::InfiniteDuration()
                ? absl::InfiniteFuture()

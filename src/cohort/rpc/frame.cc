@@ -73,14 +73,19 @@ absl::StatusOr<PayloadReply> ParsePayloadReply(absl::string_view body,
   return reply;
 }
 
+void FrameReader::Append(const char* data, size_t size) {
+  if (buffer_.size() < end_ + size) {
+    buffer_.resize(std::max(end_ + size, 2 * buffer_.size()));
+  }
+  std::memcpy(&buffer_[end_], data, size);
+  end_ += size;
+}
+
 size_t FrameReader::TakeBuffered(char* dst, size_t size) {
-  const size_t n = std::min(size, buffered());
+  const size_t n = std::min(size, end_ - offset_);
   std::memcpy(dst, buffer_.data() + offset_, n);
   offset_ += n;
-  if (offset_ == buffer_.size()) {
-    buffer_.clear();
-    offset_ = 0;
-  }
+  if (offset_ == end_) offset_ = end_ = 0;
   return n;
 }
 
@@ -98,8 +103,9 @@ absl::Span<char> FrameReader::ReadSpace(size_t max_read) {
     return absl::Span<char>(&large_[large_filled_], std::min(room, max_read));
   }
   // A complete large frame waits for Next(); what follows it is staged.
-  staged_ = buffer_.size();
-  buffer_.resize(staged_ + max_read);
+  staged_ = end_;
+  // Grows (zero-filling) only when the room is not there already.
+  if (buffer_.size() < end_ + max_read) buffer_.resize(end_ + max_read);
   return absl::Span<char>(&buffer_[staged_], max_read);
 }
 
@@ -108,12 +114,12 @@ void FrameReader::Commit(size_t n) {
     large_filled_ += n;
     return;
   }
-  buffer_.resize(staged_ + n);
+  end_ = staged_ + n;
   if (!large_active_) MaybeStartLarge();
 }
 
 void FrameReader::MaybeStartLarge() {
-  const size_t have = buffer_.size() - offset_;
+  const size_t have = end_ - offset_;
   if (have < 4) return;
   const size_t size = DecodeFixed32(buffer_.data() + offset_);
   // Over the cap: Next() refuses it. Complete: Next() hands it out.
@@ -125,8 +131,7 @@ void FrameReader::MaybeStartLarge() {
   large_.resize(large_filled_);
   std::memcpy(&large_[0], buffer_.data() + offset_ + 4, large_filled_);
   large_active_ = true;
-  buffer_.clear();
-  offset_ = 0;
+  offset_ = end_ = 0;
 }
 
 FrameReader::Result FrameReader::Next(std::string* payload,
@@ -154,11 +159,11 @@ FrameReader::Result FrameReader::Next(std::string* payload,
   offset_ += 4 + size;
   // Compact once the consumed prefix dominates: amortised O(1) per byte,
   // instead of moving the tail after every frame.
-  if (offset_ == buffer_.size()) {
-    buffer_.clear();
-    offset_ = 0;
-  } else if (offset_ > buffer_.size() / 2) {
-    buffer_.erase(0, offset_);
+  if (offset_ == end_) {
+    offset_ = end_ = 0;
+  } else if (offset_ > end_ / 2) {
+    std::memmove(&buffer_[0], buffer_.data() + offset_, end_ - offset_);
+    end_ -= offset_;
     offset_ = 0;
   }
   return Result::kFrame;

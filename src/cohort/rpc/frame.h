@@ -95,10 +95,10 @@ class FrameReader {
   explicit FrameReader(size_t max_frame) : max_frame_(max_frame) {}
 
   void set_max_frame(size_t max_frame) { max_frame_ = max_frame; }
-  void Append(const char* data, size_t size) { buffer_.append(data, size); }
+  void Append(const char* data, size_t size);
   // Bytes received but not yet returned as frames.
   size_t buffered() const {
-    return buffer_.size() - offset_ + (large_active_ ? 4 + large_filled_ : 0);
+    return end_ - offset_ + (large_active_ ? 4 + large_filled_ : 0);
   }
 
   // Reading without a staging copy, for servers that receive large frames:
@@ -127,9 +127,13 @@ class FrameReader {
   void MaybeStartLarge();
 
   size_t max_frame_;
+  // Received bytes are buffer_[offset_, end_). The string keeps its size
+  // (capacity for the next reads) so that ReadSpace does not zero-fill
+  // 64 KiB for every small read.
   std::string buffer_;
   size_t offset_ = 0;        // start of the unread bytes in buffer_
-  size_t staged_ = 0;        // buffer_'s size before the last ReadSpace
+  size_t end_ = 0;           // end of the received bytes in buffer_
+  size_t staged_ = 0;        // end_ before the last ReadSpace
   bool into_large_ = false;  // the last ReadSpace pointed into large_
   // A large frame being received into its own string (its header consumed).
   bool large_active_ = false;

@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <deque>
 #include <utility>
 #include <vector>
 
@@ -14,7 +16,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/framed_client.h"
@@ -32,8 +33,10 @@ class FramedChannel::Core {
         address_(std::move(address)),
         reader_(max_frame_bytes) {}
 
+  // `blocking`: the caller reads for the call itself (CallBlocking);
+  // otherwise the reader thread is woken if nobody reads.
   uint32_t Start(absl::string_view head, absl::string_view body,
-                 absl::Time deadline, Done done) {
+                 absl::Time deadline, Done done, bool blocking = false) {
     uint32_t tag = 0;
     absl::Status broken;
     {
@@ -48,6 +51,7 @@ class FramedChannel::Core {
         if (deadline != absl::InfiniteFuture()) {
           deadlines_.insert({deadline, tag});
         }
+        if (!blocking && !reading_) reader_cv_.Signal();
       }
     }
     if (!broken.ok()) {
@@ -92,6 +96,7 @@ class FramedChannel::Core {
         broken_status_ = status;
         shutdown(fd_.get(), SHUT_RDWR);
         Wake();
+        reader_cv_.Signal();
       }
       pending.swap(pending_);
       deadlines_.clear();
@@ -99,37 +104,113 @@ class FramedChannel::Core {
     for (auto& [tag, call] : pending) call.done(status);
   }
 
-  void ReadLoop() {
+  // A blocking call: Start() and wait for its end. While nobody reads the
+  // socket the caller reads it itself, delivering every reply that arrives
+  // until its own has come, so that a reply wakes exactly the thread that
+  // waits for it; otherwise it waits, on its own lock (no contention with
+  // the other waiters), to be handed its reply or the reading.
+  absl::StatusOr<TaggedReply> CallBlocking(
+      absl::string_view head, absl::string_view body, absl::Time deadline,
+      const std::function<void(uint32_t)>& started) {
+    auto w = std::make_shared<Waiter>();
+    const uint32_t tag = Start(
+        head, body, deadline,
+        [w](absl::StatusOr<TaggedReply> r) {
+          absl::MutexLock lock(&w->mu);
+          w->result = std::move(r);
+          w->ended = true;
+          w->cv.Signal();
+        },
+        /*blocking=*/true);
+    if (started) started(tag);
     while (true) {
       {
-        absl::MutexLock lock(&mu_);
-        if (broken_) break;
+        absl::MutexLock lock(&w->mu);
+        if (w->ended) return std::move(w->result);
       }
-      const absl::Time now = absl::Now();
-      absl::Time wake_at = now + kDeadlineSlack;
+      bool lead = false;
       {
         absl::MutexLock lock(&mu_);
-        if (!deadlines_.empty()) {
-          wake_at = std::min(wake_at, deadlines_.begin()->first);
+        if (!reading_ && !broken_) {
+          reading_ = true;
+          lead = true;
+        } else if (!broken_) {
+          waiters_.push_back(w);
+          // The reader thread steps aside for a blocking caller.
+          if (thread_reading_ && !kicked_) {
+            kicked_ = true;
+            Wake();
+          }
         }
       }
+      if (!lead) {
+        absl::MutexLock lock(&w->mu);
+        while (!w->ended && !w->lead && absl::Now() < deadline) {
+          w->cv.WaitWithDeadline(&w->mu, deadline);
+        }
+        lead = w->lead;
+        w->lead = false;
+      }
+      // Handed the reading (even if the call ended meanwhile: Lead passes
+      // it on).
+      if (lead) Lead(*w, deadline);
+      bool ended;
+      {
+        absl::MutexLock lock(&w->mu);
+        ended = w->ended;
+      }
+      if (!ended && absl::Now() >= deadline) {
+        Complete(tag,
+                 absl::DeadlineExceededError(absl::StrCat(
+                     "no answer from ", address_, " before the deadline")));
+      }
+    }
+  }
+
+  // The reader thread: reads while no blocking caller does and calls are in
+  // flight (asynchronous ones, parked ones), and ends calls past their
+  // deadline.
+  void ReadLoop() {
+    absl::MutexLock lock(&mu_);
+    while (!broken_) {
+      if (reading_ || pending_.empty()) {
+        // A blocking caller that stops reading does not wake this thread
+        // (that would cost a wake-up per call); calls left in flight are
+        // picked up within kIdleRecheck.
+        reader_cv_.WaitWithTimeout(
+            &mu_, pending_.empty() ? kDeadlineSlack : kIdleRecheck);
+        mu_.Unlock();
+        ExpireDeadlines(absl::Now());
+        mu_.Lock();
+        continue;
+      }
+      reading_ = true;
+      thread_reading_ = true;
+      absl::Time wake_at = absl::Now() + kDeadlineSlack;
+      if (!deadlines_.empty()) {
+        wake_at = std::min(wake_at, deadlines_.begin()->first);
+      }
+      mu_.Unlock();
       pollfd p[2] = {{fd_.get(), POLLIN | POLLRDHUP, 0},
                      {wake_fd_.get(), POLLIN, 0}};
       const int r = poll(p, 2, PollTimeoutMs(wake_at));
+      bool open = true;
       if (r < 0 && errno != EINTR) {
         Fail(SocketError("poll() on", errno, address_));
-        break;
+        open = false;
       }
       if (r > 0 && (p[1].revents & POLLIN)) {
         uint64_t count;
         ssize_t ignored = read(wake_fd_.get(), &count, sizeof(count));
         (void)ignored;
       }
-      if (r > 0 && p[0].revents != 0 && !ReadReplies()) break;
+      if (open && r > 0 && p[0].revents != 0) ReadReplies();
       ExpireDeadlines(absl::Now());
+      mu_.Lock();
+      thread_reading_ = false;
+      kicked_ = false;
+      HandOffLocked();
     }
-    Fail(absl::UnavailableError(
-        absl::StrCat("the connection to ", address_, " was shut down")));
   }
 
   void Shutdown() {
@@ -152,6 +233,57 @@ class FramedChannel::Core {
     Done done;
     absl::Time deadline;
   };
+
+  // How soon the reader thread takes up the reading that a blocking caller
+  // left while other calls are in flight.
+  static constexpr absl::Duration kIdleRecheck = absl::Milliseconds(10);
+
+  // A blocking caller, as the others see it.
+  struct Waiter {
+    absl::Mutex mu;
+    absl::CondVar cv;
+    bool ended ABSL_GUARDED_BY(mu) = false;
+    bool lead ABSL_GUARDED_BY(mu) = false;  // handed the reading
+    absl::StatusOr<TaggedReply> result ABSL_GUARDED_BY(mu);
+  };
+
+  // Holding the reading (reading_), reads for blocking caller `w` until its
+  // call ends, the socket fails or its deadline passes; then hands the
+  // reading on.
+  void Lead(Waiter& w, absl::Time deadline) {
+    while (true) {
+      {
+        absl::MutexLock lock(&w.mu);
+        if (w.ended) break;
+      }
+      if (broken() || absl::Now() >= deadline) break;
+      pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
+      const int r = poll(&p, 1, PollTimeoutMs(deadline));
+      if (r < 0 && errno != EINTR) {
+        Fail(SocketError("poll() on", errno, address_));
+      } else if (r > 0) {
+        ReadReplies();
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    HandOffLocked();
+  }
+
+  // Passes the reading, held by the caller, to the oldest blocking caller
+  // still waiting, or frees it (the reader thread looks again on its own
+  // within kIdleRecheck).
+  void HandOffLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (!waiters_.empty()) {
+      std::shared_ptr<Waiter> next = std::move(waiters_.front());
+      waiters_.pop_front();
+      absl::MutexLock lock(&next->mu);
+      if (next->ended) continue;  // answered while it waited
+      next->lead = true;
+      next->cv.Signal();
+      return;  // reading_ stays set: it is theirs now
+    }
+    reading_ = false;
+  }
 
   void Wake() {
     const uint64_t one = 1;
@@ -251,7 +383,7 @@ class FramedChannel::Core {
   const UniqueFd fd_;
   const UniqueFd wake_fd_;
   const std::string address_;
-  // Reader thread only.
+  // Only the thread that holds the reading (reading_) uses it.
   FrameReader reader_;
 
   absl::Mutex write_mu_;
@@ -263,6 +395,15 @@ class FramedChannel::Core {
   uint32_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_status_ ABSL_GUARDED_BY(mu_);
+  // Someone reads the socket: a blocking caller or the reader thread
+  // (thread_reading_, which a blocking caller wakes once: kicked_).
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool thread_reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool kicked_ ABSL_GUARDED_BY(mu_) = false;
+  // Blocking callers waiting for their reply or for the reading, oldest
+  // first (some may have been answered meanwhile).
+  std::deque<std::shared_ptr<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar reader_cv_;
 };
 
 absl::StatusOr<std::unique_ptr<FramedChannel>> FramedChannel::Connect(
@@ -301,25 +442,13 @@ void FramedChannel::Abandon(uint32_t tag, absl::Status status) {
   core_->Complete(tag, std::move(status));
 }
 
-absl::StatusOr<TaggedReply> FramedChannel::Call(absl::string_view head,
-                                                absl::string_view body,
-                                                absl::Time deadline) {
-  struct Slot {
-    absl::Notification ended;
-    absl::StatusOr<TaggedReply> result;
-  };
-  auto slot = std::make_shared<Slot>();
-  const uint32_t tag =
-      Start(head, body, deadline, [slot](absl::StatusOr<TaggedReply> r) {
-        slot->result = std::move(r);
-        slot->ended.Notify();
-      });
-  if (!slot->ended.WaitForNotificationWithDeadline(deadline)) {
-    Abandon(tag, absl::DeadlineExceededError(absl::StrCat(
-                     "no answer from ", address_, " before the deadline")));
-    slot->ended.WaitForNotification();
-  }
-  return std::move(slot->result);
+absl::StatusOr<TaggedReply> FramedChannel::Call(
+    absl::string_view head, absl::string_view body, absl::Time deadline,
+    const std::function<void(uint32_t tag)>& started) {
+  // The core stays alive for the call even if a callback this thread runs
+  // destroys the channel.
+  const std::shared_ptr<Core> core = core_;
+  return core->CallBlocking(head, body, deadline, started);
 }
 
 void FramedChannel::Shutdown() { core_->Shutdown(); }

@@ -30,9 +30,17 @@
 // ends at most kDeadlineSlack after its deadline (the reader checks them at
 // least that often).
 //
-// Thread safety: thread-safe. Callbacks run on the reader thread (or inline
-// in Start() when the channel is already broken) and must not block; they
-// may start new calls and may destroy the channel.
+// Reading: one thread at a time reads the connection. A blocking Call()
+// reads it itself while nobody else does; the channel's reader thread reads
+// only while calls are in flight and no blocking caller is waiting (it
+// steps aside for one), so that a blocking call costs one wake-up, not two.
+// A reply to an asynchronous call that arrives just after a blocking caller
+// stopped reading is picked up within 10 ms.
+//
+// Thread safety: thread-safe. Callbacks run on the thread that reads the
+// reply (the reader thread or a blocking caller), or inline in Start() when
+// the channel is already broken; they must not block; they may start new
+// calls and may destroy the channel.
 #ifndef COHORT_RPC_FRAMED_CHANNEL_H_
 #define COHORT_RPC_FRAMED_CHANNEL_H_
 
@@ -77,9 +85,14 @@ class FramedChannel {
   // Ends call `tag` now with `status` if it has not ended; its reply, if one
   // comes, is dropped. A tag that already ended is ignored.
   void Abandon(uint32_t tag, absl::Status status);
-  // Start() and wait for the end, at most until `deadline`.
-  absl::StatusOr<TaggedReply> Call(absl::string_view head,
-                                   absl::string_view body, absl::Time deadline);
+  // Start() and wait for the end, at most until `deadline`. `started`, if
+  // given, gets the call's tag once it is sent (e.g. to Abandon() it from
+  // another thread). While no other thread reads the connection, the caller
+  // reads it itself (delivering other calls' replies too, and running their
+  // callbacks), so that its reply wakes it directly.
+  absl::StatusOr<TaggedReply> Call(
+      absl::string_view head, absl::string_view body, absl::Time deadline,
+      const std::function<void(uint32_t tag)>& started = nullptr);
 
   // Breaks the channel: calls in flight end with Unavailable. Never blocks.
   void Shutdown();

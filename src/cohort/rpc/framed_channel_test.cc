@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -165,6 +166,42 @@ TEST_F(FramedChannelTest, ParkedCallsAnsweredOutOfOrderReachTheirCallers) {
     EXPECT_EQ(outcomes[i]->result->body, absl::StrCat("park:", i));
   }
   EXPECT_EQ(channel->in_flight(), 0u);
+}
+
+TEST_F(FramedChannelTest, ConcurrentBlockingCallersEachGetTheirOwnAnswer) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  // An asynchronous call parked throughout: the reader thread reads for it
+  // and must step aside for the blocking callers.
+  Outcome parked_async;
+  channel->Start("park:async", "", absl::InfiniteFuture(), parked_async.Done());
+  ASSERT_TRUE(handler_.WaitParked(1));
+  constexpr int kThreads = 8;
+  std::vector<absl::StatusOr<TaggedReply>> answers(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      answers[i] = channel->Call("park:", absl::StrCat(i), absl::Now() + kWait);
+    });
+  }
+  ASSERT_TRUE(handler_.WaitParked(kThreads + 1));
+  handler_.ReleaseAll();  // newest first, all in one go
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_TRUE(answers[i].ok()) << answers[i].status();
+    EXPECT_EQ(answers[i]->body, absl::StrCat("park:", i));
+  }
+  ASSERT_TRUE(parked_async.ended.WaitForNotificationWithTimeout(kWait));
+  ASSERT_TRUE(parked_async.result.ok()) << parked_async.result.status();
+  EXPECT_EQ(parked_async.result->body, "park:async");
+  // Blocking and asynchronous calls keep working afterwards.
+  auto again = channel->Call("again", "", absl::Now() + kWait);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->body, "again");
+  Outcome async;
+  channel->Start("async", "", absl::InfiniteFuture(), async.Done());
+  ASSERT_TRUE(async.ended.WaitForNotificationWithTimeout(kWait));
+  EXPECT_EQ(async.result->body, "async");
 }
 
 TEST_F(FramedChannelTest, AsyncDeadlineEndsTheCallButNotTheChannel) {
