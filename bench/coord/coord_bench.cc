@@ -1,9 +1,7 @@
 #include "bench/coord/coord_bench.h"
 
-#include <spawn.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +24,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/common/peer.h"
+#include "bench/coord/child_clients.h"
+#include "bench/coord/coord_flags.h"
 #include "bench/coord/simulated_tasks.h"
 #include "cohort/base/json.h"
 #include "cohort/base/logging.h"
@@ -37,7 +37,6 @@
 #include "cohort/rpc/frame.h"
 #include "cohort/rpc/transport.h"
 
-extern char** environ;
 
 namespace cohort::bench {
 namespace {
@@ -58,190 +57,8 @@ std::string ModeName(bool processes) {
   return processes ? "processes" : "threads";
 }
 
-// --- flags -------------------------------------------------------------------
-
-struct Flags {
-  int reps = 3;
-  std::set<std::string> only = {"rtt", "throughput", "barrier", "register"};
-  std::vector<bool> modes = {false, true};  // threads, processes
-  std::vector<int> sizes = {2, 8, 32, 128};
-  std::vector<int> tp_clients = {8, 64};
-  double seconds = 3;
-  int rtt_iters = 5000;
-  int rounds = 0;  // 0: the peer's rule for each size
-  int round_divisor = 1;
-  std::vector<int> register_tasks = {1024, 16384};
-  // Simulated tasks (simulated_tasks.h) per client process, their heartbeat
-  // interval, and the window over which the service's CPU is measured.
-  int tasks_per_process = 1024;
-  int heartbeat_interval_s = 10;
-  int cpu_window_s = 10;
-  // "framed" (the fast path, framed_coordination.h) or "grpc".
-  std::string transport = "framed";
-  bool no_peer = false;
-  std::string peer_script;
-  // A child process (client_mode=processes): "barrier" or "throughput".
-  std::string child;
-  std::string coordinator;
-  int task = 0;
-  int sim_count = 0;
-  bool pipelined = false;
-  int hold_s = 0;
-};
-
-constexpr char kUsage[] =
-    "flags: --reps 3 --only rtt,throughput,barrier,register "
-    "--client-mode threads|processes|both --sizes 2,8,32,128 --tp-clients "
-    "8,64 --seconds 3 --rtt-iters 5000 --rounds N --register-tasks "
-    "1024,16384 --tasks-per-process 1024 --heartbeat-interval 10 "
-    "--cpu-window 10 "
-    "--transport framed|grpc --quick --peer-script PATH --no-peer";
-
-bool ParseIntList(const std::string& v, std::vector<int>& out) {
-  out.clear();
-  for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-    int n;
-    if (!absl::SimpleAtoi(s, &n) || n <= 0) return false;
-    out.push_back(n);
-  }
-  return !out.empty();
-}
-
-bool ParseFlags(const std::vector<std::string>& args, Flags& f,
-                std::string& error) {
-  // --quick first, so that explicit flags override what it sets.
-  if (std::find(args.begin(), args.end(), "--quick") != args.end()) {
-    f.reps = 1;
-    f.seconds = 1;
-    f.rtt_iters = 500;
-    f.round_divisor = 5;
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::string inline_value;
-    bool has_inline = false;
-    if (const size_t eq = a.find('=');
-        absl::StartsWith(a, "--") && eq != std::string::npos) {
-      inline_value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_inline = true;
-    }
-    auto value = [&](std::string& out) {
-      if (has_inline) {
-        out = inline_value;
-        return true;
-      }
-      if (i + 1 >= args.size()) {
-        error = a + " needs a value";
-        return false;
-      }
-      out = args[++i];
-      return true;
-    };
-    auto int_value = [&](int& out) {
-      std::string v;
-      if (!value(v)) return false;
-      if (!absl::SimpleAtoi(v, &out) || out <= 0) {
-        error = a + " must be a positive integer, got \"" + v + "\"";
-        return false;
-      }
-      return true;
-    };
-    auto list_value = [&](std::vector<int>& out) {
-      std::string v;
-      if (!value(v)) return false;
-      if (!ParseIntList(v, out)) {
-        error = a + " must be positive integers separated by commas, got \"" +
-                v + "\"";
-        return false;
-      }
-      return true;
-    };
-    std::string v;
-    if (a == "--quick") {
-      // Handled above.
-    } else if (a == "--no-peer") {
-      f.no_peer = true;
-    } else if (a == "--pipelined") {
-      f.pipelined = true;
-    } else if (a == "--reps") {
-      if (!int_value(f.reps)) return false;
-    } else if (a == "--rtt-iters") {
-      if (!int_value(f.rtt_iters)) return false;
-    } else if (a == "--rounds") {
-      if (!int_value(f.rounds)) return false;
-    } else if (a == "--register-tasks") {
-      if (!list_value(f.register_tasks)) return false;
-    } else if (a == "--tasks-per-process") {
-      if (!int_value(f.tasks_per_process)) return false;
-    } else if (a == "--heartbeat-interval") {
-      if (!int_value(f.heartbeat_interval_s)) return false;
-    } else if (a == "--cpu-window") {
-      if (!int_value(f.cpu_window_s)) return false;
-    } else if (a == "--sim-count") {
-      if (!int_value(f.sim_count)) return false;
-    } else if (a == "--hold") {
-      if (!int_value(f.hold_s)) return false;
-    } else if (a == "--transport") {
-      if (!value(v)) return false;
-      if (v != "framed" && v != "grpc") {
-        error = "--transport is framed or grpc, got \"" + v + "\"";
-        return false;
-      }
-      f.transport = v;
-    } else if (a == "--task") {
-      if (!value(v) || !absl::SimpleAtoi(v, &f.task)) return false;
-    } else if (a == "--sizes") {
-      if (!list_value(f.sizes)) return false;
-    } else if (a == "--tp-clients") {
-      if (!list_value(f.tp_clients)) return false;
-    } else if (a == "--seconds") {
-      if (!value(v)) return false;
-      if (!absl::SimpleAtod(v, &f.seconds) || !(f.seconds > 0)) {
-        error = "--seconds must be a positive number, got \"" + v + "\"";
-        return false;
-      }
-    } else if (a == "--only") {
-      if (!value(v)) return false;
-      f.only.clear();
-      for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-        if (s != "rtt" && s != "throughput" && s != "barrier" &&
-            s != "register") {
-          error = "--only takes rtt, throughput, barrier, register; got \"" +
-                  std::string(s) + "\"";
-          return false;
-        }
-        f.only.insert(std::string(s));
-      }
-    } else if (a == "--client-mode") {
-      if (!value(v)) return false;
-      if (v == "threads") {
-        f.modes = {false};
-      } else if (v == "processes") {
-        f.modes = {true};
-      } else if (v == "both") {
-        f.modes = {false, true};
-      } else {
-        error = "--client-mode must be threads, processes or both, got \"" + v +
-                "\"";
-        return false;
-      }
-    } else if (a == "--peer-script") {
-      if (!value(f.peer_script)) return false;
-    } else if (a == "--child") {
-      if (!value(f.child)) return false;
-    } else if (a == "--coordinator") {
-      if (!value(f.coordinator)) return false;
-    } else {
-      error = "unknown flag \"" + a + "\"; " + kUsage;
-      return false;
-    }
-  }
-  return true;
-}
-
 // The peer's rounds for its wait barrier: max(20, min(300, 3000 // n)).
-int RoundsFor(const Flags& f, int n) {
+int RoundsFor(const CoordFlags& f, int n) {
   if (f.rounds > 0) return f.rounds;
   const int rounds = std::max(20, std::min(300, 3000 / n));
   return std::max(10, rounds / f.round_divisor);
@@ -251,7 +68,7 @@ int RoundsFor(const Flags& f, int n) {
 // ---------------------------------------------------------
 
 struct Bench {
-  Flags flags;
+  CoordFlags flags;
   rpc::TransportSecurity security;  // job_token: random, per run
   MeasurementLog ours;
   MeasurementLog peer;
@@ -373,7 +190,7 @@ absl::StatusOr<Json> ThroughputClient(CoordinationAgent& agent, int index,
 
 // A child of simulated tasks: prints {"passed_ns"} once all passed the
 // barrier, then {"heartbeats"} after holding for --hold seconds.
-int RunSimChild(const Flags& f, const rpc::TransportSecurity& security) {
+int RunSimChild(const CoordFlags& f, const rpc::TransportSecurity& security) {
   SimulatedTasksOptions options;
   options.target = f.coordinator;
   options.security = security;
@@ -394,7 +211,7 @@ int RunSimChild(const Flags& f, const rpc::TransportSecurity& security) {
   return 0;
 }
 
-int RunChild(const Flags& f) {
+int RunChild(const CoordFlags& f) {
   rpc::TransportSecurity security;
   if (const char* token = getenv(rpc::kJobTokenEnvVar)) {
     security.job_token = token;
@@ -422,89 +239,6 @@ int RunChild(const Flags& f) {
 
 // --- running N clients
 // ---------------------------------------------------------
-
-struct Child {
-  pid_t pid = -1;
-  int out_fd = -1;
-};
-
-absl::StatusOr<Child> SpawnChild(const std::vector<std::string>& args,
-                                 const std::string& token) {
-  int fds[2];
-  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawn_file_actions_addclose(&actions, fds[1]);
-  std::vector<std::string> argv_storage = {"/proc/self/exe", "bench", "coord"};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // The job token goes through the environment (as `cohort launch` hands it
-  // to tasks), not the command line.
-  const std::string prefix = absl::StrCat(rpc::kJobTokenEnvVar, "=");
-  std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!absl::StartsWith(*e, prefix)) env_storage.emplace_back(*e);
-  }
-  env_storage.push_back(prefix + token);
-  std::vector<char*> envp;
-  for (auto& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  Child child;
-  const int rc = posix_spawn(&child.pid, "/proc/self/exe", &actions, nullptr,
-                             argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    return absl::InternalError(
-        absl::StrCat("posix_spawn of a client process failed: ", strerror(rc)));
-  }
-  child.out_fd = fds[0];
-  return child;
-}
-
-// Reads the child's next output line (blocking); `buffer` keeps what came
-// after it. Empty at EOF.
-std::string ReadChildLine(Child& child, std::string& buffer) {
-  char buf[4096];
-  size_t newline;
-  while ((newline = buffer.find('\n')) == std::string::npos) {
-    const ssize_t n = read(child.out_fd, buf, sizeof(buf));
-    if (n <= 0) return "";
-    buffer.append(buf, static_cast<size_t>(n));
-  }
-  std::string line = buffer.substr(0, newline);
-  buffer.erase(0, newline + 1);
-  return line;
-}
-
-// Waits for the child to end; returns its last output line as JSON.
-// `out` holds what was read from it before.
-absl::StatusOr<Json> CollectChild(Child& child, int index,
-                                  std::string out = "") {
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(child.out_fd, buf, sizeof(buf))) > 0) out.append(buf, n);
-  close(child.out_fd);
-  int status = 0;
-  waitpid(child.pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat(
-        "client process ", index, " (pid ", child.pid, ") ",
-        WIFEXITED(status)
-            ? absl::StrCat("exited with status ", WEXITSTATUS(status))
-            : absl::StrCat("was killed by signal ", WTERMSIG(status)),
-        "; its stderr says why"));
-  }
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  const size_t last = out.rfind('\n');
-  return ParseJson(last == std::string::npos ? out : out.substr(last + 1),
-                   "client process output");
-}
 
 // Runs `n` clients against `server` (threads running `fn`, or child
 // processes given `child_args`); returns each one's JSON result. On the
@@ -735,7 +469,7 @@ absl::Status BenchRegister(Bench& b, int n, int rep) {
   return absl::OkStatus();
 }
 
-double ProcessCpuSeconds() {
+double SelfCpuSeconds() {
   rusage r;
   getrusage(RUSAGE_SELF, &r);
   return r.ru_utime.tv_sec + r.ru_stime.tv_sec +
@@ -747,7 +481,7 @@ double ProcessCpuSeconds() {
 // heartbeat every --heartbeat-interval, this process (which runs nothing
 // but the service) measures its own CPU time over --cpu-window.
 absl::Status BenchRegisterSimulated(Bench& b, int n, int rep) {
-  const Flags& f = b.flags;
+  const CoordFlags& f = b.flags;
   const absl::Duration interval = absl::Seconds(f.heartbeat_interval_s);
   COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, n, 2 * interval));
   const int per = f.tasks_per_process;
@@ -789,10 +523,10 @@ absl::Status BenchRegisterSimulated(Bench& b, int n, int rep) {
   }
   double cpu_share = 0;
   if (first.ok()) {
-    const double cpu0 = ProcessCpuSeconds();
+    const double cpu0 = SelfCpuSeconds();
     const int64_t t0 = MonoNs();
     absl::SleepFor(absl::Seconds(f.cpu_window_s));
-    cpu_share = (ProcessCpuSeconds() - cpu0) / ((MonoNs() - t0) / 1e9);
+    cpu_share = (SelfCpuSeconds() - cpu0) / ((MonoNs() - t0) / 1e9);
   }
   int64_t heartbeats = 0;
   for (size_t i = 0; i < children.size(); ++i) {
@@ -850,7 +584,7 @@ absl::Status BenchRegisterSimulated(Bench& b, int n, int rep) {
 // Runs tcpstore_bench.py once per client mode for repetition `rep` (rtt,
 // which has one client and no mode, only with the first).
 int RunPeerRep(Bench& b, PeerRunner& peer, int rep) {
-  const Flags& f = b.flags;
+  const CoordFlags& f = b.flags;
   int rc = 0;
   bool first = true;
   for (bool processes : f.modes) {
@@ -887,7 +621,7 @@ int RunPeerRep(Bench& b, PeerRunner& peer, int rep) {
 }
 
 int PrintRatios(Bench& b) {
-  const Flags& f = b.flags;
+  const CoordFlags& f = b.flags;
   std::vector<RatioSpec> specs;
   if (f.only.count("rtt")) {
     const Json params = {{"clients", 1}, {"value_bytes", 64}};
@@ -958,12 +692,12 @@ int PrintRatios(Bench& b) {
 int RunCoordBench(const std::vector<std::string>& args) {
   Bench b;
   std::string error;
-  if (!ParseFlags(args, b.flags, error)) {
+  if (!ParseCoordFlags(args, b.flags, error)) {
     std::cerr << "cohort bench coord: " << error << std::endl;
     return 2;
   }
   SetMinLogLevel(LogLevel::kWarning);
-  const Flags& f = b.flags;
+  const CoordFlags& f = b.flags;
   if (!f.child.empty()) return RunChild(f);
 
   // Every server of a real job requires a job token; so does this one.

@@ -9,11 +9,15 @@
 //       timed rounds of set (InsertKeyValue, overwrite), get (TryGetKeyValue)
 //       and add (IncrementKeyValue). Every cohort call waits for its reply;
 //       TCPStore's set does not (no reply) and its get is two round trips.
-//   throughput (ops/s; clients=8|64, client_mode): each client sets its own
-//       key once, waits at an untimed start barrier, then alternates
+//   throughput (ops/s; clients=8|64, client_mode, op_mix): each client sets
+//       its own key once, waits at an untimed start barrier, then alternates
 //       set(own key, 64 B) and get(own key) for --seconds; value = all
 //       operations / (last client's end - first client's start), the span
-//       actually measured (CLOCK_MONOTONIC, comparable across processes)
+//       actually measured (CLOCK_MONOTONIC, comparable across processes).
+//       op_mix "set64+get alternating": every set waits for its answer;
+//       "set64 pipelined+get alternating": the set is sent without waiting
+//       (InsertKeyValueAsync) and its answer, which comes with the get's,
+//       is still checked (TCPStore's set gets no answer at all)
 //   barrier_release_p50/p99, barrier_cycle_p50 (us; clients=N, client_mode,
 //       barrier=cohort, rounds): after an untimed start barrier, N agents
 //       pass the named barrier "bench" back to back for rounds =
@@ -21,11 +25,21 @@
 //       release = last arrival -> last departure of one round, cycle = time
 //       between the last departures of consecutive rounds; the first
 //       min(2, rounds / 4) rounds are dropped, as the peer does
-//   register_barrier_time (s; tasks=1024, client_mode=threads): 1,024
-//       agents (threads) register and pass one barrier (no peer figure)
+//   register_barrier_time (s; tasks=1024|16384, client_mode): agents as
+//       threads (client_mode=threads, up to 1,024 tasks: two threads per
+//       agent) or simulated tasks (client_mode=simulated, every size;
+//       simulated_tasks.h: each task makes its agent's calls, with
+//       --tasks-per-process tasks per child process on one connection)
+//       register and pass one barrier of all tasks (no peer figure)
+//   service_cpu_share (cores; tasks, heartbeat_interval_s, window_s): after
+//       that barrier, while every simulated task heartbeats each
+//       --heartbeat-interval seconds, the CPU time of this process (which
+//       runs only the service) over --cpu-window seconds / wall time; then
+//       every task must still be connected (no heartbeat missed)
 // The service runs in the benchmark process on 127.0.0.1 (port chosen by
 // the OS) with a random job token, which every agent presents, as in a real
-// job; agents talk to it over gRPC as threads of this process
+// job; agents talk to it (over --transport framed, the default, or grpc) as
+// threads of this process
 // (client_mode=threads) or as child processes (this binary re-executed with
 // --child; client_mode=processes), and are compared with TCPStore's threads
 // and processes modes respectively.
@@ -46,7 +60,9 @@
 //                      [--client-mode threads|processes|both]
 //                      [--sizes 2,8,32,128] [--tp-clients 8,64]
 //                      [--seconds 3] [--rtt-iters 5000] [--rounds N]
-//                      [--register-tasks 1024] [--quick]
+//                      [--register-tasks 1024,16384]
+//                      [--tasks-per-process 1024] [--heartbeat-interval 10]
+//                      [--cpu-window 10] [--transport framed|grpc] [--quick]
 //                      [--peer-script PATH | --no-peer]
 #ifndef COHORT_BENCH_COORD_COORD_BENCH_H_
 #define COHORT_BENCH_COORD_COORD_BENCH_H_
