@@ -37,7 +37,6 @@
 #include "cohort/rpc/frame.h"
 #include "cohort/rpc/transport.h"
 
-
 namespace cohort::bench {
 namespace {
 
