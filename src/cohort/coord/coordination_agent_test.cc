@@ -1,5 +1,6 @@
 #include "cohort/coord/coordination_agent.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -446,12 +447,18 @@ TEST_P(OverTheWireTest, CancellingAFinishedCallIsHarmless) {
             absl::StatusCode::kNotFound);
 }
 
-// Reads one frame from a blocking socket; empty when the peer closed.
+// Reads one frame from a socket; empty when the peer closed, or (a test
+// failure) when nothing came within 20 s.
 std::string ReadFrameFrom(int fd) {
   rpc::FrameReader reader(1 << 20);
   std::string frame;
   char buf[4096];
   while (reader.Next(&frame) != rpc::FrameReader::Result::kFrame) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20000) <= 0) {
+      ADD_FAILURE() << "no frame and no EOF within 20 s";
+      return "";
+    }
     const ssize_t n = read(fd, buf, sizeof(buf));
     if (n <= 0) return "";
     reader.Append(buf, static_cast<size_t>(n));
@@ -516,16 +523,25 @@ class FramedCapsTest : public ::testing::Test {
   std::unique_ptr<rpc::FramedServer> server_;
 };
 
-TEST_F(FramedCapsTest, AConnectionOverItsCallCapIsClosed) {
+TEST_F(FramedCapsTest, ACallOverTheConnectionsCapIsRefusedNotParked) {
   FramedCoordinationLimits limits;
   limits.max_calls_per_connection = 2;
   ASSERT_NO_FATAL_FAILURE(Start(limits));
   rpc::UniqueFd fd = RawFramedConnection(server_->address(), "right");
   ASSERT_TRUE(fd.valid());
-  // Two park; the third is one too many: the server closes the connection
-  // (EOF) rather than parking it.
-  SendParkedGets(fd.get(), 3, 1);
-  EXPECT_EQ(ReadFrameFrom(fd.get()), "");
+  SendParkedGets(fd.get(), 2, 1);
+  ASSERT_TRUE(Eventually([&] { return handler_->calls_in_flight() == 2; }));
+  // The third is one too many: answered at once with its own tag, while
+  // the two parked calls stay parked.
+  SendParkedGets(fd.get(), 1, 3);
+  absl::StatusOr<rpc::TaggedReply> reply =
+      rpc::ParseTaggedReply(ReadFrameFrom(fd.get()));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->tag, 3u);
+  EXPECT_EQ(reply->code, absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(reply->body, HasSubstr("2 coordination calls in flight"));
+  EXPECT_EQ(handler_->calls_in_flight(), 2);
+  EXPECT_EQ(server_->num_connections(), 1);
 }
 
 TEST_F(FramedCapsTest, TheServiceWideCapAnswersResourceExhausted) {
@@ -534,6 +550,7 @@ TEST_F(FramedCapsTest, TheServiceWideCapAnswersResourceExhausted) {
   ASSERT_NO_FATAL_FAILURE(Start(limits));
   rpc::UniqueFd a = RawFramedConnection(server_->address(), "right");
   rpc::UniqueFd b = RawFramedConnection(server_->address(), "right");
+  ASSERT_TRUE(a.valid() && b.valid());
   SendParkedGets(a.get(), 2, 1);
   ASSERT_TRUE(Eventually([&] { return handler_->calls_in_flight() == 2; }));
   SendParkedGets(b.get(), 2, 7);

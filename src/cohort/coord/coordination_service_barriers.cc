@@ -12,6 +12,7 @@
 
 namespace cohort::coord {
 
+using internal::FirstDifference;
 using internal::FormatUtc;
 using internal::RunAll;
 using internal::TaskList;
@@ -402,7 +403,8 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
                            "] but the barrier was opened by ",
                            b.initiator.ToString(), " with [",
                            b.all_tasks ? "all tasks" : TaskList(b.participants),
-                           "]; every caller must pass the same set"),
+                           "]", FirstDifference(*ids, b.participants),
+                           "; every caller must pass the same set"),
               b);
           FinishBarrierLocked(b, error, &out);
           result = error;

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
+#include "cohort/coord/coordination_service_util.h"
 #include "cohort/coordination.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -503,6 +504,33 @@ TEST_F(BarrierTest, SubsetAndMismatchedParticipants) {
   Slot<absl::StatusOr<int64_t>> e;
   Arrive(kW2, e, 2, {kW0, kW1});  // caller not a participant
   EXPECT_EQ(e.Wait().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TaskListTest, NamesAFewAndCountsTheRest) {
+  std::set<TaskId> tasks;
+  for (int i = 0; i < 40; ++i) tasks.insert(TaskId{"w", i});
+  const std::string list = internal::TaskList(tasks);
+  EXPECT_THAT(list, HasSubstr("w:0, w:1, "));
+  EXPECT_THAT(list, HasSubstr(" and 8 more"));
+  EXPECT_THAT(list, Not(HasSubstr("w:39")));
+  EXPECT_EQ(internal::TaskList({TaskId{"w", 0}, TaskId{"w", 1}}), "w:0, w:1");
+}
+
+TEST(TaskListTest, FirstDifferenceNamesWhatTheCutListsHide) {
+  std::set<TaskId> caller, opener;
+  for (int i = 0; i < 40; ++i) {
+    caller.insert(TaskId{"w", i});
+    opener.insert(TaskId{"w", i});
+  }
+  EXPECT_EQ(internal::FirstDifference(caller, opener), "");
+  opener.erase(TaskId{"w", 35});
+  EXPECT_EQ(internal::FirstDifference(caller, opener),
+            " (first difference: w:35 only in the caller's)");
+  caller.erase(TaskId{"w", 35});
+  opener.insert(TaskId{"w", 50});
+  EXPECT_EQ(internal::FirstDifference(caller, opener),
+            " (first difference: w:50 only in the opener's)");
+  EXPECT_EQ(internal::FirstDifference({}, opener), "");
 }
 
 TEST_F(BarrierTest, CancelFailsCurrentAndFutureCallers) {

@@ -38,6 +38,26 @@ inline std::string TaskList(const std::set<TaskId>& tasks) {
   return list;
 }
 
+// " (first difference: a:3 only in the caller's)" for two different sets
+// (TaskList may cut both lists before they differ); "" when one is empty
+// (a barrier of all tasks) or they are equal.
+inline std::string FirstDifference(const std::set<TaskId>& callers,
+                                   const std::set<TaskId>& openers) {
+  if (callers.empty() || openers.empty()) return "";
+  auto a = callers.begin();
+  auto b = openers.begin();
+  while (a != callers.end() && b != openers.end() && *a == *b) {
+    ++a;
+    ++b;
+  }
+  if (a == callers.end() && b == openers.end()) return "";
+  const bool callers_only =
+      b == openers.end() || (a != callers.end() && *a < *b);
+  return absl::StrCat(
+      " (first difference: ", (callers_only ? *a : *b).ToString(),
+      " only in the ", callers_only ? "caller's" : "opener's", ")");
+}
+
 // Runs callbacks collected under the service's lock, after releasing it.
 inline void RunAll(std::vector<std::function<void()>>& callbacks) {
   for (auto& fn : callbacks) fn();

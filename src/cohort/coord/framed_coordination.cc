@@ -74,22 +74,96 @@ void Dispatch(CoordinationRpcHandler* handler,
       });
 }
 
-// The client's state: the target and its one channel (every call of the
-// client, blocking or not, shares it). Shared with the callbacks of calls
-// in flight, so a call that outlives the client still finds it.
+// Where a call's cancellation finds the call: the canceller is installed
+// before the call is sent (so that nothing touches the caller's
+// CallCancellation after the call may have ended) and learns the tag once
+// it is known; a Cancel() in between is remembered and applied then.
+struct CancelHook {
+  std::weak_ptr<rpc::FramedChannel> channel;
+  std::string message;
+  absl::Mutex mu;
+  uint32_t tag ABSL_GUARDED_BY(mu) = 0;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
+
+  bool cancelled_now() {
+    absl::MutexLock lock(&mu);
+    return cancelled;
+  }
+  void Cancel() {
+    uint32_t t;
+    {
+      absl::MutexLock lock(&mu);
+      cancelled = true;
+      t = tag;
+    }
+    Abandon(t);
+  }
+  void Started(uint32_t t) {
+    bool cancel;
+    {
+      absl::MutexLock lock(&mu);
+      tag = t;
+      cancel = cancelled;
+    }
+    if (cancel) Abandon(t);
+  }
+  void Abandon(uint32_t t) {
+    if (t == 0) return;
+    if (auto live = channel.lock()) {
+      live->Abandon(t, absl::CancelledError(message));
+    }
+  }
+};
+
+// How a call ends: the service's answer parsed into `response`, its error,
+// or the transport's failure named with the target and the RPC. Free, so
+// that a callback never needs the client that started it.
+template <typename Response>
+absl::Status FinishCall(const std::string& address, const char* rpc,
+                        absl::StatusOr<rpc::TaggedReply> reply,
+                        Response* response, bool cancelled) {
+  if (!reply.ok()) {
+    if (cancelled) {
+      return absl::CancelledError(absl::StrCat("coordination RPC ", rpc, " to ",
+                                               address, " was cancelled"));
+    }
+    const absl::Status& s = reply.status();
+    if (s.GetPayload(kServiceErrorUrl).has_value()) return s;
+    const bool transport = s.code() == absl::StatusCode::kUnavailable ||
+                           s.code() == absl::StatusCode::kDeadlineExceeded;
+    return absl::Status(
+        s.code(),
+        absl::StrCat(
+            "coordination RPC ", rpc, " to ", kFramedTargetPrefix, address,
+            transport ? " failed in transport: " : " failed: ", s.message(),
+            transport ? " (is the coordinator running and reachable?)" : ""));
+  }
+  if (reply->code != absl::StatusCode::kOk) {
+    return rpc::DecodeErrorBody(reply->code, reply->body);
+  }
+  if (!response->ParseFromString(reply->body)) {
+    return absl::DataLossError(absl::StrCat("coordination RPC ", rpc, " to ",
+                                            address,
+                                            ": the answer does not parse"));
+  }
+  return absl::OkStatus();
+}
+
+// The client's state: the target and its one channel (every call of every
+// client of this process for the target and token shares it).
 class FramedCalls {
  public:
   FramedCalls(std::string address, std::string job_token)
       : address_(std::move(address)), job_token_(std::move(job_token)) {}
-  // Calls in flight end (Unavailable) while the rest of the client still
-  // exists: their callbacks use it.
   ~FramedCalls() {
     std::shared_ptr<rpc::FramedChannel> channel;
     {
       absl::MutexLock lock(&mu_);
-      closing_ = true;  // callbacks that start calls now fail them
+      closing_ = true;  // calls started from callbacks now fail
       channel.swap(channel_);
     }
+    // `channel` goes here: calls in flight end with Unavailable. Their
+    // callbacks hold nothing of this object.
   }
 
   template <typename Request, typename Response>
@@ -100,18 +174,19 @@ class FramedCalls {
     absl::StatusOr<std::shared_ptr<rpc::FramedChannel>> channel =
         Channel(deadline, options.wait_for_ready);
     if (!channel.ok()) {
-      done(Transport(channel.status(), rpc));
+      done(FinishCall(address_, rpc, channel.status(), response, false));
       return;
     }
-    CallCancellation* cancellation = options.cancellation;
+    std::shared_ptr<CancelHook> hook = Hook(options, *channel, rpc);
     const char head = static_cast<char>(method);
     const uint32_t tag = (*channel)->Start(
         absl::string_view(&head, 1), request.SerializeAsString(), deadline,
-        [this, rpc, response, cancellation,
+        [address = address_, rpc, response, hook,
          done = std::move(done)](absl::StatusOr<rpc::TaggedReply> reply) {
-          done(Finish(rpc, std::move(reply), response, cancellation));
+          done(FinishCall(address, rpc, std::move(reply), response,
+                          hook != nullptr && hook->cancelled_now()));
         });
-    if (cancellation != nullptr) SetCanceller(cancellation, *channel, tag, rpc);
+    if (hook != nullptr) hook->Started(tag);
   }
 
   // A blocking call: the caller reads the connection itself when nobody
@@ -122,64 +197,39 @@ class FramedCalls {
     const absl::Time deadline = Deadline(options);
     absl::StatusOr<std::shared_ptr<rpc::FramedChannel>> channel =
         Channel(deadline, options.wait_for_ready);
-    if (!channel.ok()) return Transport(channel.status(), rpc);
-    CallCancellation* cancellation = options.cancellation;
-    const char head = static_cast<char>(method);
-    std::function<void(uint32_t)> started;
-    if (cancellation != nullptr) {
-      started = [&](uint32_t tag) {
-        SetCanceller(cancellation, *channel, tag, rpc);
-      };
+    if (!channel.ok()) {
+      return FinishCall(address_, rpc, channel.status(), response, false);
     }
+    std::shared_ptr<CancelHook> hook = Hook(options, *channel, rpc);
+    std::function<void(uint32_t)> started;
+    if (hook != nullptr) started = [&hook](uint32_t t) { hook->Started(t); };
+    const char head = static_cast<char>(method);
     absl::StatusOr<rpc::TaggedReply> reply =
         (*channel)->Call(absl::string_view(&head, 1),
                          request.SerializeAsString(), deadline, started);
-    return Finish(rpc, std::move(reply), response, cancellation);
+    return FinishCall(address_, rpc, std::move(reply), response,
+                      hook != nullptr && hook->cancelled_now());
   }
 
  private:
-  // The canceller only observes the channel: a Cancel() after the call
-  // ended finds nothing to do.
-  void SetCanceller(CallCancellation* cancellation,
-                    const std::shared_ptr<rpc::FramedChannel>& channel,
-                    uint32_t tag, const char* rpc) const {
-    cancellation->SetCanceller(
-        [weak = std::weak_ptr<rpc::FramedChannel>(channel), tag, rpc,
-         address = address_] {
-          if (auto live = weak.lock()) {
-            live->Abandon(tag, absl::CancelledError(absl::StrCat(
-                                   "coordination RPC ", rpc, " to ", address,
-                                   " was cancelled")));
-          }
-        });
+  // Installs the call's canceller, if it has a cancellation.
+  std::shared_ptr<CancelHook> Hook(
+      const CallOptions& options,
+      const std::shared_ptr<rpc::FramedChannel>& channel,
+      const char* rpc) const {
+    if (options.cancellation == nullptr) return nullptr;
+    auto hook = std::make_shared<CancelHook>();
+    hook->channel = channel;
+    hook->message = absl::StrCat("coordination RPC ", rpc, " to ", address_,
+                                 " was cancelled");
+    options.cancellation->SetCanceller([hook] { hook->Cancel(); });
+    return hook;
   }
 
   static absl::Time Deadline(const CallOptions& options) {
     return options.timeout == absl::InfiniteDuration()
                ? absl::InfiniteFuture()
                : absl::Now() + options.timeout;
-  }
-
-  template <typename Response>
-  absl::Status Finish(const char* rpc, absl::StatusOr<rpc::TaggedReply> reply,
-                      Response* response,
-                      CallCancellation* cancellation) const {
-    if (!reply.ok()) {
-      if (cancellation != nullptr && cancellation->cancelled()) {
-        return absl::CancelledError(absl::StrCat(
-            "coordination RPC ", rpc, " to ", address_, " was cancelled"));
-      }
-      return Transport(reply.status(), rpc);
-    }
-    if (reply->code != absl::StatusCode::kOk) {
-      return rpc::DecodeErrorBody(reply->code, reply->body);
-    }
-    if (!response->ParseFromString(reply->body)) {
-      return absl::DataLossError(absl::StrCat("coordination RPC ", rpc, " to ",
-                                              address_,
-                                              ": the answer does not parse"));
-    }
-    return absl::OkStatus();
   }
 
   // The live channel, connecting one when there is none (or it broke).
@@ -196,6 +246,10 @@ class FramedCalls {
     };
     absl::StatusOr<std::shared_ptr<rpc::FramedChannel>> current = live();
     if (!current.ok() || *current != nullptr) return current;
+    // The broken channel is released after connect_mu_: its destructor
+    // joins its reader thread, which may be running a callback that waits
+    // for connect_mu_ to start a call.
+    std::shared_ptr<rpc::FramedChannel> broken;
     // One connect at a time: the callers that wait for it share its channel.
     absl::MutexLock connecting(&connect_mu_);
     current = live();
@@ -209,16 +263,12 @@ class FramedCalls {
           rpc::FramedChannel::Connect(address_, job_token_, connect_deadline);
       if (c.ok()) {
         std::shared_ptr<rpc::FramedChannel> channel = *std::move(c);
-        // The broken channel goes outside the lock: its reader may still be
-        // running callbacks that start calls.
-        std::shared_ptr<rpc::FramedChannel> broken = channel;
-        {
-          absl::MutexLock lock(&mu_);
-          if (closing_) {
-            return absl::UnavailableError("the client is being destroyed");
-          }
-          channel_.swap(broken);
+        absl::MutexLock lock(&mu_);
+        if (closing_) {
+          return absl::UnavailableError("the client is being destroyed");
         }
+        broken = std::move(channel_);
+        channel_ = channel;
         return channel;
       }
       if (!wait_for_ready || !absl::IsUnavailable(c.status()) ||
@@ -227,18 +277,6 @@ class FramedCalls {
       }
       absl::SleepFor(absl::Milliseconds(100));
     }
-  }
-
-  absl::Status Transport(const absl::Status& s, const char* rpc) const {
-    if (s.GetPayload(kServiceErrorUrl).has_value()) return s;
-    const bool transport = s.code() == absl::StatusCode::kUnavailable ||
-                           s.code() == absl::StatusCode::kDeadlineExceeded;
-    return absl::Status(
-        s.code(),
-        absl::StrCat(
-            "coordination RPC ", rpc, " to ", kFramedTargetPrefix, address_,
-            transport ? " failed in transport: " : " failed: ", s.message(),
-            transport ? " (is the coordinator running and reachable?)" : ""));
   }
 
   const std::string address_;
@@ -258,6 +296,9 @@ std::shared_ptr<FramedCalls> SharedCalls(const std::string& address,
       new absl::flat_hash_map<std::pair<std::string, std::string>,
                               std::weak_ptr<FramedCalls>>();
   absl::MutexLock lock(&mu);
+  // Entries whose clients are all gone (and with them their token).
+  absl::erase_if(*shared,
+                 [](const auto& entry) { return entry.second.expired(); });
   std::weak_ptr<FramedCalls>& slot = (*shared)[{address, job_token}];
   std::shared_ptr<FramedCalls> calls = slot.lock();
   if (calls == nullptr) {
@@ -307,19 +348,23 @@ void FramedCoordinationService::OnRequest(
   {
     absl::MutexLock lock(&mu_);
     int& calls = in_flight_[id];
+    // Over either cap the call is refused, not parked; the connection and
+    // the calls it already has stay (a peer past the cap only gets refusals,
+    // each bounded work).
+    std::string refusal;
     if (calls >= limits_.max_calls_per_connection) {
-      if (calls == 0) in_flight_.erase(id);
-      c->Close(absl::StrCat("has ", limits_.max_calls_per_connection,
-                            " coordination calls in flight (cap)"));
-      return;
+      refusal =
+          absl::StrCat("this connection has ", limits_.max_calls_per_connection,
+                       " coordination calls in flight (its cap)");
+    } else if (total_in_flight_ >= limits_.max_calls) {
+      refusal = absl::StrCat("the coordination service has ", limits_.max_calls,
+                             " calls in flight (its cap)");
     }
-    if (total_in_flight_ >= limits_.max_calls) {
+    if (!refusal.empty()) {
       if (calls == 0) in_flight_.erase(id);
-      c->ReplyTagged(
-          tag, absl::StatusCode::kResourceExhausted,
-          rpc::EncodeErrorBody(absl::ResourceExhaustedError(
-              absl::StrCat("the coordination service has ", limits_.max_calls,
-                           " calls in flight (its cap); retry later"))));
+      c->ReplyTagged(tag, absl::StatusCode::kResourceExhausted,
+                     rpc::EncodeErrorBody(absl::ResourceExhaustedError(
+                         absl::StrCat(refusal, "; retry later"))));
       return;
     }
     ++calls;

@@ -25,10 +25,10 @@
 // answers it later, and that answer is dropped.
 //
 // Service: each connection may have at most max_calls_per_connection calls
-// in flight (beyond it the connection is closed: a peer cannot park
-// unbounded calls), and the service at most max_calls in all (beyond it a
-// call is answered ResourceExhausted); calls of a closed connection count
-// until the service answers them.
+// in flight and the service at most max_calls in all, so that no peer parks
+// calls without bound; a call beyond either cap is answered
+// ResourceExhausted at once (the connection and its other calls stay).
+// Calls of a closed connection count until the service answers them.
 //
 // Errors: the service's errors unchanged; transport failures as
 // Unavailable / DeadlineExceeded naming the target and the RPC, like the
@@ -57,8 +57,8 @@ inline constexpr char kFramedTargetPrefix[] = "framed:";
 // Caps on the calls the framed endpoint holds (see "Service" above).
 struct FramedCoordinationLimits {
   // A process of 16,384 simulated tasks parks two calls per task (the error
-  // poll and a barrier).
-  int max_calls_per_connection = 1 << 15;
+  // poll and a barrier) and heartbeats: twice that, for headroom.
+  int max_calls_per_connection = 1 << 16;
   int max_calls = 1 << 18;
 };
 

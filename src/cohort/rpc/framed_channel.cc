@@ -47,11 +47,15 @@ class FramedChannel::Core {
         do {
           tag = next_tag_++;
         } while (tag == 0 || pending_.contains(tag));
+        // A reader thread that went idle with nothing in flight sleeps up to
+        // kDeadlineSlack; the first call in flight wakes it so that it looks
+        // again within kIdleRecheck. (Not every call: a pipelined write
+        // before each blocking call would cost a wake-up each.)
+        if (!blocking && pending_.empty()) reader_cv_.Signal();
         pending_.emplace(tag, Pending{std::move(done), deadline});
         if (deadline != absl::InfiniteFuture()) {
           deadlines_.insert({deadline, tag});
         }
-        if (!blocking && !reading_) reader_cv_.Signal();
       }
     }
     if (!broken.ok()) {
@@ -63,8 +67,12 @@ class FramedChannel::Core {
     AppendTaggedRequestFrame(&frame, tag, head, body);
     absl::Status sent;
     {
+      // The write is bounded by the channel's timeout, not the call's: a
+      // short call deadline must not break the connection that every call
+      // of the process shares. A server that takes nothing for that long
+      // is gone.
       absl::MutexLock lock(&write_mu_);
-      sent = WriteAll(frame, deadline);
+      sent = WriteAll(frame, absl::Now() + kWriteTimeout);
     }
     // A request half written leaves the stream unusable for every call.
     if (!sent.ok()) Fail(sent);
@@ -84,6 +92,12 @@ class FramedChannel::Core {
       pending_.erase(it);
     }
     done(std::move(result));
+  }
+
+  // Ends call `tag` early; a blocking caller reading for it sees that.
+  void Abandon(uint32_t tag, absl::Status status) {
+    Complete(tag, std::move(status));
+    Wake();
   }
 
   // Breaks the connection and ends every call in flight with `status`.
@@ -123,13 +137,22 @@ class FramedChannel::Core {
         },
         /*blocking=*/true);
     if (started) started(tag);
+    // Invariant at the top of the loop: `w` is not in waiters_, so once it
+    // has ended and holds no handed-over reading, nothing can hand it one.
     while (true) {
-      {
-        absl::MutexLock lock(&w->mu);
-        if (w->ended) return std::move(w->result);
-      }
       bool lead = false;
       {
+        absl::MutexLock lock(&w->mu);
+        lead = std::exchange(w->lead, false);
+        if (w->ended && !lead) return std::move(w->result);
+      }
+      if (!lead && absl::Now() >= deadline) {
+        Complete(tag,
+                 absl::DeadlineExceededError(absl::StrCat(
+                     "no answer from ", address_, " before the deadline")));
+        continue;
+      }
+      if (!lead) {
         absl::MutexLock lock(&mu_);
         if (!reading_ && !broken_) {
           reading_ = true;
@@ -144,26 +167,23 @@ class FramedChannel::Core {
         }
       }
       if (!lead) {
-        absl::MutexLock lock(&w->mu);
-        while (!w->ended && !w->lead && absl::Now() < deadline) {
-          w->cv.WaitWithDeadline(&w->mu, deadline);
+        {
+          absl::MutexLock lock(&w->mu);
+          while (!w->ended && !w->lead && absl::Now() < deadline) {
+            w->cv.WaitWithDeadline(&w->mu, deadline);
+          }
         }
-        lead = w->lead;
-        w->lead = false;
+        // Out of the queue before looking again (a hand-over that came
+        // first is seen at the top of the loop).
+        absl::MutexLock lock(&mu_);
+        auto it = std::find(waiters_.begin(), waiters_.end(), w);
+        if (it != waiters_.end()) waiters_.erase(it);
+        continue;
       }
-      // Handed the reading (even if the call ended meanwhile: Lead passes
-      // it on).
-      if (lead) Lead(*w, deadline);
-      bool ended;
-      {
-        absl::MutexLock lock(&w->mu);
-        ended = w->ended;
-      }
-      if (!ended && absl::Now() >= deadline) {
-        Complete(tag,
-                 absl::DeadlineExceededError(absl::StrCat(
-                     "no answer from ", address_, " before the deadline")));
-      }
+      // Holding the reading: read until the call ends, the channel breaks
+      // or the deadline passes (the top of the loop then ends the call),
+      // then hand the reading on.
+      Lead(*w, deadline);
     }
   }
 
@@ -199,11 +219,7 @@ class FramedChannel::Core {
         Fail(SocketError("poll() on", errno, address_));
         open = false;
       }
-      if (r > 0 && (p[1].revents & POLLIN)) {
-        uint64_t count;
-        ssize_t ignored = read(wake_fd_.get(), &count, sizeof(count));
-        (void)ignored;
-      }
+      if (r > 0 && (p[1].revents & POLLIN)) DrainWakeFd();
       if (open && r > 0 && p[0].revents != 0) ReadReplies();
       ExpireDeadlines(absl::Now());
       mu_.Lock();
@@ -234,6 +250,9 @@ class FramedChannel::Core {
     absl::Time deadline;
   };
 
+  // How long a request may wait for room in the socket before the server is
+  // given up (the channel breaks).
+  static constexpr absl::Duration kWriteTimeout = absl::Seconds(30);
   // How soon the reader thread takes up the reading that a blocking caller
   // left while other calls are in flight.
   static constexpr absl::Duration kIdleRecheck = absl::Milliseconds(10);
@@ -257,12 +276,15 @@ class FramedChannel::Core {
         if (w.ended) break;
       }
       if (broken() || absl::Now() >= deadline) break;
-      pollfd p{fd_.get(), POLLIN | POLLRDHUP, 0};
-      const int r = poll(&p, 1, PollTimeoutMs(deadline));
+      // The wake fd: Abandon() of the call this thread reads for.
+      pollfd p[2] = {{fd_.get(), POLLIN | POLLRDHUP, 0},
+                     {wake_fd_.get(), POLLIN, 0}};
+      const int r = poll(p, 2, PollTimeoutMs(deadline));
       if (r < 0 && errno != EINTR) {
         Fail(SocketError("poll() on", errno, address_));
       } else if (r > 0) {
-        ReadReplies();
+        if (p[1].revents & POLLIN) DrainWakeFd();
+        if (p[0].revents != 0) ReadReplies();
       }
     }
     absl::MutexLock lock(&mu_);
@@ -285,6 +307,12 @@ class FramedChannel::Core {
     reading_ = false;
   }
 
+  void DrainWakeFd() {
+    uint64_t count;
+    ssize_t ignored = read(wake_fd_.get(), &count, sizeof(count));
+    (void)ignored;
+  }
+
   void Wake() {
     const uint64_t one = 1;
     ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
@@ -305,9 +333,8 @@ class FramedChannel::Core {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         if (deadline <= absl::Now()) {
           return absl::DeadlineExceededError(absl::StrCat(
-              "the server at ", address_,
-              " did not take a request before its deadline (it stopped "
-              "reading)"));
+              "the server at ", address_, " took no request bytes for ",
+              absl::FormatDuration(kWriteTimeout), " (it stopped reading)"));
         }
         pollfd p{fd_.get(), POLLOUT, 0};
         const int r = poll(&p, 1, PollTimeoutMs(deadline));
@@ -325,7 +352,10 @@ class FramedChannel::Core {
   // channel broke.
   bool ReadReplies() {
     constexpr size_t kReadBytes = 65536;
-    while (true) {
+    // At most this many full reads per call: a flood of replies must not
+    // keep the reader from its deadlines (poll reports the rest at once).
+    constexpr int kMaxReads = 16;
+    for (int reads = 0;; ++reads) {
       const absl::Span<char> space = reader_.ReadSpace(kReadBytes);
       const ssize_t n =
           recv(fd_.get(), space.data(), space.size(), MSG_DONTWAIT);
@@ -340,6 +370,7 @@ class FramedChannel::Core {
       }
       if (!DeliverFrames()) return false;
       if (n < 0 || static_cast<size_t>(n) < space.size()) return true;
+      if (reads + 1 >= kMaxReads) return true;
     }
   }
 
@@ -439,7 +470,7 @@ uint32_t FramedChannel::Start(absl::string_view head, absl::string_view body,
 }
 
 void FramedChannel::Abandon(uint32_t tag, absl::Status status) {
-  core_->Complete(tag, std::move(status));
+  core_->Abandon(tag, std::move(status));
 }
 
 absl::StatusOr<TaggedReply> FramedChannel::Call(

@@ -223,7 +223,9 @@ TEST_F(FramedChannelTest, AsyncDeadlineEndsTheCallButNotTheChannel) {
 TEST_F(FramedChannelTest, BlockingCallReturnsAtItsDeadline) {
   auto channel = Connect();
   ASSERT_NE(channel, nullptr);
-  auto r = channel->Call("park", "", absl::Now() + absl::Milliseconds(30));
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(30);
+  auto r = channel->Call("park", "", deadline);
+  EXPECT_GE(absl::Now(), deadline);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(channel->in_flight(), 0u);
   EXPECT_FALSE(channel->broken());
@@ -245,6 +247,59 @@ TEST_F(FramedChannelTest, AbandonEndsOneCallWithItsStatus) {
   ASSERT_TRUE(kept.ended.WaitForNotificationWithTimeout(kWait));
   ASSERT_TRUE(kept.result.ok()) << kept.result.status();
   EXPECT_EQ(kept.result->body, "park:k");
+}
+
+TEST_F(FramedChannelTest, AbandonWakesABlockingCallerReadingForItself) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  absl::Notification sent;
+  uint32_t tag = 0;
+  absl::StatusOr<TaggedReply> result;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::thread caller([&] {
+    result = channel->Call("park", "", deadline, [&](uint32_t t) {
+      tag = t;
+      sent.Notify();
+    });
+  });
+  ASSERT_TRUE(sent.WaitForNotificationWithTimeout(kWait));
+  ASSERT_TRUE(handler_.WaitParked(1));
+  channel->Abandon(tag, absl::CancelledError("caller gave up"));
+  caller.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  // It returned on the Abandon, long before its deadline.
+  EXPECT_LT(absl::Now(), deadline - absl::Seconds(30));
+  auto after = channel->Call("after", "", absl::Now() + kWait);
+  ASSERT_TRUE(after.ok()) << after.status();
+}
+
+// Calls whose deadlines pass while they wait for, hold or are handed the
+// reading must never leave the connection without a reader.
+TEST_F(FramedChannelTest, ShortDeadlinesNeverStrandTheReading) {
+  auto channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  const absl::Time stop = absl::Now() + absl::Seconds(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      for (int n = 0; absl::Now() < stop; ++n) {
+        const bool park = (n + i) % 2 == 0;
+        auto r = channel->Call(
+            park ? "park" : "echo", "",
+            absl::Now() + absl::Microseconds(park ? 300 + 100 * i : 1000));
+        if (!park && r.ok()) EXPECT_EQ(r->body, "echo");
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  auto probe = channel->Call("probe", "", absl::Now() + kWait);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_EQ(probe->body, "probe");
+  Outcome async;
+  channel->Start("async probe", "", absl::Now() + kWait, async.Done());
+  ASSERT_TRUE(async.ended.WaitForNotificationWithTimeout(kWait));
+  ASSERT_TRUE(async.result.ok()) << async.result.status();
+  EXPECT_EQ(async.result->body, "async probe");
 }
 
 TEST_F(FramedChannelTest, LostConnectionFailsEveryCallInFlight) {

@@ -22,6 +22,8 @@ namespace {
 constexpr uint64_t kListenerTag = 0;
 constexpr uint64_t kWakeTag = 1;
 constexpr uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP;
+// Replies the loop thread queues for one connection before writing them.
+constexpr size_t kMaxDeferredBytes = 64 << 10;
 
 }  // namespace
 
@@ -99,7 +101,10 @@ void FramedConnection::Send(std::string frames, Payload payload) {
         out_.push_back(std::move(payload_segment));
       }
       out_bytes_ += adding;
-      if (!server_->InLoopThread()) {
+      // The loop thread defers its replies (written together once the
+      // event is handled) up to kMaxDeferredBytes per connection, so a
+      // flood of pipelined requests cannot pile up unwritten replies.
+      if (!server_->InLoopThread() || out_bytes_ >= kMaxDeferredBytes) {
         report = !FlushLocked();
       } else if (!dirty_) {
         dirty_ = true;
@@ -313,7 +318,10 @@ void FramedServer::Loop() {
       CloseConnection(c, why);
     }
     next_deadline = CloseExpiredHandshakes(absl::Now());
+    // Replies queued while closing connections (OnClose) leave too.
+    FlushDirty();
   }
+  loop_thread_.store(std::thread::id());
 }
 
 void FramedServer::Accept() {
