@@ -2,15 +2,19 @@
 // which every framed peer feeds with bytes straight from a socket.
 //
 // Input: byte 0 picks the FrameReader's cap, byte 1 seeds the sizes of the
-// chunks the rest of the input is fed in (as a socket delivers it), and the
-// rest is the byte stream. Checked against a reference model of the framing:
+// chunks the rest of the input is fed in (as a socket delivers it) and, by
+// its lowest bit, whether they are appended or read into the reader's own
+// space (ReadSpace/Commit), and the rest is the byte stream. Checked
+// against a reference model of the framing:
 //   - every frame the reader returns is exactly the announced bytes at the
 //     position the model expects, and buffered() counts the unread bytes;
 //   - a frame announcing more than the cap is refused (kTooLarge, with the
 //     announced length) before its payload is buffered;
-//   - ParseGreeting / ParseReply / VerifyHello on every frame answer
+//   - ParseGreeting / ParseReply / ParseTaggedReply / SplitTaggedRequest /
+//     VerifyHello on every frame answer
 //     consistently with the payload, never crash, and round-trip with
-//     GreetingPayload / AppendFrame / AppendReplyFrame / HelloProof.
+//     GreetingPayload / AppendFrame / AppendReplyFrame /
+//     AppendTagged{Request,Reply}Frame / HelloProof.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -89,6 +93,34 @@ void CheckPayload(const std::string& payload, const std::string& nonce) {
     COHORT_CHECK(frame.substr(4) == payload);
   }
 
+  // Tagged reply (FramedChannel): code byte, tag, body; round-trips.
+  auto tagged = cohort::rpc::ParseTaggedReply(payload);
+  if (payload.size() < 5 || code < 0 ||
+      code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    COHORT_CHECK(!tagged.ok() &&
+                 tagged.status().code() == absl::StatusCode::kDataLoss);
+  } else {
+    COHORT_CHECK(tagged.ok()) << tagged.status();
+    COHORT_CHECK(static_cast<int>(tagged->code) == code);
+    COHORT_CHECK(tagged->body == payload.substr(5));
+    std::string frame;
+    cohort::rpc::AppendTaggedReplyFrame(&frame, tagged->tag, tagged->code,
+                                        tagged->body);
+    COHORT_CHECK(frame.substr(4) == payload);
+  }
+  // Tagged request (the server's side): tag and the rest; round-trips.
+  auto request = cohort::rpc::SplitTaggedRequest(payload);
+  if (payload.size() < 4) {
+    COHORT_CHECK(!request.ok() &&
+                 request.status().code() == absl::StatusCode::kInvalidArgument);
+  } else {
+    COHORT_CHECK(request.ok() && request->second == payload.substr(4));
+    std::string frame;
+    cohort::rpc::AppendTaggedRequestFrame(&frame, request->first, "",
+                                          request->second);
+    COHORT_CHECK(frame.substr(4) == payload);
+  }
+
   // Hello: only the proof for this nonce passes, alone or followed by a
   // client nonce; no token accepts anything.
   const std::string proof = cohort::rpc::HelloProof(kToken, nonce);
@@ -131,15 +163,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                  size - 2);
 
   FrameReader reader(cap);
+  // Bit 0 of byte 1: feed the reader as FramedServer does (ReadSpace and
+  // Commit) instead of with Append.
+  const bool read_space = (data[1] & 1) != 0;
   // The nonce a client would prove: from the last greeting seen, else fixed.
   std::string nonce(cohort::rpc::kNonceBytes, 'n');
   size_t fed = 0;       // bytes appended to the reader
   size_t expected = 0;  // model: start of the next frame in `stream`
   while (fed < stream.size()) {
     rng = rng * 1103515245u + 12345u;
-    const size_t chunk =
-        std::min<size_t>(stream.size() - fed, 1 + (rng >> 16) % 67);
-    reader.Append(stream.data() + fed, chunk);
+    size_t chunk = std::min<size_t>(stream.size() - fed, 1 + (rng >> 16) % 67);
+    if (read_space) {
+      // As a server reads a socket: into the reader's own space, offered
+      // larger than what arrives, then committed.
+      const absl::Span<char> space = reader.ReadSpace(chunk + (rng >> 8) % 64);
+      chunk = std::min(chunk, space.size());
+      std::copy_n(stream.data() + fed, chunk, space.data());
+      reader.Commit(chunk);
+    } else {
+      reader.Append(stream.data() + fed, chunk);
+    }
     fed += chunk;
     while (true) {
       COHORT_CHECK(reader.buffered() == fed - expected)

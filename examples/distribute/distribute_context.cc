@@ -88,9 +88,15 @@ absl::Status WorkerFn(const Strategy*) {
       {"distributed_mode", c->distributed_mode()},
       {"has_barrier", c->has_barrier()}};
   PrintLine(line.dump());
-  for (int i = 0; i < 2; ++i) {
-    absl::Status s = c->WaitForOtherWorkers();
-    if (!s.ok()) return s;
+  {
+    // The barrier uses this task's agent, which the stopper destroys with
+    // the server as soon as any task writes kDoneKey (a task that finished
+    // first does): keep it until the barriers returned.
+    absl::MutexLock lock(&agent_use_mu);
+    for (int i = 0; i < 2; ++i) {
+      absl::Status s = c->WaitForOtherWorkers();
+      if (!s.ok()) return s;
+    }
   }
   if (c->has_barrier()) PrintLine("barrier passed");
   if (c->is_chief() && c->distributed_mode()) {

@@ -195,11 +195,12 @@ absl::StatusOr<std::unique_ptr<FramedServer>> FramedServer::Start(
   }
   if (options.max_connections <= 0 || options.max_unauthenticated <= 0 ||
       options.max_frame_bytes < kMaxHandshakeFrame ||
-      options.handshake_timeout <= absl::ZeroDuration()) {
+      options.handshake_timeout <= absl::ZeroDuration() ||
+      options.frame_idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat(options.name,
-                     ": connection caps, frame cap and handshake timeout "
-                     "must be positive"));
+                     ": connection caps, frame cap, handshake and frame "
+                     "idle timeouts must be positive"));
   }
   std::unique_ptr<FramedServer> s(
       new FramedServer(std::move(options), handler));
@@ -317,7 +318,9 @@ void FramedServer::Loop() {
       }
       CloseConnection(c, why);
     }
-    next_deadline = CloseExpiredHandshakes(absl::Now());
+    const absl::Time now = absl::Now();
+    next_deadline =
+        std::min(CloseExpiredHandshakes(now), CloseStalledFrames(now));
     // Replies queued while closing connections (OnClose) leave too.
     FlushDirty();
   }
@@ -426,7 +429,16 @@ void FramedServer::OnEvent(const std::shared_ptr<FramedConnection>& c,
       return;
     }
   }
-  if (!open) CloseConnection(c, ended);
+  if (!open) {
+    CloseConnection(c, ended);
+    return;
+  }
+  // Part of a frame is buffered: it must be finished (or progress) within
+  // frame_idle_timeout.
+  if (c->authenticated_ && !c->midframe_queued_ && c->reader_.buffered() > 0) {
+    c->midframe_queued_ = true;
+    midframe_.emplace_back(c->id(), c->last_read_);
+  }
 }
 
 bool FramedServer::ReadFrames(FramedConnection& c, std::string* ended) {
@@ -442,6 +454,7 @@ bool FramedServer::ReadFrames(FramedConnection& c, std::string* ended) {
     const ssize_t n = read(c.fd_, space.data(), space.size());
     c.reader_.Commit(n > 0 ? static_cast<size_t>(n) : 0);
     if (n > 0) {
+      c.last_read_ = absl::Now();
       if (static_cast<size_t>(n) < space.size()) return true;
       continue;
     }
@@ -515,6 +528,41 @@ void FramedServer::CloseConnection(const std::shared_ptr<FramedConnection>& c,
   }
   unsent.clear();
   if (c->authenticated_) handler_->OnClose(c);
+}
+
+absl::Time FramedServer::CloseStalledFrames(absl::Time now) {
+  while (!midframe_.empty()) {
+    const auto [id, since] = midframe_.front();
+    auto it = connections_.find(id);
+    if (it == connections_.end()) {
+      midframe_.pop_front();
+      continue;
+    }
+    std::shared_ptr<FramedConnection> c = it->second;
+    if (c->reader_.buffered() == 0) {  // the frame was finished
+      c->midframe_queued_ = false;
+      midframe_.pop_front();
+      continue;
+    }
+    if (c->last_read_ > since) {  // progress: look again from its last read
+      midframe_.pop_front();
+      midframe_.emplace_back(id, c->last_read_);
+      if (midframe_.front().first == id) {
+        return c->last_read_ + options_.frame_idle_timeout;
+      }
+      continue;
+    }
+    if (since + options_.frame_idle_timeout > now) {
+      return since + options_.frame_idle_timeout;
+    }
+    midframe_.pop_front();
+    c->midframe_queued_ = false;
+    CloseConnection(
+        c, absl::StrCat("sent ", c->reader_.buffered(),
+                        " bytes of a frame and then nothing for ",
+                        absl::FormatDuration(options_.frame_idle_timeout)));
+  }
+  return absl::InfiniteFuture();
 }
 
 absl::Time FramedServer::CloseExpiredHandshakes(absl::Time now) {

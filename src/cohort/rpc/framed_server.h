@@ -18,7 +18,9 @@
 //     within `handshake_timeout`, sending at most kMaxHandshakeFrame bytes;
 //     a wrong proof is answered Unauthenticated and closed; no request of an
 //     unauthenticated peer ever reaches the handler;
-//   - frames longer than `max_frame_bytes` close the connection;
+//   - frames longer than `max_frame_bytes` close the connection, and so
+//     does sending part of a frame and then nothing for
+//     `frame_idle_timeout` (an idle connection between frames stays);
 //   - at most `max_connections` connections, of which at most
 //     `max_unauthenticated` may still be in their handshake (the oldest such
 //     is dropped for a new one);
@@ -78,6 +80,9 @@ struct FramedServerOptions {
   int max_connections = 1024;
   int max_unauthenticated = 64;
   absl::Duration handshake_timeout = absl::Seconds(10);
+  // A connection that sent part of a frame and then nothing for this long
+  // is closed (a peer that stalls mid-frame holds its buffer and a slot).
+  absl::Duration frame_idle_timeout = absl::Seconds(60);
   size_t max_queued_reply_bytes = size_t{256} << 20;
 };
 
@@ -156,6 +161,10 @@ class FramedConnection {
   // Loop thread only.
   FrameReader reader_;
   bool authenticated_ = false;
+  // When bytes last arrived, and whether the connection is queued as being
+  // mid-frame (FramedServer::midframe_).
+  absl::Time last_read_;
+  bool midframe_queued_ = false;
   absl::Time handshake_deadline_;
   std::string nonce_;
 
@@ -223,6 +232,9 @@ class FramedServer {
                        const std::string& why);
   // Closes handshakes past their deadline; returns the next deadline.
   absl::Time CloseExpiredHandshakes(absl::Time now);
+  // Closes connections stalled mid-frame past frame_idle_timeout; returns
+  // the next such deadline.
+  absl::Time CloseStalledFrames(absl::Time now);
   // Asks the loop to close connection `id` (from any thread).
   void ReportBroken(uint64_t id);
   void Wake();
@@ -256,6 +268,10 @@ class FramedServer {
   int unauthenticated_ = 0;
   // Connections with output the loop thread queued (FlushDirty).
   std::vector<uint64_t> dirty_;
+  // Connections holding part of a frame, with when their bytes last arrived
+  // as of queueing, oldest first (re-queued when they progressed, dropped
+  // lazily when they closed or finished the frame).
+  std::deque<std::pair<uint64_t, absl::Time>> midframe_;
   // Held open so that accept() can shed a connection when fds run out.
   UniqueFd spare_fd_;
 

@@ -352,6 +352,30 @@ TEST(FramedTransportTest, SilentConnectionIsClosedAfterTheHandshakeTimeout) {
   EXPECT_TRUE(WaitUntil([&] { return server->num_connections() == 0; }));
 }
 
+TEST(FramedTransportTest, ConnectionStalledMidFrameIsClosedAnIdleOneStays) {
+  EchoHandler handler;
+  FramedServerOptions options;
+  options.frame_idle_timeout = absl::Milliseconds(300);
+  auto server = StartServer(&handler, options);
+  ASSERT_NE(server, nullptr);
+  // Connected first and idle between frames throughout.
+  UniqueFd idle = RawConnect(server->address());
+  RawHandshake(idle.get(), kToken);
+  UniqueFd stalled = RawConnect(server->address());
+  RawHandshake(stalled.get(), kToken);
+  // Two bytes of a frame's length, then nothing.
+  RawWrite(stalled.get(), std::string("\x05\x00", 2));
+  EXPECT_TRUE(WaitForEof(stalled.get(), kWait));
+  EXPECT_TRUE(WaitUntil([&] { return server->num_connections() == 1; }));
+  // The idle connection, older than the stalled one, is still served.
+  std::string echo;
+  AppendFrame(&echo, "still here");
+  RawWrite(idle.get(), echo);
+  absl::StatusOr<std::string> answer = ParseReply(RawReadFrame(idle.get()));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(*answer, "still here");
+}
+
 TEST(FramedTransportTest, HandshakeFloodEvictsTheOldestAndCapsConnections) {
   EchoHandler handler;
   FramedServerOptions options;
