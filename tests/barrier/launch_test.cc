@@ -289,6 +289,41 @@ TEST_F(LaunchTest, InterruptStopsEveryTask) {
     EXPECT_NE(kill(pid, 0), 0) << "task " << pid << " survived";
 }
 
+// A launcher killed outright (SIGKILL: no handler runs) takes its tasks with
+// it: nothing of the job keeps running unattended.
+TEST_F(LaunchTest, KilledLauncherLeavesNoTaskRunning) {
+  auto p = Start({"-n", "2"}, "echo $$ > $D/pid.$P; exec sleep 600");
+  ASSERT_NE(p, nullptr);
+  std::vector<int> pids;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (pids.size() < 2 && absl::Now() < deadline) {
+    pids.clear();
+    for (int i = 0; i < 2; ++i) {
+      std::ifstream in(absl::StrCat(dir_, "/pid.", i));
+      int pid;
+      if (in >> pid) pids.push_back(pid);
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(pids.size(), 2u);
+  kill(p->pid(), SIGKILL);
+  EXPECT_EQ(p->Wait().value, SIGKILL);
+  // Orphans are reparented and reaped, or left zombies: either way, gone.
+  auto running = [](int pid) {
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string id, comm, state;
+    return static_cast<bool>(stat >> id >> comm >> state) && state != "Z";
+  };
+  for (int pid : pids) {
+    const absl::Time gone_by = absl::Now() + absl::Seconds(10);
+    while (running(pid) && absl::Now() < gone_by) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_FALSE(running(pid)) << "task " << pid << " survived its launcher";
+    if (running(pid)) kill(pid, SIGKILL);
+  }
+}
+
 // A task whose heartbeats stop (SIGSTOP) while its process lives is failed
 // through the job's coordination service, and the attempt is stopped.
 TEST_F(LaunchTest, LostHeartbeatFailsTheAttempt) {

@@ -1,7 +1,7 @@
 // Child processes for the gang launcher: spawn a program in its own process
-// group with its stdout and stderr on one pipe, wait for it, and signal its
-// whole group (the program and everything it started), always by process
-// group id, never by name.
+// group with its stdout and stderr on one pipe, tied to the life of the
+// spawning thread, wait for it, and signal its whole group (the program and
+// everything it started), always by process group id, never by name.
 //
 // Thread safety: a Subprocess may be signalled from any thread while another
 // thread waits for it; Wait() must be called by one thread only.
@@ -39,6 +39,12 @@ class Subprocess {
   // the signal mask are reset to defaults in the child. NotFound when the
   // program does not exist, Internal on other spawn failures (both name the
   // program). Never blocks.
+  //
+  // The program is killed (SIGKILL) when the thread that spawned it ends,
+  // however that happens (PR_SET_PDEATHSIG): a launcher killed outright
+  // leaves no orphan program behind. Spawn from a thread that outlives the
+  // program. Processes the program starts are not covered; those that keep
+  // writing to the inherited pipe get SIGPIPE once the launcher is gone.
   static absl::StatusOr<std::unique_ptr<Subprocess>> Spawn(
       const std::vector<std::string>& argv,
       const std::vector<std::string>& env);
