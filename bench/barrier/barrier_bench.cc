@@ -12,11 +12,10 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/common/flags.h"
 #include "bench/common/gang.h"
 #include "bench/common/peer.h"
 #include "cohort/barrier/barrier_task_context.h"
@@ -39,57 +38,30 @@ struct Flags {
 
 bool ParseFlags(const std::vector<std::string>& args, Flags& f,
                 std::string& error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string& out) {
-      if (i + 1 >= args.size()) {
-        error = a + " needs a value";
-        return false;
-      }
-      out = args[++i];
-      return true;
-    };
-    auto int_value = [&](int& out) {
-      std::string v;
-      if (!value(v)) return false;
-      if (!absl::SimpleAtoi(v, &out) || out <= 0) {
-        error = a + " must be a positive integer, got \"" + v + "\"";
-        return false;
-      }
-      return true;
-    };
-    if (a == "--child") {
-      f.child = true;
-    } else if (a == "--no-peer") {
-      f.no_peer = true;
-    } else if (a == "--reps") {
-      if (!int_value(f.reps)) return false;
-    } else if (a == "--iters") {
-      if (!int_value(f.iters)) return false;
-    } else if (a == "--gather-iters") {
-      if (!int_value(f.gather_iters)) return false;
-    } else if (a == "--peer-script") {
-      if (!value(f.peer_script)) return false;
-    } else if (a == "--sizes") {
-      std::string v;
-      if (!value(v)) return false;
-      f.sizes.clear();
-      for (absl::string_view s : absl::StrSplit(v, ',')) {
-        int n;
-        if (!absl::SimpleAtoi(s, &n) || n <= 0) {
-          error = "--sizes must be positive integers, got \"" + v + "\"";
-          return false;
-        }
-        f.sizes.push_back(n);
-      }
+  FlagReader flags(args,
+                   "flags: --sizes 2,4,8 --reps 3 --iters 300 --gather-iters "
+                   "200 --peer-script PATH --no-peer");
+  while (flags.Next()) {
+    if (flags.Is("--child")) {
+      flags.Switch(f.child);
+    } else if (flags.Is("--no-peer")) {
+      flags.Switch(f.no_peer);
+    } else if (flags.Is("--reps")) {
+      flags.PositiveInt(f.reps);
+    } else if (flags.Is("--iters")) {
+      flags.PositiveInt(f.iters);
+    } else if (flags.Is("--gather-iters")) {
+      flags.PositiveInt(f.gather_iters);
+    } else if (flags.Is("--peer-script")) {
+      flags.Value(f.peer_script);
+    } else if (flags.Is("--sizes")) {
+      flags.PositiveIntList(f.sizes);
     } else {
-      error = "unknown flag \"" + a +
-              "\"; flags: --sizes 2,4,8 --reps 3 --iters 300 --gather-iters "
-              "200 --peer-script PATH --no-peer";
-      return false;
+      flags.Unknown();
     }
   }
-  return true;
+  error = flags.error();
+  return flags.ok();
 }
 
 // One task of the gang: time syncs back to back; partition 0 reports.

@@ -4,14 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "bench/common/flags.h"
 #include "bench/common/gang.h"
 #include "bench/common/peer.h"
 #include "cohort/barrier/barrier_task_context.h"
@@ -33,65 +33,35 @@ struct Flags {
   bool child = false;
 };
 
-bool ParseInts(const std::string& v, std::vector<int>& out) {
-  out.clear();
-  for (absl::string_view s : absl::StrSplit(v, ',')) {
-    int n;
-    if (!absl::SimpleAtoi(s, &n) || n <= 0) return false;
-    out.push_back(n);
-  }
-  return !out.empty();
-}
-
 bool ParseFlags(const std::vector<std::string>& args, Flags& f,
                 std::string& error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string v;
-    auto value = [&]() {
-      if (i + 1 >= args.size()) {
-        error = a + " needs a value";
-        return false;
-      }
-      v = args[++i];
-      return true;
-    };
-    if (a == "--child") {
-      f.child = true;
-    } else if (a == "--no-peer") {
-      f.no_peer = true;
-    } else if (a == "--peer-script") {
-      if (!value()) return false;
-      f.peer_script = v;
-    } else if (a == "--reps") {
-      if (!value()) return false;
-      if (!absl::SimpleAtoi(v, &f.reps) || f.reps <= 0) {
-        error = "--reps must be a positive integer, got \"" + v + "\"";
-        return false;
-      }
-    } else if (a == "--sizes" || a == "--mib") {
-      if (!value()) return false;
-      if (!ParseInts(v, a == "--sizes" ? f.sizes : f.mib)) {
-        error = a + " must be positive integers, got \"" + v + "\"";
-        return false;
-      }
-    } else if (a == "--transports") {
-      if (!value()) return false;
-      f.transports = absl::StrSplit(v, ',');
-      for (const std::string& t : f.transports) {
-        if (t != "shm" && t != "tcp") {
-          error = "--transports takes shm and tcp, got \"" + v + "\"";
-          return false;
-        }
+  FlagReader flags(args,
+                   "flags: --sizes 2,4 --mib 1,64 --transports shm,tcp "
+                   "--reps 3 --peer-script PATH --no-peer");
+  std::set<std::string> transports;
+  while (flags.Next()) {
+    if (flags.Is("--child")) {
+      flags.Switch(f.child);
+    } else if (flags.Is("--no-peer")) {
+      flags.Switch(f.no_peer);
+    } else if (flags.Is("--peer-script")) {
+      flags.Value(f.peer_script);
+    } else if (flags.Is("--reps")) {
+      flags.PositiveInt(f.reps);
+    } else if (flags.Is("--sizes")) {
+      flags.PositiveIntList(f.sizes);
+    } else if (flags.Is("--mib")) {
+      flags.PositiveIntList(f.mib);
+    } else if (flags.Is("--transports")) {
+      if (flags.SubsetOf({"shm", "tcp"}, transports)) {
+        f.transports.assign(transports.begin(), transports.end());
       }
     } else {
-      error = "unknown flag \"" + a +
-              "\"; flags: --sizes 2,4 --mib 1,64 --transports shm,tcp "
-              "--reps 3 --peer-script PATH --no-peer";
-      return false;
+      flags.Unknown();
     }
   }
-  return true;
+  error = flags.error();
+  return flags.ok();
 }
 
 // gloo_bench.py's iteration counts.

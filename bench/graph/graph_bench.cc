@@ -11,13 +11,13 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "bench/common/flags.h"
 #include "bench/common/peer.h"
 #include "cohort/base/json.h"
 #include "cohort/graph/builder.h"
@@ -80,55 +80,57 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-bool ParseFlags(const std::vector<std::string>& args, Flags* f) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      return i + 1 < args.size() ? args[++i] : "";
-    };
-    if (a == "--reps") {
-      if (!absl::SimpleAtoi(value(), &f->reps) || f->reps < 1) return false;
-    } else if (a == "--sizes") {
-      f->sizes.clear();
-      for (absl::string_view s :
-           absl::StrSplit(value(), ',', absl::SkipEmpty())) {
-        int n = 0;
-        if (!absl::SimpleAtoi(s, &n) || n < 1) return false;
-        f->sizes.push_back(n);
+bool ParseFlags(const std::vector<std::string>& args, Flags* f,
+                std::string& error) {
+  FlagReader flags(args,
+                   "flags: --reps N --only matmul,session,kernels "
+                   "--sizes 256,1024,2048 --min-seconds S --runs N "
+                   "--kernel-mib 64 --python PATH --numpy-script PATH "
+                   "--no-peer --quick");
+  // --quick first, so that explicit flags override what it sets.
+  if (flags.Has("--quick")) {
+    f->reps = 1;
+    f->sizes = {256};
+    f->min_seconds = 0.1;
+    f->runs = 2000;
+    f->kernel_elements = int64_t{1} << 20;
+  }
+  bool quick = false;
+  std::set<std::string> only;
+  int mib = 0;
+  while (flags.Next()) {
+    if (flags.Is("--reps")) {
+      flags.PositiveInt(f->reps);
+    } else if (flags.Is("--sizes")) {
+      flags.PositiveIntList(f->sizes);
+    } else if (flags.Is("--min-seconds")) {
+      flags.PositiveNumber(f->min_seconds);
+    } else if (flags.Is("--runs")) {
+      flags.PositiveInt(f->runs);
+    } else if (flags.Is("--only")) {
+      if (flags.SubsetOf({"matmul", "session", "kernels"}, only)) {
+        f->matmul = only.count("matmul") > 0;
+        f->session = only.count("session") > 0;
+        f->kernels = only.count("kernels") > 0;
       }
-    } else if (a == "--min-seconds") {
-      if (!absl::SimpleAtod(value(), &f->min_seconds)) return false;
-    } else if (a == "--runs") {
-      if (!absl::SimpleAtoi(value(), &f->runs) || f->runs < 1) return false;
-    } else if (a == "--only") {
-      std::string v = value();
-      f->matmul = v.find("matmul") != std::string::npos;
-      f->session = v.find("session") != std::string::npos;
-      f->kernels = v.find("kernels") != std::string::npos;
-    } else if (a == "--kernel-mib") {
-      int mib = 0;
-      if (!absl::SimpleAtoi(value(), &mib) || mib < 1 || mib > 4096) {
-        return false;
+    } else if (flags.Is("--kernel-mib")) {
+      if (flags.IntInRange(4096, mib)) {
+        f->kernel_elements = int64_t{mib} << 18;  // float32: 4 bytes each
       }
-      f->kernel_elements = int64_t{mib} << 18;  // float32: 4 bytes each
-    } else if (a == "--python") {
-      f->python = value();
-    } else if (a == "--numpy-script") {
-      f->numpy_script = value();
-    } else if (a == "--no-peer") {
-      f->no_peer = true;
-    } else if (a == "--quick") {
-      f->reps = 1;
-      f->sizes = {256};
-      f->min_seconds = 0.1;
-      f->runs = 2000;
-      f->kernel_elements = int64_t{1} << 20;
+    } else if (flags.Is("--python")) {
+      flags.Value(f->python);
+    } else if (flags.Is("--numpy-script")) {
+      flags.Value(f->numpy_script);
+    } else if (flags.Is("--no-peer")) {
+      flags.Switch(f->no_peer);
+    } else if (flags.Is("--quick")) {
+      flags.Switch(quick);  // applied above
     } else {
-      std::cerr << "cohort bench graph: unknown flag '" << a << "'\n";
-      return false;
+      flags.Unknown();
     }
   }
-  return true;
+  error = flags.error();
+  return flags.ok();
 }
 
 // Runs NumPy's script, printing its lines; returns GFLOP/s per size, or an
@@ -427,12 +429,9 @@ int BenchKernels(const Flags& f) {
 
 int RunGraphBench(const std::vector<std::string>& args) {
   Flags f;
-  if (!ParseFlags(args, &f)) {
-    std::cerr
-        << "usage: cohort bench graph [--reps N] "
-           "[--only matmul,session,kernels] [--sizes 256,1024,2048] "
-           "[--min-seconds S] [--runs N] [--kernel-mib 64] "
-           "[--python PATH] [--numpy-script PATH] [--no-peer] [--quick]\n";
+  std::string error;
+  if (!ParseFlags(args, &f, error)) {
+    std::cerr << "cohort bench graph: " << error << "\n";
     return 2;
   }
   PrintEnvLine("graph", "start");

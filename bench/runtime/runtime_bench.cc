@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,9 +24,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "bench/common/flags.h"
 #include "bench/common/peer.h"
 #include "bench/runtime/iperf3_peer.h"
 #include "bench/runtime/server_cluster.h"
@@ -175,60 +176,63 @@ bool ParseSize(absl::string_view text, int64_t* bytes) {
   return *bytes % 4 == 0;
 }
 
-bool ParseFlags(const std::vector<std::string>& args, Flags* f) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      return i + 1 < args.size() ? args[++i] : "";
-    };
-    if (a == "--reps") {
-      if (!absl::SimpleAtoi(value(), &f->reps) || f->reps < 1) return false;
-    } else if (a == "--only") {
-      const std::string v = value();
-      f->transfer = v.find("transfer") != std::string::npos;
-      f->remote = v.find("remote") != std::string::npos;
-      f->overhead = v.find("overhead") != std::string::npos;
-    } else if (a == "--sizes") {
-      f->sizes.clear();
-      for (absl::string_view s :
-           absl::StrSplit(value(), ',', absl::SkipEmpty())) {
-        int64_t bytes = 0;
-        if (!ParseSize(s, &bytes)) return false;
-        f->sizes.push_back(bytes);
+bool ParseFlags(const std::vector<std::string>& args, Flags* f,
+                std::string& error) {
+  FlagReader flags(args,
+                   "flags: --reps N --only transfer,remote,overhead "
+                   "--sizes 1M,16M,64M --transfer-seconds S "
+                   "--transfer-min-steps N --runs N --warmup N "
+                   "--iperf-seconds N --server-threads N --no-peer --quick");
+  // --quick first, so that explicit flags override what it sets.
+  if (flags.Has("--quick")) {
+    f->reps = 1;
+    f->sizes = {int64_t{1} << 20, int64_t{16} << 20};
+    f->transfer_seconds = 0.5;
+    f->runs = 500;
+    f->warmup = 50;
+    f->iperf_seconds = 1;
+  }
+  bool quick = false;
+  std::set<std::string> only;
+  while (flags.Next()) {
+    if (flags.Is("--reps")) {
+      flags.PositiveInt(f->reps);
+    } else if (flags.Is("--only")) {
+      if (flags.SubsetOf({"transfer", "remote", "overhead"}, only)) {
+        f->transfer = only.count("transfer") > 0;
+        f->remote = only.count("remote") > 0;
+        f->overhead = only.count("overhead") > 0;
       }
-      if (f->sizes.empty()) return false;
-    } else if (a == "--transfer-seconds") {
-      if (!absl::SimpleAtod(value(), &f->transfer_seconds)) return false;
-    } else if (a == "--transfer-min-steps") {
-      if (!absl::SimpleAtoi(value(), &f->transfer_min_steps)) return false;
-    } else if (a == "--runs") {
-      if (!absl::SimpleAtoi(value(), &f->runs) || f->runs < 1) return false;
-    } else if (a == "--warmup") {
-      if (!absl::SimpleAtoi(value(), &f->warmup) || f->warmup < 0) {
-        return false;
-      }
-    } else if (a == "--iperf-seconds") {
-      if (!absl::SimpleAtoi(value(), &f->iperf_seconds) ||
-          f->iperf_seconds < 1) {
-        return false;
-      }
-    } else if (a == "--server-threads") {
-      if (!absl::SimpleAtoi(value(), &f->server_threads)) return false;
-    } else if (a == "--no-peer") {
-      f->no_peer = true;
-    } else if (a == "--quick") {
-      f->reps = 1;
-      f->sizes = {int64_t{1} << 20, int64_t{16} << 20};
-      f->transfer_seconds = 0.5;
-      f->runs = 500;
-      f->warmup = 50;
-      f->iperf_seconds = 1;
+    } else if (flags.Is("--sizes")) {
+      flags.List<int64_t>(
+          "must be sizes such as 64K,1M,16M (whole float32 elements) "
+          "separated by commas",
+          [](absl::string_view s, int64_t& bytes) {
+            return ParseSize(s, &bytes);
+          },
+          f->sizes);
+    } else if (flags.Is("--transfer-seconds")) {
+      flags.PositiveNumber(f->transfer_seconds);
+    } else if (flags.Is("--transfer-min-steps")) {
+      flags.PositiveInt(f->transfer_min_steps);
+    } else if (flags.Is("--runs")) {
+      flags.PositiveInt(f->runs);
+    } else if (flags.Is("--warmup")) {
+      flags.NonNegativeInt(f->warmup);
+    } else if (flags.Is("--iperf-seconds")) {
+      flags.PositiveInt(f->iperf_seconds);
+    } else if (flags.Is("--server-threads")) {
+      flags.NonNegativeInt(f->server_threads);
+    } else if (flags.Is("--no-peer")) {
+      flags.Switch(f->no_peer);
+    } else if (flags.Is("--quick")) {
+      flags.Switch(quick);  // applied above
     } else {
-      std::cerr << "cohort bench runtime: unknown flag '" << a << "'\n";
-      return false;
+      flags.Unknown();
     }
   }
-  return true;
+  error = flags.error();
+  return flags.ok();
 }
 
 // --- Load sampling ----------------------------------------------------------
@@ -785,12 +789,9 @@ void Teardown(Bench& b, Fixture& x) {
 
 int RunRuntimeBench(const std::vector<std::string>& args) {
   Bench b;
-  if (!ParseFlags(args, &b.flags)) {
-    std::cerr << "usage: cohort bench runtime [--reps N] "
-                 "[--only transfer,remote,overhead] [--sizes 1M,16M,64M] "
-                 "[--transfer-seconds S] [--transfer-min-steps N] [--runs N] "
-                 "[--warmup N] [--iperf-seconds N] [--server-threads N] "
-                 "[--no-peer] [--quick]\n";
+  std::string error;
+  if (!ParseFlags(args, &b.flags, error)) {
+    std::cerr << "cohort bench runtime: " << error << "\n";
     return 2;
   }
   b.exe = SelfPath();

@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "bench/common/flags.h"
 #include "bench/common/gang.h"
 #include "bench/common/peer.h"
 #include "cohort/base/json.h"
@@ -31,53 +30,32 @@ struct Flags {
 
 bool ParseFlags(const std::vector<std::string>& args, Flags& f,
                 std::string& error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string v;
-    if (a == "--child") {
-      f.child = true;
-      continue;
-    }
-    if (i + 1 >= args.size()) {
-      error = a +
-              " needs a value (flags: --tasks 1,2 --reps 3 --steps 60 "
-              "--batch 256 --features 512 --hidden 2048 --transport shm)";
-      return false;
-    }
-    v = args[++i];
-    int* target = a == "--reps"       ? &f.reps
-                  : a == "--steps"    ? &f.steps
-                  : a == "--batch"    ? &f.batch
-                  : a == "--features" ? &f.features
-                  : a == "--hidden"   ? &f.hidden
-                                      : nullptr;
-    if (target != nullptr) {
-      if (!absl::SimpleAtoi(v, target) || *target <= 0) {
-        error = a + " must be a positive integer, got \"" + v + "\"";
-        return false;
-      }
-    } else if (a == "--tasks") {
-      f.tasks.clear();
-      for (absl::string_view s : absl::StrSplit(v, ',')) {
-        int n;
-        if (!absl::SimpleAtoi(s, &n) || n <= 0) {
-          error = "--tasks must be positive integers, got \"" + v + "\"";
-          return false;
-        }
-        f.tasks.push_back(n);
-      }
-    } else if (a == "--transport") {
-      if (v != "shm" && v != "tcp") {
-        error = "--transport is shm or tcp, got \"" + v + "\"";
-        return false;
-      }
-      f.transport = v;
+  FlagReader flags(args,
+                   "flags: --tasks 1,2 --reps 3 --steps 60 --batch 256 "
+                   "--features 512 --hidden 2048 --transport shm|tcp");
+  while (flags.Next()) {
+    if (flags.Is("--child")) {
+      flags.Switch(f.child);
+    } else if (flags.Is("--reps")) {
+      flags.PositiveInt(f.reps);
+    } else if (flags.Is("--steps")) {
+      flags.PositiveInt(f.steps);
+    } else if (flags.Is("--batch")) {
+      flags.PositiveInt(f.batch);
+    } else if (flags.Is("--features")) {
+      flags.PositiveInt(f.features);
+    } else if (flags.Is("--hidden")) {
+      flags.PositiveInt(f.hidden);
+    } else if (flags.Is("--tasks")) {
+      flags.PositiveIntList(f.tasks);
+    } else if (flags.Is("--transport")) {
+      flags.OneOf({"shm", "tcp"}, f.transport);
     } else {
-      error = "unknown flag \"" + a + "\"";
-      return false;
+      flags.Unknown();
     }
   }
-  return true;
+  error = flags.error();
+  return flags.ok();
 }
 
 int64_t Parameters(const Flags& f) {
