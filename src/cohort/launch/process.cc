@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +59,73 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   return out;
 }
 
+// What the child needs, built before it runs.
+struct ChildArgs {
+  const char* program;
+  char* const* argv;
+  char* const* envp;
+  char* const* sh_argv;  // /bin/sh PROGRAM ARGS..., for files without "#!"
+  int output_fd;
+  int status_fd;  // the child writes errno here when exec fails
+  pid_t launcher;
+};
+
+// The child between fork() and exec(). The launcher has threads, so the
+// child makes raw system calls only: no libc lock, allocation or sanitizer
+// interceptor another thread may have held at the fork.
+[[noreturn]] __attribute__((no_sanitize("address", "thread", "undefined"))) void
+RunChild(const ChildArgs& a) {
+  syscall(SYS_setpgid, 0, 0);
+  // The program goes with the thread that started it, even when the
+  // launcher is killed outright (SIGKILL leaves it no chance to clean up).
+  syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (syscall(SYS_getppid) != a.launcher) {
+    syscall(SYS_kill, syscall(SYS_getpid), SIGKILL);  // it died before prctl
+  }
+  // Every signal is blocked (Spawn blocked them). No handler of the
+  // launcher may run here once they are unblocked: handled signals go to
+  // their defaults now, as exec would do, and so do the ignored ones the
+  // program must not inherit. The kernel's struct sigaction starts with the
+  // handler on every Linux ABI; zeros are SIG_DFL with no flags.
+  for (int sig = 1; sig <= 64; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    alignas(8) char current[64] = {};
+    if (syscall(SYS_rt_sigaction, sig, nullptr, current, 8) != 0) continue;
+    void* handler;
+    __builtin_memcpy(&handler, current, sizeof(handler));
+    const bool reset_ignored = sig == SIGINT || sig == SIGTERM ||
+                               sig == SIGHUP || sig == SIGPIPE ||
+                               sig == SIGQUIT || sig == SIGCHLD;
+    if (handler == reinterpret_cast<void*>(SIG_DFL) ||
+        (handler == reinterpret_cast<void*>(SIG_IGN) && !reset_ignored)) {
+      continue;
+    }
+    alignas(8) char defaults[64] = {};
+    syscall(SYS_rt_sigaction, sig, defaults, nullptr, 8);
+  }
+  const uint64_t none = 0;
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, 8);
+  // stdin from /dev/null; stdout and stderr into the pipe.
+  const long null_fd = syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY);
+  if (null_fd > 0) {
+    syscall(SYS_dup3, null_fd, 0, 0);
+    syscall(SYS_close, null_fd);
+  }
+  for (int target : {1, 2}) {
+    if (a.output_fd == target) {
+      syscall(SYS_fcntl, target, F_SETFD, 0);  // keep it across exec
+    } else {
+      syscall(SYS_dup3, a.output_fd, target, 0);
+    }
+  }
+  syscall(SYS_execve, a.program, a.argv, a.envp);
+  if (errno == ENOEXEC) syscall(SYS_execve, a.sh_argv[0], a.sh_argv, a.envp);
+  const int exec_errno = errno;
+  syscall(SYS_write, a.status_fd, &exec_errno, sizeof(exec_errno));
+  syscall(SYS_exit_group, 127);
+  __builtin_unreachable();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
@@ -74,13 +143,13 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   sh_args.insert(sh_args.end(), argv.begin() + 1, argv.end());
   std::vector<char*> c_sh_argv = CStrings(sh_args);
 
-  int out[2];
+  // `out` carries the program's output; `status` its exec error, closed
+  // unread by a good exec.
+  int out[2], status[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
     return absl::InternalError(
         absl::StrCat("pipe for ", argv[0], " failed: ", strerror(errno)));
   }
-  // The child reports a failed exec on `status` (closed by a good one).
-  int status[2];
   if (pipe2(status, O_CLOEXEC) != 0) {
     const int e = errno;
     close(out[0]);
@@ -88,63 +157,41 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
     return absl::InternalError(
         absl::StrCat("pipe for ", argv[0], " failed: ", strerror(e)));
   }
-  const pid_t parent = getpid();
+  const ChildArgs child{program.c_str(),  c_argv.data(), c_env.data(),
+                        c_sh_argv.data(), out[1],        status[1],
+                        getpid()};
+  // No handler of this process may run in the child before exec: every
+  // signal stays blocked until the child has reset them.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    // The program goes with the thread that started it, even when the
-    // launcher is killed outright (SIGKILL leaves it no chance to clean up).
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) raise(SIGKILL);  // it died before prctl
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT, SIGCHLD}) {
-      signal(sig, SIG_DFL);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0 && null_fd != 0) {
-      dup2(null_fd, 0);
-      close(null_fd);
-    }
-    dup2(out[1], 1);
-    dup2(out[1], 2);
-    execve(program.c_str(), c_argv.data(), c_env.data());
-    if (errno == ENOEXEC) {
-      execve(c_sh_argv[0], c_sh_argv.data(), c_env.data());
-    }
-    const int e = errno;
-    ssize_t ignored = write(status[1], &e, sizeof(e));
-    (void)ignored;
-    _exit(127);
-  }
+  if (pid == 0) RunChild(child);  // never returns
   const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   close(out[1]);
   close(status[1]);
-  int exec_errno = 0;
+  int error = 0;
   if (pid < 0) {
-    exec_errno = fork_errno;
+    error = fork_errno;
   } else {
-    // Also closes the race with SignalGroup(): once the status pipe is
-    // closed the child leads its own group.
-    setpgid(pid, pid);
     ssize_t n;
     do {
-      n = read(status[0], &exec_errno, sizeof(exec_errno));
+      n = read(status[0], &error, sizeof(error));
     } while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(sizeof(exec_errno))) exec_errno = 0;
-    if (exec_errno != 0) {
+    if (n != static_cast<ssize_t>(sizeof(error))) error = 0;  // exec'd
+    if (error != 0) {
       while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
       }
     }
   }
   close(status[0]);
-  if (exec_errno != 0) {
+  if (error != 0) {
     close(out[0]);
     const std::string msg =
-        absl::StrCat("cannot start ", argv[0], ": ", strerror(exec_errno),
+        absl::StrCat("cannot start ", argv[0], ": ", strerror(error),
                      "; check the program path and PATH");
-    if (exec_errno == ENOENT) return absl::NotFoundError(msg);
+    if (error == ENOENT) return absl::NotFoundError(msg);
     return absl::InternalError(msg);
   }
   return std::unique_ptr<Subprocess>(new Subprocess(pid, out[0]));
