@@ -4,6 +4,9 @@
 // API (examples/barrier/gang_job.cc). One scenario per behaviour of Spark's
 // BarrierTaskContextSuite and the gang-retry rules (docs/barrier.md).
 #include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -290,8 +293,10 @@ TEST_F(LaunchTest, InterruptStopsEveryTask) {
 }
 
 // A launcher killed outright (SIGKILL: no handler runs) takes its tasks with
-// it: nothing of the job keeps running unattended.
+// it: nothing of the job keeps running unattended. This process adopts the
+// orphans (a subreaper), so it waits for exactly those processes.
 TEST_F(LaunchTest, KilledLauncherLeavesNoTaskRunning) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   auto p = Start({"-n", "2"}, "echo $$ > $D/pid.$P; exec sleep 600");
   ASSERT_NE(p, nullptr);
   std::vector<int> pids;
@@ -308,20 +313,25 @@ TEST_F(LaunchTest, KilledLauncherLeavesNoTaskRunning) {
   ASSERT_EQ(pids.size(), 2u);
   kill(p->pid(), SIGKILL);
   EXPECT_EQ(p->Wait().value, SIGKILL);
-  // Orphans are reparented and reaped, or left zombies: either way, gone.
-  auto running = [](int pid) {
-    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-    std::string id, comm, state;
-    return static_cast<bool>(stat >> id >> comm >> state) && state != "Z";
-  };
   for (int pid : pids) {
     const absl::Time gone_by = absl::Now() + absl::Seconds(10);
-    while (running(pid) && absl::Now() < gone_by) {
+    int status = 0;
+    pid_t r = 0;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && absl::Now() < gone_by) {
       absl::SleepFor(absl::Milliseconds(10));
     }
-    EXPECT_FALSE(running(pid)) << "task " << pid << " survived its launcher";
-    if (running(pid)) kill(pid, SIGKILL);
+    if (r == 0) {
+      kill(pid, SIGKILL);  // ours to kill: adopted, not yet reaped
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "task " << pid << " survived its launcher";
+      continue;
+    }
+    ASSERT_EQ(r, pid) << "task " << pid
+                      << " was not adopted: " << strerror(errno);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << "task " << pid << " ended with status " << status;
   }
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
 // A task whose heartbeats stop (SIGSTOP) while its process lives is failed

@@ -29,68 +29,87 @@ std::string ExitInfo::Describe() const {
 
 namespace {
 
-// argv[0] as execvp would find it through the launcher's PATH, resolved
-// before fork(): the child of a threaded process may not allocate.
-absl::StatusOr<std::string> FindProgram(const std::string& name) {
-  const std::string missing =
-      absl::StrCat("cannot start ", name,
-                   ": no such program; check the program path and PATH");
-  if (name.empty()) return absl::NotFoundError(missing);
-  if (name.find('/') != std::string::npos) {
-    if (access(name.c_str(), F_OK) != 0) return absl::NotFoundError(missing);
-    return name;
-  }
+// The paths execvp would try for `name`, in order: `name` itself when it
+// has a '/', otherwise each directory of the launcher's PATH.
+std::vector<std::string> Candidates(const std::string& name) {
+  if (name.find('/') != std::string::npos) return {name};
   const char* path = getenv("PATH");
+  std::vector<std::string> out;
   for (absl::string_view dir :
-       absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
-    const std::string candidate =
-        absl::StrCat(dir.empty() ? "." : dir, "/", name);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+       absl::StrSplit(path != nullptr ? path : "/bin:/usr/bin", ':')) {
+    out.push_back(absl::StrCat(dir.empty() ? "." : dir, "/", name));
   }
-  return absl::NotFoundError(missing);
+  return out;
 }
 
 std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   std::vector<char*> out;
   out.reserve(strings.size() + 1);
-  for (const std::string& s : strings)
+  for (const std::string& s : strings) {
     out.push_back(const_cast<char*>(s.c_str()));
+  }
   out.push_back(nullptr);
   return out;
 }
 
-// What the child needs, built before it runs.
+// What the child needs, all of it built before the fork.
 struct ChildArgs {
-  const char* program;
+  char* const* candidates;  // the paths to try, null-terminated
   char* const* argv;
   char* const* envp;
-  char* const* sh_argv;  // /bin/sh PROGRAM ARGS..., for files without "#!"
+  // /bin/sh, a slot for the path, then argv[1...]: for files without "#!".
+  char** sh_argv;
   int output_fd;
-  int status_fd;  // the child writes errno here when exec fails
+  int status_fd;  // the child writes errno here when it cannot exec
   pid_t launcher;
 };
 
-// The child between fork() and exec(). The launcher has threads, so the
-// child makes raw system calls only: no libc lock, allocation or sanitizer
-// interceptor another thread may have held at the fork.
-[[noreturn]] __attribute__((no_sanitize("address", "thread", "undefined"))) void
-RunChild(const ChildArgs& a) {
-  syscall(SYS_setpgid, 0, 0);
+// The code between the fork and exec runs on a copy of a process whose
+// other threads may have held any lock: raw system calls only, and no
+// sanitizer instrumentation.
+#if defined(__has_attribute) && \
+    __has_attribute(disable_sanitizer_instrumentation)
+#define COHORT_CHILD_CODE __attribute__((disable_sanitizer_instrumentation))
+#else
+#define COHORT_CHILD_CODE \
+  __attribute__((no_sanitize("address", "thread", "undefined")))
+#endif
+
+// Reports `error` to the launcher and ends the child.
+[[noreturn]] COHORT_CHILD_CODE void ChildFails(const ChildArgs& a, int error) {
+  syscall(SYS_write, static_cast<long>(a.status_fd), &error, sizeof(error));
+  syscall(SYS_exit_group, 127L);
+  __builtin_unreachable();
+}
+
+// Makes `from` the descriptor `to`, kept across exec.
+COHORT_CHILD_CODE bool MoveFd(long from, long to) {
+  if (from == to)
+    return syscall(SYS_fcntl, to, static_cast<long>(F_SETFD), 0L) == 0;
+  return syscall(SYS_dup3, from, to, 0L) == to;
+}
+
+// The child, from the fork to exec. Any step that fails fails the spawn,
+// with its errno.
+[[noreturn]] COHORT_CHILD_CODE void RunChild(const ChildArgs& a) {
+  if (syscall(SYS_setpgid, 0L, 0L) != 0) ChildFails(a, errno);
   // The program goes with the thread that started it, even when the
   // launcher is killed outright (SIGKILL leaves it no chance to clean up).
-  syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  if (syscall(SYS_getppid) != a.launcher) {
-    syscall(SYS_kill, syscall(SYS_getpid), SIGKILL);  // it died before prctl
+  if (syscall(SYS_prctl, static_cast<long>(PR_SET_PDEATHSIG),
+              static_cast<long>(SIGKILL), 0L, 0L, 0L) != 0) {
+    ChildFails(a, errno);
   }
-  // Every signal is blocked (Spawn blocked them). No handler of the
-  // launcher may run here once they are unblocked: handled signals go to
-  // their defaults now, as exec would do, and so do the ignored ones the
-  // program must not inherit. The kernel's struct sigaction starts with the
-  // handler on every Linux ABI; zeros are SIG_DFL with no flags.
-  for (int sig = 1; sig <= 64; ++sig) {
+  if (syscall(SYS_getppid) != a.launcher) ChildFails(a, ESRCH);  // it died
+  // Spawn blocked every signal glibc lets it block (not its own 32 and 33,
+  // which nothing sends here). No handler of the launcher may run in the
+  // child once they are unblocked: handled signals go to their defaults
+  // now, as exec would do, and so do the ignored ones the program must not
+  // inherit. The kernel's struct sigaction starts with the handler on every
+  // Linux ABI, and all zeros is SIG_DFL with no flags.
+  for (long sig = 1; sig <= 64; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
     alignas(8) char current[64] = {};
-    if (syscall(SYS_rt_sigaction, sig, nullptr, current, 8) != 0) continue;
+    if (syscall(SYS_rt_sigaction, sig, nullptr, current, 8L) != 0) continue;
     void* handler;
     __builtin_memcpy(&handler, current, sizeof(handler));
     const bool reset_ignored = sig == SIGINT || sig == SIGTERM ||
@@ -101,29 +120,42 @@ RunChild(const ChildArgs& a) {
       continue;
     }
     alignas(8) char defaults[64] = {};
-    syscall(SYS_rt_sigaction, sig, defaults, nullptr, 8);
-  }
-  const uint64_t none = 0;
-  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, 8);
-  // stdin from /dev/null; stdout and stderr into the pipe.
-  const long null_fd = syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY);
-  if (null_fd > 0) {
-    syscall(SYS_dup3, null_fd, 0, 0);
-    syscall(SYS_close, null_fd);
-  }
-  for (int target : {1, 2}) {
-    if (a.output_fd == target) {
-      syscall(SYS_fcntl, target, F_SETFD, 0);  // keep it across exec
-    } else {
-      syscall(SYS_dup3, a.output_fd, target, 0);
+    if (syscall(SYS_rt_sigaction, sig, defaults, nullptr, 8L) != 0) {
+      ChildFails(a, errno);
     }
   }
-  syscall(SYS_execve, a.program, a.argv, a.envp);
-  if (errno == ENOEXEC) syscall(SYS_execve, a.sh_argv[0], a.sh_argv, a.envp);
-  const int exec_errno = errno;
-  syscall(SYS_write, a.status_fd, &exec_errno, sizeof(exec_errno));
-  syscall(SYS_exit_group, 127);
-  __builtin_unreachable();
+  const uint64_t none = 0;
+  if (syscall(SYS_rt_sigprocmask, static_cast<long>(SIG_SETMASK), &none,
+              nullptr, 8L) != 0) {
+    ChildFails(a, errno);
+  }
+  // stdin from /dev/null; stdout and stderr into the pipe.
+  const long null_fd = syscall(SYS_openat, static_cast<long>(AT_FDCWD),
+                               "/dev/null", static_cast<long>(O_RDONLY));
+  if (null_fd < 0 || !MoveFd(null_fd, 0)) ChildFails(a, errno);
+  if (null_fd != 0) syscall(SYS_close, null_fd);
+  if (!MoveFd(a.output_fd, 1) || !MoveFd(a.output_fd, 2)) {
+    ChildFails(a, errno);
+  }
+  // execvp's search: past paths that do not exist, remembering one that
+  // was not permitted; any other error ends it.
+  int error = ENOENT;
+  for (char* const* path = a.candidates; *path != nullptr; ++path) {
+    syscall(SYS_execve, *path, a.argv, a.envp);
+    const int e = errno;
+    if (e == ENOEXEC) {
+      a.sh_argv[1] = *path;
+      syscall(SYS_execve, a.sh_argv[0], a.sh_argv, a.envp);
+      ChildFails(a, errno);
+    }
+    if (e == EACCES) {
+      error = EACCES;
+    } else if (e != ENOENT && e != ENOTDIR && e != ESTALE && e != ENODEV &&
+               e != ETIMEDOUT) {
+      ChildFails(a, e);
+    }
+  }
+  ChildFails(a, error);
 }
 
 }  // namespace
@@ -133,13 +165,13 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   if (argv.empty()) {
     return absl::InvalidArgumentError("cannot spawn an empty command");
   }
-  COHORT_ASSIGN_OR_RETURN(const std::string program, FindProgram(argv[0]));
-  // Everything the child needs is built here: after fork() it may only make
-  // async-signal-safe calls.
+  // Everything the child needs is built here: after the fork it may not
+  // allocate.
+  const std::vector<std::string> candidates = Candidates(argv[0]);
+  std::vector<char*> c_candidates = CStrings(candidates);
   std::vector<char*> c_argv = CStrings(argv);
   std::vector<char*> c_env = CStrings(env);
-  // A file without "#!" runs under /bin/sh, as execvp does.
-  std::vector<std::string> sh_args = {"/bin/sh", program};
+  std::vector<std::string> sh_args = {"/bin/sh", ""};
   sh_args.insert(sh_args.end(), argv.begin() + 1, argv.end());
   std::vector<char*> c_sh_argv = CStrings(sh_args);
 
@@ -157,15 +189,21 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
     return absl::InternalError(
         absl::StrCat("pipe for ", argv[0], " failed: ", strerror(e)));
   }
-  const ChildArgs child{program.c_str(),  c_argv.data(), c_env.data(),
-                        c_sh_argv.data(), out[1],        status[1],
+  const ChildArgs child{c_candidates.data(),
+                        c_argv.data(),
+                        c_env.data(),
+                        c_sh_argv.data(),
+                        out[1],
+                        status[1],
                         getpid()};
   // No handler of this process may run in the child before exec: every
   // signal stays blocked until the child has reset them.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
-  const pid_t pid = fork();
+  // _Fork, not fork: no atfork handler runs (gRPC's, with
+  // GRPC_ENABLE_FORK_SUPPORT, would start threads in the child).
+  const pid_t pid = _Fork();
   if (pid == 0) RunChild(child);  // never returns
   const int fork_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);

@@ -35,16 +35,22 @@ class Subprocess {
  public:
   // Starts argv[0] (searched in PATH) with exactly `env` ("KEY=VALUE") as its
   // environment, in a new process group, stdin from /dev/null, stdout and
-  // stderr into a pipe whose read end is output_fd(). Signal dispositions and
-  // the signal mask are reset to defaults in the child. NotFound when the
-  // program does not exist, Internal on other spawn failures (both name the
-  // program). Never blocks.
+  // stderr into a pipe whose read end is output_fd(). Handled signals and
+  // SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT and SIGCHLD start at their
+  // defaults (other ignored ones stay ignored) and none is blocked. NotFound
+  // when the program does not exist, Internal on other spawn failures (both
+  // name the program and the errno). Blocks only until the program has exec'd.
   //
   // The program is killed (SIGKILL) when the thread that spawned it ends,
   // however that happens (PR_SET_PDEATHSIG): a launcher killed outright
   // leaves no orphan program behind. Spawn from a thread that outlives the
-  // program. Processes the program starts are not covered; those that keep
-  // writing to the inherited pipe get SIGPIPE once the launcher is gone.
+  // program. The tie holds across the program's own exec()s, except into a
+  // set-user-ID, set-group-ID or file-capability binary. Processes the
+  // program starts are not covered; those that keep writing to the
+  // inherited pipe get SIGPIPE once the launcher is gone.
+  //
+  // argv[0] is searched as execvp does (PATH, then "/bin/sh FILE" for a
+  // file without "#!"); no fork handler runs.
   static absl::StatusOr<std::unique_ptr<Subprocess>> Spawn(
       const std::vector<std::string>& argv,
       const std::vector<std::string>& env);

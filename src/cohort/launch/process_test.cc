@@ -4,13 +4,19 @@
 #include "cohort/launch/process.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
+#include <optional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -54,7 +60,7 @@ TEST(SubprocessTest, EnvironmentIsExactlyTheOneGiven) {
 }
 
 TEST(SubprocessTest, MissingProgramIsNotFoundAndNamed) {
-  for (const std::string name :
+  for (const std::string& name :
        {std::string("/nonexistent/cohort-program"),
         std::string("cohort-no-such-program-in-path")}) {
     auto p = Subprocess::Spawn({name}, {});
@@ -64,7 +70,7 @@ TEST(SubprocessTest, MissingProgramIsNotFoundAndNamed) {
   }
 }
 
-TEST(SubprocessTest, FileThatIsNotExecutableIsAnError) {
+TEST(SubprocessTest, FileThatIsNotExecutableIsPermissionDenied) {
   const std::string path = TempPath("not-executable");
   std::ofstream(path) << "echo never\n";
   chmod(path.c_str(), 0600);
@@ -86,9 +92,113 @@ TEST(SubprocessTest, ScriptWithoutInterpreterLineRunsUnderSh) {
   unlink(path.c_str());
 }
 
+// PATH is searched as execvp does: past a directory of the program's name
+// and past a file that may not run (remembered: Permission denied when
+// nothing else is found).
+class PathSearchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* path = getenv("PATH");
+    saved_path_ = path != nullptr ? path : "";
+    root_ = TempPath("path");
+    // a/prog is a directory, b/prog a file that may not run, c/prog runs.
+    ASSERT_EQ(system(absl::StrCat("mkdir -p ", root_, "/a/prog ", root_, "/b ",
+                                  root_, "/c")
+                         .c_str()),
+              0);
+    std::ofstream(root_ + "/b/prog") << "echo b\n";
+    chmod((root_ + "/b/prog").c_str(), 0600);
+    std::ofstream(root_ + "/c/prog") << "#!/bin/sh\necho c\n";
+    chmod((root_ + "/c/prog").c_str(), 0700);
+  }
+  void TearDown() override {
+    setenv("PATH", saved_path_.c_str(), 1);
+    ASSERT_EQ(system(absl::StrCat("rm -rf ", root_).c_str()), 0);
+  }
+  std::string saved_path_;
+  std::string root_;
+};
+
+TEST_F(PathSearchTest, SkipsWhatCannotRunAndFindsTheProgram) {
+  setenv("PATH", absl::StrCat(root_, "/a:", root_, "/b:", root_, "/c").c_str(),
+         1);
+  auto p = Subprocess::Spawn({"prog"}, {});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(ReadAll(**p), "c\n");
+  EXPECT_TRUE((*p)->Wait().ok());
+}
+
+TEST_F(PathSearchTest, OnlyAFileThatMayNotRunIsPermissionDenied) {
+  setenv("PATH", absl::StrCat(root_, "/a:", root_, "/b").c_str(), 1);
+  auto p = Subprocess::Spawn({"prog"}, {});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal) << p.status();
+  EXPECT_THAT(p.status().message(), HasSubstr("Permission denied"));
+}
+
+// What the program inherits: ignored signals stay ignored except the six
+// that start at their defaults, handled ones are reset, nothing is blocked,
+// and stdin is /dev/null.
+TEST(SubprocessTest, ProgramStartsWithDefaultSignalsAndNullStdin) {
+  struct sigaction ignore = {}, old_usr1, old_pipe, old_usr2;
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGUSR1, &ignore, &old_usr1);
+  sigaction(SIGPIPE, &ignore, &old_pipe);
+  struct sigaction handled = {};
+  handled.sa_handler = [](int) {};
+  sigaction(SIGUSR2, &handled, &old_usr2);
+  sigset_t hup, old_mask;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hup, &old_mask);
+
+  // cat catches nothing of its own: its status shows what it was given.
+  auto status =
+      Subprocess::Spawn({"cat", "/proc/self/status"}, {"PATH=/usr/bin:/bin"});
+  auto stdin_link = Subprocess::Spawn({"readlink", "/proc/self/fd/0"},
+                                      {"PATH=/usr/bin:/bin"});
+
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
+  sigaction(SIGPIPE, &old_pipe, nullptr);
+  sigaction(SIGUSR2, &old_usr2, nullptr);
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_TRUE(stdin_link.ok()) << stdin_link.status();
+  std::string signals;
+  for (absl::string_view line : absl::StrSplit(ReadAll(**status), '\n')) {
+    if (absl::StartsWith(line, "SigBlk") || absl::StartsWith(line, "SigIgn") ||
+        absl::StartsWith(line, "SigCgt")) {
+      absl::StrAppend(&signals, line, "\n");
+    }
+  }
+  // Bit N-1 is signal N: SIGUSR1 (10) is 0x200.
+  EXPECT_EQ(signals,
+            "SigBlk:\t0000000000000000\n"
+            "SigIgn:\t0000000000000200\n"
+            "SigCgt:\t0000000000000000\n");
+  EXPECT_EQ(ReadAll(**stdin_link), "/dev/null\n");
+  EXPECT_TRUE((*status)->Wait().ok());
+  EXPECT_TRUE((*stdin_link)->Wait().ok());
+}
+
+// Waits up to 10 s for child `pid` of this process to end; on timeout kills
+// it. The wait status, or nullopt when it had to be killed.
+std::optional<int> ReapWithin10s(pid_t pid) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  int status = 0;
+  while (absl::Now() < deadline) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0 && errno != EINTR) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return std::nullopt;
+}
+
 // A launcher killed outright (SIGKILL, the OOM killer) cannot stop its
 // tasks; the kernel does, when the thread that spawned them goes. Here that
-// thread simply returns. A broken tie would let sleep exit 0 after 60 s.
+// thread simply returns.
 TEST(SubprocessTest, ProgramDiesWithTheThreadThatSpawnedIt) {
   std::unique_ptr<Subprocess> p;
   std::thread spawner([&p] {
@@ -98,13 +208,17 @@ TEST(SubprocessTest, ProgramDiesWithTheThreadThatSpawnedIt) {
   });
   spawner.join();
   ASSERT_NE(p, nullptr);
-  const ExitInfo exit = p->Wait();
-  EXPECT_TRUE(exit.signaled) << exit.Describe();
-  EXPECT_EQ(exit.value, SIGKILL) << exit.Describe();
+  const std::optional<int> status = ReapWithin10s(p->pid());
+  ASSERT_TRUE(status.has_value()) << "sleep outlived its spawning thread";
+  EXPECT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
 }
 
-// SignalGroup reaches what the program started in its group.
+// SignalGroup reaches what the program started in its group. This process
+// adopts the orphaned grandchild (a subreaper), so it can wait for exactly
+// that process.
 TEST(SubprocessTest, SignalGroupReachesTheProgramsChildren) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   const std::string pid_file = TempPath("grandchild");
   auto p = Subprocess::Spawn(
       {"sh", "-c", absl::StrCat("sleep 60 & echo $! > ", pid_file, "; wait")},
@@ -119,17 +233,10 @@ TEST(SubprocessTest, SignalGroupReachesTheProgramsChildren) {
   ASSERT_GT(grandchild, 0) << "the shell never wrote " << pid_file;
   (*p)->SignalGroup(SIGKILL);
   EXPECT_EQ((*p)->Wait().value, SIGKILL);
-  // The orphaned sleep is reparented and reaped (or left a zombie): either
-  // way it no longer runs.
-  auto running = [grandchild] {
-    std::ifstream stat(absl::StrCat("/proc/", grandchild, "/stat"));
-    std::string pid, comm, state;
-    return static_cast<bool>(stat >> pid >> comm >> state) && state != "Z";
-  };
-  const absl::Time gone_by = absl::Now() + absl::Seconds(10);
-  while (running() && absl::Now() < gone_by)
-    absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_FALSE(running()) << "pid " << grandchild << " survived";
+  const std::optional<int> status = ReapWithin10s(grandchild);
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+  ASSERT_TRUE(status.has_value()) << "pid " << grandchild << " survived";
+  EXPECT_EQ(WTERMSIG(*status), SIGKILL);
   unlink(pid_file.c_str());
 }
 
