@@ -96,6 +96,25 @@ class LaunchTest : public ::testing::Test {
     return Finish(*p, start);
   }
 
+  // The pids that tasks 0..n-1 wrote to $D/pid.$P (echo $$), once all have
+  // (at most 20 s); fewer when some never did.
+  std::vector<int> TaskPids(int n) {
+    std::vector<int> pids;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (static_cast<int>(pids.size()) < n && absl::Now() < deadline) {
+      pids.clear();
+      for (int i = 0; i < n; ++i) {
+        std::ifstream in(absl::StrCat(dir_, "/pid.", i));
+        int pid;
+        if (in >> pid) pids.push_back(pid);
+      }
+      if (static_cast<int>(pids.size()) < n) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+    }
+    return pids;
+  }
+
   std::string cohort_;
   std::string dir_;
 };
@@ -272,17 +291,7 @@ TEST_F(LaunchTest, InterruptStopsEveryTask) {
                  "echo $$ > $D/pid.$P; if [ $P = 0 ]; then exec sleep 60; fi; "
                  "exec $C task barrier");
   ASSERT_NE(p, nullptr);
-  std::vector<int> pids;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (pids.size() < 3 && absl::Now() < deadline) {
-    pids.clear();
-    for (int i = 0; i < 3; ++i) {
-      std::ifstream in(absl::StrCat(dir_, "/pid.", i));
-      int pid;
-      if (in >> pid) pids.push_back(pid);
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  const std::vector<int> pids = TaskPids(3);
   ASSERT_EQ(pids.size(), 3u);
   kill(p->pid(), SIGINT);
   LaunchRun r = Finish(*p, start);
@@ -299,17 +308,7 @@ TEST_F(LaunchTest, KilledLauncherLeavesNoTaskRunning) {
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   auto p = Start({"-n", "2"}, "echo $$ > $D/pid.$P; exec sleep 600");
   ASSERT_NE(p, nullptr);
-  std::vector<int> pids;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (pids.size() < 2 && absl::Now() < deadline) {
-    pids.clear();
-    for (int i = 0; i < 2; ++i) {
-      std::ifstream in(absl::StrCat(dir_, "/pid.", i));
-      int pid;
-      if (in >> pid) pids.push_back(pid);
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  const std::vector<int> pids = TaskPids(2);
   ASSERT_EQ(pids.size(), 2u);
   kill(p->pid(), SIGKILL);
   EXPECT_EQ(p->Wait().value, SIGKILL);
