@@ -84,8 +84,9 @@ struct ChildArgs {
 
 // Makes `from` the descriptor `to`, kept across exec.
 COHORT_CHILD_CODE bool MoveFd(long from, long to) {
-  if (from == to)
+  if (from == to) {
     return syscall(SYS_fcntl, to, static_cast<long>(F_SETFD), 0L) == 0;
+  }
   return syscall(SYS_dup3, from, to, 0L) == to;
 }
 
