@@ -4,9 +4,11 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/rpc/job_tls.h"
 #include "cohort/rpc/socket.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/resource_quota.h"
+#include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -78,6 +80,19 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(
       args.SetSslTargetNameOverride(security.server_name_override);
     }
     credentials = grpc::SslCredentials(options);
+  } else if (!security.job_token.empty()) {
+    // Job TLS (job_tls.h): the token is sent only inside a connection whose
+    // server proved, with a certificate from the token's CA, that it holds
+    // the token too.
+    absl::StatusOr<const JobTlsIdentity*> identity =
+        JobTlsIdentityFor(security.job_token);
+    if (!identity.ok()) return identity.status();
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = (*identity)->ca_pem;
+    options.pem_cert_chain = (*identity)->cert_pem;
+    options.pem_private_key = (*identity)->key_pem;
+    args.SetSslTargetNameOverride(kJobTlsServerName);
+    credentials = grpc::SslCredentials(options);
   } else {
     credentials = grpc::InsecureChannelCredentials();
   }
@@ -93,8 +108,13 @@ void AttachJobToken(grpc::ClientContext* context,
 
 absl::Status CheckJobToken(const grpc::ServerContextBase& context,
                            const std::string& expected_token) {
+  return CheckJobTokenMetadata(context.client_metadata(), expected_token);
+}
+
+absl::Status CheckJobTokenMetadata(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+    const std::string& expected_token) {
   if (expected_token.empty()) return absl::OkStatus();
-  const auto& metadata = context.client_metadata();
   auto it = metadata.find(kJobTokenMetadataKey);
   if (it == metadata.end()) {
     return absl::UnauthenticatedError(
@@ -116,6 +136,32 @@ absl::Status CheckJobToken(const grpc::ServerContextBase& context,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Checks the token on a call's headers, before gRPC reads its message: a
+// caller without the token cannot make a server parse (or decompress) a
+// request of any size. Services still check it themselves (CheckJobToken),
+// so a server that lost this processor would still refuse.
+class JobTokenProcessor final : public grpc::AuthMetadataProcessor {
+ public:
+  explicit JobTokenProcessor(std::string token) : token_(std::move(token)) {}
+  bool IsBlocking() const override { return false; }
+  grpc::Status Process(const InputMetadata& auth_metadata,
+                       grpc::AuthContext* /*context*/,
+                       OutputMetadata* /*consumed_auth_metadata*/,
+                       OutputMetadata* /*response_metadata*/) override {
+    absl::Status status = CheckJobTokenMetadata(auth_metadata, token_);
+    if (status.ok()) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        std::string(status.message()));
+  }
+
+ private:
+  const std::string token_;
+};
+
+}  // namespace
+
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& address, const std::vector<grpc::Service*>& services,
     const TransportSecurity& security, int max_message_bytes) {
@@ -128,6 +174,17 @@ absl::StatusOr<GrpcServer> StartGrpcServer(
         "can reach it could join or change the job. Set a token "
         "(COHORT_JOB_TOKEN or --token-file), TLS (--tls-ca/--tls-cert/"
         "--tls-key), or pass --insecure"));
+  }
+  // Server-only TLS proves the server to its clients, not the clients to the
+  // server: without a token or client certificates, anyone could call it.
+  if (security.tls() && !security.require_client_cert &&
+      security.job_token.empty() && !security.insecure) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to serve on ", address,
+        " with server-only TLS and no job token: TLS without client "
+        "certificates does not check who calls. Set a token (COHORT_JOB_TOKEN "
+        "or --token-file), require client certificates (--tls-client-certs), "
+        "or pass --insecure"));
   }
   std::shared_ptr<grpc::ServerCredentials> credentials;
   if (security.tls()) {
@@ -144,8 +201,24 @@ absl::StatusOr<GrpcServer> StartGrpcServer(
     options.pem_root_certs = *ca;
     options.pem_key_cert_pairs.push_back({*key, *cert});
     credentials = grpc::SslServerCredentials(options);
+  } else if (!security.job_token.empty()) {
+    // Job TLS, mutual (job_tls.h): a client that does not hold the token
+    // cannot finish the handshake, so it sends no request at all.
+    absl::StatusOr<const JobTlsIdentity*> identity =
+        JobTlsIdentityFor(security.job_token);
+    if (!identity.ok()) return identity.status();
+    grpc::SslServerCredentialsOptions options(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    options.pem_root_certs = (*identity)->ca_pem;
+    options.pem_key_cert_pairs.push_back(
+        {(*identity)->key_pem, (*identity)->cert_pem});
+    credentials = grpc::SslServerCredentials(options);
   } else {
     credentials = grpc::InsecureServerCredentials();
+  }
+  if (!security.job_token.empty()) {
+    credentials->SetAuthMetadataProcessor(
+        std::make_shared<JobTokenProcessor>(security.job_token));
   }
   grpc::ServerBuilder builder;
   GrpcServer result;

@@ -8,18 +8,26 @@
 //   auto channel = CreateChannel("127.0.0.1:" + std::to_string(port),
 //   security); grpc::ClientContext ctx;  AttachJobToken(&ctx, security);
 //
-// Security modes: insecure (default), or TLS where the server presents
-// cert/key and the client verifies it against a CA (optionally mutual: the
-// server then requires client certificates signed by the same CA). The
-// per-job token is independent of TLS: a shared secret sent as metadata
-// "cohort-job-token" on every call and compared in constant time by
-// CheckJobToken; a service handler calls it first and answers
-// Unauthenticated, with no data, on a wrong or missing token.
+// Security modes:
+//  - TLS from files (ca_cert_file set): the server presents cert/key and the
+//    client verifies it against the CA (optionally mutual: the server then
+//    requires client certificates signed by the same CA);
+//  - job TLS (a job token and no TLS files, the default of every job):
+//    mutual TLS with certificates from a CA derived from the token
+//    (job_tls.h), so neither end sends anything to a peer that does not hold
+//    the token;
+//  - insecure (neither): loopback only unless `insecure`.
+// The token is also sent as metadata "cohort-job-token" on every call and
+// compared in constant time: on the call's headers, before its message is
+// read (an AuthMetadataProcessor on every server with a token), and again by
+// each service handler (CheckJobToken), which answers Unauthenticated, with
+// no data, on a wrong or missing token.
 //
 // Thread safety: functions are thread-safe; GrpcServer is thread-compatible.
 #ifndef COHORT_RPC_TRANSPORT_H_
 #define COHORT_RPC_TRANSPORT_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +90,10 @@ void AttachJobToken(grpc::ClientContext* context,
 // Unauthenticated otherwise (the message never echoes either token).
 absl::Status CheckJobToken(const grpc::ServerContextBase& context,
                            const std::string& expected_token);
+// The same check over a call's metadata.
+absl::Status CheckJobTokenMetadata(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+    const std::string& expected_token);
 
 struct GrpcServer {
   std::unique_ptr<grpc::Server> server;
@@ -92,7 +104,8 @@ struct GrpcServer {
 // OS choose the port) serving `services` (not owned; they must outlive the
 // server), with keepalive and the limits above. Unavailable when the address
 // cannot be bound, naming it. InvalidArgument when `address` is beyond
-// loopback and `security` has neither a token nor TLS, unless `insecure`.
+// loopback and `security` has neither a token nor TLS, or when it has
+// server-only TLS and no token (anyone could call), unless `insecure`.
 // Every service must call CheckJobToken on every call.
 absl::StatusOr<GrpcServer> StartGrpcServer(
     const std::string& address, const std::vector<grpc::Service*>& services,

@@ -3,13 +3,22 @@
 // chain, a chain from another CA, and an expired server certificate.
 #include "cohort/rpc/transport.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
+#include "cohort/rpc/job_tls.h"
+#include "cohort/rpc/socket.h"
 #include "cohort/rpc/status_conversion.h"
 #include "gtest/gtest.h"
 #include "openssl/evp.h"
@@ -111,11 +120,13 @@ class EchoService final
     : public cohort::BarrierCoordinatorService::CallbackService {
  public:
   explicit EchoService(std::string token) : token_(std::move(token)) {}
+  int calls() const { return calls_.load(); }
   grpc::ServerUnaryReactor* Sync(
       grpc::CallbackServerContext* context,
       const cohort::BarrierSyncRequest* request,
       cohort::BarrierSyncResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    calls_.fetch_add(1);
     absl::Status auth = CheckJobToken(*context, token_);
     if (auth.ok()) response->add_messages(request->message());
     reactor->Finish(ToGrpcStatus(auth));
@@ -124,6 +135,7 @@ class EchoService final
 
  private:
   const std::string token_;
+  std::atomic<int> calls_{0};  // calls that reached the handler
 };
 
 absl::StatusOr<std::string> Echo(const std::string& target,
@@ -188,20 +200,81 @@ class TransportTest : public ::testing::Test {
   GrpcServer server_handle_;
 };
 
-TEST_F(TransportTest, TokenIsRequiredAndNeverEchoed) {
+TEST_F(TransportTest, JobTlsLetsOnlyTokenHoldersConnect) {
   TransportSecurity security;
   security.job_token = "right-token";
   const std::string target = Start(security);
-  EXPECT_EQ(*Echo(target, security, "hi"), "hi");
+  absl::StatusOr<std::string> answer = Echo(target, security, "hi");
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(*answer, "hi");
+  EXPECT_EQ(service_->calls(), 1);
+  // Without the token a client speaks plaintext, with another token it
+  // trusts another CA and presents a certificate of that CA: neither
+  // finishes the handshake, so no call reaches the service.
   TransportSecurity none;
   absl::StatusOr<std::string> missing = Echo(target, none, "hi");
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable)
+      << missing.status();
   TransportSecurity wrong;
   wrong.job_token = "wrong-token";
   absl::StatusOr<std::string> refused = Echo(target, wrong, "hi");
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable)
+      << refused.status();
   EXPECT_EQ(refused.status().message().find("right-token"), std::string::npos);
   EXPECT_EQ(refused.status().message().find("wrong-token"), std::string::npos);
+  EXPECT_EQ(service_->calls(), 1);
+}
+
+TEST_F(TransportTest, JobTlsIdentitiesShareTheCaAndNotTheKey) {
+  absl::StatusOr<const JobTlsIdentity*> a = JobTlsIdentityFor("token-a");
+  absl::StatusOr<const JobTlsIdentity*> again = JobTlsIdentityFor("token-a");
+  absl::StatusOr<const JobTlsIdentity*> b = JobTlsIdentityFor("token-b");
+  ASSERT_TRUE(a.ok() && again.ok() && b.ok());
+  EXPECT_EQ(*a, *again) << "made once per token";
+  EXPECT_NE((*a)->ca_pem, (*b)->ca_pem);
+  EXPECT_EQ((*a)->ca_pem.find("token-a"), std::string::npos);
+  EXPECT_EQ((*a)->key_pem.find("PRIVATE KEY"), 11u);
+  EXPECT_TRUE(absl::IsInvalidArgument(JobTlsIdentityFor("").status()));
+}
+
+// The token is checked on the headers, before the message is read: with
+// server-only TLS (which lets any client connect) a call without the token
+// never reaches a handler, even one that would not check it.
+TEST_F(TransportTest, TokenIsCheckedBeforeTheServiceSeesTheCall) {
+  TransportSecurity server = ServerSecurity(server_, false);
+  service_ = std::make_unique<EchoService>("");  // checks nothing itself
+  auto started = StartGrpcServer("127.0.0.1:0", {service_.get()}, server);
+  ASSERT_TRUE(started.ok()) << started.status();
+  server_handle_ = std::move(started).value();
+  const std::string target = absl::StrCat("127.0.0.1:", server_handle_.port);
+  TransportSecurity client = ClientSecurity(ca_, nullptr);
+  ASSERT_TRUE(Echo(target, client, "with token").ok());
+  client.job_token = "";
+  absl::StatusOr<std::string> missing = Echo(target, client, "no token");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnauthenticated)
+      << missing.status();
+  EXPECT_NE(missing.status().message().find("no job token"), std::string::npos);
+  client.job_token = "tok-but-wrong";
+  absl::StatusOr<std::string> wrong = Echo(target, client, "wrong token");
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(service_->calls(), 1);
+}
+
+TEST_F(TransportTest, ServerOnlyTlsWithoutATokenIsRefused) {
+  TransportSecurity security = ServerSecurity(server_, false);
+  security.job_token = "";
+  EchoService service("");
+  auto refused = StartGrpcServer("127.0.0.1:0", {&service}, security);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("server-only TLS"),
+            std::string::npos);
+  EchoService mutual_service(""), insecure_service("");
+  security.require_client_cert = true;
+  EXPECT_TRUE(StartGrpcServer("127.0.0.1:0", {&mutual_service}, security).ok());
+  security.require_client_cert = false;
+  security.insecure = true;
+  EXPECT_TRUE(
+      StartGrpcServer("127.0.0.1:0", {&insecure_service}, security).ok());
 }
 
 TEST_F(TransportTest, ServerTlsWithTheRightCa) {
@@ -268,6 +341,112 @@ TEST_F(TransportTest, NoTokenNoTlsBeyondLoopbackNeedsInsecure) {
   EXPECT_TRUE(StartGrpcServer("0.0.0.0:0", {&checked}, with_token).ok());
   TransportSecurity loopback;
   EXPECT_TRUE(StartGrpcServer("127.0.0.1:0", {&local}, loopback).ok());
+}
+
+// --- A squatter on a dead task's port --------------------------------------
+
+// A call with the job's token, over `channel`, that keeps trying to connect
+// until its short deadline (as a heartbeat's channel does).
+absl::Status CallOver(const std::shared_ptr<grpc::Channel>& channel,
+                      const TransportSecurity& security) {
+  auto stub = cohort::BarrierCoordinatorService::NewStub(channel);
+  grpc::ClientContext context;
+  AttachJobToken(&context, security);
+  context.set_wait_for_ready(true);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
+  cohort::BarrierSyncRequest request;
+  request.set_message("payload");
+  cohort::BarrierSyncResponse response;
+  return FromGrpcStatus(stub->Sync(&context, request, &response));
+}
+
+class SquatterTest : public TransportTest {
+ protected:
+  // A real task's server, a call through it, then the task dies: its port
+  // is free for whoever binds it next.
+  void SetUp() override {
+    job_.job_token = "the-job-token-0123456789";
+    target_ = Start(job_);
+    port_ = server_handle_.port;
+    auto channel = CreateChannel(target_, job_);
+    ASSERT_TRUE(channel.ok());
+    channel_ = *channel;
+    ASSERT_TRUE(CallOver(channel_, job_).ok());
+    server_handle_.server->Shutdown();
+    server_handle_.server.reset();
+  }
+
+  TransportSecurity job_;
+  std::string target_;
+  int port_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;  // the live task's old channel
+};
+
+// A gRPC server of the squatter's own on the port records every call that
+// reaches it: neither the old channel (heartbeats, watches) nor a new one
+// (the next `cohort run`) makes one, so no token or request is handed over.
+TEST_F(SquatterTest, GrpcSquatterReceivesNoCall) {
+  for (bool squatter_has_tls : {false, true}) {
+    SCOPED_TRACE(squatter_has_tls ? "squatter with a TLS identity of its own"
+                                  : "plaintext squatter");
+    EchoService squatter("");
+    TransportSecurity own;
+    if (squatter_has_tls) own.job_token = "the squatter's guess";
+    auto bound = StartGrpcServer(target_, {&squatter}, own);
+    ASSERT_TRUE(bound.ok()) << bound.status();
+    ASSERT_EQ(bound->port, port_);
+    EXPECT_FALSE(CallOver(channel_, job_).ok());
+    auto fresh = CreateChannel(target_, job_);
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_FALSE(CallOver(*fresh, job_).ok());
+    EXPECT_EQ(squatter.calls(), 0) << "a call reached the squatter";
+    // The squatter does serve: a client of its own kind gets through, so a
+    // call from the job would have been seen.
+    auto own_channel = CreateChannel(target_, own);
+    ASSERT_TRUE(own_channel.ok());
+    EXPECT_TRUE(CallOver(*own_channel, own).ok());
+    EXPECT_EQ(squatter.calls(), 1);
+    bound->server->Shutdown();
+  }
+}
+
+// A raw listener on the port sees all the job's client sends: a TLS
+// handshake's first flight, which holds no token and nothing derived from
+// it but the name the client expects.
+TEST_F(SquatterTest, RawSquatterSeesOnlyAClientHello) {
+  absl::StatusOr<Listener> listener = ListenTcp("127.0.0.1", port_);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  std::atomic<bool> stop{false};
+  std::string seen;
+  std::thread squatter([&] {
+    // Accept and read every connection until the client gives up (bounded
+    // by `stop` and 64 KiB).
+    std::vector<UniqueFd> conns;
+    while (!stop.load() && seen.size() < (64 << 10)) {
+      std::vector<pollfd> fds{{listener->fd.get(), POLLIN, 0}};
+      for (const UniqueFd& c : conns) fds.push_back({c.get(), POLLIN, 0});
+      if (poll(fds.data(), fds.size(), 50) <= 0) continue;
+      if (fds[0].revents & POLLIN) {
+        int fd = accept4(listener->fd.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) conns.emplace_back(fd);
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+        char buf[4096];
+        ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+        if (n > 0) seen.append(buf, n);
+      }
+    }
+  });
+  EXPECT_FALSE(CallOver(channel_, job_).ok());
+  stop = true;
+  squatter.join();
+  ASSERT_FALSE(seen.empty()) << "the client never reached the squatter";
+  EXPECT_EQ(static_cast<unsigned char>(seen[0]), 0x16)
+      << "not a TLS handshake record";
+  EXPECT_EQ(seen.find(job_.job_token), std::string::npos);
+  EXPECT_EQ(seen.find(kJobTokenMetadataKey), std::string::npos);
+  EXPECT_EQ(seen.find("payload"), std::string::npos);
 }
 
 }  // namespace
