@@ -1,6 +1,9 @@
 #include "cohort/graph/checkpoint.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,8 +14,11 @@
 #include <sstream>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "cohort/base/status.h"
 #include "cohort/graph/crc32c.h"
 
@@ -50,12 +56,131 @@ absl::Status IoError(const std::string& what, const std::string& path) {
       absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
 }
 
+// Temporaries this process is writing now: RemoveStaleTempFiles must not
+// take them for a crashed writer's when a restarted task got the pid of
+// its predecessor (common in containers).
+absl::Mutex in_flight_mu;
+absl::flat_hash_set<std::string>& InFlight()
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(in_flight_mu) {
+  static auto* names = new absl::flat_hash_set<std::string>;
+  return *names;
+}
+
+class InFlightTemp {
+ public:
+  explicit InFlightTemp(std::string path) : path_(std::move(path)) {
+    absl::MutexLock lock(&in_flight_mu);
+    InFlight().insert(path_);
+  }
+  ~InFlightTemp() {
+    absl::MutexLock lock(&in_flight_mu);
+    InFlight().erase(path_);
+  }
+
+ private:
+  const std::string path_;
+};
+
+// The pid in "<name>.tmp-<pid>-<n>", or 0 when `name` is not one.
+pid_t TempFilePid(absl::string_view name) {
+  const size_t tmp = name.rfind(".tmp-");
+  if (tmp == absl::string_view::npos || tmp == 0) return 0;
+  absl::string_view rest = name.substr(tmp + 5);
+  const size_t dash = rest.find('-');
+  if (dash == absl::string_view::npos) return 0;
+  int64_t pid = 0;
+  uint64_t n = 0;
+  if (!absl::SimpleAtoi(rest.substr(0, dash), &pid) ||
+      !absl::SimpleAtoi(rest.substr(dash + 1), &n) || pid <= 0 ||
+      rest.substr(0, dash).find_first_not_of("0123456789") !=
+          absl::string_view::npos ||
+      rest.substr(dash + 1).find_first_not_of("0123456789") !=
+          absl::string_view::npos) {
+    return 0;
+  }
+  return static_cast<pid_t>(pid);
+}
+
 }  // namespace
+
+int RemoveStaleTempFiles(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> stale;
+  while (struct dirent* e = ::readdir(d)) {
+    const pid_t pid = TempFilePid(e->d_name);
+    if (pid == 0) continue;
+    // Another live process may be writing it (two savers, or a pid reused
+    // by an unrelated process): only a writer that is gone left it for good.
+    if (pid != ::getpid() && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    stale.push_back(CheckpointPath(dir, e->d_name));
+  }
+  ::closedir(d);
+  int removed = 0;
+  for (const std::string& path : stale) {
+    {
+      absl::MutexLock lock(&in_flight_mu);
+      if (InFlight().contains(path)) continue;
+    }
+    struct stat st;
+    // Regular files only: never follow a link someone put there.
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::unlink(path.c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
+absl::Status CheckCheckpointDirectory(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("checkpoint directory '", dir, "' does not exist"));
+    }
+    return IoError("cannot stat checkpoint directory", dir);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint directory '", dir, "' is not a directory"));
+  }
+  const uid_t me = ::getuid();
+  auto owner_name = [](uid_t uid) {
+    struct passwd pw;
+    struct passwd* found = nullptr;
+    char buf[1024];
+    if (::getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 &&
+        found != nullptr) {
+      return absl::StrCat(found->pw_name, " (uid ", uid, ")");
+    }
+    return absl::StrCat("uid ", uid);
+  };
+  // As sshd's StrictModes: owned by this user or root, and writable by no
+  // one else. The sticky bit is no exception: it stops others deleting our
+  // files, not planting a checkpoint (or a pointer file) that would be
+  // restored into the model.
+  if (st.st_uid != me && st.st_uid != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint directory '", dir, "' is owned by ", owner_name(st.st_uid),
+        ", not by this user (", owner_name(me),
+        "): its owner could plant a checkpoint to be restored; use a "
+        "directory of your own"));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint directory '%s' (owner %s) has mode %04o: writable by "
+        "%s, who could plant a checkpoint to be restored or delete saved "
+        "ones; run `chmod go-w %s` or use a directory of your own",
+        dir, owner_name(st.st_uid), st.st_mode & 07777,
+        (st.st_mode & S_IWOTH) != 0 ? "every user" : "its group", dir));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  const std::string& contents) {
   std::random_device rd;
   std::string tmp = absl::StrCat(path, ".tmp-", getpid(), "-", rd());
+  InFlightTemp in_flight(tmp);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return IoError("cannot create", tmp);
   const char* p = contents.data();
@@ -120,10 +245,15 @@ absl::Status WriteCheckpointFile(const std::string& path,
            crc32c::Mask(crc32c::Value(out.data() + start, out.size() - start)));
   }
   out.append(kFooter, kFooterLen);
+  // A save that crashed between creating its temporary and renaming it
+  // left the temporary behind; each later save in the directory sweeps.
+  RemoveStaleTempFiles(Dirname(path));
   return WriteFileAtomically(path, out);
 }
 
-absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path) {
+absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path,
+                                                     MemoryBudget* budget) {
+  if (budget == nullptr) budget = MemoryBudget::Process();
   // Only a regular file: a FIFO would hang the reader and a device such as
   // /dev/zero would never end.
   struct stat st;
@@ -140,6 +270,19 @@ absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path) {
     return absl::NotFoundError(
         absl::StrCat("checkpoint '", path, "' cannot be opened"));
   }
+  // The whole file is read into memory: its size (which a sparse file
+  // makes anything) is charged first, so a huge file is an error naming it
+  // and not a failed allocation.
+  const int64_t file_bytes = static_cast<int64_t>(st.st_size);
+  absl::Status charged = budget->Charge(
+      file_bytes, absl::StrCat("reading checkpoint '", path, "' (", file_bytes,
+                               " bytes on disk)"));
+  if (!charged.ok()) return charged;
+  struct Uncharge {
+    MemoryBudget* budget;
+    int64_t bytes;
+    ~Uncharge() { budget->Release(bytes); }
+  } uncharge{budget, file_bytes};
   std::string data(static_cast<size_t>(st.st_size), '\0');
   in.read(data.data(), static_cast<std::streamsize>(data.size()));
   data.resize(static_cast<size_t>(in.gcount()));
@@ -185,10 +328,31 @@ absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path) {
     }
     pos += 4;
     TensorProto proto;
-    if (!proto.ParseFromArray(payload, static_cast<int>(payload_len))) {
+    if (payload_len > static_cast<uint64_t>(INT32_MAX) ||
+        !proto.ParseFromArray(payload, static_cast<int>(payload_len))) {
       return loss(absl::StrCat("entry '", name, "' does not parse"));
     }
-    auto t = Tensor::FromProto(proto);
+    // cohort writes every value of a numeric tensor, so an entry declaring
+    // more bytes than it carries (one value broadcast to 1 GiB) was not
+    // written by a saver. Strings carry at least one byte per element, so
+    // they are bounded by the entry too (their in-memory headers are
+    // charged below).
+    auto declared = Tensor::DeclaredBytes(proto);
+    if (!declared.ok()) {
+      return loss(
+          absl::StrCat("entry '", name, "': ", declared.status().message()));
+    }
+    if (DataTypeIsPod(proto.dtype()) &&
+        static_cast<uint64_t>(*declared) > payload_len) {
+      return loss(absl::StrCat(
+          "entry '", name, "' declares ", DataTypeName(proto.dtype()), " ",
+          PartialTensorShape::FromProto(proto.tensor_shape()).DebugString(),
+          " (", *declared, " bytes) but carries only ", payload_len, " bytes"));
+    }
+    auto t = Tensor::FromProto(
+        proto, budget,
+        absl::StrCat("checkpoint '", path, "': entry '", name, "'"));
+    if (absl::IsResourceExhausted(t.status())) return t.status();
     if (!t.ok()) {
       return loss(absl::StrCat("entry '", name, "': ", t.status().message()));
     }

@@ -12,7 +12,19 @@
 // over <path> (then the directory is fsynced), so a crash leaves either the
 // old file or the complete new one, never a partial checkpoint.
 //
-// Only regular files are read (a FIFO or device is DataLoss). Reading a
+// Only regular files are read (a FIFO or device is DataLoss). Nothing in a
+// file sizes an allocation unchecked: the file's size is charged to a
+// memory budget before it is read (ResourceExhausted naming the file, its
+// size and the budget: a sparse 50 GB file is refused, not read), every
+// entry's declared tensor must fit in the bytes the entry carries (cohort
+// writes every value; a few bytes declaring 1 GiB are DataLoss naming the
+// entry and both sizes), and each restored tensor is charged to the budget
+// as it is built (ResourceExhausted naming the entry).
+//
+// A crashed save leaves "<name>.tmp-<pid>-<n>" behind; the next
+// WriteCheckpointFile into that directory removes such files whose writer
+// process is gone (only that pattern; never a file this process is still
+// writing). Reading a
 // corrupt or truncated file returns DataLoss naming the file and
 // the entry ("checkpoint '/ckpt/model.ckpt-10': checksum mismatch in entry
 // 'w'"), never wrong numbers. A missing file is NotFound.
@@ -53,7 +65,24 @@ absl::Status WriteFileAtomically(const std::string& path,
 
 absl::Status WriteCheckpointFile(const std::string& path,
                                  const CheckpointEntries& entries);
-absl::StatusOr<CheckpointEntries> ReadCheckpointFile(const std::string& path);
+// `budget` (null: the process budget) is charged for the file while it is
+// read and for the returned tensors while they live.
+absl::StatusOr<CheckpointEntries> ReadCheckpointFile(
+    const std::string& path, MemoryBudget* budget = nullptr);
+
+// Removes "<dir>/<name>.tmp-<pid>-<n>" files (WriteFileAtomically's
+// temporaries) left by processes that no longer run. Returns how many were
+// removed; errors reading the directory are ignored (best effort).
+int RemoveStaleTempFiles(const std::string& dir);
+
+// Checks that a checkpoint directory cannot be written by anyone but this
+// user, as ssh does for ~/.ssh: FailedPrecondition naming the directory,
+// its owner and mode and the fix, when it (or, for a missing directory,
+// nothing) is owned by another user (root excepted) or is group- or
+// world-writable without the sticky bit. A checkpoint planted there would
+// be restored into the model; stray files could be deleted by others.
+// NotFound when it does not exist.
+absl::Status CheckCheckpointDirectory(const std::string& dir);
 
 // The pointer file's contents: names of checkpoint files in its directory.
 struct CheckpointState {

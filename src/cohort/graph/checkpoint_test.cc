@@ -1,10 +1,15 @@
 #include "cohort/graph/checkpoint.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "cohort/graph/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -219,6 +224,142 @@ TEST(SaverTest, ConflictsAndMissingPointer) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("'w' as int32 but the variable is float"));
+}
+
+// Checkpoint files built by hand: each entry's payload is `proto` as is, so
+// a test can declare what a saver never writes.
+void PutLE(std::string* s, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) s->push_back(static_cast<char>(v >> (8 * i)));
+}
+std::string CraftCheckpoint(
+    const std::vector<std::pair<std::string, TensorProto>>& entries) {
+  std::string out("COHORTCKPT1\n");
+  PutLE(&out, entries.size(), 4);
+  PutLE(&out, crc32c::Mask(crc32c::Value(out.data(), out.size())), 4);
+  for (const auto& [name, proto] : entries) {
+    const size_t start = out.size();
+    const std::string payload = proto.SerializeAsString();
+    PutLE(&out, name.size(), 4);
+    out += name;
+    PutLE(&out, payload.size(), 8);
+    out += payload;
+    PutLE(&out,
+          crc32c::Mask(crc32c::Value(out.data() + start, out.size() - start)),
+          4);
+  }
+  return out + "CKPTEND\n";
+}
+
+// Entries that declared 1 GiB each from a few bytes were expanded (and
+// enough of them exhausted memory).
+TEST(CheckpointFileTest, EntriesDeclaringMoreThanTheyCarryAreDataLoss) {
+  const std::string path = TempDir() + "/crafted";
+  TensorProto gib;
+  gib.set_dtype(DT_FLOAT);
+  gib.mutable_tensor_shape()->add_dim()->set_size(int64_t{1} << 28);
+  gib.add_float_val(1.0f);
+  WriteAll(path, CraftCheckpoint({{"w0", gib}, {"w1", gib}, {"w2", gib}}));
+  auto read = ReadCheckpointFile(path);
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr(path));
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("entry 'w0'"));
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("1073741824 bytes"));
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("carries only"));
+}
+
+// A sparse 50 GB file was read into one string: std::bad_alloc.
+TEST(CheckpointFileTest, AFileOverTheMemoryBudgetIsRefusedBeforeReading) {
+  const std::string path = TempDir() + "/sparse";
+  WriteAll(path, "COHORTCKPT1\n");
+  ASSERT_EQ(::truncate(path.c_str(), int64_t{50} << 30), 0);
+  auto read = ReadCheckpointFile(path);  // The process budget: <= 8 GiB.
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kResourceExhausted)
+      << read.status();
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr(path));
+  EXPECT_THAT(std::string(read.status().message()),
+              HasSubstr("53687091200 bytes"));
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("memory budget"));
+}
+
+// Restored tensors are charged to the budget as they are built; the bytes
+// go back when they are dropped.
+TEST(CheckpointFileTest, RestoredTensorsAreChargedToTheBudget) {
+  const std::string path = TempDir() + "/strings";
+  Tensor names(DT_STRING, TensorShape({100000}));  // 3.2 MB of headers.
+  ASSERT_TRUE(WriteCheckpointFile(path, {{"names", names}}).ok());
+  auto small = MemoryBudget::Create("the test's", 1 << 20, nullptr, "raise");
+  auto read = ReadCheckpointFile(path, small.get());
+  ASSERT_EQ(read.status().code(), absl::StatusCode::kResourceExhausted)
+      << read.status();
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("entry 'names'"));
+  EXPECT_EQ(small->used(), 0);
+  auto large = MemoryBudget::Create("the test's", 64 << 20, nullptr, "raise");
+  read = ReadCheckpointFile(path, large.get());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_GE(large->used(), 3200000);
+  read = absl::UnknownError("dropped");
+  EXPECT_EQ(large->used(), 0);
+}
+
+// A crashed save's temporaries stayed for ever.
+TEST(SaverTest, StaleTemporariesAreRemovedOnTheNextSave) {
+  const std::string dir = TempDir();
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  const std::string stale =
+      absl::StrCat(dir, "/model.ckpt-5.tmp-", dead, "-12345");
+  const std::string stale_pointer =
+      absl::StrCat(dir, "/checkpoint.tmp-", dead, "-678");
+  // A live writer's temporary (pid 1 always runs) and files of other
+  // patterns stay.
+  const std::string live = dir + "/model.ckpt-6.tmp-1-99";
+  const std::string others[] = {dir + "/notes.tmp", dir + "/model.tmp-x-1",
+                                dir + "/.tmp-7-7"};
+  for (const std::string& f : {stale, stale_pointer, live}) WriteAll(f, "x");
+  for (const std::string& f : others) WriteAll(f, "x");
+  ResourceMgr rm;
+  auto var = std::make_shared<Var>(DT_FLOAT);
+  {
+    absl::MutexLock lock(var->mu());
+    var->Assign(Tensor(1.0f));
+  }
+  ASSERT_TRUE(rm.Create("", "w", var).ok());
+  ASSERT_TRUE(Saver(&rm).Save(dir, 7).ok());
+  struct stat st;
+  EXPECT_NE(::stat(stale.c_str(), &st), 0);
+  EXPECT_NE(::stat(stale_pointer.c_str(), &st), 0);
+  EXPECT_EQ(::stat(live.c_str(), &st), 0);
+  for (const std::string& f : others) EXPECT_EQ(::stat(f.c_str(), &st), 0) << f;
+}
+
+// A world-writable or foreign-owned checkpoint directory was used silently.
+TEST(CheckpointDirectoryTest, WritableByOthersOrForeignOwnedIsRefused) {
+  const std::string dir = TempDir() + "/ckpt";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  EXPECT_TRUE(CheckCheckpointDirectory(dir).ok());
+  for (mode_t mode : {0777, 01777, 0770}) {
+    ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
+    absl::Status s = CheckCheckpointDirectory(dir);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << mode;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(dir));
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrFormat("mode %04o", mode)));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("chmod go-w"));
+  }
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  EXPECT_TRUE(CheckCheckpointDirectory(dir).ok());
+  EXPECT_EQ(CheckCheckpointDirectory(dir + "/missing").code(),
+            absl::StatusCode::kNotFound);
+  if (::getuid() != 0) GTEST_SKIP() << "chown to another user needs root";
+  ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+  absl::Status s = CheckCheckpointDirectory(dir);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("65534"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not by this user"));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+
 namespace cohort {
 namespace {
 
@@ -18,11 +20,26 @@ uint64_t NewIncarnation() {
   return value;
 }
 
+// The device's own budget when it has a limit, else a reference to the
+// process's (so every device without one shares the process limit).
+MemoryBudget::Ptr DeviceBudget(const std::string& device, int64_t limit) {
+  if (limit <= 0) {
+    MemoryBudget::Process()->Ref();
+    return MemoryBudget::Ptr(MemoryBudget::Process());
+  }
+  return MemoryBudget::Create(
+      absl::StrCat("device ", device), limit, MemoryBudget::Process(),
+      "raise MemoryLimits::per_server_bytes (SessionOptions::memory)");
+}
+
 }  // namespace
 
-Device::Device(std::string name, int num_threads, uint64_t incarnation)
+Device::Device(std::string name, int num_threads, uint64_t incarnation,
+               const MemoryLimits& limits)
     : name_(std::move(name)),
-      incarnation_(incarnation != 0 ? incarnation : NewIncarnation()) {
+      incarnation_(incarnation != 0 ? incarnation : NewIncarnation()),
+      step_limit_(limits.per_step_bytes),
+      memory_budget_(DeviceBudget(name_, limits.per_server_bytes)) {
   if (num_threads <= 0) {
     num_threads = static_cast<int>(std::thread::hardware_concurrency());
     if (num_threads <= 0) num_threads = 1;

@@ -28,6 +28,8 @@ struct Executor::StepState {
   CancellationManager cancellation;
   std::unique_ptr<LocalRendezvous> own_rendezvous;
   Rendezvous* rendezvous = nullptr;
+  // What the step's kernels allocate against (a child of the device's).
+  MemoryBudget::Ptr memory;
 
   absl::Mutex mu;
   absl::Status status ABSL_GUARDED_BY(mu);
@@ -228,6 +230,15 @@ absl::Status Executor::Run(const RunArgs& args, std::vector<Tensor>* fetches) {
   p.cancellation_manager = &st->cancellation;
   p.deadline = args.deadline;
   p.env = options_.env;
+  // A budget per step: the per-step limit caps what one step's kernels hold
+  // at once, whatever the graph asks for; the device's (server's) budget
+  // above it caps all steps and variables together.
+  st->memory = MemoryBudget::Create(
+      "the step", options_.device->step_memory_limit(),
+      options_.device->memory_budget(),
+      "raise MemoryLimits::per_step_bytes (SessionOptions::memory; `cohort "
+      "server --max-step-memory`)");
+  p.memory_budget = st->memory.get();
 
   CancellationToken outer_token = 0;
   bool outer_registered = false;

@@ -1,5 +1,7 @@
 #include "cohort/graph/graph_io.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -53,14 +55,41 @@ absl::Status WriteGraphDef(const std::string& path, const GraphDef& graph,
   return WriteFileAtomically(path, data);
 }
 
-absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path) {
+absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path,
+                                      int64_t max_bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("graph file '", path, "' does not exist"));
+  }
+  // Checked before reading: a device or FIFO would be read for ever, and a
+  // huge file would be held whole.
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph file '", path,
+                     "' is not a regular file; give a .pb or .pbtxt "
+                     "file"));
+  }
+  auto too_large = [&](int64_t bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph file '", path, "' is ", bytes,
+        " bytes or more, over the limit of ", max_bytes, " bytes"));
+  };
+  if (st.st_size > max_bytes) return too_large(st.st_size);
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return absl::NotFoundError(
-        absl::StrCat("graph file '", path, "' does not exist"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
+        absl::StrCat("graph file '", path, "' cannot be opened"));
+  // No more than stat said (plus one byte to notice a file that grew): a
+  // file that keeps growing is not read for ever.
+  std::string data(static_cast<size_t>(st.st_size) + 1, '\0');
+  in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  data.resize(static_cast<size_t>(in.gcount()));
+  if (static_cast<int64_t>(data.size()) > st.st_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph file '", path,
+                     "' grew while it was read; give a finished file"));
+  }
   bool text = absl::EndsWith(path, ".pbtxt") || absl::EndsWith(path, ".txt");
   if (!text) {
     GraphDef g;

@@ -4,7 +4,10 @@
 // ReadGraphDef takes either: files ending in ".pbtxt" or ".txt" are parsed
 // as text, others as binary first and as text if that fails. Errors:
 // NotFound (no file), InvalidArgument naming the file and, for text, the
-// line and column. Writes are atomic (see checkpoint.h).
+// line and column; InvalidArgument naming the file for one that is not a
+// regular file (/dev/zero would be read for ever, a FIFO would hang) or is
+// over `max_bytes` (checked before reading, and no more than that is
+// read). Writes are atomic (see checkpoint.h).
 //
 // GraphDefs written by TensorFlow read as they are: `versions { ... }` and
 // an empty `library {}` are kept (graph.proto), and internal node attrs
@@ -15,6 +18,7 @@
 #ifndef COHORT_GRAPH_GRAPH_IO_H_
 #define COHORT_GRAPH_GRAPH_IO_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -29,7 +33,10 @@ enum class GraphFormat { kBinary, kText };
 
 absl::Status WriteGraphDef(const std::string& path, const GraphDef& graph,
                            GraphFormat format = GraphFormat::kBinary);
-absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path);
+// Protobuf cannot parse a message of 2 GiB or more.
+inline constexpr int64_t kMaxGraphFileBytes = int64_t{1} << 30;
+absl::StatusOr<GraphDef> ReadGraphDef(const std::string& path,
+                                      int64_t max_bytes = kMaxGraphFileBytes);
 
 std::string GraphDefToText(const GraphDef& graph);
 // InvalidArgument with the parser's line:column message.

@@ -24,6 +24,21 @@ void AsyncOpKernel::Compute(OpKernelContext* ctx) {
 OpKernelContext::OpKernelContext(const Params* params)
     : params_(params), outputs_(params->op_kernel->num_outputs()) {}
 
+namespace {
+
+// Names the tensor in an allocation error; built only on failure, so the
+// fast path formats nothing.
+absl::Status AllocationError(const absl::Status& s, absl::string_view kind,
+                             int index, DataType dtype,
+                             const TensorShape& shape) {
+  return absl::Status(
+      s.code(), absl::StrCat(kind, index >= 0 ? absl::StrCat(" ", index) : "",
+                             " (", DataTypeName(dtype), " ",
+                             shape.DebugString(), ")", s.message()));
+}
+
+}  // namespace
+
 absl::Status OpKernelContext::allocate_output(int index,
                                               const TensorShape& shape,
                                               Tensor** out) {
@@ -32,7 +47,11 @@ absl::Status OpKernelContext::allocate_output(int index,
                                                    ") but the op has ",
                                                    num_outputs(), " outputs"));
   }
-  outputs_[index] = Tensor(expected_output_dtype(index), shape);
+  const DataType dtype = expected_output_dtype(index);
+  auto t = Tensor::Allocate(dtype, shape, params_->memory_budget, "");
+  if (!t.ok())
+    return AllocationError(t.status(), "output", index, dtype, shape);
+  outputs_[index] = *std::move(t);
   *out = &outputs_[index];
   return absl::OkStatus();
 }
@@ -40,7 +59,11 @@ absl::Status OpKernelContext::allocate_output(int index,
 absl::Status OpKernelContext::allocate_temp(DataType dtype,
                                             const TensorShape& shape,
                                             Tensor* out) {
-  *out = Tensor(dtype, shape);
+  auto t = Tensor::Allocate(dtype, shape, params_->memory_budget, "");
+  if (!t.ok()) {
+    return AllocationError(t.status(), "a scratch tensor", -1, dtype, shape);
+  }
+  *out = *std::move(t);
   return absl::OkStatus();
 }
 

@@ -13,6 +13,11 @@
 //    Identity), and reports failure with ctx->SetStatus / COHORT_OP_REQUIRES*
 //    and returns. Every output must be set when Compute returns OK; the
 //    executor checks output dtypes against the op definition.
+//  - Allocate outputs and scratch tensors through the context: it checks
+//    them against the step's memory budget (memory_budget.h), so a shape
+//    taken from an input ("Fill me [2147483647, 512]") fails the step with
+//    ResourceExhausted instead of the process. Never construct a tensor
+//    whose size comes from input data with Tensor(dtype, shape).
 //  - Error messages need not name the node: the executor prefixes
 //    "node 'x' (op Y): ". Use InvalidArgument for bad input values/shapes,
 //    FailedPrecondition for state that must be fixed first (uninitialised
@@ -53,6 +58,7 @@
 #include "absl/time/time.h"
 #include "cohort/graph.pb.h"
 #include "cohort/graph/attr_value.h"
+#include "cohort/graph/memory_budget.h"
 #include "cohort/graph/op_registry.h"
 #include "cohort/graph/tensor.h"
 
@@ -173,6 +179,9 @@ class OpKernelContext {
     // The step's deadline (absl::InfiniteFuture() for none).
     absl::Time deadline = absl::InfiniteFuture();
     Env* env = nullptr;
+    // What allocate_output/allocate_temp charge; null = unchecked (kernel
+    // tests). The executor gives each step its own (memory_budget.h).
+    MemoryBudget* memory_budget = nullptr;
     // Inputs: `num_inputs` contiguous tensors.
     const Tensor* inputs = nullptr;
     int num_inputs = 0;
@@ -190,7 +199,9 @@ class OpKernelContext {
   }
 
   // Allocates output `index` with the op's declared dtype and `shape`.
-  // InvalidArgument for a bad index. Never blocks.
+  // InvalidArgument for a bad index or a byte count that overflows;
+  // ResourceExhausted (naming the output, its shape, the bytes and the
+  // budget) when the step's memory budget cannot take it. Never blocks.
   absl::Status allocate_output(int index, const TensorShape& shape,
                                Tensor** out);
   // Sets output `index` (may share a buffer with an input).
@@ -198,7 +209,8 @@ class OpKernelContext {
     outputs_[index] = std::move(tensor);
   }
   Tensor* mutable_output(int index) { return &outputs_[index]; }
-  // Allocates a scratch tensor that is not an output.
+  // Allocates a scratch tensor that is not an output; errors as
+  // allocate_output's.
   absl::Status allocate_temp(DataType dtype, const TensorShape& shape,
                              Tensor* out);
 
@@ -217,6 +229,7 @@ class OpKernelContext {
   }
   absl::Time deadline() const { return params_->deadline; }
   Env* env() const { return params_->env; }
+  MemoryBudget* memory_budget() const { return params_->memory_budget; }
   // Multithreaded Eigen device for heavy kernels (MatMul, reductions).
   const Eigen::ThreadPoolDevice& eigen_cpu_device() const;
 

@@ -11,8 +11,8 @@ namespace cohort {
 LocalSession::LocalSession(const SessionOptions& options)
     : options_(options),
       env_(options.env != nullptr ? options.env : Env::Default()),
-      device_(
-          std::make_unique<Device>(options.device_name, options.num_threads)) {
+      device_(std::make_unique<Device>(options.device_name, options.num_threads,
+                                       /*incarnation=*/0, options.memory)) {
   if (options_.op_registry == nullptr)
     options_.op_registry = StandardOpRegistry();
   if (options_.kernels == nullptr) options_.kernels = StandardKernelRegistry();

@@ -65,6 +65,10 @@ struct SessionOptions {
   std::string device_name = "/job:localhost/replica:0/task:0/device:CPU:0";
   // Applied when RunOptions::timeout is zero; zero = no timeout.
   absl::Duration default_timeout = absl::ZeroDuration();
+  // Memory budgets of the session's device and its steps (memory_budget.h):
+  // an allocation over either fails the step with ResourceExhausted naming
+  // the node. Zero fields take the process defaults.
+  MemoryLimits memory;
 };
 
 class LocalSession : public Session {

@@ -131,27 +131,55 @@ size_t ElementBytes(DataType dtype) {
 
 }  // namespace
 
-TensorBuffer* TensorBuffer::Allocate(DataType dtype, int64_t num_elements) {
-  size_t elem = ElementBytes(dtype);
-  COHORT_CHECK(elem > 0) << "cannot allocate a tensor of dtype "
-                         << DataTypeName(dtype);
-  COHORT_CHECK(num_elements >= 0 &&
-               static_cast<uint64_t>(num_elements) <=
-                   (std::numeric_limits<size_t>::max() - kTensorAlignment) /
-                       elem)
-      << "tensor of " << num_elements << " elements of dtype "
-      << DataTypeName(dtype) << " overflows the address space";
-  size_t bytes = elem * static_cast<size_t>(num_elements);
+absl::StatusOr<TensorBuffer*> TensorBuffer::TryAllocate(
+    DataType dtype, int64_t num_elements, MemoryBudget* budget,
+    absl::string_view what) {
+  const size_t elem = ElementBytes(dtype);
+  if (elem == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": cannot allocate a tensor of dtype ", DataTypeName(dtype)));
+  }
+  // Byte counts stay below 2^63 so budgets can count them in int64_t.
+  if (num_elements < 0 ||
+      static_cast<uint64_t>(num_elements) >
+          (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) -
+           kTensorAlignment) /
+              elem) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", num_elements, " elements of dtype ",
+                     DataTypeName(dtype), " overflow the byte count"));
+  }
+  const size_t bytes = elem * static_cast<size_t>(num_elements);
   const size_t alloc = AllocationBytes(bytes);
+  // The budget is charged before anything is allocated: a request over it
+  // costs nothing but the error.
+  if (budget != nullptr) {
+    COHORT_RETURN_IF_ERROR(budget->Charge(static_cast<int64_t>(alloc), what));
+  }
   void* data = nullptr;
   if (CachesBuffer(dtype, alloc)) data = LargeBufferCache::Get().Take(alloc);
   if (data == nullptr) data = std::aligned_alloc(kTensorAlignment, alloc);
-  COHORT_CHECK(data != nullptr)
-      << "out of memory allocating " << alloc << " bytes for a tensor";
+  if (data == nullptr) {
+    if (budget != nullptr) budget->Release(static_cast<int64_t>(alloc));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " needs ", alloc,
+                     " bytes and the C library could not allocate them"));
+  }
   if (dtype == DT_STRING) ConstructElements<std::string>(data, num_elements);
   if (dtype == DT_RESOURCE)
     ConstructElements<ResourceHandle>(data, num_elements);
-  return new TensorBuffer(dtype, num_elements, data, bytes);
+  auto* buf = new TensorBuffer(dtype, num_elements, data, bytes);
+  if (budget != nullptr) {
+    budget->Ref();
+    buf->budget_ = budget;
+  }
+  return buf;
+}
+
+TensorBuffer* TensorBuffer::Allocate(DataType dtype, int64_t num_elements) {
+  auto buf = TryAllocate(dtype, num_elements, nullptr, "a tensor");
+  COHORT_CHECK(buf.ok()) << buf.status();
+  return *buf;
 }
 
 void TensorBuffer::Unref() {
@@ -165,9 +193,13 @@ TensorBuffer::~TensorBuffer() {
   const size_t alloc = AllocationBytes(size_bytes_);
   if (CachesBuffer(dtype_, alloc)) {
     LargeBufferCache::Get().Put(data_, alloc);
-    return;
+  } else {
+    std::free(data_);
   }
-  std::free(data_);
+  if (budget_ != nullptr) {
+    budget_->Release(static_cast<int64_t>(alloc));
+    budget_->Unref();
+  }
 }
 
 size_t TensorBuffer::CachedLargeBufferBytes() {
@@ -178,6 +210,20 @@ Tensor::Tensor(DataType dtype, const TensorShape& shape)
     : dtype_(dtype),
       shape_(shape),
       buf_(TensorBuffer::Allocate(dtype, shape.num_elements())) {}
+
+absl::StatusOr<Tensor> Tensor::Allocate(DataType dtype,
+                                        const TensorShape& shape,
+                                        MemoryBudget* budget,
+                                        absl::string_view what) {
+  COHORT_ASSIGN_OR_RETURN(
+      TensorBuffer * buf,
+      TensorBuffer::TryAllocate(dtype, shape.num_elements(), budget, what));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.buf_ = buf;
+  return t;
+}
 
 size_t Tensor::TotalBytes() const {
   return ElementBytes(dtype_) * static_cast<size_t>(NumElements());
@@ -198,6 +244,15 @@ absl::StatusOr<Tensor> Tensor::Reshaped(const TensorShape& shape) const {
 Tensor Tensor::DeepCopy() const {
   if (!IsInitialized()) return Tensor();
   Tensor t(dtype_, shape_);
+  // The copy lives as long as the original would have (a variable's value
+  // copied before an update), so it counts against the same budget; it was
+  // already allowed once, so it is not refused.
+  if (MemoryBudget* budget = buf_->budget_; budget != nullptr) {
+    budget->ForceCharge(
+        static_cast<int64_t>(AllocationBytes(t.buf_->size_bytes_)));
+    budget->Ref();
+    t.buf_->budget_ = budget;
+  }
   if (DataTypeIsPod(dtype_)) {
     if (TotalBytes() > 0) std::memcpy(t.raw_data(), raw_data(), TotalBytes());
   } else if (dtype_ == DT_STRING) {
@@ -235,6 +290,34 @@ absl::Status FillFromField(const Field& field, Tensor* t, const char* name) {
 }  // namespace
 
 absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto) {
+  return FromProto(proto, nullptr, "TensorProto");
+}
+
+absl::StatusOr<int64_t> Tensor::DeclaredBytes(const TensorProto& proto) {
+  const DataType dtype = proto.dtype();
+  if (dtype == DT_INVALID ||
+      (!DataTypeIsPod(dtype) && dtype != DT_STRING && dtype != DT_RESOURCE)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TensorProto has unsupported dtype ", DataTypeName(dtype)));
+  }
+  auto shape = TensorShape::FromProto(proto.tensor_shape());
+  if (!shape.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TensorProto shape: ", shape.status().message()));
+  }
+  const int64_t n = shape->num_elements();
+  const int64_t elem = static_cast<int64_t>(ElementBytes(dtype));
+  if (n > std::numeric_limits<int64_t>::max() / elem) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TensorProto of dtype ", DataTypeName(dtype), " and shape ",
+        shape->DebugString(), " is too large to address"));
+  }
+  return n * elem;
+}
+
+absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto,
+                                         MemoryBudget* budget,
+                                         absl::string_view what) {
   DataType dtype = proto.dtype();
   if (dtype == DT_INVALID ||
       (!DataTypeIsPod(dtype) && dtype != DT_STRING && dtype != DT_RESOURCE)) {
@@ -286,7 +369,7 @@ absl::StatusOr<Tensor> Tensor::FromProto(const TensorProto& proto) {
           "; store the values instead"));
     }
   }
-  Tensor t(dtype, *shape_or);
+  COHORT_ASSIGN_OR_RETURN(Tensor t, Allocate(dtype, *shape_or, budget, what));
   if (DataTypeIsPod(dtype) && !proto.tensor_content().empty()) {
     std::memcpy(t.raw_data(), proto.tensor_content().data(), t.TotalBytes());
     if (dtype == DT_BOOL) {

@@ -24,6 +24,12 @@
 //    block: a training step that allocates its large tensors afresh each
 //    time would pay for every page again (a page fault each, and zeroing).
 //    A freed buffer of the same size is handed out again.
+//  - Budgets (memory_budget.h): Tensor::Allocate and FromProto(proto,
+//    budget) charge a MemoryBudget before allocating and fail with
+//    ResourceExhausted instead; the buffer gives the bytes back when freed.
+//    Kernels reach these through OpKernelContext::allocate_output. The
+//    plain constructor is for trusted sizes only (it CHECK-fails when the
+//    C library cannot allocate).
 //
 // Thread safety: a Tensor object is not synchronised (like std::string);
 // distinct Tensor objects that share one buffer may be used from different
@@ -42,6 +48,7 @@
 #include "absl/types/span.h"
 #include "cohort/base/logging.h"
 #include "cohort/graph.pb.h"
+#include "cohort/graph/memory_budget.h"
 #include "cohort/graph/tensor_shape.h"
 #include "cohort/graph/types.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -79,6 +86,14 @@ class TensorBuffer {
   // Allocates room for `num_elements` of `dtype`, constructing string and
   // resource elements.
   static TensorBuffer* Allocate(DataType dtype, int64_t num_elements);
+  // Like Allocate, after charging `budget` (null: none) the buffer's bytes
+  // (released when the buffer is freed). InvalidArgument when the byte
+  // count overflows; ResourceExhausted naming `what` when over the budget
+  // or when the C library has no memory.
+  static absl::StatusOr<TensorBuffer*> TryAllocate(DataType dtype,
+                                                   int64_t num_elements,
+                                                   MemoryBudget* budget,
+                                                   absl::string_view what);
 
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref();
@@ -87,8 +102,11 @@ class TensorBuffer {
   }
   void* data() const { return data_; }
   size_t size_bytes() const { return size_bytes_; }
+  // The budget charged for this buffer, or null.
+  MemoryBudget* budget() const { return budget_; }
 
  private:
+  friend class Tensor;  // DeepCopy charges the copy to budget_.
   TensorBuffer(DataType dtype, int64_t n, void* data, size_t bytes)
       : dtype_(dtype), num_elements_(n), data_(data), size_bytes_(bytes) {}
   ~TensorBuffer();
@@ -98,14 +116,25 @@ class TensorBuffer {
   int64_t num_elements_;
   void* data_;
   size_t size_bytes_;
+  // Referenced and charged AllocationBytes(size_bytes_) while alive; null
+  // for unbudgeted buffers.
+  MemoryBudget* budget_ = nullptr;
 };
 
 class Tensor {
  public:
   // An uninitialised tensor: dtype DT_INVALID, shape scalar, no buffer.
   Tensor() = default;
-  // Allocates a buffer for `shape` elements of `dtype`.
+  // Allocates a buffer for `shape` elements of `dtype` (trusted sizes only;
+  // see the file comment).
   Tensor(DataType dtype, const TensorShape& shape);
+  // Allocates a buffer charged to `budget` (null: none); see
+  // TensorBuffer::TryAllocate for the errors. `what` names the tensor in
+  // them ("output 0").
+  static absl::StatusOr<Tensor> Allocate(DataType dtype,
+                                         const TensorShape& shape,
+                                         MemoryBudget* budget,
+                                         absl::string_view what);
   // Scalars: Tensor(3.0f), Tensor(int64_t{7}), Tensor(std::string("a")).
   explicit Tensor(float v) : Tensor(DT_FLOAT, TensorShape()) {
     scalar<float>() = v;
@@ -196,7 +225,8 @@ class Tensor {
   // A tensor sharing this one's buffer with another shape of the same
   // element count; InvalidArgument otherwise.
   absl::StatusOr<Tensor> Reshaped(const TensorShape& shape) const;
-  // An independent copy of the elements.
+  // An independent copy of the elements, charged (unchecked) to the same
+  // budget as this tensor's buffer.
   Tensor DeepCopy() const;
 
   // --- Typed access (dtype must match T; CHECK-fails otherwise) ------------
@@ -278,6 +308,15 @@ class Tensor {
   // InvalidArgument (naming the problem) for an unknown dtype, a bad shape,
   // or contents whose size does not match the shape.
   static absl::StatusOr<Tensor> FromProto(const TensorProto& proto);
+  // The same, charging `budget` (null: none) before allocating:
+  // ResourceExhausted naming `what` when over it.
+  static absl::StatusOr<Tensor> FromProto(const TensorProto& proto,
+                                          MemoryBudget* budget,
+                                          absl::string_view what);
+  // The bytes FromProto would allocate for `proto` (elements x element
+  // size; strings count their headers only), or InvalidArgument for a bad
+  // dtype or shape. Allocates nothing.
+  static absl::StatusOr<int64_t> DeclaredBytes(const TensorProto& proto);
   void AsProto(TensorProto* proto) const;
 
   // "float [2,3] {1, 2, 3, 4, 5, 6}" with at most `max_entries` values.

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cohort/base/status.h"
+#include "cohort/graph/device.h"
 
 namespace cohort {
 namespace {
@@ -30,7 +31,19 @@ absl::Status PlaceholderShape(InferenceContext* c) {
 class ConstOp : public OpKernel {
  public:
   explicit ConstOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("value", &value_));
+    // The value lives as long as the kernel, and a few bytes of GraphDef
+    // may declare up to 1 GiB (one value broadcast to a shape): it is
+    // charged to the device's budget like the tensors steps make.
+    auto attr = ctx->def().attr().find("value");
+    if (attr == ctx->def().attr().end() || !attr->second.has_tensor() ||
+        ctx->device() == nullptr) {
+      COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("value", &value_));
+    } else {
+      auto value = Tensor::FromProto(attr->second.tensor(),
+                                     ctx->device()->memory_budget(), "value");
+      COHORT_OP_REQUIRES_OK(ctx, value.status());
+      value_ = *std::move(value);
+    }
     DataType dtype;
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("dtype", &dtype));
     COHORT_OP_REQUIRES(ctx, value_.dtype() == dtype,

@@ -26,7 +26,16 @@ BCast::BCast(absl::Span<const int64_t> x, absl::Span<const int64_t> y)
       return;
     }
   }
-  output_shape_ = TensorShape(absl::Span<const int64_t>(out));
+  // Shapes may come from tensors (BroadcastGradientArgs): a negative
+  // dimension or an overflowing element count is an error, not a CHECK
+  // failure or a wrapped count.
+  auto shape = TensorShape::Make(absl::Span<const int64_t>(out));
+  if (!shape.ok()) {
+    valid_ = false;
+    problem_ = std::string(shape.status().message());
+    return;
+  }
+  output_shape_ = *std::move(shape);
   // Gradient reduction axes: where an input's (padded) size is 1 but the
   // output's is not, or where the input had no such dimension.
   for (size_t i = 0; i < rank; ++i) {
@@ -63,9 +72,11 @@ BCast::BCast(absl::Span<const int64_t> x, absl::Span<const int64_t> y)
 }
 
 std::string BCast::ErrorMessage() const {
-  return absl::StrCat("incompatible shapes for broadcasting: [",
-                      absl::StrJoin(x_in_, ","), "] and [",
-                      absl::StrJoin(y_in_, ","), "]");
+  return absl::StrCat(
+      problem_.empty() ? "incompatible shapes" : "invalid shapes",
+      " for broadcasting: [", absl::StrJoin(x_in_, ","), "] and [",
+      absl::StrJoin(y_in_, ","), "]",
+      problem_.empty() ? "" : absl::StrCat(" (the result's ", problem_, ")"));
 }
 
 }  // namespace cohort

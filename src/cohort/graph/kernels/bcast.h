@@ -50,6 +50,10 @@ class BCast {
 
  private:
   bool valid_ = true;
+  // Why the shapes are invalid beyond being incompatible (a negative
+  // dimension or an element count that overflows, from shapes given as
+  // data, e.g. BroadcastGradientArgs); empty otherwise.
+  std::string problem_;
   bool same_shape_ = false;
   Vec x_in_, y_in_;
   Vec x_reshape_, x_bcast_, y_reshape_, y_bcast_, result_;

@@ -19,6 +19,8 @@
 #ifndef COHORT_GRAPH_KERNELS_CWISE_OPS_H_
 #define COHORT_GRAPH_KERNELS_CWISE_OPS_H_
 
+#include <type_traits>
+
 #include "absl/status/status.h"
 #include "cohort/graph/device.h"
 #include "cohort/graph/kernel.h"
@@ -28,6 +30,70 @@
 namespace cohort {
 
 inline constexpr int64_t kParallelThreshold = 32768;
+
+// --- Integer arithmetic that cannot trap or be undefined --------------------
+// Signed overflow is undefined behaviour in C++ (and INT_MIN / -1 raises
+// SIGFPE on x86): a graph's int32/int64 values come from its author, so
+// integer kernels compute in two's complement through the unsigned type and
+// wrap, as TensorFlow's do in practice and NumPy's do. Floating-point types
+// keep Eigen's vectorised functors (see WrappingOr below).
+
+template <typename T>
+using UnsignedOf = std::make_unsigned_t<T>;
+
+template <typename T>
+struct WrappingSum : Eigen::internal::binary_op_base<T, T> {
+  using result_type = T;
+  T operator()(const T& a, const T& b) const {
+    return static_cast<T>(static_cast<UnsignedOf<T>>(a) +
+                          static_cast<UnsignedOf<T>>(b));
+  }
+};
+template <typename T>
+struct WrappingDifference : Eigen::internal::binary_op_base<T, T> {
+  using result_type = T;
+  T operator()(const T& a, const T& b) const {
+    return static_cast<T>(static_cast<UnsignedOf<T>>(a) -
+                          static_cast<UnsignedOf<T>>(b));
+  }
+};
+template <typename T>
+struct WrappingProduct : Eigen::internal::binary_op_base<T, T> {
+  using result_type = T;
+  T operator()(const T& a, const T& b) const {
+    return static_cast<T>(static_cast<UnsignedOf<T>>(a) *
+                          static_cast<UnsignedOf<T>>(b));
+  }
+};
+// Truncating division; the caller has refused zero divisors. The one
+// quotient that overflows, MIN / -1, wraps to MIN (the division itself
+// would trap).
+template <typename T>
+struct WrappingQuotient : Eigen::internal::binary_op_base<T, T> {
+  using result_type = T;
+  T operator()(const T& a, const T& b) const {
+    if (b == -1) {
+      return static_cast<T>(UnsignedOf<T>{0} - static_cast<UnsignedOf<T>>(a));
+    }
+    return a / b;
+  }
+};
+template <typename T>
+struct WrappingNegate {
+  using result_type = T;
+  T operator()(const T& a) const {
+    return static_cast<T>(UnsignedOf<T>{0} - static_cast<UnsignedOf<T>>(a));
+  }
+};
+template <typename T>
+struct WrappingSquare {
+  using result_type = T;
+  T operator()(const T& a) const { return WrappingProduct<T>()(a, a); }
+};
+
+// `Wrapping` for integral T, `Eigen` (vectorised) otherwise.
+template <typename T, typename Wrapping, typename Eigen>
+using WrappingOr = std::conditional_t<std::is_integral_v<T>, Wrapping, Eigen>;
 
 // Evaluates `out = expr` on the Eigen thread-pool device when `n` is large,
 // inline otherwise.

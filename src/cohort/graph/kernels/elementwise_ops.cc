@@ -40,7 +40,8 @@ struct CastFunctor {
 
 // --- Kernels -----------------------------------------------------------------
 
-// Integer division: rejects zero divisors instead of crashing.
+// Integer division: rejects zero divisors (InvalidArgument, as TensorFlow
+// does) and wraps MIN / -1 to MIN instead of trapping (WrappingQuotient).
 template <typename T>
 class IntDivOp : public OpKernel {
  public:
@@ -59,8 +60,7 @@ class IntDivOp : public OpKernel {
     }
     Tensor* out = nullptr;
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, b.output_shape(), &out));
-    BinaryBroadcastCompute<T, T, Eigen::internal::scalar_quotient_op<T>>(
-        ctx, x, y, b, out);
+    BinaryBroadcastCompute<T, T, WrappingQuotient<T>>(ctx, x, y, b, out);
   }
 };
 
@@ -85,9 +85,13 @@ class AddNOp : public OpKernel {
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, first.shape(), &out));
     const int64_t n = first.NumElements();
     auto o = out->flat<T>();
-    EvalMaybeParallel(ctx, n, o, first.flat<T>() + ctx->input(1).flat<T>());
+    using Sum =
+        WrappingOr<T, WrappingSum<T>, Eigen::internal::scalar_sum_op<T>>;
+    EvalMaybeParallel(
+        ctx, n, o, first.flat<T>().binaryExpr(ctx->input(1).flat<T>(), Sum()));
     for (int i = 2; i < ctx->num_inputs(); ++i) {
-      EvalMaybeParallel(ctx, n, o, o + ctx->input(i).flat<T>());
+      EvalMaybeParallel(ctx, n, o,
+                        o.binaryExpr(ctx->input(i).flat<T>(), Sum()));
     }
   }
 };
@@ -198,10 +202,13 @@ template <typename T>
 absl::Status RegisterNumericKernels(KernelRegistry* r) {
   namespace ei = Eigen::internal;
   const DataType t = DataTypeToEnum<T>::value;
-  COHORT_RETURN_IF_ERROR(
-      (Reg<BinaryCwiseOp<T, T, ei::scalar_difference_op<T>>>(r, "Sub", t)));
-  COHORT_RETURN_IF_ERROR(
-      (Reg<BinaryCwiseOp<T, T, ei::scalar_product_op<T>>>(r, "Mul", t)));
+  // Integer arithmetic wraps (cwise_ops.h).
+  using Sub = WrappingOr<T, WrappingDifference<T>, ei::scalar_difference_op<T>>;
+  using Mul = WrappingOr<T, WrappingProduct<T>, ei::scalar_product_op<T>>;
+  using Neg = WrappingOr<T, WrappingNegate<T>, ei::scalar_opposite_op<T>>;
+  using Square = WrappingOr<T, WrappingSquare<T>, ei::scalar_square_op<T>>;
+  COHORT_RETURN_IF_ERROR((Reg<BinaryCwiseOp<T, T, Sub>>(r, "Sub", t)));
+  COHORT_RETURN_IF_ERROR((Reg<BinaryCwiseOp<T, T, Mul>>(r, "Mul", t)));
   COHORT_RETURN_IF_ERROR(
       (Reg<BinaryCwiseOp<T, T, ei::scalar_max_op<T, T>>>(r, "Maximum", t)));
   COHORT_RETURN_IF_ERROR(
@@ -212,10 +219,8 @@ absl::Status RegisterNumericKernels(KernelRegistry* r) {
       (Reg<BinaryCwiseOp<T, bool, LessFunctor<T>>>(r, "Less", t)));
   COHORT_RETURN_IF_ERROR(
       (Reg<BinaryCwiseOp<T, bool, EqualFunctor<T>>>(r, "Equal", t)));
-  COHORT_RETURN_IF_ERROR(
-      (Reg<UnaryCwiseOp<T, T, ei::scalar_opposite_op<T>>>(r, "Neg", t)));
-  COHORT_RETURN_IF_ERROR(
-      (Reg<UnaryCwiseOp<T, T, ei::scalar_square_op<T>>>(r, "Square", t)));
+  COHORT_RETURN_IF_ERROR((Reg<UnaryCwiseOp<T, T, Neg>>(r, "Neg", t)));
+  COHORT_RETURN_IF_ERROR((Reg<UnaryCwiseOp<T, T, Square>>(r, "Square", t)));
   COHORT_RETURN_IF_ERROR((Reg<AddNOp<T>>(r, "AddN", t)));
   COHORT_RETURN_IF_ERROR((Reg<SelectOp<T>>(r, "Select", t)));
   return absl::OkStatus();

@@ -18,9 +18,11 @@ absl::Status RegisterMathOps(OpRegistry* r) {
 
 namespace {
 
+// Integer addition wraps instead of overflowing (cwise_ops.h).
 template <typename T>
 absl::Status RegisterAdd(KernelRegistry* r) {
-  return r->Register<BinaryCwiseOp<T, T, Eigen::internal::scalar_sum_op<T>>>(
+  using Sum = WrappingOr<T, WrappingSum<T>, Eigen::internal::scalar_sum_op<T>>;
+  return r->Register<BinaryCwiseOp<T, T, Sum>>(
       KernelDefBuilder("Add").TypeConstraint<T>("T"));
 }
 

@@ -1,6 +1,7 @@
 #include "cohort/graph/kernels/shape_ops.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ absl::Status ResolveReshape(const TensorShape& in, std::vector<int64_t>* dims) {
     } else if (d < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "shape ", DimsString(*dims), " has a negative dimension"));
+    } else if (d != 0 && product > std::numeric_limits<int64_t>::max() / d) {
+      // The target comes from a tensor: its count must not wrap around to
+      // match the input's.
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", DimsString(*dims), " has too many elements"));
     } else {
       product *= d;
     }
@@ -372,7 +378,8 @@ class ConcatOffsetOp : public OpKernel {
                        absl::InvalidArgumentError(absl::StrCat(
                            "axis ", axis, " out of range for rank ", r)));
     if (axis < 0) axis += r;
-    int32_t offset = 0;
+    // int64_t: the sizes are data, and their sum must not overflow.
+    int64_t offset = 0;
     for (int i = 0; i < n; ++i) {
       std::vector<int64_t> s;
       COHORT_OP_REQUIRES_OK(ctx, ReadIntVector(ctx->input(1 + i), "shape", &s));
@@ -382,9 +389,14 @@ class ConcatOffsetOp : public OpKernel {
       Tensor* out = nullptr;
       COHORT_OP_REQUIRES_OK(ctx,
                             ctx->allocate_output(i, TensorShape({r}), &out));
-      for (int d = 0; d < r; ++d)
-        out->data<int32_t>()[d] = d == axis ? offset : 0;
-      offset += static_cast<int32_t>(s[axis]);
+      COHORT_OP_REQUIRES(ctx, offset <= std::numeric_limits<int32_t>::max(),
+                         absl::InvalidArgumentError(absl::StrCat(
+                             "the offset of input ", i, " along axis ", axis,
+                             " is ", offset, ", beyond int32")));
+      for (int d = 0; d < r; ++d) {
+        out->data<int32_t>()[d] = d == axis ? static_cast<int32_t>(offset) : 0;
+      }
+      offset += s[axis];
     }
   }
 };
