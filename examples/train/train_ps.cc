@@ -43,6 +43,7 @@
 #include "cohort/distribute/distribute_coordinator.h"
 #include "cohort/distribute/strategy.h"
 #include "cohort/distribute/worker_context.h"
+#include "cohort/graph/checkpoint.h"
 #include "cohort/graph/local_session.h"
 #include "cohort/training/basic_session_run_hooks.h"
 #include "cohort/training/data_parallel.h"
@@ -90,17 +91,6 @@ TrainOptions DataOptions(const PsModelOptions& m) {
   d.features = m.features;
   d.classes = m.classes;
   return d;
-}
-
-// The global step a checkpoint path ends with ("model.ckpt-1200").
-std::optional<int64_t> StepOf(const std::string& path) {
-  const size_t dash = path.rfind('-');
-  int64_t step = 0;
-  if (dash == std::string::npos ||
-      !absl::SimpleAtoi(path.substr(dash + 1), &step)) {
-    return std::nullopt;
-  }
-  return step;
 }
 
 // Which of the training tasks (chief, then workers) this is: its example
@@ -164,6 +154,9 @@ absl::Status Train(const Flags& f, Env* env) {
           absl::StrCat("cannot create --checkpoint-dir ", f.checkpoint_dir,
                        ": ", ec.message()));
     }
+    // A directory others can write is one where they can plant the
+    // checkpoint this task restores (graph/checkpoint.h).
+    COHORT_RETURN_IF_ERROR(CheckCheckpointDirectory(f.checkpoint_dir));
   }
   // The scaffold's saver says whether the chief's session was restored.
   o.scaffold = std::make_shared<training::Scaffold>();
@@ -172,8 +165,13 @@ absl::Status Train(const Flags& f, Env* env) {
   const std::string restored =
       o.scaffold->saver != nullptr ? o.scaffold->saver->last_restored() : "";
   if (!restored.empty()) {
+    // The step the variables hold now, not the one the file name claims
+    // (a renamed or hand-made file says anything).
+    std::vector<Tensor> step;
+    COHORT_RETURN_IF_ERROR(session->raw_session()->Run(
+        RunOptions(), {}, {model.global_step}, {}, &step));
     Print(absl::StrCat("restored from ", restored, " (global step ",
-                       StepOf(restored).value_or(-1), ")"));
+                       step[0].scalar<int64_t>(), ")"));
   }
 
   std::mt19937_64 rng(1000 + ReplicaIndex(*c));

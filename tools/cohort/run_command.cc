@@ -15,7 +15,10 @@
 // values flat in row-major order. `--reset` calls the master's Reset
 // (closes its sessions, clears the containers, all when none is given).
 // Failures print the master's message (it names the node, device or task)
-// and exit 1; bad flags exit 2.
+// and exit 1; bad flags exit 2. A feed nested deeper than kMaxFeedDepth
+// lists, and a --graph that is not a regular file or is over
+// kMaxRunGraphBytes (the master's gRPC message cap), are refused before
+// anything is parsed.
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -35,6 +38,43 @@
 
 namespace cohort::tools {
 namespace {
+
+// A tensor of rank 64 is far beyond any model; the parser and the walks
+// below recurse per level, so 60,000 levels overflowed the stack.
+constexpr int kMaxFeedDepth = 64;
+// The master refuses a CreateSession larger than its gRPC message cap
+// (docs/security.md), so a larger file cannot be run anyway.
+constexpr int64_t kMaxRunGraphBytes = int64_t{64} << 20;
+
+// InvalidArgument when `text`'s lists or objects nest deeper than
+// kMaxFeedDepth; a linear scan that allocates nothing, run before parsing.
+absl::Status CheckFeedNesting(absl::string_view text, const std::string& feed) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxFeedDepth) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--feed ", feed, ": the value nests more than ",
+                         kMaxFeedDepth, " lists deep (at character ", i + 1,
+                         "); a feed is a number or a nested list of rank <= ",
+                         kMaxFeedDepth));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return absl::OkStatus();
+}
 
 struct RunFlags {
   std::string target;
@@ -150,6 +190,7 @@ absl::StatusOr<std::pair<std::string, Tensor>> ParseFeed(
         absl::StrCat("--", placeholder.status().message()));
   }
   const DataType dtype = *placeholder;
+  COHORT_RETURN_IF_ERROR(CheckFeedNesting(flag.substr(eq + 1), name));
   COHORT_ASSIGN_OR_RETURN(Json json,
                           ParseJson(flag.substr(eq + 1), "--feed " + name));
   std::vector<int64_t> dims;
@@ -232,7 +273,8 @@ absl::Status Run(const RunFlags& f) {
   if (f.reset) {
     return runtime::GrpcSession::ResetTarget(f.target, f.containers, options);
   }
-  COHORT_ASSIGN_OR_RETURN(GraphDef graph, ReadGraphDef(f.graph));
+  COHORT_ASSIGN_OR_RETURN(GraphDef graph,
+                          ReadGraphDef(f.graph, kMaxRunGraphBytes));
   std::vector<std::pair<std::string, Tensor>> feeds;
   for (const std::string& flag : f.feeds) {
     COHORT_ASSIGN_OR_RETURN(auto feed, ParseFeed(flag, graph));

@@ -3,6 +3,7 @@
 //
 //   cohort server (--cluster JSON --job NAME --task I | --resolver NAME)
 //       [--port P] [--session-gc-seconds S] [--threads N]
+//       [--max-step-memory BYTES] [--max-server-memory BYTES]
 //       [--heartbeat-timeout SEC] [--no-coordination]
 //       [--token-file F] [--insecure]
 //       [--tls-ca F --tls-cert F --tls-key F [--tls-client-certs]]
@@ -29,6 +30,7 @@
 #include "cohort/cluster/cluster_resolver.h"
 #include "cohort/cluster/cluster_spec.h"
 #include "cohort/cluster/resolver_registry.h"
+#include "cohort/graph/memory_budget.h"
 #include "cohort/runtime/server.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_client_flags.h"
@@ -44,6 +46,10 @@ struct ServerFlags {
   int port = 0;
   int64_t session_gc_seconds = 0;
   int threads = 0;
+  // Memory budgets of the graphs this server runs (graph/memory_budget.h);
+  // 0: the defaults.
+  int64_t max_step_memory = 0;
+  int64_t max_server_memory = 0;
   double heartbeat_timeout = 10;
   bool no_coordination = false;
   CoordSecurityFlags security;
@@ -124,6 +130,17 @@ int RunServer(const ServerFlags& f) {
     return 2;
   }
   options.num_threads = f.threads;
+  // The server's device uses the process budget (one server per process),
+  // so the flags set the process-wide limits before the device exists.
+  if (f.max_step_memory < 0 || f.max_server_memory < 0) {
+    std::cerr << "cohort server: --max-step-memory and --max-server-memory "
+                 "take a byte count (0 for the default)\n";
+    return 2;
+  }
+  MemoryLimits memory;
+  memory.per_step_bytes = f.max_step_memory;
+  memory.per_server_bytes = f.max_server_memory;
+  SetProcessMemoryLimits(memory);
   // Under `cohort launch` the task joins the launcher's coordination
   // service instead of hosting one.
   if (!f.no_coordination) {
@@ -188,6 +205,14 @@ void RegisterServerCommand(CLI::App& app, int& exit_code) {
                     "found only by transport errors and step deadlines)");
   command->add_option("--threads", flags->threads,
                       "threads of the task's device (0: one per core)");
+  command->add_option("--max-step-memory", flags->max_step_memory,
+                      "bytes the kernels of one step may hold at once; more "
+                      "fails the step with ResourceExhausted (0: 4 GiB, at "
+                      "most the server's)");
+  command->add_option("--max-server-memory", flags->max_server_memory,
+                      "bytes all graph tensors and variables of this server "
+                      "may hold (0: 8 GiB, or half the physical memory if "
+                      "less)");
   flags->security.Add(command, /*server=*/true);
   command->callback([flags, &exit_code] { exit_code = RunServer(*flags); });
 }
