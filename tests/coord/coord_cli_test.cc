@@ -1,6 +1,7 @@
 // The coordination CLI end to end: `cohort coordinator` on an OS-chosen
 // port, `cohort kv` and `cohort status` against it, with and without the
 // job token, and a task process that registers.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,13 +45,13 @@ Result RunCli(std::vector<std::string> args) {
 TEST(CoordCliTest, CoordinatorKvAndStatus) {
   TestProcess coordinator({kCohort, "coordinator", "--cluster",
                            R"({"worker": ["localhost:1", "localhost:2"]})",
-                           "--port", "0", "--token", "tok"});
+                           "--port", "0", "--token", "coord-cli-test-token"});
   std::string first = coordinator.WaitForLine("");
   int port = 0;
   ASSERT_TRUE(absl::SimpleAtoi(first, &port)) << first;
   const std::string target = absl::StrCat("127.0.0.1:", port);
   const std::vector<std::string> auth = {"--coordinator", target, "--token",
-                                         "tok"};
+                                         "coord-cli-test-token"};
   auto with = [&](std::vector<std::string> args) {
     args.insert(args.end(), auth.begin(), auth.end());
     return RunCli(args);
@@ -68,14 +69,14 @@ TEST(CoordCliTest, CoordinatorKvAndStatus) {
   EXPECT_EQ(with({"kv", "rm", "cfg"}).exit_code, 0);
   EXPECT_EQ(with({"kv", "get", "cfg/lr"}).exit_code, 2);
   // Wrong token: refused, and no data.
-  Result wrong =
-      RunCli({"kv", "get", "step", "--coordinator", target, "--token", "nope"});
+  Result wrong = RunCli({"kv", "get", "step", "--coordinator", target,
+                         "--token", "not-the-job-token-0"});
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_TRUE(wrong.lines.empty());
 
   TestProcess task({kTaskBinary, "task", "--coordinator", target, "--task",
-                    "worker:1", "--token", "tok", "--heartbeat-timeout-ms",
-                    "5000", "--actions", "wait"});
+                    "worker:1", "--token", "coord-cli-test-token",
+                    "--heartbeat-timeout-ms", "5000", "--actions", "wait"});
   ASSERT_THAT(task.WaitForLine("CONNECTED"), HasSubstr("CONNECTED"));
   Result status = with({"status", "--format", "json"});
   ASSERT_EQ(status.exit_code, 0);
@@ -111,8 +112,15 @@ TEST(CoordCliTest, TokenFileEnvironmentAndLoopbackRule) {
       absl::StrCat(::testing::TempDir(), "/coord_cli_token.", getpid());
   FILE* f = fopen(token_file.c_str(), "w");
   ASSERT_NE(f, nullptr);
-  fputs("file-token\n", f);
+  fputs("file-token-0123456789\n", f);
   fclose(f);
+  // Readable by others: refused before anything is sent.
+  ASSERT_EQ(chmod(token_file.c_str(), 0644), 0);
+  EXPECT_EQ(RunCli({"kv", "get", "k", "--coordinator", "127.0.0.1:1",
+                    "--token-file", token_file})
+                .exit_code,
+            1);
+  ASSERT_EQ(chmod(token_file.c_str(), 0600), 0);
   TestProcess coordinator({kCohort, "coordinator", "--cluster",
                            R"({"worker": ["localhost:1"]})", "--port", "0",
                            "--token-file", token_file});
@@ -127,11 +135,16 @@ TEST(CoordCliTest, TokenFileEnvironmentAndLoopbackRule) {
   // No token at all: refused.
   EXPECT_EQ(RunCli({"kv", "get", "k", "--coordinator", target}).exit_code, 1);
   // The token from the environment, as `cohort launch` gives its tasks.
-  setenv("COHORT_JOB_TOKEN", "file-token", 1);
+  setenv("COHORT_JOB_TOKEN", "file-token-0123456789", 1);
   Result from_env = RunCli({"kv", "get", "k", "--coordinator", target});
   unsetenv("COHORT_JOB_TOKEN");
   EXPECT_EQ(from_env.exit_code, 0);
   EXPECT_THAT(from_env.lines, ::testing::ElementsAre("v"));
+  // A token that can be guessed: refused.
+  EXPECT_EQ(
+      RunCli({"kv", "get", "k", "--coordinator", target, "--token", "short"})
+          .exit_code,
+      1);
   // Both token flags at once: a usage error, nothing sent.
   EXPECT_EQ(RunCli({"kv", "get", "k", "--coordinator", target, "--token-file",
                     token_file, "--token", "x"})

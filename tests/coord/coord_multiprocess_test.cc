@@ -197,16 +197,24 @@ TEST(CoordMultiprocessTest, SilentPartitionIsDetectedByBothSides) {
       << "worker:0 did not notice that it lost the service";
 }
 
-TEST(CoordMultiprocessTest, WrongTokenIsUnauthenticated) {
-  Service service = StartService(1, 2000, {"--token", "right-token"});
-  auto wrong = StartTask(service.port, 0, 2000, "", {"--token", "wrong-token"});
+// A wrong token is refused at once (the server's certificate is from
+// another token's CA); a missing one cannot connect at all.
+TEST(CoordMultiprocessTest, WrongOrMissingTokenIsRefused) {
+  Service service = StartService(1, 2000, {"--token", "right-token-0123456"});
+  auto wrong =
+      StartTask(service.port, 0, 2000, "", {"--token", "wrong-token-0123456"});
   EXPECT_THAT(wrong->WaitForLine("CONNECT"),
               HasSubstr("CONNECT_ERROR unauthenticated"));
+  // Without a token the client speaks plaintext to a job-TLS server, which
+  // closes the connection: indistinguishable from a server still starting,
+  // so the task retries until its register timeout (20 s), then says it
+  // has no token.
   auto missing = StartTask(service.port, 0, 2000, "");
-  EXPECT_THAT(missing->WaitForLine("CONNECT"),
-              HasSubstr("CONNECT_ERROR unauthenticated"));
-  auto right =
-      StartTask(service.port, 0, 2000, "shutdown", {"--token", "right-token"});
+  const std::string line = missing->WaitForLine("CONNECT", absl::Seconds(40));
+  EXPECT_THAT(line, HasSubstr("CONNECT_ERROR deadline_exceeded"));
+  EXPECT_THAT(line, HasSubstr("no job token"));
+  auto right = StartTask(service.port, 0, 2000, "shutdown",
+                         {"--token", "right-token-0123456"});
   EXPECT_THAT(right->WaitForLine("CONNECT"), HasSubstr("CONNECTED"));
 }
 

@@ -100,7 +100,7 @@ TEST_F(EngineLaunchTest, KubernetesIndexedJobPodsRunTheJob) {
          absl::StrCat("HOSTNAME=train-", i), "KUBERNETES_SERVICE_HOST=",
          "KUBECONFIG=" + kubeconfig, "COHORT_KUBERNETES_NAMESPACE=ml",
          absl::StrCat("COHORT_KUBERNETES_PORT=", ports_[0]),
-         "COHORT_JOB_TOKEN=k8s-test-token"}));
+         "COHORT_JOB_TOKEN=k8s-test-token-0123"}));
     ASSERT_NE(pods.back(), nullptr);
   }
   for (int i = 0; i < 2; ++i) {
@@ -126,7 +126,7 @@ TEST_F(EngineLaunchTest, ALostLauncherFailsTheWholeJob) {
              {"--heartbeat-timeout", "2", "--max-restarts", "3", "--stop-grace",
               "1"},
              "echo $$ > $D/pid.$COHORT_PARTITION_ID; exec sleep 60"),
-        {TfConfig(i), "COHORT_JOB_TOKEN=lost-test-token"}));
+        {TfConfig(i), "COHORT_JOB_TOKEN=lost-test-token-0123"}));
     ASSERT_NE(launchers.back(), nullptr);
   }
   // Once both programs run, kill launcher 1 (only the launcher: its program
@@ -169,9 +169,9 @@ TEST_F(EngineLaunchTest, AProgramsLostHeartbeatFailsTheJob) {
                                      "1",
                                      "--",
                                      BinDir() + "/barrier_heartbeat_task"};
-    launchers.push_back(StartCommand(
-        argv,
-        {TfConfig(i), "COHORT_JOB_TOKEN=hb-test-token", "TEST_HEARTBEAT_S=2"}));
+    launchers.push_back(
+        StartCommand(argv, {TfConfig(i), "COHORT_JOB_TOKEN=hb-test-token-0123",
+                            "TEST_HEARTBEAT_S=2"}));
     ASSERT_NE(launchers.back(), nullptr);
   }
   CommandRun task0 = FinishCommand(*launchers[0], start);
@@ -204,7 +204,7 @@ TEST_F(EngineLaunchTest, AForgedFailureRecordFailsTheJobCleanly) {
                           "--coordinator framed:127.0.0.1:",
                           ports_[0], " cohort/launch/0/failed '", record,
                           "'; fi; exec sleep 60")),
-        {TfConfig(i), "COHORT_JOB_TOKEN=forge-test-token"}));
+        {TfConfig(i), "COHORT_JOB_TOKEN=forge-test-token-0123"}));
     ASSERT_NE(launchers.back(), nullptr);
   }
   for (int i = 0; i < 2; ++i) {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -74,6 +75,9 @@ class ProcessCluster {
   // serves, and one that stops before registering is "still starting", not
   // lost. False on the deadline.
   bool WaitUntilAllRegistered(absl::Duration timeout = absl::Seconds(20));
+  // Waits until the service reports `key` ("ps:0") in `state` ("error").
+  bool WaitForState(const std::string& key, const std::string& state,
+                    absl::Duration timeout = absl::Seconds(20));
   TestProcess* server(const std::string& key) { return servers_[key].get(); }
   std::string target(const std::string& key) {
     return absl::StrCat("grpc://127.0.0.1:", ports_[key]);
@@ -109,26 +113,48 @@ Result RunCli(std::vector<std::string> args) {
   return r;
 }
 
-bool ProcessCluster::WaitUntilAllRegistered(absl::Duration timeout) {
+// Polls `cohort status` against the service (on worker:0, the leader) until
+// `done(tasks)` holds for its task list; false on the deadline.
+bool PollStatus(int port, absl::Duration timeout,
+                const std::function<bool(const Json& tasks)>& done) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     Result r = RunCli({"status", "--coordinator",
-                       absl::StrCat("127.0.0.1:", ports_["worker:0"]),
-                       "--format", "json"});
+                       absl::StrCat("127.0.0.1:", port), "--format", "json"});
     auto status = r.lines.empty()
                       ? absl::StatusOr<Json>(absl::NotFoundError("no output"))
                       : ParseJson(r.lines.back(), "cohort status");
-    if (r.exit_code == 0 && status.ok() && status->contains("tasks")) {
-      size_t connected = 0;
-      for (const Json& t : (*status)["tasks"]) {
-        if (t.value("state", "") == "connected") ++connected;
-      }
-      if (connected == ports_.size()) return true;
+    if (r.exit_code == 0 && status.ok() && status->contains("tasks") &&
+        done((*status)["tasks"])) {
+      return true;
     }
     // Polls a child process; the pause only paces the polling.
     absl::SleepFor(absl::Milliseconds(100));
   }
   return false;
+}
+
+bool ProcessCluster::WaitUntilAllRegistered(absl::Duration timeout) {
+  return PollStatus(ports_["worker:0"], timeout, [&](const Json& tasks) {
+    size_t connected = 0;
+    for (const Json& t : tasks) {
+      if (t.value("state", "") == "connected") ++connected;
+    }
+    return connected == ports_.size();
+  });
+}
+
+bool ProcessCluster::WaitForState(const std::string& key,
+                                  const std::string& state,
+                                  absl::Duration timeout) {
+  return PollStatus(ports_["worker:0"], timeout, [&](const Json& tasks) {
+    for (const Json& t : tasks) {
+      if (t.value("task", "") == key && t.value("state", "") == state) {
+        return true;
+      }
+    }
+    return false;
+  });
 }
 
 // x (fed on worker:0) + c (a Const on ps:0), added on worker:1.
@@ -302,6 +328,62 @@ TEST(RuntimeMultiprocessTest, HungPsIsFoundByTheCoordinationService) {
   EXPECT_LT(ended - stopped, absl::Seconds(12));
 }
 
+// A new session that needs a task the coordination service has declared
+// lost fails at once, naming it, instead of waiting out its operation
+// timeout (20 s here) for an answer that cannot come.
+TEST(RuntimeMultiprocessTest, NewSessionFailsAtOnceForAKnownLostTask) {
+  ProcessCluster cluster;
+  cluster.StartAll();
+  ASSERT_TRUE(cluster.WaitUntilAllRegistered());
+  const pid_t ps = cluster.server("ps:0")->pid();
+  ASSERT_EQ(kill(ps, SIGSTOP), 0);
+  const bool declared = cluster.WaitForState("ps:0", "error");
+  runtime::GrpcSessionOptions options;
+  options.security.job_token = kToken;
+  options.rpc_timeout = absl::Seconds(30);
+  options.config.set_operation_timeout_in_ms(20000);
+  absl::StatusOr<std::unique_ptr<runtime::GrpcSession>> session =
+      declared ? runtime::GrpcSession::Create(cluster.target("worker:0"),
+                                              PsGraph(), options)
+               : absl::InternalError("ps:0 never reported in error");
+  ASSERT_EQ(kill(ps, SIGCONT), 0);
+  ASSERT_TRUE(declared) << "the stall of ps:0 was not detected";
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kUnavailable)
+      << session.status();
+  EXPECT_THAT(session.status().message(), HasSubstr(kPs));
+  EXPECT_THAT(session.status().message(), HasSubstr("known to be lost"));
+}
+
+// A stalled task that comes back (SIGCONT) is re-admitted by the
+// coordination service with a new incarnation and watched again: a second
+// stall is found like the first, instead of leaving the task in error for
+// good and the step waiting for its operation timeout.
+TEST(RuntimeMultiprocessTest, StalledPsComesBackAndIsWatchedAgain) {
+  ProcessCluster cluster;
+  cluster.StartAll();
+  ASSERT_TRUE(cluster.WaitUntilAllRegistered());
+  const pid_t ps = cluster.server("ps:0")->pid();
+  for (int stall = 0; stall < 2; ++stall) {
+    SCOPED_TRACE(absl::StrCat("stall ", stall));
+    auto session = NewSession(cluster.target("worker:0"), PsGraph());
+    ASSERT_NE(session, nullptr);
+    std::vector<Tensor> out;
+    ASSERT_TRUE(session->Run({}, {"out:0"}, {}, &out).ok());
+    absl::Status step;
+    std::thread runner(
+        [&] { step = session->Run({}, {"stuck:0"}, {}, nullptr); });
+    ASSERT_EQ(kill(ps, SIGSTOP), 0);
+    runner.join();
+    ASSERT_EQ(kill(ps, SIGCONT), 0);
+    // Found by the heartbeat watch (Unavailable naming ps:0), not by the
+    // step's 20 s operation timeout (DeadlineExceeded).
+    EXPECT_EQ(step.code(), absl::StatusCode::kUnavailable) << step;
+    EXPECT_THAT(step.message(), HasSubstr(kPs));
+    // Re-admitted: every task connected again.
+    ASSERT_TRUE(cluster.WaitUntilAllRegistered()) << "ps:0 not re-admitted";
+  }
+}
+
 TEST(RuntimeMultiprocessTest, SigtermStopsCleanlyWithExitZero) {
   ProcessCluster cluster;
   TestProcess* ps = cluster.Start("ps", 0);
@@ -330,6 +412,26 @@ TEST(RuntimeMultiprocessTest, ConfigurationErrorsExitTwoAndNameTheProblem) {
               R"({"worker": ["127.0.0.1:0", "127.0.0.1:0"]})", "--job",
               "worker", "--task", "0"});
   EXPECT_EQ(r.exit_code, 2);
+  // A job name that would change the meaning of device names.
+  r = RunCli({"server", "--cluster", R"({"a/b": ["127.0.0.1:0"]})", "--job",
+              "a/b", "--task", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.lines.empty()) << "it must not serve";
+  // Flags out of range: refused before anything starts.
+  const std::vector<std::vector<std::string>> bad_flags = {
+      {"--threads", "1000000"},       {"--threads", "-1"},
+      {"--heartbeat-timeout", "nan"}, {"--heartbeat-timeout", "inf"},
+      {"--step-timeout", "nan"},      {"--step-timeout", "-5"}};
+  for (const std::vector<std::string>& flag : bad_flags) {
+    std::vector<std::string> args = {
+        "server", "--cluster", R"({"worker": ["127.0.0.1:0"]})",
+        "--job",  "worker",    "--task",
+        "0"};
+    args.insert(args.end(), flag.begin(), flag.end());
+    r = RunCli(args);
+    EXPECT_NE(r.exit_code, 0) << flag[0] << " " << flag[1];
+    EXPECT_TRUE(r.lines.empty()) << flag[0] << " " << flag[1];
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "cohort/base/env.h"
 #include "cohort/base/status.h"
+#include "cohort/rpc/job_token.h"
 #include "cohort/rpc/transport.h"
 
 namespace cohort::tools {
@@ -56,8 +57,8 @@ struct CoordSecurityFlags {
   }
 
   // The security the flags ask for. InvalidArgument when both token flags
-  // are given; NotFound/InvalidArgument when the token file cannot be read
-  // or is empty.
+  // are given or the token is weak; the errors of rpc::ReadJobTokenFile for
+  // a token file (unreadable, not private, empty).
   absl::StatusOr<rpc::TransportSecurity> Security(
       Env* env = Env::Default()) const {
     rpc::TransportSecurity security;
@@ -66,22 +67,20 @@ struct CoordSecurityFlags {
           "give the job token once: --token-file or --token, not both");
     }
     if (!token_file.empty()) {
-      COHORT_ASSIGN_OR_RETURN(std::string text, env->ReadFile(token_file));
-      security.job_token = std::string(
-          absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
-      if (security.job_token.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--token-file ", token_file,
-                         " is empty; expected the job token "
-                         "on its first line"));
-      }
+      COHORT_ASSIGN_OR_RETURN(security.job_token,
+                              rpc::ReadJobTokenFile(token_file));
     } else if (!token.empty()) {
       std::cerr << "warning: --token puts the job token in the process list "
                    "(`ps`) for every local user to read; use --token-file "
                    "or $COHORT_JOB_TOKEN\n";
+      COHORT_RETURN_IF_ERROR(rpc::CheckJobTokenStrength(token, "--token"));
       security.job_token = token;
     } else {
       security.job_token = env->GetVar(rpc::kJobTokenEnvVar).value_or("");
+      if (!security.job_token.empty()) {
+        COHORT_RETURN_IF_ERROR(rpc::CheckJobTokenStrength(
+            security.job_token, rpc::kJobTokenEnvVar));
+      }
     }
     security.ca_cert_file = tls_ca;
     security.cert_file = tls_cert;

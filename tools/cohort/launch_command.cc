@@ -32,8 +32,10 @@
 #include "cohort/launch/engine.h"
 #include "cohort/launch/launcher.h"
 #include "cohort/rpc/frame.h"
+#include "cohort/rpc/job_token.h"
 #include "cohort/rpc/transport.h"
 #include "tools/cohort/commands.h"
+#include "tools/cohort/flag_checks.h"
 
 namespace cohort::tools {
 namespace {
@@ -80,10 +82,9 @@ auto WithStopSignals(Run run, Stop stop) -> decltype(run()) {
   return result;
 }
 
-// The first line of a token file. Under an engine, a file that does not
-// exist yet is created (0600, random) by engine task 0 and waited for by
-// the others, for a file system every task shares; a file others can read is
-// refused.
+// The job token from a token file (rpc::ReadJobTokenFile's checks). Under an
+// engine, a file that does not exist yet is created (0600, random) by engine
+// task 0 and waited for by the others, for a file system every task shares.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, bool engine,
                                           int engine_task,
                                           absl::Duration wait) {
@@ -110,48 +111,14 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path, bool engine,
   while (engine && access(path.c_str(), F_OK) != 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(200));  // polling a shared file system
   }
-  // Read through one descriptor, never through a link, and only a regular
-  // file of ours that no one else can read (under an engine, where the
-  // file is the job's only secret).
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot open: ", strerror(errno),
-        errno == ELOOP ? " (a symbolic link; give the file itself)" : "",
-        engine && engine_task != 0
-            ? absl::StrCat(" (waited ", absl::FormatDuration(wait),
-                           " for engine task 0 to create it)")
-            : ""));
+  if (engine && engine_task != 0 && access(path.c_str(), F_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("token file ", path, " does not exist after waiting ",
+                     absl::FormatDuration(wait),
+                     " for engine task 0 to create it (check that the path is "
+                     "on a file system every task shares)"));
   }
-  struct stat st {};
-  std::string token;
-  absl::Status problem;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    problem = absl::InvalidArgumentError("not a regular file");
-  } else if (engine && st.st_uid != geteuid()) {
-    problem = absl::PermissionDeniedError(absl::StrCat(
-        "owned by uid ", st.st_uid, ", not by this user (uid ", geteuid(),
-        "); the job token must be the user's own file"));
-  } else if (engine && (st.st_mode & 077) != 0) {
-    problem = absl::PermissionDeniedError(
-        absl::StrCat("readable or writable by others (mode ",
-                     absl::StrFormat("%04o", st.st_mode & 07777),
-                     "); the job token must be private: chmod 600 ", path));
-  } else {
-    char buf[4096];
-    ssize_t got = 0;
-    while ((got = read(fd, buf, sizeof(buf))) > 0 && token.size() < 65536) {
-      token.append(buf, static_cast<size_t>(got));
-    }
-  }
-  close(fd);
-  if (!problem.ok()) return problem;
-  std::string line = token.substr(0, token.find('\n'));
-  if (line.empty()) {
-    return absl::InvalidArgumentError(
-        "empty; expected the token on its first line");
-  }
-  return line;
+  return rpc::ReadJobTokenFile(path);
 }
 
 }  // namespace
@@ -202,16 +169,22 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
   launch->add_option("--max-restarts", flags->max_restarts,
                      "how many times the whole gang may be restarted after a "
                      "task fails (default 0)");
-  launch->add_option("--barrier-timeout", flags->barrier_timeout_s,
-                     "seconds a barrier sync may wait for all tasks (default "
-                     "365 days, like spark.barrier.sync.timeout)");
-  launch->add_option("--stop-grace", flags->stop_grace_s,
-                     "seconds between SIGTERM and SIGKILL when stopping tasks "
-                     "(default 5)");
-  launch->add_option("--heartbeat-timeout", flags->heartbeat_timeout_s,
-                     "seconds without heartbeats after which the job's "
-                     "coordination service fails a connected task (default "
-                     "10)");
+  launch
+      ->add_option("--barrier-timeout", flags->barrier_timeout_s,
+                   "seconds a barrier sync may wait for all tasks (default "
+                   "365 days, like spark.barrier.sync.timeout)")
+      ->check(Seconds(/*allow_zero=*/false));
+  launch
+      ->add_option("--stop-grace", flags->stop_grace_s,
+                   "seconds between SIGTERM and SIGKILL when stopping tasks "
+                   "(default 5)")
+      ->check(Seconds(/*allow_zero=*/true));
+  launch
+      ->add_option("--heartbeat-timeout", flags->heartbeat_timeout_s,
+                   "seconds without heartbeats after which the job's "
+                   "coordination service fails a connected task (default "
+                   "10)")
+      ->check(Seconds(/*allow_zero=*/false));
   launch->add_option("--log-dir", flags->log_dir,
                      "directory for per-task logs (default: a new directory "
                      "under $TMPDIR or /tmp)");
@@ -246,6 +219,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
                    "with --engine: seconds to reach task 0's launcher and "
                    "to wait for every launcher at an attempt's start and "
                    "end (default 300)")
+      ->check(Seconds(/*allow_zero=*/false))
       ->needs(engine_opt);
   launch
       ->add_option("--bind-host", flags->bind_host,
@@ -308,16 +282,16 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
         absl::StatusOr<std::string> token =
             ReadTokenFile(flags->token_file, /*engine=*/true, engine->index,
                           rendezvous_timeout);
-        if (!token.ok()) {
-          return fail(
-              absl::Status(token.status().code(),
-                           absl::StrCat("--token-file ", flags->token_file,
-                                        ": ", token.status().message())));
-        }
+        if (!token.ok()) return fail(token.status());
         options.job_token = *token;
       } else {
         options.job_token =
             Env::Default()->GetVar(rpc::kJobTokenEnvVar).value_or("");
+        if (!options.job_token.empty()) {
+          absl::Status strong = rpc::CheckJobTokenStrength(
+              options.job_token, rpc::kJobTokenEnvVar);
+          if (!strong.ok()) return fail(strong);
+        }
       }
       launch::ClusterLauncher launcher(Env::Default(), options);
       absl::StatusOr<launch::LaunchResult> result = WithStopSignals(
@@ -345,8 +319,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       absl::StatusOr<std::string> token = ReadTokenFile(
           flags->token_file, /*engine=*/false, 0, absl::ZeroDuration());
       if (!token.ok()) {
-        std::cerr << "cohort launch: --token-file " << flags->token_file << ": "
-                  << token.status().message() << std::endl;
+        std::cerr << "cohort launch: " << token.status().message() << std::endl;
         exit_code = 1;
         return;
       }

@@ -35,6 +35,7 @@
 #include "cohort/runtime/grpc_session.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_client_flags.h"
+#include "tools/cohort/flag_checks.h"
 
 namespace cohort::tools {
 namespace {
@@ -327,7 +328,7 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
   command
       ->add_option("--timeout", flags->timeout_seconds,
                    "seconds for session creation and each step (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Seconds(/*allow_zero=*/true));
   command->add_option("--format", flags->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
   command->add_flag("--reset", flags->reset,

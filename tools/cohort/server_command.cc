@@ -16,13 +16,16 @@
 // and it exits 0. Configuration errors exit 2 with the message on stderr,
 // and nothing listens.
 #include <signal.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
 #include "cohort/base/logging.h"
@@ -34,6 +37,7 @@
 #include "cohort/runtime/server.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_client_flags.h"
+#include "tools/cohort/flag_checks.h"
 
 namespace cohort::tools {
 namespace {
@@ -51,6 +55,7 @@ struct ServerFlags {
   int64_t max_step_memory = 0;
   int64_t max_server_memory = 0;
   double heartbeat_timeout = 10;
+  double step_timeout = absl::ToDoubleSeconds(runtime::kDefaultStepTimeout);
   bool no_coordination = false;
   CoordSecurityFlags security;
 };
@@ -130,6 +135,9 @@ int RunServer(const ServerFlags& f) {
     return 2;
   }
   options.num_threads = f.threads;
+  options.default_step_timeout = f.step_timeout > 0
+                                     ? absl::Seconds(f.step_timeout)
+                                     : absl::InfiniteDuration();
   // The server's device uses the process budget (one server per process),
   // so the flags set the process-wide limits before the device exists.
   if (f.max_step_memory < 0 || f.max_server_memory < 0) {
@@ -157,6 +165,28 @@ int RunServer(const ServerFlags& f) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // One thread takes the signals from here on. While the server is still
+  // starting there is nothing to stop cleanly, so a signal then ends the
+  // process at once instead of waiting, unseen, for the start to finish.
+  // The thread is detached (it outlives RunServer when a start fails and
+  // the process is on its way out), so what it shares lives on the heap.
+  struct SignalState {
+    absl::Mutex mu;
+    bool serving ABSL_GUARDED_BY(mu) = false;
+    int number ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto state = std::make_shared<SignalState>();
+  std::thread([state, signals] {
+    int number = 0;
+    sigwait(&signals, &number);
+    absl::MutexLock lock(&state->mu);
+    if (!state->serving) {
+      COHORT_LOG(WARNING) << "signal " << number
+                          << " while the server was starting: exiting";
+      _exit(128 + number);
+    }
+    state->number = number;
+  }).detach();
 
   auto server = runtime::Server::Create(*def, options);
   if (!server.ok()) {
@@ -168,9 +198,19 @@ int RunServer(const ServerFlags& f) {
     std::cerr << "cohort server: " << started.message() << "\n";
     return 1;
   }
-  std::cout << "serving " << (*server)->target() << std::endl;
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  {
+    // Serving from here: a signal now stops the server cleanly below.
+    absl::MutexLock lock(&state->mu);
+    state->serving = true;
+  }
+  std::cout << "serving " << (*server)->target() << std::endl;
+  {
+    absl::MutexLock lock(&state->mu);
+    state->mu.Await(absl::Condition(
+        +[](int* number) { return *number != 0; }, &state->number));
+    signal_number = state->number;
+  }
   COHORT_LOG(INFO) << "stopping " << (*server)->task_name() << " (signal "
                    << signal_number << ")";
   (void)(*server)->Stop();
@@ -199,12 +239,20 @@ void RegisterServerCommand(CLI::App& app, int& exit_code) {
   command
       ->add_option("--heartbeat-timeout", flags->heartbeat_timeout,
                    "seconds of silence after which a task is lost (10)")
-      ->check(CLI::PositiveNumber);
+      ->check(Seconds(/*allow_zero=*/false));
+  command
+      ->add_option("--step-timeout", flags->step_timeout,
+                   "seconds a step may run when its session sets no "
+                   "operation_timeout_in_ms (1800; 0: no limit)")
+      ->check(Seconds(/*allow_zero=*/true));
   command->add_flag("--no-coordination", flags->no_coordination,
                     "run no coordination service or agent (failures are then "
                     "found only by transport errors and step deadlines)");
-  command->add_option("--threads", flags->threads,
-                      "threads of the task's device (0: one per core)");
+  command
+      ->add_option("--threads", flags->threads,
+                   "threads of the task's device (0: one per core; at most "
+                   "1024)")
+      ->check(CLI::Range(0, runtime::kMaxServerThreads));
   command->add_option("--max-step-memory", flags->max_step_memory,
                       "bytes the kernels of one step may hold at once; more "
                       "fails the step with ResourceExhausted (0: 4 GiB, at "

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cohort/base/status.h"
 
 namespace cohort {
 namespace {
@@ -68,6 +69,9 @@ void SetLogSinkForTest(LogSink s) { sink.store(s); }
 
 namespace internal {
 
+// Longer log lines are cut (a line quoting a whole request is not useful).
+constexpr size_t kMaxLogLineBytes = 64 << 10;
+
 LogMessage::LogMessage(const char* file, int line, LogLevel level)
     : level_(level) {
   stream_ << kLevelLetters[static_cast<int>(level)]
@@ -87,8 +91,12 @@ LogMessage::LogMessage(const char* file, int line, LogLevel level)
 }
 
 LogMessage::~LogMessage() {
-  stream_ << '\n';
-  const std::string text = stream_.str();
+  // A message may quote what a peer sent: escaped, it cannot drive the
+  // terminal. Newlines stay (a message of our own may span lines); peer
+  // messages reach here with theirs escaped (rpc/status_conversion.h).
+  const std::string text = SanitizeForDisplay(stream_.str(), kMaxLogLineBytes,
+                                              /*keep_newlines=*/true) +
+                           "\n";
   if (LogSink s = sink.load()) {
     s(level_, text);
   } else {

@@ -27,6 +27,21 @@ TEST(Logging, PrefixAndLevelFilter) {
   EXPECT_THAT(lines[0], ::testing::HasSubstr(" worker:1] shown 42\n"));
 }
 
+// What a peer sent, quoted in a log line, cannot drive the terminal.
+TEST(Logging, ControlCharactersAreEscaped) {
+  std::vector<std::string> lines;
+  captured = &lines;
+  SetLogSinkForTest(&Capture);
+  SetMinLogLevel(LogLevel::kInfo);
+  COHORT_LOG(INFO) << "key \x1b[2J\rE1126 forged] line\x7f";
+  SetLogSinkForTest(nullptr);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], ::testing::HasSubstr(
+                            "key \\x1b[2J\\x0dE1126 forged] line\\x7f\n"));
+  EXPECT_EQ(lines[0].find('\x1b'), std::string::npos);
+  EXPECT_EQ(lines[0].find('\r'), std::string::npos);
+}
+
 TEST(Logging, ParseLogLevel) {
   LogLevel level;
   ASSERT_TRUE(ParseLogLevel("WARNING", &level));

@@ -42,6 +42,27 @@ constexpr struct {
 };
 }  // namespace
 
+std::string SanitizeForDisplay(absl::string_view text, size_t max_bytes,
+                               bool keep_newlines) {
+  const absl::string_view kept = text.substr(0, max_bytes);
+  std::string out;
+  out.reserve(kept.size());
+  for (char ch : kept) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    const bool kept = c == '\t' || (c == '\n' && keep_newlines);
+    if ((c < 0x20 && !kept) || c == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    } else {
+      out.push_back(ch);
+    }
+  }
+  if (text.size() > max_bytes) {
+    absl::StrAppend(&out, "... (", text.size() - max_bytes,
+                    " more bytes not shown)");
+  }
+  return out;
+}
+
 const char* StatusCodeName(absl::StatusCode code) {
   for (const auto& entry : kCodeNames) {
     if (entry.code == code) return entry.name;

@@ -9,6 +9,7 @@
 #ifndef COHORT_BASE_STATUS_H_
 #define COHORT_BASE_STATUS_H_
 
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -23,6 +24,13 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context);
 
 // Lower-case name of a status code as used in JSON and the CLI
 // ("invalid_argument"); the inverse of StatusCodeFromName.
+// `text` made safe to print and send: control characters other than '\t'
+// (and '\n' with `keep_newlines`) become \xNN, so a peer's bytes quoted in
+// an error or a log line cannot move a terminal's cursor or forge a line;
+// text beyond `max_bytes` is cut, saying how much was cut.
+std::string SanitizeForDisplay(absl::string_view text, size_t max_bytes,
+                               bool keep_newlines = false);
+
 const char* StatusCodeName(absl::StatusCode code);
 // Parses either absl's spelling ("INVALID_ARGUMENT") or the lower-case one.
 // Returns false for an unknown name.

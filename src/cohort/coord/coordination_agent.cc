@@ -239,7 +239,10 @@ absl::Status CoordinationAgent::Register(uint64_t incarnation,
     request.set_incarnation(incarnation);
     RegisterTaskResponse response;
     CallOptions call;
-    call.wait_for_ready = true;
+    // Not wait_for_ready: gRPC would then retry a refused TLS handshake (a
+    // wrong job token) silently until the deadline. This loop retries what
+    // is transient (the service not up yet) itself, and a refusal
+    // (Unauthenticated) ends it at once.
     call.timeout =
         std::max(absl::Milliseconds(1),
                  std::min(deadline - env_->Now(), absl::Seconds(10)));
@@ -314,6 +317,7 @@ void CoordinationAgent::SetError(absl::Status error) {
 
 void CoordinationAgent::HeartbeatLoop() {
   int attempt = 0;
+  bool lost_contact_logged = false;
   absl::Time next = env_->Now() + interval_;
   while (!WaitForStop(next)) {
     HeartbeatRequest request;
@@ -346,6 +350,7 @@ void CoordinationAgent::HeartbeatLoop() {
       absl::MutexLock lock(&mu_);
       last_contact_ = now;
       attempt = 0;
+      lost_contact_logged = false;
       next = now + interval_;
       continue;
     }
@@ -364,6 +369,8 @@ void CoordinationAgent::HeartbeatLoop() {
           COHORT_LOG(WARNING) << "task " << options_.task.ToString()
                               << " re-registered with new incarnation "
                               << incarnation << " after: " << s.message();
+          attempt = 0;
+          lost_contact_logged = false;
           next = env_->Now() + interval_;
           continue;
         }
@@ -378,6 +385,28 @@ void CoordinationAgent::HeartbeatLoop() {
     {
       absl::MutexLock lock(&mu_);
       silent = now - last_contact_;
+    }
+    if (silent >= options_.heartbeat_timeout &&
+        options_.reconnect_after_heartbeat_timeout) {
+      // A stall (SIGSTOP, a swapping host) or a partition long enough for
+      // the service to declare this task dead is survivable: keep trying,
+      // and once the service answers again it refuses this incarnation and
+      // the branch above registers a new one, so the task is watched again.
+      // Giving up here left a task serving with no heartbeat, in ERROR for
+      // good, and a second stall went unseen.
+      if (!lost_contact_logged) {
+        COHORT_LOG(WARNING)
+            << "task " << options_.task.ToString()
+            << " lost contact with the coordination service for "
+            << absl::FormatDuration(silent) << " (heartbeat timeout "
+            << absl::FormatDuration(options_.heartbeat_timeout)
+            << "); it keeps trying and re-registers when the service "
+               "answers: "
+            << s.message();
+        lost_contact_logged = true;
+      }
+      next = now + std::min(Backoff(attempt++), interval_);
+      continue;
     }
     if (silent >= options_.heartbeat_timeout) {
       SetError(absl::UnavailableError(

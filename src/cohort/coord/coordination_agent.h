@@ -26,7 +26,9 @@
 // thread. With reconnect_after_heartbeat_timeout the agent instead
 // re-registers with a new incarnation when the service declared it dead
 // (the service must allow it: recoverable job or
-// allow_new_incarnation_to_reconnect).
+// allow_new_incarnation_to_reconnect), and heartbeat_timeout without contact
+// (a stall, a partition) is not an error: it keeps trying until the service
+// answers, then re-registers, so a task that comes back is watched again.
 //
 // A service that stops on purpose (the job finished) is not an error: the
 // agent stops heartbeating and later calls fail with FailedPrecondition.

@@ -587,10 +587,23 @@ TEST_P(OverTheWireTest, WrongTokenIsUnauthenticatedAndGetsNoData) {
     agent_options.register_timeout = absl::Seconds(2);
     auto agent = CoordinationAgent::Create(agent_options, std::move(*client));
     auto value = (*agent)->TryGetKeyValue("secret");
-    EXPECT_EQ(value.status().code(), absl::StatusCode::kUnauthenticated)
-        << value.status();
     EXPECT_THAT(value.status().message(), ::testing::Not(HasSubstr("s3cr3t")));
-    EXPECT_EQ((*agent)->Connect().code(), absl::StatusCode::kUnauthenticated);
+    if (GetParam() || !token.empty()) {
+      // Refused on the token (framed), or on the certificate of another
+      // token's CA (gRPC's job TLS): at once, saying so.
+      EXPECT_EQ(value.status().code(), absl::StatusCode::kUnauthenticated)
+          << value.status();
+      EXPECT_EQ((*agent)->Connect().code(), absl::StatusCode::kUnauthenticated);
+      continue;
+    }
+    // gRPC without a token: plaintext to a TLS server, which closes the
+    // connection. No call arrives; the error says the client has no token.
+    EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable)
+        << value.status();
+    EXPECT_THAT(value.status().message(), HasSubstr("no job token"));
+    absl::Status connect = (*agent)->Connect();
+    EXPECT_EQ(connect.code(), absl::StatusCode::kDeadlineExceeded) << connect;
+    EXPECT_THAT(connect.message(), HasSubstr("no job token"));
   }
 }
 
@@ -624,6 +637,51 @@ TEST(CoordinationAgentTest, ReconnectsWithNewIncarnationWhenDeclaredDead) {
   EXPECT_EQ((*states)[0].state, TaskState::kConnected);
   EXPECT_EQ((*states)[0].incarnation, (*agent)->incarnation());
   EXPECT_TRUE((*cluster)->errors_for(TaskId{"worker", 0}).empty());
+}
+
+// A task stalled (SIGSTOP) or cut off past the heartbeat timeout is declared
+// dead; when it comes back it is re-admitted with a new incarnation and
+// watched again, so a second stall is detected like the first.
+TEST(CoordinationAgentTest, StalledTaskIsReadmittedAndWatchedAgain) {
+  FakeEnv env;
+  CoordinationServiceOptions service =
+      ServiceOptions(1, &env, absl::Seconds(4));
+  service.recoverable_jobs = {"worker"};
+  auto cluster = InProcessCluster::Create(service);
+  ASSERT_TRUE(cluster.ok());
+  std::atomic<bool> down{false};
+  CoordinationAgentOptions options;
+  options.task = TaskId{"worker", 0};
+  options.heartbeat_timeout = absl::Seconds(4);
+  options.heartbeat_interval = absl::Milliseconds(500);
+  options.reconnect_after_heartbeat_timeout = true;
+  options.poll_for_errors = false;
+  options.env = &env;
+  auto agent = CoordinationAgent::Create(
+      options, std::make_unique<FlakyClient>((*cluster)->service(), &down));
+  ASSERT_TRUE(agent.ok());
+  ASSERT_TRUE((*agent)->Connect().ok());
+  auto state = [&] {
+    auto states = (*cluster)->service()->GetTaskState({options.task});
+    return states.ok() ? (*states)[0] : TaskStateSnapshot{};
+  };
+  for (int stall = 0; stall < 2; ++stall) {
+    SCOPED_TRACE(absl::StrCat("stall ", stall));
+    const uint64_t before = (*agent)->incarnation();
+    down = true;
+    AdvanceWhenParked(env, absl::Seconds(6));
+    EXPECT_EQ(state().state, TaskState::kError) << "the stall went unseen";
+    EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected)
+        << (*agent)->error();
+    down = false;
+    AdvanceWhenParked(env, absl::Seconds(2));
+    ASSERT_TRUE(Eventually([&] {
+      return state().state == TaskState::kConnected &&
+             state().incarnation == (*agent)->incarnation();
+    })) << "not re-admitted";
+    EXPECT_NE((*agent)->incarnation(), before);
+  }
+  EXPECT_TRUE((*cluster)->errors_for(options.task).empty());
 }
 
 }  // namespace

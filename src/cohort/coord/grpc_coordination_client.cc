@@ -22,29 +22,31 @@ class GrpcCoordinationClient : public CoordinationClient {
     auto call = std::make_shared<Call<Name##Request>>(request);                \
     Prepare(call, options);                                                    \
     std::string target = target_;                                              \
-    stub_->async()->Name(                                                      \
-        &call->context, &call->request, response,                              \
-        [call, done = std::move(done), target](grpc::Status status) mutable {  \
-          /* Release the context here, not when gRPC */                        \
-          /* frees this callback with the call. */                             \
-          call.reset();                                                        \
-          done(Convert(status, target, #Name));                                \
-        });                                                                    \
+    const char* hint = transport_hint_;                                        \
+    stub_->async()->Name(&call->context, &call->request, response,             \
+                         [call, done = std::move(done), target,                \
+                          hint](grpc::Status status) mutable {                 \
+                           /* Release the context here, not when gRPC */       \
+                           /* frees this callback with the call. */            \
+                           call.reset();                                       \
+                           done(Convert(status, target, hint, #Name));         \
+                         });                                                   \
   }
   COHORT_COORDINATION_RPCS(COHORT_COORD_GRPC_CLIENT_METHOD_)
 #undef COHORT_COORD_GRPC_CLIENT_METHOD_
 
   // Blocking calls run on the caller's thread (gRPC's synchronous stub).
   // Cancellable calls take the asynchronous path.
-#define COHORT_COORD_GRPC_CLIENT_SYNC_(Name)                                  \
-  absl::Status Name(const Name##Request& request, Name##Response* response,   \
-                    const CallOptions& options) override {                    \
-    if (options.cancellation != nullptr) {                                    \
-      return CoordinationClient::Name(request, response, options);            \
-    }                                                                         \
-    grpc::ClientContext context;                                              \
-    PrepareContext(context, options);                                         \
-    return Convert(stub_->Name(&context, request, response), target_, #Name); \
+#define COHORT_COORD_GRPC_CLIENT_SYNC_(Name)                                \
+  absl::Status Name(const Name##Request& request, Name##Response* response, \
+                    const CallOptions& options) override {                  \
+    if (options.cancellation != nullptr) {                                  \
+      return CoordinationClient::Name(request, response, options);          \
+    }                                                                       \
+    grpc::ClientContext context;                                            \
+    PrepareContext(context, options);                                       \
+    return Convert(stub_->Name(&context, request, response), target_,       \
+                   transport_hint_, #Name);                                 \
   }
   COHORT_COORDINATION_RPCS(COHORT_COORD_GRPC_CLIENT_SYNC_)
 #undef COHORT_COORD_GRPC_CLIENT_SYNC_
@@ -78,7 +80,8 @@ class GrpcCoordinationClient : public CoordinationClient {
   }
 
   static absl::Status Convert(const grpc::Status& status,
-                              const std::string& target, const char* rpc) {
+                              const std::string& target, const char* hint,
+                              const char* rpc) {
     absl::Status s = rpc::FromGrpcStatus(status);
     if (s.ok() || IsServiceErrorPayload(s)) return s;
     // Not an answer of the service: say where we tried to go.
@@ -86,10 +89,9 @@ class GrpcCoordinationClient : public CoordinationClient {
                            s.code() == absl::StatusCode::kDeadlineExceeded;
     absl::Status annotated(
         s.code(),
-        absl::StrCat(
-            "coordination RPC ", rpc, " to ", target,
-            transport ? " failed in transport: " : " failed: ", s.message(),
-            transport ? " (is the coordinator running and reachable?)" : ""));
+        absl::StrCat("coordination RPC ", rpc, " to ", target,
+                     transport ? " failed in transport: " : " failed: ",
+                     s.message(), transport ? hint : ""));
     s.ForEachPayload([&](absl::string_view url, const absl::Cord& p) {
       annotated.SetPayload(url, p);
     });
@@ -105,6 +107,15 @@ class GrpcCoordinationClient : public CoordinationClient {
   const std::string target_;
   std::unique_ptr<CoordinationRpc::Stub> stub_;
   const rpc::TransportSecurity security_;
+  // What to check when a call fails in transport. A client with neither a
+  // token nor TLS cannot connect to a job's server at all (job TLS), which
+  // looks like a server that closes the connection.
+  const char* const transport_hint_ =
+      security_.job_token.empty() && !security_.tls()
+          ? " (is the coordinator running and reachable? This client has no "
+            "job token: if the job has one, set COHORT_JOB_TOKEN or give "
+            "--token-file)"
+          : " (is the coordinator running and reachable?)";
 };
 
 }  // namespace

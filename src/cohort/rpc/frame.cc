@@ -118,6 +118,12 @@ void FrameReader::Commit(size_t n) {
   if (!large_active_) MaybeStartLarge();
 }
 
+size_t FrameReader::partial_frame_size() const {
+  if (large_active_) return large_size_;
+  if (end_ - offset_ < 4) return 0;
+  return DecodeFixed32(buffer_.data() + offset_);
+}
+
 void FrameReader::MaybeStartLarge() {
   const size_t have = end_ - offset_;
   if (have < 4) return;

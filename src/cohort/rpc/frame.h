@@ -96,6 +96,9 @@ class FrameReader {
 
   void set_max_frame(size_t max_frame) { max_frame_ = max_frame; }
   void Append(const char* data, size_t size);
+  // The length the partial frame at the front announced (its header has
+  // arrived), or 0 when no header is buffered.
+  size_t partial_frame_size() const;
   // Bytes received but not yet returned as frames.
   size_t buffered() const {
     return end_ - offset_ + (large_active_ ? 4 + large_filled_ : 0);

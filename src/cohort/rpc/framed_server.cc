@@ -423,6 +423,7 @@ void FramedServer::OnEvent(const std::shared_ptr<FramedConnection>& c,
                           c->authenticated_ ? ")" : " before authenticating)"));
       return;
     }
+    ++c->frames_read_;
     std::string why;
     if (!HandleFrame(c, std::move(payload), &why)) {
       CloseConnection(c, why);
@@ -433,8 +434,12 @@ void FramedServer::OnEvent(const std::shared_ptr<FramedConnection>& c,
     CloseConnection(c, ended);
     return;
   }
-  // Part of a frame is buffered: it must be finished (or progress) within
-  // frame_idle_timeout.
+  // Part of a frame is buffered: it must progress within frame_idle_timeout
+  // and be finished by its own deadline (FrameDeadline).
+  if (c->reader_.buffered() > 0 && c->partial_frame_ != c->frames_read_) {
+    c->partial_frame_ = c->frames_read_;
+    c->partial_since_ = c->last_read_;
+  }
   if (c->authenticated_ && !c->midframe_queued_ && c->reader_.buffered() > 0) {
     c->midframe_queued_ = true;
     midframe_.emplace_back(c->id(), c->last_read_);
@@ -544,6 +549,17 @@ absl::Time FramedServer::CloseStalledFrames(absl::Time now) {
       midframe_.pop_front();
       continue;
     }
+    if (c->last_read_ > since && now >= FrameDeadline(*c)) {
+      midframe_.pop_front();
+      c->midframe_queued_ = false;
+      CloseConnection(
+          c,
+          absl::StrCat("took more than ",
+                       absl::FormatDuration(now - c->partial_since_),
+                       " to send a frame of ", c->reader_.partial_frame_size(),
+                       " bytes (", c->reader_.buffered(), " arrived)"));
+      continue;
+    }
     if (c->last_read_ > since) {  // progress: look again from its last read
       midframe_.pop_front();
       midframe_.emplace_back(id, c->last_read_);
@@ -563,6 +579,14 @@ absl::Time FramedServer::CloseStalledFrames(absl::Time now) {
                         absl::FormatDuration(options_.frame_idle_timeout)));
   }
   return absl::InfiniteFuture();
+}
+
+absl::Time FramedServer::FrameDeadline(const FramedConnection& c) const {
+  const double seconds = static_cast<double>(c.reader_.partial_frame_size()) /
+                         static_cast<double>(std::max<size_t>(
+                             1, options_.min_frame_bytes_per_second));
+  return c.partial_since_ + options_.frame_idle_timeout +
+         absl::Seconds(seconds);
 }
 
 absl::Time FramedServer::CloseExpiredHandshakes(absl::Time now) {

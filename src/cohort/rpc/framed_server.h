@@ -83,6 +83,10 @@ struct FramedServerOptions {
   // A connection that sent part of a frame and then nothing for this long
   // is closed (a peer that stalls mid-frame holds its buffer and a slot).
   absl::Duration frame_idle_timeout = absl::Seconds(60);
+  // A frame must also be finished within frame_idle_timeout of its first
+  // byte plus its length at this rate, so that a peer sending one byte
+  // just inside every frame_idle_timeout cannot hold a frame open for ever.
+  size_t min_frame_bytes_per_second = 64 << 10;
   size_t max_queued_reply_bytes = size_t{256} << 20;
 };
 
@@ -165,6 +169,12 @@ class FramedConnection {
   // mid-frame (FramedServer::midframe_).
   absl::Time last_read_;
   bool midframe_queued_ = false;
+  // Frames read so far, and since when the partial frame at the front of
+  // reader_ (frame number partial_frame_) has been arriving: a frame must
+  // be finished by a deadline from its start, however it trickles in.
+  uint64_t frames_read_ = 0;
+  uint64_t partial_frame_ = ~uint64_t{0};
+  absl::Time partial_since_;
   absl::Time handshake_deadline_;
   std::string nonce_;
 
@@ -232,6 +242,10 @@ class FramedServer {
                        const std::string& why);
   // Closes handshakes past their deadline; returns the next deadline.
   absl::Time CloseExpiredHandshakes(absl::Time now);
+  // When the partial frame of `c` must be finished: frame_idle_timeout
+  // after its first byte plus its announced length at
+  // min_frame_bytes_per_second.
+  absl::Time FrameDeadline(const FramedConnection& c) const;
   // Closes connections stalled mid-frame past frame_idle_timeout; returns
   // the next such deadline.
   absl::Time CloseStalledFrames(absl::Time now);

@@ -376,6 +376,36 @@ TEST(FramedTransportTest, ConnectionStalledMidFrameIsClosedAnIdleOneStays) {
   EXPECT_EQ(*answer, "still here");
 }
 
+// A frame sent a byte at a time, each byte just inside frame_idle_timeout,
+// is still closed at its deadline: it never counts as stalled, but it must
+// be finished within frame_idle_timeout plus its length at the minimum
+// rate.
+TEST(FramedTransportTest, TrickledFrameIsClosedAtItsDeadline) {
+  EchoHandler handler;
+  FramedServerOptions options;
+  options.frame_idle_timeout = absl::Milliseconds(300);
+  auto server = StartServer(&handler, options);
+  ASSERT_NE(server, nullptr);
+  UniqueFd trickle = RawConnect(server->address());
+  RawHandshake(trickle.get(), kToken);
+  std::string frame;
+  AppendFrame(&frame, std::string(200, 'x'));
+  // 204 bytes at one per 100 ms would take 20 s; the deadline is 300 ms
+  // plus 204 bytes at 64 KiB/s, and the check runs within another 300 ms.
+  bool closed = false;
+  for (size_t i = 0; i < frame.size() && !closed; ++i) {
+    closed = send(trickle.get(), frame.data() + i, 1, MSG_NOSIGNAL) != 1;
+    pollfd p{trickle.get(), POLLIN, 0};
+    if (!closed && poll(&p, 1, 100) > 0) {
+      char b;
+      closed = read(trickle.get(), &b, 1) <= 0;
+    }
+  }
+  EXPECT_TRUE(closed) << "the whole frame was let through";
+  EXPECT_TRUE(WaitUntil([&] { return server->num_connections() == 0; }));
+  EXPECT_EQ(handler.requests.load(), 0);
+}
+
 TEST(FramedTransportTest, HandshakeFloodEvictsTheOldestAndCapsConnections) {
   EchoHandler handler;
   FramedServerOptions options;

@@ -5,7 +5,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "openssl/bio.h"
@@ -21,11 +20,12 @@
 namespace cohort::rpc {
 namespace {
 
-// Labels bind each derived value to its use: the CA key's seed and the CA's
-// name are different HMACs of the token, and neither is any other HMAC
+// Labels bind each derived value to its use: the CA key's seed and the
+// cache key are different HMACs of the token, and neither is any other HMAC
 // cohort computes (the framed handshake uses labels of its own).
 constexpr char kCaSeedLabel[] = "cohort job tls: CA key v1";
-constexpr char kCaNameLabel[] = "cohort job tls: CA name v1";
+constexpr char kCacheKeyLabel[] = "cohort job tls: cache key v1";
+constexpr char kCaName[] = "cohort job CA";
 constexpr int kSeedBytes = 32;
 
 struct PkeyFree {
@@ -174,18 +174,20 @@ absl::StatusOr<std::string> KeyPem(EVP_PKEY* key) {
   return std::string(data, len);
 }
 
-absl::StatusOr<JobTlsIdentity> MakeIdentity(const std::string& token) {
+}  // namespace
+
+absl::StatusOr<JobTlsIdentity> MakeJobTlsIdentity(const std::string& token) {
+  if (token.empty()) {
+    return absl::InvalidArgumentError("job TLS needs a job token");
+  }
   const std::string seed = Hmac(token, kCaSeedLabel).substr(0, kSeedBytes);
   Pkey ca_key(EVP_PKEY_new_raw_private_key(
       EVP_PKEY_ED25519, nullptr,
       reinterpret_cast<const unsigned char*>(seed.data()), seed.size()));
   if (ca_key == nullptr) return OpenSslError("derive the job's CA key");
-  // The CA's name tells two jobs' CAs apart in an error, and reveals nothing
-  // of the token (a separate HMAC, cut to 8 bytes).
-  const std::string ca_name = absl::StrCat(
-      "cohort job CA ",
-      absl::BytesToHexString(Hmac(token, kCaNameLabel).substr(0, 8)));
-  absl::StatusOr<Cert> ca = MakeCaCert(ca_key.get(), ca_name);
+  // One name for every job's CA: a name derived from the token would let
+  // anyone who starts a handshake test token guesses with one HMAC each.
+  absl::StatusOr<Cert> ca = MakeCaCert(ca_key.get(), kCaName);
   if (!ca.ok()) return ca.status();
   Pkey key(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
   if (key == nullptr) return OpenSslError("make this process's key");
@@ -203,6 +205,8 @@ absl::StatusOr<JobTlsIdentity> MakeIdentity(const std::string& token) {
   identity.key_pem = *std::move(pem);
   return identity;
 }
+
+namespace {
 
 struct IdentityCache {
   absl::Mutex mu;
@@ -223,13 +227,13 @@ absl::StatusOr<const JobTlsIdentity*> JobTlsIdentityFor(
   if (token.empty()) {
     return absl::InvalidArgumentError("job TLS needs a job token");
   }
-  const std::string key = Hmac(token, kCaNameLabel);
+  const std::string key = Hmac(token, kCacheKeyLabel);
   IdentityCache& cache = Cache();
   absl::MutexLock lock(&cache.mu);
   auto it = cache.by_token.find(key);
   if (it != cache.by_token.end()) return it->second.get();
   // Made under the lock: a few hundred microseconds, once per token.
-  absl::StatusOr<JobTlsIdentity> made = MakeIdentity(token);
+  absl::StatusOr<JobTlsIdentity> made = MakeJobTlsIdentity(token);
   if (!made.ok()) return made.status();
   auto [inserted, unused] = cache.by_token.emplace(
       key, std::make_unique<JobTlsIdentity>(*std::move(made)));

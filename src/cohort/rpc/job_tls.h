@@ -2,7 +2,7 @@
 // job with a token (and no TLS files of its own) speaks.
 //
 //   COHORT_ASSIGN_OR_RETURN(const JobTlsIdentity* id,
-//   JobTlsIdentityFor(token));
+//                           JobTlsIdentityFor(token));
 //   // id->ca_pem: the job's CA; id->cert_pem / id->key_pem: this process's
 //   // certificate, issued by that CA, for both ends of a connection.
 //
@@ -14,10 +14,13 @@
 // process derives the same CA and issues itself a certificate with a fresh
 // key, the client accepts only a server certificate from that CA, and the
 // server only a client certificate from it. A squatter without the token can
-// neither finish the handshake as a server nor as a client, sees only a TLS
-// ClientHello, and a relaying man-in-the-middle sees only ciphertext. No
-// files, no provisioning: every engine (one machine, Slurm, Kubernetes,
-// TF_CONFIG) gets it from the token it already hands out.
+// neither finish the handshake as a server nor as a client and sees only a
+// TLS ClientHello; a relay in the middle of a gRPC connection sees only
+// ciphertext. No files, no provisioning: every engine (one machine, Slurm,
+// Kubernetes, TF_CONFIG) gets it from the token it already hands out.
+// (Anyone who can start a handshake sees a certificate signed by the CA and
+// can test token guesses against it offline, as against a framed
+// handshake: the token must be random; `cohort launch` makes 256 bits.)
 //
 // Thread safety: thread-safe. Identities are made once per token per process
 // and live until the process exits.
@@ -41,8 +44,14 @@ struct JobTlsIdentity {
   std::string key_pem;   // its private key (never leaves the process)
 };
 
-// This process's identity for `token` (non-empty), made on first use.
-// Internal only when OpenSSL fails (no entropy, out of memory).
+// A new identity for `token`: the job's CA (the same bytes for every call
+// with the same token) and a certificate with a fresh key. InvalidArgument
+// for an empty token; Internal only when OpenSSL fails (no entropy, out of
+// memory).
+absl::StatusOr<JobTlsIdentity> MakeJobTlsIdentity(const std::string& token);
+
+// This process's identity for `token`, made by MakeJobTlsIdentity on first
+// use and kept.
 absl::StatusOr<const JobTlsIdentity*> JobTlsIdentityFor(
     const std::string& token);
 

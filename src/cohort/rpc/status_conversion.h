@@ -18,11 +18,24 @@
 
 namespace cohort::rpc {
 
+// Error messages received from a peer are printed and logged: they are
+// cut at this many bytes and their control characters, newlines included,
+// escaped (SanitizeForDisplay), whatever the peer sent.
+inline constexpr size_t kMaxPeerErrorMessageBytes = 16 << 10;
+
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // A grpc::Status whose error_details do not parse keeps its code and message
-// and gets no payloads.
+// and gets no payloads. The message is sanitized (see above). A connection
+// refused on a certificate (IsCertificateRejection) is Unauthenticated,
+// saying to check the job token or the TLS files, not Unavailable.
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// True for gRPC's Unavailable when the TLS handshake failed in the protocol
+// (SSL_ERROR_SSL): the peer's certificate did not verify, or the peer
+// refused ours. Under job TLS that means the two ends hold different job
+// tokens.
+bool IsCertificateRejection(const grpc::Status& status);
 
 // True when `status` is an error that a cohort service returned through
 // ToGrpcStatus; false for OK and for errors made by gRPC itself (the

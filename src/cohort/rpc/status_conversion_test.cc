@@ -1,6 +1,7 @@
 #include "cohort/rpc/status_conversion.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace cohort::rpc {
@@ -66,14 +67,37 @@ TEST(StatusConversionTest, FramedErrorBodiesKeepMessageAndPayloads) {
   ASSERT_TRUE(back.GetPayload("type.example/which").has_value());
   EXPECT_EQ(std::string(*back.GetPayload("type.example/which")), "worker:1");
   // A body that is not one (another framed server's plain message) is
-  // kept as the message, whatever its length field would claim.
+  // kept as the message, whatever its length field would claim (its
+  // control bytes escaped).
   EXPECT_EQ(DecodeErrorBody(absl::StatusCode::kInternal, "oops").message(),
             "oops");
   EXPECT_EQ(DecodeErrorBody(absl::StatusCode::kInternal,
                             std::string("\xff\xff\xff\x7f", 4) + "x")
-                .message()
-                .size(),
-            5u);
+                .message(),
+            std::string("\xff\xff\xff", 3) + "\\x7fx");
+}
+
+// A peer's error message is shown to users and logged: its control bytes
+// are escaped and its length is capped, on both transports.
+TEST(StatusConversionTest, PeerMessagesAreSanitizedAndCapped) {
+  const std::string hostile =
+      "\x1b]0;owned\x07\r\nE1126 forged]" + std::string(1 << 20, 'A');
+  for (const absl::Status& got :
+       {FromGrpcStatus(grpc::Status(grpc::StatusCode::INTERNAL, hostile)),
+        DecodeErrorBody(absl::StatusCode::kInternal,
+                        EncodeErrorBody(absl::InternalError(hostile))),
+        DecodeErrorBody(absl::StatusCode::kInternal, hostile)}) {
+    EXPECT_EQ(got.code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(got.message().find('\x1b'), std::string::npos);
+    EXPECT_EQ(got.message().find('\r'), std::string::npos);
+    EXPECT_EQ(got.message().find('\n'), std::string::npos)
+        << "a peer's message could start a log line of its own";
+    EXPECT_TRUE(absl::StartsWith(got.message(),
+                                 "\\x1b]0;owned\\x07\\x0d\\x0aE1126 forged]"))
+        << got.message().substr(0, 40);
+    EXPECT_LT(got.message().size(), kMaxPeerErrorMessageBytes + 64);
+    EXPECT_TRUE(absl::StrContains(got.message(), "more bytes not shown"));
+  }
 }
 
 }  // namespace

@@ -239,6 +239,12 @@ absl::StatusOr<GrpcServer> StartGrpcServer(
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       ToMs(kKeepaliveTime / 2));
+  // A connection that has not finished its TLS handshake (or, without TLS,
+  // sent its HTTP/2 preface) by then is closed: gRPC 1.51 has no cap on
+  // connections, so this bounds how long a peer without the token can hold
+  // one (the default is 120 s).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             ToMs(kServerHandshakeTimeout));
   // Bounds on what one peer can hold: streams per connection, and the
   // memory all connections together may use for their buffers.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,

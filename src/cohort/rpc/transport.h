@@ -55,6 +55,7 @@ inline constexpr int kMaxConcurrentStreams = 4096;
 inline constexpr size_t kServerMemoryQuotaBytes = size_t{1} << 30;
 inline constexpr absl::Duration kKeepaliveTime = absl::Seconds(4);
 inline constexpr absl::Duration kKeepaliveTimeout = absl::Seconds(4);
+inline constexpr absl::Duration kServerHandshakeTimeout = absl::Seconds(10);
 
 struct TransportSecurity {
   // TLS is on when ca_cert_file is set. Server side: cert_file and key_file

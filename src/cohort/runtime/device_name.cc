@@ -29,6 +29,12 @@ bool IsName(absl::string_view s) {
   return true;
 }
 
+}  // namespace
+
+bool IsValidJobName(absl::string_view name) { return IsName(name); }
+
+namespace {
+
 // A non-negative decimal integer. SimpleAtoi alone would also take "+1",
 // " 1" and "-0"; a device string never has those.
 bool ParseIndex(absl::string_view s, int* out) {

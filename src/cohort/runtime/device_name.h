@@ -33,6 +33,10 @@
 
 namespace cohort::runtime {
 
+// TensorFlow's job name rule, [A-Za-z][A-Za-z0-9_]*: a name that can stand in
+// "/job:NAME/..." and in "NAME:INDEX" without being mistaken for more.
+bool IsValidJobName(absl::string_view name);
+
 struct DeviceName {
   bool has_job = false;
   std::string job;

@@ -68,11 +68,36 @@ absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(
   *request.mutable_config() = options.config;
   request.set_target(target);
   CreateSessionResponse response;
-  auto ctx = session->NewContext(options.rpc_timeout);
-  // CreateSession waits for a master that is still starting.
-  ctx->set_wait_for_ready(true);
-  COHORT_RETURN_IF_ERROR(FromRpc(
-      session->stub_->CreateSession(ctx.get(), request, &response), target));
+  // CreateSession waits for a master that is still starting. Not with
+  // gRPC's wait_for_ready, which would also retry a refused TLS handshake (a
+  // wrong job token) until the deadline: here only a master that is not up
+  // yet (gRPC's own Unavailable, no certificate refused) is waited for, and
+  // the last error is what the caller sees.
+  const absl::Time deadline = options.rpc_timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + options.rpc_timeout;
+  for (;;) {
+    auto ctx = session->NewContext(absl::InfiniteDuration());
+    if (deadline != absl::InfiniteFuture()) {
+      ctx->set_deadline(absl::ToChronoTime(deadline));
+    }
+    const grpc::Status status =
+        session->stub_->CreateSession(ctx.get(), request, &response);
+    // Unavailable from the master itself (a task it needs is lost) is an
+    // answer; only gRPC's own (no master there yet) is waited out.
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        rpc::AnsweredByService(status) ||
+        rpc::IsCertificateRejection(status) || absl::Now() >= deadline) {
+      COHORT_RETURN_IF_ERROR(FromRpc(status, target));
+      break;
+    }
+    // Wakes when the channel's connection attempt changes state (gRPC's
+    // reconnect backoff paces it), at most a second from now.
+    const grpc_connectivity_state state = channel->GetState(true);
+    channel->WaitForStateChange(
+        state,
+        absl::ToChronoTime(std::min(deadline, absl::Now() + absl::Seconds(1))));
+  }
   session->handle_ = response.session_handle();
   absl::MutexLock lock(&session->mu_);
   session->graph_version_ = response.graph_version();

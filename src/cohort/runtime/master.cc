@@ -31,6 +31,14 @@ Master::Master(const MasterEnv& env)
       recent_request_ids_(kRecentRequestIds) {
   if (env_.incarnation == 0) env_.incarnation = RandomNonZeroId();
   if (env_.env == nullptr) env_.env = Env::Default();
+  // The caller's own hook (tests) wins; otherwise the coordination watch's
+  // reports decide.
+  if (!env_.lost_task_status)
+    env_.lost_task_status = [this](const std::string& task) {
+      absl::MutexLock lock(&mu_);
+      auto it = lost_.find(task);
+      return it == lost_.end() ? absl::OkStatus() : it->second;
+    };
   if (gc_seconds_ > 0) gc_thread_ = std::thread([this] { GcLoop(); });
 }
 
@@ -287,10 +295,17 @@ void Master::Stop(const absl::Status& status) {
   if (gc_thread_.joinable()) gc_thread_.join();
 }
 
-void Master::AbortStepsOn(const std::string& task, const absl::Status& status) {
+void Master::TaskBack(const std::string& task) {
+  absl::MutexLock lock(&mu_);
+  lost_.erase(task);
+}
+
+void Master::AbortStepsOn(const std::string& task, const absl::Status& status,
+                          bool remember) {
   std::vector<std::shared_ptr<MasterSession>> sessions;
   {
     absl::MutexLock lock(&mu_);
+    if (remember) lost_[task] = status;
     for (auto& [handle, session] : sessions_) sessions.push_back(session);
   }
   for (const auto& session : sessions) session->AbortStepsOn(task, status);

@@ -84,7 +84,14 @@ class Master {
   // Ends every running step with a partition on `task`
   // ("/job:ps/replica:0/task:0") with `status`: the server's coordination
   // watch calls it when that task is lost.
-  void AbortStepsOn(const std::string& task, const absl::Status& status);
+  // With `remember` (the task failed; a clean disconnect is a planned
+  // restart, not a failure), also remembers `task` as lost: new sessions
+  // that need it fail at once (MasterEnv::lost_task_status) until
+  // TaskBack(task).
+  void AbortStepsOn(const std::string& task, const absl::Status& status,
+                    bool remember = false);
+  // `task` is connected again (re-registered with the coordination service).
+  void TaskBack(const std::string& task);
 
   // Test hook: runs one session-GC pass now (as the GC thread does every
   // 10 s), at the env's clock.
@@ -104,6 +111,8 @@ class Master {
   absl::Status stopped_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<MasterSession>> sessions_
       ABSL_GUARDED_BY(mu_);
+  // Tasks reported lost by AbortStepsOn and not back yet, with why.
+  absl::flat_hash_map<std::string, absl::Status> lost_ ABSL_GUARDED_BY(mu_);
 
   std::thread gc_thread_;  // Only with gc_seconds_ > 0.
 };

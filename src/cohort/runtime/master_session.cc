@@ -183,6 +183,18 @@ absl::Status MasterSession::Discover(CallOptions* opts,
     }
     pending = std::move(again);
     if (pending.empty()) break;
+    // A task the coordination service already declared lost will not
+    // answer by the deadline either: say so now.
+    if (env_->lost_task_status) {
+      for (const std::string& task : pending) {
+        absl::Status lost = env_->lost_task_status(task);
+        if (!lost.ok()) {
+          return absl::UnavailableError(absl::StrCat(
+              "CreateSession: ", task, " (", env_->workers->TaskAddress(task),
+              ") did not answer and is known to be lost: ", lost.message()));
+        }
+      }
+    }
     if ((opts != nullptr && opts->cancelled()) || (stop && stop())) {
       return absl::CancelledError(
           "CreateSession was cancelled (by the client, or the master is "
@@ -473,10 +485,16 @@ absl::Time MasterSession::RegisterDeadline(int64_t timeout_in_ms) const {
   return std::min(step, env_->env->Now() + kDefaultDiscoveryTimeout);
 }
 
-absl::Time MasterSession::StepDeadline(int64_t timeout_in_ms) const {
+absl::Duration MasterSession::StepTimeout(int64_t timeout_in_ms) const {
   if (timeout_in_ms <= 0) timeout_in_ms = config_.operation_timeout_in_ms();
-  if (timeout_in_ms <= 0) return absl::InfiniteFuture();
-  return env_->env->Now() + absl::Milliseconds(timeout_in_ms);
+  if (timeout_in_ms > 0) return absl::Milliseconds(timeout_in_ms);
+  return env_->default_step_timeout;
+}
+
+absl::Time MasterSession::StepDeadline(int64_t timeout_in_ms) const {
+  const absl::Duration timeout = StepTimeout(timeout_in_ms);
+  if (timeout == absl::InfiniteDuration()) return absl::InfiniteFuture();
+  return env_->env->Now() + timeout;
 }
 
 absl::Status MasterSession::Run(CallOptions* opts,
@@ -674,11 +692,11 @@ absl::Status MasterSession::RunSignature(CallOptions* opts,
   if (!still_running.empty()) {
     return absl::DeadlineExceededError(absl::StrCat(
         "step ", step_id, " timed out after ",
-        absl::FormatDuration(absl::Milliseconds(
-            timeout_in_ms > 0 ? timeout_in_ms
-                              : config_.operation_timeout_in_ms())),
+        absl::FormatDuration(StepTimeout(timeout_in_ms)),
         "; still waiting for ", absl::StrJoin(still_running, ", "),
-        " (RunGraph)"));
+        " (RunGraph). Check those tasks (a hung op, a Recv nothing sends); "
+        "a longer step needs operation_timeout_in_ms or the server's "
+        "--step-timeout"));
   }
   if (step.root >= 0) return step.calls[step.root].status;
   for (size_t p = 0; p < n; ++p) {

@@ -61,6 +61,13 @@ struct MasterEnv {
   Env* env = nullptr;              // Not owned; the clock.
   const OpRegistry* op_registry = nullptr;
   uint64_t incarnation = 0;  // This master's, random non-zero.
+  // A step's deadline when neither the step nor the session's config sets
+  // one (server.h's kDefaultStepTimeout; infinite: none).
+  absl::Duration default_step_timeout = absl::InfiniteDuration();
+  // Non-OK when the coordination service reports `task` lost (and it has
+  // not come back): session discovery then fails at once, naming it,
+  // instead of waiting out its timeout. Null: no such knowledge.
+  std::function<absl::Status(const std::string& task)> lost_task_status;
 };
 
 class MasterSession {
@@ -140,6 +147,9 @@ class MasterSession {
                             std::vector<const TensorProto*> feeds,
                             int64_t timeout_in_ms,
                             std::vector<TensorProto>* fetches);
+  // The step's timeout: its own, else the session config's
+  // operation_timeout_in_ms, else the server's default (may be infinite).
+  absl::Duration StepTimeout(int64_t timeout_in_ms) const;
   absl::Time StepDeadline(int64_t timeout_in_ms) const;
   absl::Time RegisterDeadline(int64_t timeout_in_ms) const;
   void CleanupStep(const Signature& sig, int64_t step_id);

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cohort/base/env.h"
@@ -11,6 +12,7 @@
 #include "cohort/graph/device.h"
 #include "cohort/graph/standard_registries.h"
 #include "cohort/rpc/socket.h"
+#include "cohort/runtime/device_name.h"
 #include "cohort/runtime/grpc_master_service.h"
 #include "cohort/runtime/grpc_worker_cache.h"
 #include "cohort/runtime/grpc_worker_service.h"
@@ -84,6 +86,16 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
                      def.ShortDebugString(),
                      "\nThe available server factories are: [ GRPC_SERVER ]"));
   }
+  // A name with '/' or ':' would change the meaning of every device name
+  // and task address built from it.
+  for (const JobDef& j : def.cluster().job()) {
+    if (!IsValidJobName(j.name())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job name \"", absl::CEscape(j.name()),
+          "\" in the cluster is not a valid job name: use a letter, then "
+          "letters, digits or '_' (no '/', ':' or spaces)"));
+    }
+  }
   const JobDef* job = FindJob(def.cluster(), def.job_name());
   if (job == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -112,6 +124,19 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
   }
   if (address.host.empty()) address.host = "localhost";
 
+  if (options.num_threads > kMaxServerThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", task_, ": ", options.num_threads,
+                     " threads asked for; at most ", kMaxServerThreads,
+                     " (0 for one per core)"));
+  }
+  if (options.default_step_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", task_,
+                     ": the default step timeout must be positive (or "
+                     "infinite for none), got ",
+                     absl::FormatDuration(options.default_step_timeout)));
+  }
   server_def_ = def;
   Env* env = options.env != nullptr ? options.env : Env::Default();
   env_ = env;
@@ -137,6 +162,7 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
   master_env.workers = worker_cache_.get();
   master_env.env = env;
   master_env.op_registry = StandardOpRegistry();
+  master_env.default_step_timeout = options.default_step_timeout;
   master_ = std::make_unique<Master>(master_env);
 
   ServerCoordinationOptions coordination;
@@ -148,8 +174,12 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
   coordination.launcher_service_address = options.launcher_coordination_address;
   Master* master = master_.get();
   coordination.on_task_lost = [master](const std::string& task,
-                                       const absl::Status& status) {
-    master->AbortStepsOn(task, status);
+                                       const absl::Status& status,
+                                       bool failed) {
+    master->AbortStepsOn(task, status, /*remember=*/failed);
+  };
+  coordination.on_task_back = [master](const std::string& task) {
+    master->TaskBack(task);
   };
   COHORT_ASSIGN_OR_RETURN(coordination_,
                           ServerCoordination::Create(std::move(coordination)));

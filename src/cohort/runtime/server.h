@@ -72,11 +72,24 @@ class ServerCoordination;
 class TensorDataService;
 class Worker;
 
+// A step whose session sets no operation_timeout_in_ms (nor the step its
+// own timeout) ends with DeadlineExceeded, naming the tasks still running
+// it, after this long: torch.distributed's default collective timeout. A
+// hung step (a Recv nobody sends, a task that stalls without losing its
+// heartbeat) then ends instead of holding its caller for ever.
+inline constexpr absl::Duration kDefaultStepTimeout = absl::Minutes(30);
+// Threads a server's device may have: each costs a stack, and a million
+// took a machine down.
+inline constexpr int kMaxServerThreads = 1024;
+
 struct ServerOptions {
   rpc::TransportSecurity security;
   Env* env = nullptr;  // Null = Env::Default().
-  // Threads of the task's device; <= 0 = hardware threads.
+  // Threads of the task's device; <= 0 = hardware threads; at most
+  // kMaxServerThreads (InvalidArgument beyond).
   int num_threads = 0;
+  // See kDefaultStepTimeout; absl::InfiniteDuration() for no limit.
+  absl::Duration default_step_timeout = kDefaultStepTimeout;
   // The coordination service of a launcher this task runs under
   // (COHORT_COORDINATION_SERVICE_ADDRESS), or "": then the ServerDef's
   // coordination_config decides (server_coordination.h).

@@ -269,6 +269,10 @@ void ServerCoordination::WatchLoop() {
       if (task == me) continue;
       if (t.state() == coord::TASK_STATE_CONNECTED) {
         seen_connected[task] = true;
+        if (reported[task] && options_.on_task_back) {
+          COHORT_LOG(INFO) << me << ": " << task << " is back";
+          options_.on_task_back(task);
+        }
         reported[task] = false;
         continue;
       }
@@ -289,7 +293,9 @@ void ServerCoordination::WatchLoop() {
       } else {
         COHORT_LOG(INFO) << me << ": " << task << " disconnected (shut down)";
       }
-      if (options_.on_task_lost) options_.on_task_lost(task, lost);
+      if (options_.on_task_lost) {
+        options_.on_task_lost(task, lost, t.state() == coord::TASK_STATE_ERROR);
+      }
     }
   }
 }

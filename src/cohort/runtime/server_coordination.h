@@ -19,12 +19,14 @@
 //
 // What it does: an agent registers this task (retrying until the service
 // is up; a task declared dead re-registers) and heartbeats; a watch thread
-// long-polls the service's job state and calls `on_task_lost(task, status)`
+// long-polls the service's job state and calls `on_task_lost(task, status,
+// failed)`
 // once for each task that leaves CONNECTED (task "/job:J/replica:0/task:T",
 // status Unavailable naming it), which the Server uses to end the steps
 // that wait on that task. The agent's errors are logged, never fatal.
 //
-// Thread safety: thread-safe. `on_task_lost` runs on the watch thread.
+// Thread safety: thread-safe. `on_task_lost` and `on_task_back` run on the
+// watch thread.
 #ifndef COHORT_RUNTIME_SERVER_COORDINATION_H_
 #define COHORT_RUNTIME_SERVER_COORDINATION_H_
 
@@ -61,8 +63,13 @@ struct ServerCoordinationOptions {
   Env* env = nullptr;
   // The launcher's service ("host:port"), or "" when not under a launcher.
   std::string launcher_service_address;
-  std::function<void(const std::string& task, const absl::Status& status)>
+  // `failed`: the task is in ERROR (a heartbeat timeout, a reported
+  // error), not a clean disconnect.
+  std::function<void(const std::string& task, const absl::Status& status,
+                     bool failed)>
       on_task_lost;
+  // Called once when a task reported lost is connected again.
+  std::function<void(const std::string& task)> on_task_back;
 };
 
 class ServerCoordination {

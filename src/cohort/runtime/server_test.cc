@@ -2,9 +2,16 @@
 // TensorFlow's order and words) and the lifecycle state machine.
 #include "cohort/runtime/server.h"
 
+#include <climits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/graph/builder.h"
+#include "cohort/graph/kernels/array_ops.h"
+#include "cohort/graph/kernels/elementwise_ops.h"
+#include "cohort/graph/kernels/random_ops.h"
+#include "cohort/graph/kernels/sendrecv_ops.h"
+#include "cohort/graph/kernels/shape_ops.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/runtime/grpc_session.h"
 #include "gmock/gmock.h"
@@ -128,6 +135,126 @@ TEST(ServerTest, StoppedServerRefusesNewSessions) {
   EXPECT_TRUE(absl::IsUnavailable(session.status()) ||
               absl::IsDeadlineExceeded(session.status()))
       << session.status();
+}
+
+TEST(ServerTest, JobNamesThatWouldBreakDeviceNamesAreRefused) {
+  for (const char* name : {"a/b", "ps:0", "", "two words", "9lives"}) {
+    SCOPED_TRACE(name);
+    ServerDef def = OneTask("127.0.0.1:0");
+    def.mutable_cluster()->mutable_job(0)->set_name(name);
+    def.set_job_name(name);
+    auto s = Server::Create(def);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr("not a valid job name"));
+  }
+}
+
+TEST(ServerTest, ThreadsAndStepTimeoutAreChecked) {
+  ServerOptions options;
+  options.num_threads = kMaxServerThreads + 1;
+  auto s = Server::Create(OneTask("127.0.0.1:0"), options);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("1025 threads"));
+  options.num_threads = 0;
+  options.default_step_timeout = absl::ZeroDuration();
+  s = Server::Create(OneTask("127.0.0.1:0"), options);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("step timeout"));
+}
+
+// A started one-task server with a job token, and a session on it for
+// `graph`, as a client process would make one.
+struct LiveServer {
+  std::unique_ptr<Server> server;
+  std::unique_ptr<GrpcSession> session;
+};
+LiveServer StartWithSession(const Scope& root, ServerOptions options) {
+  options.security.job_token = "server-test-token-0123";
+  LiveServer live;
+  auto server = Server::Create(OneTask("127.0.0.1:0"), options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return live;
+  live.server = std::move(*server);
+  EXPECT_TRUE(live.server->Start().ok());
+  GraphDef graph;
+  EXPECT_TRUE(root.ToGraphDef(&graph).ok());
+  GrpcSessionOptions session_options;
+  session_options.security = options.security;
+  session_options.rpc_timeout = absl::Seconds(30);
+  auto session =
+      GrpcSession::Create(live.server->target(), graph, session_options);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (session.ok()) live.session = std::move(*session);
+  return live;
+}
+
+// A step whose session sets no timeout still ends, at the server's
+// default, naming the task that was still running it.
+TEST(ServerTest, AStepWithoutATimeoutEndsAtTheServersDefault) {
+  ServerOptions options;
+  options.default_step_timeout = absl::Milliseconds(500);
+  const std::string task = "/job:worker/replica:0/task:0";
+  const std::string device = task + "/device:CPU:0";
+  Scope root = Scope::NewRootScope().WithDevice(task);
+  // A Recv nothing sends: the step can only end by its deadline.
+  auto stuck = ops::Recv(root.WithOpName("wait"), DT_FLOAT, "never_sent",
+                         device, device);
+  ops::Identity(root.WithOpName("stuck"), stuck);
+  LiveServer live = StartWithSession(root, options);
+  ASSERT_NE(live.session, nullptr);
+  absl::Status step = live.session->Run({}, {"stuck:0"}, {}, nullptr);
+  // Only the server's default could end it: the session set no timeout.
+  // (The partition's executor and the master hold the same deadline; either
+  // may report it first, and both name the task.)
+  EXPECT_EQ(step.code(), absl::StatusCode::kDeadlineExceeded) << step;
+  EXPECT_THAT(std::string(step.message()), HasSubstr(task));
+}
+
+// The graphs that used to kill a server (SIGFPE, an out-of-memory abort),
+// sent to a live one over gRPC: each fails (or wraps) in its own step, and
+// the server goes on serving.
+TEST(ServerTest, GraphsThatKilledAServerFailOnlyTheirStep) {
+  Scope root = Scope::NewRootScope().WithDevice("/job:worker/replica:0/task:0");
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_INT32);
+  auto y = ops::Placeholder(root.WithOpName("y"), DT_INT32);
+  ops::Div(root.WithOpName("div"), x, y);
+  auto dims = ops::Placeholder(root.WithOpName("dims"), DT_INT32);
+  ops::Fill(root.WithOpName("fill"), dims, 1.0f);
+  ops::RandomUniform(root.WithOpName("rand"), dims, DT_FLOAT);
+  LiveServer live = StartWithSession(root, {});
+  ASSERT_NE(live.session, nullptr);
+  GrpcSession* session = live.session.get();
+  std::vector<Tensor> out;
+  // INT_MIN / -1: the two's complement answer, not SIGFPE.
+  ASSERT_TRUE(session
+                  ->Run({{"x", Tensor::Vec<int32_t>({INT_MIN})},
+                         {"y", Tensor::Vec<int32_t>({-1})}},
+                        {"div:0"}, {}, &out)
+                  .ok());
+  EXPECT_TRUE(out[0].Equals(Tensor::Vec<int32_t>({INT_MIN})));
+  absl::Status by_zero = session->Run(
+      {{"x", Tensor::Vec<int32_t>({7})}, {"y", Tensor::Vec<int32_t>({0})}},
+      {"div:0"}, {}, &out);
+  EXPECT_EQ(by_zero.code(), absl::StatusCode::kInvalidArgument) << by_zero;
+  EXPECT_THAT(by_zero.message(), HasSubstr("div"));
+  for (const char* fetch : {"fill:0", "rand:0"}) {
+    absl::Status huge = session->Run(
+        {{"dims", Tensor::Vec<int32_t>({2147483647, 512})}}, {fetch}, {}, &out);
+    EXPECT_EQ(huge.code(), absl::StatusCode::kResourceExhausted) << huge;
+    EXPECT_THAT(huge.message(), HasSubstr("needs 4398046509056 bytes"));
+  }
+  // Still serving, for this session and a new one.
+  ASSERT_TRUE(
+      session
+          ->Run({{"dims", Tensor::Vec<int32_t>({2, 3})}}, {"fill:0"}, {}, &out)
+          .ok());
+  EXPECT_EQ(out[0].NumElements(), 6);
+  GraphDef graph;
+  ASSERT_TRUE(root.ToGraphDef(&graph).ok());
+  GrpcSessionOptions again;
+  again.security.job_token = "server-test-token-0123";
+  auto second = GrpcSession::Create(live.server->target(), graph, again);
+  EXPECT_TRUE(second.ok()) << second.status();
 }
 
 }  // namespace
