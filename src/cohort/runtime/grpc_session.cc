@@ -86,8 +86,8 @@ absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(
     // Unavailable from the master itself (a task it needs is lost) is an
     // answer; only gRPC's own (no master there yet) is waited out.
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        rpc::AnsweredByService(status) ||
-        rpc::IsCertificateRejection(status) || absl::Now() >= deadline) {
+        rpc::AnsweredByService(status) || rpc::IsCertificateRejection(status) ||
+        absl::Now() >= deadline) {
       COHORT_RETURN_IF_ERROR(FromRpc(status, target));
       break;
     }
