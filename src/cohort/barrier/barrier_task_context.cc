@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
+#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/status_conversion.h"
 #include "cohort/rpc/transport.h"
@@ -86,7 +87,8 @@ absl::StatusOr<std::unique_ptr<rpc::FramedClient>> ConnectWithRetries(
   absl::Duration backoff = absl::Milliseconds(20);
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<std::unique_ptr<rpc::FramedClient>> client =
-        rpc::FramedClient::Connect(address, token, deadline);
+        rpc::FramedClient::Connect(address, token, deadline,
+                                   rpc::kDefaultMaxFrame, kBarrierTcpIdentity);
     if (client.ok() || !absl::IsUnavailable(client.status()) || attempt == 8 ||
         absl::Now() + backoff >= deadline) {
       return client;

@@ -14,6 +14,7 @@ absl::StatusOr<std::unique_ptr<BarrierTcpServer>> BarrierTcpServer::Start(
   if (options.name == rpc::FramedServerOptions().name) {
     options.name = "barrier TCP server";
   }
+  options.identity = kBarrierTcpIdentity;
   absl::StatusOr<std::unique_ptr<rpc::FramedServer>> server =
       rpc::FramedServer::Start(std::move(options), s.get());
   if (!server.ok()) return server.status();

@@ -35,6 +35,10 @@
 
 namespace cohort::barrier {
 
+// The framed identity (rpc::FramedServerOptions::identity) of a job's
+// barrier TCP server, which BarrierTaskContext clients expect.
+inline constexpr char kBarrierTcpIdentity[] = "barrier coordinator";
+
 class BarrierTcpServer : private rpc::FramedServer::Handler {
  public:
   // Listens on options.host:0 (options.job_token is required of clients).

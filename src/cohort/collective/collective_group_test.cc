@@ -427,17 +427,26 @@ TEST(RingCommunicatorTest, EndpointRefusesWrongTokenAndStrangers) {
   auto c = RingCommunicator::Start(o, "127.0.0.1");
   ASSERT_TRUE(c.ok()) << c.status();
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  auto wrong = rpc::FramedClient::Connect((*c)->address(), "wrong", deadline);
+  const std::string me = (*c)->Identity(0);
+  auto wrong = rpc::FramedClient::Connect((*c)->address(), "wrong", deadline,
+                                          rpc::kDefaultMaxFrame, me);
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated);
+  // The right token, but meant for another member's endpoint (as a
+  // handshake relayed from a dead member's port would be): refused.
+  auto relayed =
+      rpc::FramedClient::Connect((*c)->address(), "right", deadline,
+                                 rpc::kDefaultMaxFrame, (*c)->Identity(1));
+  EXPECT_EQ(relayed.status().code(), absl::StatusCode::kUnauthenticated);
   // The right token but not the previous member (rank 2 is): cut off.
-  auto stranger =
-      rpc::FramedClient::Connect((*c)->address(), "right", deadline);
+  auto stranger = rpc::FramedClient::Connect((*c)->address(), "right", deadline,
+                                             rpc::kDefaultMaxFrame, me);
   ASSERT_TRUE(stranger.ok()) << stranger.status();
   std::string hello;
   rpc::PutFixed32(&hello, 1);
   EXPECT_FALSE((*stranger)->Call(hello, deadline).ok());
   // A piece before any hello is not a hello either.
-  auto rude = rpc::FramedClient::Connect((*c)->address(), "right", deadline);
+  auto rude = rpc::FramedClient::Connect((*c)->address(), "right", deadline,
+                                         rpc::kDefaultMaxFrame, me);
   ASSERT_TRUE(rude.ok());
   EXPECT_FALSE((*rude)->Call(std::string(4096, 'x'), deadline).ok());
 }

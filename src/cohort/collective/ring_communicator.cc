@@ -183,6 +183,7 @@ absl::StatusOr<std::unique_ptr<RingCommunicator>> RingCommunicator::Start(
       absl::StrCat("collective endpoint of group '", c->options_.group, "'");
   server_options.host = host;
   server_options.job_token = c->options_.job_token;
+  server_options.identity = c->Identity(c->options_.rank);
   server_options.max_frame_bytes = c->options_.chunk_bytes + kPieceHeader;
   // The previous member, plus room for strangers to be refused.
   server_options.max_connections = 16;
@@ -190,6 +191,11 @@ absl::StatusOr<std::unique_ptr<RingCommunicator>> RingCommunicator::Start(
   COHORT_ASSIGN_OR_RETURN(
       c->server_, rpc::FramedServer::Start(server_options, c->inbox_.get()));
   return c;
+}
+
+std::string RingCommunicator::Identity(int rank) const {
+  return absl::StrCat("collective group '", options_.group, "' rank ", rank,
+                      " (", options_.tasks[rank], ")");
 }
 
 std::string RingCommunicator::Member(int rank) const {
@@ -206,7 +212,8 @@ absl::Status RingCommunicator::Connect(
   if (size() == 1) return absl::OkStatus();
   next_address_ = addresses[next()];
   absl::StatusOr<std::unique_ptr<rpc::FramedClient>> client =
-      rpc::FramedClient::Connect(next_address_, options_.job_token, deadline);
+      rpc::FramedClient::Connect(next_address_, options_.job_token, deadline,
+                                 rpc::kDefaultMaxFrame, Identity(next()));
   if (!client.ok()) {
     return Fail(
         absl::Status(client.status().code(),

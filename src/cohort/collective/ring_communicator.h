@@ -79,6 +79,9 @@ class RingCommunicator : public Communicator {
 
   // "host:port" of this member's endpoint.
   std::string address() const { return server_->address(); }
+  // The framed identity of `rank`'s endpoint (its FramedServerOptions::
+  // identity): the previous member connects to that rank's and no other.
+  std::string Identity(int rank) const;
 
   // Connects to the next member (addresses[(rank + 1) % N]) by `deadline`.
   // Unavailable / Unauthenticated / DeadlineExceeded naming the member.

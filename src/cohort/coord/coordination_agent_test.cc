@@ -476,7 +476,8 @@ rpc::UniqueFd RawFramedConnection(const std::string& address,
       rpc::ParseGreeting(ReadFrameFrom(fd->get()));
   EXPECT_TRUE(nonce.ok()) << nonce.status();
   std::string out;
-  rpc::AppendFrame(&out, rpc::HelloProof(token, nonce.value_or("")));
+  rpc::AppendFrame(&out, rpc::HelloProof(token, nonce.value_or(""),
+                                         kFramedCoordinationIdentity));
   EXPECT_EQ(write(fd->get(), out.data(), out.size()),
             static_cast<ssize_t>(out.size()));
   EXPECT_FALSE(ReadFrameFrom(fd->get()).empty());  // the handshake's OK
@@ -509,6 +510,7 @@ class FramedCapsTest : public ::testing::Test {
         std::make_unique<FramedCoordinationService>(service_.get(), limits);
     rpc::FramedServerOptions options;
     options.job_token = "right";
+    options.identity = kFramedCoordinationIdentity;
     auto server = rpc::FramedServer::Start(options, handler_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);

@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
       framed.host = options.framed_address.substr(0, at);
     }
     framed.job_token = options.security.job_token;
+    framed.identity = kFramedCoordinationIdentity;
     framed.insecure = options.security.insecure;
     // An agent holds a few connections (its calls, heartbeats and error
     // polling each take one): room for a thousand tasks or more, within

@@ -260,7 +260,9 @@ class FramedCalls {
         std::min(deadline, absl::Now() + absl::Seconds(30));
     while (true) {
       absl::StatusOr<std::unique_ptr<rpc::FramedChannel>> c =
-          rpc::FramedChannel::Connect(address_, job_token_, connect_deadline);
+          rpc::FramedChannel::Connect(address_, job_token_, connect_deadline,
+                                      rpc::kDefaultMaxFrame,
+                                      kFramedCoordinationIdentity);
       if (c.ok()) {
         std::shared_ptr<rpc::FramedChannel> channel = *std::move(c);
         absl::MutexLock lock(&mu_);

@@ -53,6 +53,9 @@ namespace cohort::coord {
 
 // Targets with this prefix name a framed coordination endpoint.
 inline constexpr char kFramedTargetPrefix[] = "framed:";
+// The framed identity (rpc::FramedServerOptions::identity) of a job's
+// coordination service: its clients connect to nothing else.
+inline constexpr char kFramedCoordinationIdentity[] = "coordination service";
 
 // Caps on the calls the framed endpoint holds (see "Service" above).
 struct FramedCoordinationLimits {

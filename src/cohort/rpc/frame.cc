@@ -18,8 +18,8 @@ namespace {
 
 // Binds a proof to this protocol, so an HMAC of the same token computed for
 // another purpose is never a valid hello.
-constexpr absl::string_view kHelloLabel = "cohort-framed/1 hello ";
-constexpr absl::string_view kServerLabel = "cohort-framed/1 server ";
+constexpr absl::string_view kHelloLabel = "cohort-framed/2 hello ";
+constexpr absl::string_view kServerLabel = "cohort-framed/2 server ";
 
 std::string Hmac(absl::string_view token, absl::string_view message) {
   unsigned char mac[EVP_MAX_MD_SIZE];
@@ -189,24 +189,35 @@ absl::StatusOr<std::string> ParseGreeting(absl::string_view payload) {
   return std::string(payload.substr(kGreetingMagic.size()));
 }
 
-std::string HelloProof(absl::string_view token, absl::string_view nonce) {
-  return Hmac(token, absl::StrCat(kHelloLabel, nonce));
+// The server's identity, length-prefixed so that no identity and nonce can
+// be read as another pair.
+std::string BoundIdentity(absl::string_view identity) {
+  std::string out;
+  PutFixed32(&out, static_cast<uint32_t>(identity.size()));
+  out.append(identity.data(), identity.size());
+  return out;
+}
+
+std::string HelloProof(absl::string_view token, absl::string_view nonce,
+                       absl::string_view identity) {
+  return Hmac(token, absl::StrCat(kHelloLabel, BoundIdentity(identity), nonce));
 }
 
 bool VerifyHello(absl::string_view token, absl::string_view nonce,
-                 absl::string_view proof) {
+                 absl::string_view proof, absl::string_view identity) {
   if (token.empty()) return true;
   if (proof.size() != kProofBytes &&
       proof.size() != kProofBytes + kNonceBytes) {
     return false;
   }
-  const std::string expected = HelloProof(token, nonce);
+  const std::string expected = HelloProof(token, nonce, identity);
   return CRYPTO_memcmp(expected.data(), proof.data(), kProofBytes) == 0;
 }
 
 std::string HelloPayload(absl::string_view token, absl::string_view nonce,
-                         absl::string_view client_nonce) {
-  return absl::StrCat(HelloProof(token, nonce), client_nonce);
+                         absl::string_view client_nonce,
+                         absl::string_view identity) {
+  return absl::StrCat(HelloProof(token, nonce, identity), client_nonce);
 }
 
 absl::string_view HelloClientNonce(absl::string_view hello) {
@@ -215,15 +226,18 @@ absl::string_view HelloClientNonce(absl::string_view hello) {
 }
 
 std::string ServerProof(absl::string_view token, absl::string_view nonce,
-                        absl::string_view client_nonce) {
-  return Hmac(token, absl::StrCat(kServerLabel, client_nonce, nonce));
+                        absl::string_view client_nonce,
+                        absl::string_view identity) {
+  return Hmac(token, absl::StrCat(kServerLabel, BoundIdentity(identity),
+                                  client_nonce, nonce));
 }
 
 bool VerifyServerProof(absl::string_view token, absl::string_view nonce,
-                       absl::string_view client_nonce,
-                       absl::string_view proof) {
+                       absl::string_view client_nonce, absl::string_view proof,
+                       absl::string_view identity) {
   if (proof.size() != kProofBytes) return false;
-  const std::string expected = ServerProof(token, nonce, client_nonce);
+  const std::string expected =
+      ServerProof(token, nonce, client_nonce, identity);
   return CRYPTO_memcmp(expected.data(), proof.data(), kProofBytes) == 0;
 }
 

@@ -4,11 +4,12 @@
 // Every frame is a u32 little-endian length followed by that many bytes.
 // A connection runs:
 //   server -> client  greeting: kGreetingMagic + 32-byte random nonce
-//   client -> server  hello:    HMAC-SHA256(job token, kHelloLabel + nonce)
+//   client -> server  hello:    HMAC-SHA256(job token, kHelloLabel +
+//                               server identity + nonce)
 //                               + the client's own 32-byte random nonce
 //   server -> client  reply:    OK with HMAC-SHA256(job token, kServerLabel +
-//                               client nonce + nonce), or Unauthenticated and
-//                               the server closes
+//                               server identity + client nonce + nonce), or
+//                               Unauthenticated and the server closes
 // The server's proof lets the client refuse an impostor that bound the port
 // before the real server: a client that checks it never sends a request, and
 // so nothing it learned from the job, to a server without the token. (A
@@ -151,23 +152,33 @@ std::string GreetingPayload(absl::string_view nonce);
 // or length: the peer is not a cohort framed server).
 absl::StatusOr<std::string> ParseGreeting(absl::string_view payload);
 
-// kProofBytes of HMAC-SHA256(token, kHelloLabel + nonce).
-std::string HelloProof(absl::string_view token, absl::string_view nonce);
+// `identity` in the proofs below is the server's name as the client means
+// it ("tensor data plane of /job:ps/replica:0/task:0"), bound into both
+// proofs: a process that binds a dead server's port cannot relay a client's
+// handshake to another live server of the job, since that one has another
+// identity and refuses the proof (and the client refuses its answer).
+
+// kProofBytes of HMAC-SHA256(token, kHelloLabel + identity + nonce).
+std::string HelloProof(absl::string_view token, absl::string_view nonce,
+                       absl::string_view identity = {});
 // Constant-time check of a client's hello. An empty `token` accepts anything
 // (a server explicitly started without authentication).
 bool VerifyHello(absl::string_view token, absl::string_view nonce,
-                 absl::string_view proof);
+                 absl::string_view proof, absl::string_view identity = {});
 // The hello a server-checking client sends: HelloProof + `client_nonce`.
 std::string HelloPayload(absl::string_view token, absl::string_view nonce,
-                         absl::string_view client_nonce);
+                         absl::string_view client_nonce,
+                         absl::string_view identity = {});
 // The client nonce of a hello; "" for a hello of the proof alone.
 absl::string_view HelloClientNonce(absl::string_view hello);
 // The server's proof: kProofBytes of HMAC-SHA256(token, kServerLabel +
-// client_nonce + nonce).
+// identity + client_nonce + nonce).
 std::string ServerProof(absl::string_view token, absl::string_view nonce,
-                        absl::string_view client_nonce);
+                        absl::string_view client_nonce,
+                        absl::string_view identity = {});
 bool VerifyServerProof(absl::string_view token, absl::string_view nonce,
-                       absl::string_view client_nonce, absl::string_view proof);
+                       absl::string_view client_nonce, absl::string_view proof,
+                       absl::string_view identity = {});
 
 // kNonceBytes from the kernel's CSPRNG.
 std::string RandomNonce();

@@ -181,6 +181,27 @@ TEST(HelloTest, ProofHoldsOnlyForTheSameTokenAndNonce) {
   EXPECT_TRUE(VerifyHello("", nonce, "anything"));
 }
 
+// Both proofs bind the server's identity: a hello meant for one server is
+// refused by another of the same job, and the other's answer by the client.
+TEST(FrameTest, ProofsBindTheServersIdentity) {
+  const std::string nonce = RandomNonce();
+  const std::string client_nonce = RandomNonce();
+  const std::string hello =
+      HelloPayload("job-token", nonce, client_nonce, "server A");
+  EXPECT_TRUE(VerifyHello("job-token", nonce, hello, "server A"));
+  EXPECT_FALSE(VerifyHello("job-token", nonce, hello, "server B"));
+  EXPECT_FALSE(VerifyHello("job-token", nonce, hello));
+  const std::string proof =
+      ServerProof("job-token", nonce, client_nonce, "server B");
+  EXPECT_FALSE(
+      VerifyServerProof("job-token", nonce, client_nonce, proof, "server A"));
+  EXPECT_TRUE(
+      VerifyServerProof("job-token", nonce, client_nonce, proof, "server B"));
+  // The length prefix keeps identity and nonce apart.
+  EXPECT_NE(HelloProof("job-token", nonce, "a"),
+            HelloProof("job-token", nonce, ""));
+}
+
 // The server proves the token too: over both nonces, so an impostor that
 // bound the port cannot answer, and a proof for one client fits no other.
 TEST(FrameTest, ServerProofBindsTokenAndBothNonces) {

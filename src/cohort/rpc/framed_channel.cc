@@ -439,10 +439,12 @@ class FramedChannel::Core {
 
 absl::StatusOr<std::unique_ptr<FramedChannel>> FramedChannel::Connect(
     const std::string& address, const std::string& job_token,
-    absl::Time deadline, size_t max_frame_bytes) {
+    absl::Time deadline, size_t max_frame_bytes,
+    const std::string& server_identity) {
   COHORT_ASSIGN_OR_RETURN(
       std::unique_ptr<FramedClient> client,
-      FramedClient::Connect(address, job_token, deadline, max_frame_bytes));
+      FramedClient::Connect(address, job_token, deadline, max_frame_bytes,
+                            server_identity));
   COHORT_ASSIGN_OR_RETURN(UniqueFd fd, client->TakeConnection());
   auto core = std::make_shared<Core>(std::move(fd), address, max_frame_bytes);
   return std::unique_ptr<FramedChannel>(new FramedChannel(core, address));

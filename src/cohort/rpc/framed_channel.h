@@ -68,7 +68,8 @@ class FramedChannel {
   // FramedClient::Connect's (the server's proof is required).
   static absl::StatusOr<std::unique_ptr<FramedChannel>> Connect(
       const std::string& address, const std::string& job_token,
-      absl::Time deadline, size_t max_frame_bytes = kDefaultMaxFrame);
+      absl::Time deadline, size_t max_frame_bytes = kDefaultMaxFrame,
+      const std::string& server_identity = "");
   // Shuts the connection down (calls in flight end with Unavailable) and
   // ends the reader thread.
   ~FramedChannel();

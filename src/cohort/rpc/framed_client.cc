@@ -16,7 +16,8 @@ namespace cohort::rpc {
 
 absl::StatusOr<std::unique_ptr<FramedClient>> FramedClient::Connect(
     const std::string& address, const std::string& job_token,
-    absl::Time deadline, size_t max_frame_bytes) {
+    absl::Time deadline, size_t max_frame_bytes,
+    const std::string& server_identity) {
   COHORT_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(address, deadline));
   std::unique_ptr<FramedClient> client(
       new FramedClient(std::move(fd), address, max_frame_bytes));
@@ -31,14 +32,16 @@ absl::StatusOr<std::unique_ptr<FramedClient>> FramedClient::Connect(
   // Our own nonce: the server must prove it knows the token too.
   const std::string client_nonce = RandomNonce();
   std::string hello;
-  AppendFrame(&hello, HelloPayload(job_token, *nonce, client_nonce));
+  AppendFrame(&hello,
+              HelloPayload(job_token, *nonce, client_nonce, server_identity));
   COHORT_RETURN_IF_ERROR(client->WriteAll(hello, deadline, -1));
   COHORT_ASSIGN_OR_RETURN(std::string reply, client->ReadFrame(deadline, -1));
   absl::StatusOr<std::string> accepted = ParseReply(std::move(reply));
   if (!accepted.ok()) {
     return Annotate(accepted.status(), absl::StrCat("server ", address));
   }
-  if (!VerifyServerProof(job_token, *nonce, client_nonce, *accepted)) {
+  if (!VerifyServerProof(job_token, *nonce, client_nonce, *accepted,
+                         server_identity)) {
     return absl::UnauthenticatedError(absl::StrCat(
         "server ", address,
         " did not prove it knows the job token: another process may have "

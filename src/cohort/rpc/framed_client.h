@@ -33,14 +33,18 @@ namespace cohort::rpc {
 
 class FramedClient {
  public:
-  // Connects to "host:port" and proves `job_token` by `deadline`.
-  // Unavailable when the server cannot be reached; Unauthenticated when it
-  // refuses the token; DeadlineExceeded when the handshake is not done by
-  // the deadline; InvalidArgument for a malformed address or a peer that is
-  // not a cohort framed server. Every message names the address.
+  // Connects to "host:port" and proves `job_token` by `deadline`, to the
+  // server named `server_identity` (FramedServerOptions::identity; both
+  // proofs bind it). Unavailable when the server cannot be reached;
+  // Unauthenticated when it refuses the token (or is another server than
+  // `server_identity`), or cannot prove the token itself; DeadlineExceeded
+  // when the handshake is not done by the deadline; InvalidArgument for a
+  // malformed address or a peer that is not a cohort framed server. Every
+  // message names the address.
   static absl::StatusOr<std::unique_ptr<FramedClient>> Connect(
       const std::string& address, const std::string& job_token,
-      absl::Time deadline, size_t max_frame_bytes = kDefaultMaxFrame);
+      absl::Time deadline, size_t max_frame_bytes = kDefaultMaxFrame,
+      const std::string& server_identity = "");
 
   // Sends `request` and waits for its reply until `deadline`, or until
   // `wake_fd` (if >= 0) becomes readable: Cancelled. Blocks (sending too:

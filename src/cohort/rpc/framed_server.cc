@@ -481,13 +481,14 @@ bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
     handler_->OnRequest(c, std::move(payload));
     return true;
   }
-  if (!VerifyHello(options_.job_token, c->nonce_, payload)) {
+  if (!VerifyHello(options_.job_token, c->nonce_, payload, options_.identity)) {
     std::string reply;
     AppendReplyFrame(&reply, absl::StatusCode::kUnauthenticated,
                      absl::StrCat(options_.name,
-                                  ": wrong or missing job token; check "
+                                  ": wrong or missing job token, or the "
+                                  "client meant another server; check "
                                   "COHORT_JOB_TOKEN / --token-file of the "
-                                  "client"));
+                                  "client and the address it dialled"));
     c->Send(std::move(reply), FramedConnection::Payload());
     *why = "failed authentication (wrong or missing job token)";
     return false;
@@ -499,9 +500,10 @@ bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
   const absl::string_view client_nonce = HelloClientNonce(payload);
   std::string ok;
   AppendReplyFrame(&ok, absl::StatusCode::kOk,
-                   client_nonce.empty() ? std::string()
-                                        : ServerProof(options_.job_token,
-                                                      c->nonce_, client_nonce));
+                   client_nonce.empty()
+                       ? std::string()
+                       : ServerProof(options_.job_token, c->nonce_,
+                                     client_nonce, options_.identity));
   c->Send(std::move(ok), FramedConnection::Payload());
   return true;
 }

@@ -75,6 +75,11 @@ struct FramedServerOptions {
   // The secret every client must prove. Empty accepts any client, which
   // Start() refuses beyond loopback unless `insecure` is set.
   std::string job_token;
+  // Who this server is, as its clients name it when they connect
+  // (FramedClient::Connect's `server_identity`), bound into both handshake
+  // proofs (frame.h): a client that meant another server of the job is
+  // refused, so a handshake relayed from a dead server's port gets nowhere.
+  std::string identity;
   bool insecure = false;
   size_t max_frame_bytes = kDefaultMaxFrame;
   int max_connections = 1024;

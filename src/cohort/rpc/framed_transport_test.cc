@@ -190,6 +190,61 @@ TEST(FramedTransportTest, AServerWithoutTheTokenIsRefusedByTheClient) {
               ::testing::HasSubstr("did not prove it knows the job token"));
 }
 
+// A process on a dead server's port relays a client's handshake to another
+// live server of the job (same token) and passes every byte both ways. The
+// proofs bind the server each side means, so the live server refuses a
+// hello meant for the dead one, and no request of the client reaches it.
+TEST(FramedTransportTest, AHandshakeRelayedToAnotherServerIsRefused) {
+  EchoHandler live_handler;
+  FramedServerOptions options;
+  options.identity = "server B";
+  auto live = StartServer(&live_handler, options);
+  ASSERT_NE(live, nullptr);
+  absl::StatusOr<Listener> squatter = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(squatter.ok()) << squatter.status();
+  std::atomic<bool> stop{false};
+  std::thread relay([&] {
+    // One connection, relayed to the live server until either side closes
+    // or the test ends.
+    int victim = -1;
+    while (!stop.load() && victim < 0) {
+      pollfd p{squatter->fd.get(), POLLIN, 0};
+      if (poll(&p, 1, 50) > 0) {
+        victim = accept4(squatter->fd.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      }
+    }
+    if (victim < 0) return;
+    UniqueFd in(victim);
+    absl::StatusOr<UniqueFd> out =
+        ConnectTcp(live->address(), absl::Now() + kWait);
+    if (!out.ok()) return;
+    bool open = true;
+    while (open && !stop.load()) {
+      pollfd p[2] = {{in.get(), POLLIN, 0}, {out->get(), POLLIN, 0}};
+      if (poll(p, 2, 50) <= 0) continue;
+      for (int i = 0; i < 2 && open; ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char buf[4096];
+        const ssize_t n = read(p[i].fd, buf, sizeof(buf));
+        open = n > 0 && send(p[1 - i].fd, buf, n, MSG_NOSIGNAL) == n;
+      }
+    }
+  });
+  auto client =
+      FramedClient::Connect(squatter->address, kToken, absl::Now() + kWait,
+                            kDefaultMaxFrame, "server A");
+  stop = true;
+  relay.join();
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnauthenticated)
+      << client.status();
+  EXPECT_EQ(live_handler.requests.load(), 0);
+  // The live server itself, named right, is reachable.
+  auto direct =
+      FramedClient::Connect(live->address(), kToken, absl::Now() + kWait,
+                            kDefaultMaxFrame, "server B");
+  ASSERT_TRUE(direct.ok()) << direct.status();
+}
+
 TEST(FramedTransportTest, SendingToAPeerThatStopsReadingHonoursDeadline) {
   NeverReadingServer server("tok");
   auto client = FramedClient::Connect(server.address(), "tok",

@@ -96,6 +96,14 @@ absl::StatusOr<Listener> ListenTcp(const std::string& host, int port) {
   }
   UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return SocketError("socket() for", errno, host);
+  // A server restarting on its fixed port must not wait out the TIME_WAIT of
+  // its predecessor's connections (a minute). On Linux this never lets a
+  // second socket listen on a port that has a listener (that would take
+  // SO_REUSEPORT, which stays off), as gRPC's servers do too.
+  const int one = 1;
+  if (setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    return SocketError("setsockopt(SO_REUSEADDR) for", errno, host);
+  }
   socklen_t len = sizeof(addr);
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       listen(fd.get(), 1024) != 0 ||

@@ -64,8 +64,9 @@ int PollTimeoutMs(absl::Time deadline);
 bool IsLoopbackHost(absl::string_view host);
 
 // A listening, non-blocking TCP socket on host:port (port 0: the OS picks
-// one). InvalidArgument for a host that is not a dotted IPv4 address; the
-// bind's error (SocketError) otherwise.
+// one), with SO_REUSEADDR (a restart need not wait for TIME_WAIT; a port
+// with a listener stays refused). InvalidArgument for a host that is not a
+// dotted IPv4 address; the bind's error (SocketError) otherwise.
 struct Listener {
   UniqueFd fd;
   std::string address;  // "host:port" with the bound port

@@ -451,7 +451,14 @@ TEST_F(SquatterTest, GrpcSquatterReceivesNoCall) {
 // handshake's first flight, which holds no token and nothing derived from
 // it but the name the client expects.
 TEST_F(SquatterTest, RawSquatterSeesOnlyAClientHello) {
+  // gRPC closes a stopped server's listening socket on its own threads:
+  // bind the port as soon as it is free (bounded).
   absl::StatusOr<Listener> listener = ListenTcp("127.0.0.1", port_);
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(10);
+       !listener.ok() && absl::Now() < give_up;
+       listener = ListenTcp("127.0.0.1", port_)) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   ASSERT_TRUE(listener.ok()) << listener.status();
   std::atomic<bool> stop{false};
   std::string seen;

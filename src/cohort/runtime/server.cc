@@ -203,7 +203,7 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
     // The framed listener takes a dotted address: "localhost" binds
     // 127.0.0.1, like gRPC's loopback resolution.
     rpc::FramedServerOptions data;
-    data.name = absl::StrCat("tensor data plane of ", task_);
+    data.name = TensorDataIdentity(task_);
     data.host = bind_host == "localhost" ? "127.0.0.1" : bind_host;
     data.job_token = options.security.job_token;
     data.insecure = options.security.insecure;

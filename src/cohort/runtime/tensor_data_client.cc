@@ -143,7 +143,7 @@ TensorDataClient::TakeConnection(absl::Time deadline, bool allow_idle,
       rpc::FramedClient::Connect(
           address_, job_token_,
           std::min(deadline, absl::Now() + kConnectTimeout),
-          TensorDataService::kMaxReplyFrameBytes);
+          TensorDataService::kMaxReplyFrameBytes, TensorDataIdentity(task_));
   if (!c.ok()) return c.status();
   (*c)->set_max_payload_bytes(max_tensor_bytes_);
   absl::MutexLock lock(&mu_);

@@ -16,6 +16,10 @@
 
 namespace cohort::runtime {
 
+std::string TensorDataIdentity(absl::string_view task) {
+  return absl::StrCat("tensor data plane of ", task);
+}
+
 // One call being served. The CallOptions let a closing connection cancel
 // the worker's call; they live until the worker's `done` ran.
 struct TensorDataService::Call {
@@ -50,6 +54,7 @@ TensorDataService::TensorDataService(Worker* worker)
 absl::StatusOr<std::unique_ptr<TensorDataService>> TensorDataService::Start(
     Worker* worker, rpc::FramedServerOptions options) {
   options.max_frame_bytes = kMaxRequestBytes;
+  options.identity = TensorDataIdentity(worker->task_name());
   std::unique_ptr<TensorDataService> service(new TensorDataService(worker));
   COHORT_ASSIGN_OR_RETURN(service->server_,
                           rpc::FramedServer::Start(options, service.get()));

@@ -49,6 +49,11 @@ namespace cohort::runtime {
 
 class Worker;
 
+// The framed identity (rpc::FramedServerOptions::identity) of `task`'s
+// tensor data plane ("/job:ps/replica:0/task:0"): a client that meant one
+// task's data plane is refused by every other.
+std::string TensorDataIdentity(absl::string_view task);
+
 class TensorDataService final : public rpc::FramedServer::Handler {
  public:
   static constexpr size_t kMaxRequestBytes = size_t{4} << 20;
@@ -60,7 +65,8 @@ class TensorDataService final : public rpc::FramedServer::Handler {
 
   // Listens on options.host (port chosen by the OS) with options' token,
   // insecure flag and connection caps; options.max_frame_bytes is lowered
-  // to kMaxRequestBytes. Errors as FramedServer::Start's.
+  // to kMaxRequestBytes and options.identity is the worker's
+  // TensorDataIdentity. Errors as FramedServer::Start's.
   static absl::StatusOr<std::unique_ptr<TensorDataService>> Start(
       Worker* worker, rpc::FramedServerOptions options);
   // Closes every connection (cancelling what they wait for).
