@@ -36,9 +36,10 @@
 
 namespace cohort::runtime {
 
-// Ranks above this are refused (TensorFlow's TensorShape allows 254; no
-// tensor crossing tasks is anywhere near).
-inline constexpr uint32_t kMaxWireRank = 64;
+// Ranks above this are refused: TensorFlow's TensorShape limit, so that a
+// tensor TensorFlow can make can cross tasks (the header is 8 bytes a
+// dimension, 2 KiB at most).
+inline constexpr uint32_t kMaxWireRank = 254;
 
 enum class DataPlaneMethod : uint8_t { kRecvTensor = 1, kRunGraph = 2 };
 
