@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "cohort/graph/builder.h"
@@ -148,6 +149,28 @@ TEST(GraphCannotKillTest, IntegerOverflowWraps) {
 
 // Fill and RandomUniform with shape [2147483647, 512] aborted on an
 // out-of-memory CHECK.
+// A float cast to an integer type it does not fit (found by
+// fuzz_graph_run: 1e277 to int32, undefined behaviour) saturates, and NaN
+// gives 0.
+TEST(GraphCannotKillTest, FloatToIntCastsSaturate) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_DOUBLE);
+  ops::Cast(root.WithOpName("i32"), x, DT_INT32);
+  ops::Cast(root.WithOpName("i64"), x, DT_INT64);
+  auto session = MakeSession(root);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session
+                  ->Run({{"x", Tensor::Vec<double>(
+                                   {1e277, -1e277, nan, -7.9, 2147483647.0})}},
+                        {"i32:0", "i64:0"}, {}, &out)
+                  .ok());
+  EXPECT_TRUE(out[0].Equals(
+      Tensor::Vec<int32_t>({INT32_MAX, INT32_MIN, 0, -7, INT32_MAX})));
+  EXPECT_TRUE(out[1].Equals(
+      Tensor::Vec<int64_t>({INT64_MAX, INT64_MIN, 0, -7, 2147483647})));
+}
+
 TEST(GraphCannotKillTest, HugeShapesFromDataAreResourceExhausted) {
   Scope root = Scope::NewRootScope();
   auto dims = ops::Placeholder(root.WithOpName("dims"), DT_INT32);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -32,10 +33,28 @@ using LessFunctor = CmpFunctor<T, std::less<T>>;
 template <typename T>
 using EqualFunctor = CmpFunctor<T, std::equal_to<T>>;
 
+// A float that does not fit the integer type it is cast to (1e300 to
+// int32, NaN) is undefined behaviour in C++ (x86 happens to give INT_MIN).
+// Such values saturate to the type's range and NaN gives 0, as Java and
+// Rust define the conversion, so a graph's data cannot reach UB.
 template <typename Src, typename Dst>
 struct CastFunctor {
   using result_type = Dst;
-  Dst operator()(const Src& a) const { return static_cast<Dst>(a); }
+  Dst operator()(const Src& a) const {
+    if constexpr (std::is_floating_point_v<Src> && std::is_integral_v<Dst> &&
+                  !std::is_same_v<Dst, bool>) {
+      if (std::isnan(a)) return Dst{0};
+      // The limits as Src: max() rounds up to a power of two for the wide
+      // types, so ">=" is the test for "does not fit".
+      if (a >= static_cast<Src>(std::numeric_limits<Dst>::max())) {
+        return std::numeric_limits<Dst>::max();
+      }
+      if (a <= static_cast<Src>(std::numeric_limits<Dst>::lowest())) {
+        return std::numeric_limits<Dst>::lowest();
+      }
+    }
+    return static_cast<Dst>(a);
+  }
 };
 
 // --- Kernels -----------------------------------------------------------------
