@@ -13,6 +13,7 @@
 #include "cohort/graph/kernels/elementwise_ops.h"
 #include "cohort/graph/kernels/math_ops.h"
 #include "cohort/graph/kernels/random_ops.h"
+#include "cohort/graph/kernels/reduction_ops.h"
 #include "cohort/graph/kernels/shape_ops.h"
 #include "cohort/graph/kernels/state_ops.h"
 #include "cohort/graph/local_session.h"
@@ -169,6 +170,26 @@ TEST(GraphCannotKillTest, FloatToIntCastsSaturate) {
       Tensor::Vec<int32_t>({INT32_MAX, INT32_MIN, 0, -7, INT32_MAX})));
   EXPECT_TRUE(out[1].Equals(
       Tensor::Vec<int64_t>({INT64_MAX, INT64_MIN, 0, -7, 2147483647})));
+}
+
+// Integer Sum and MatMul wrap like the elementwise integer kernels (found by
+// fuzz_graph_run: Eigen's reducer overflowed, undefined behaviour).
+TEST(GraphCannotKillTest, IntegerSumAndMatMulWrap) {
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_INT32);
+  ops::Sum(root.WithOpName("sum"), x,
+           ops::Const(root, Tensor::Vec<int32_t>({0, 1})));
+  ops::MatMul(root.WithOpName("mm"), x, x, /*transpose_a=*/false,
+              /*transpose_b=*/true);
+  auto session = MakeSession(root);
+  std::vector<Tensor> out;
+  Tensor big(DT_INT32, TensorShape({1, 2}));
+  big.flat<int32_t>()(0) = INT32_MAX;
+  big.flat<int32_t>()(1) = 3;
+  ASSERT_TRUE(session->Run({{"x", big}}, {"sum:0", "mm:0"}, {}, &out).ok());
+  // INT32_MAX + 3 and INT32_MAX^2 + 9, modulo 2^32.
+  EXPECT_EQ(out[0].flat<int32_t>()(0), INT32_MIN + 2);
+  EXPECT_EQ(out[1].flat<int32_t>()(0), 10);
 }
 
 TEST(GraphCannotKillTest, HugeShapesFromDataAreResourceExhausted) {

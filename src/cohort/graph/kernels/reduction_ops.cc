@@ -37,6 +37,26 @@ absl::Status ReductionAxes(const Tensor& axes, int rank,
 
 enum class ReduceKind { kSum, kMean, kMax };
 
+// Sum for integer types: wraps in two's complement (cwise_ops.h) where
+// Eigen's SumReducer would overflow, which is undefined behaviour a graph's
+// data could reach. No packet access: integer sums are rare.
+template <typename T>
+struct WrappingSumReducer {
+  static constexpr bool PacketAccess = false;
+  static constexpr bool IsStateful = false;
+  void reduce(const T t, T* accum) const {
+    *accum = WrappingSum<T>()(*accum, t);
+  }
+  T initialize() const { return T(0); }
+  T finalize(const T accum) const { return accum; }
+};
+
+// Eigen's SumReducer for floating point, the wrapping one for integers.
+template <typename T>
+using SumReducerFor =
+    std::conditional_t<std::is_integral_v<T>, WrappingSumReducer<T>,
+                       Eigen::internal::SumReducer<T>>;
+
 template <typename T, typename Reducer, int N, int K>
 void EigenReduce(OpKernelContext* ctx, const Tensor& in,
                  const std::vector<int64_t>& collapsed, bool first_reduced,
@@ -149,7 +169,7 @@ class ReductionOp : public OpKernel {
     if (kKind == ReduceKind::kMax) {
       Reduce<T, Eigen::internal::MaxReducer<T>>(ctx, in, reduced, out);
     } else {
-      Reduce<T, Eigen::internal::SumReducer<T>>(ctx, in, reduced, out);
+      Reduce<T, SumReducerFor<T>>(ctx, in, reduced, out);
       if (kKind == ReduceKind::kMean && count != 1) {
         auto o = out->flat<T>();
         o = o / static_cast<T>(count);
@@ -208,6 +228,25 @@ class MatMulOp : public OpKernel {
                    n);
         return;
       }
+    }
+    if constexpr (std::is_integral_v<T>) {
+      // Integer MatMul wraps (cwise_ops.h) instead of overflowing inside
+      // Eigen's contraction; it is rare enough for a plain loop.
+      const T* x = a.data<T>();
+      const T* y = b.data<T>();
+      const int64_t lda = a.dim_size(1), ldb = b.dim_size(1);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          T acc = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            const T av = transpose_a_ ? x[p * lda + i] : x[i * lda + p];
+            const T bv = transpose_b_ ? y[j * ldb + p] : y[p * ldb + j];
+            acc = WrappingSum<T>()(acc, WrappingProduct<T>()(av, bv));
+          }
+          o(i, j) = acc;
+        }
+      }
+      return;
     }
     Eigen::array<Eigen::IndexPair<Eigen::DenseIndex>, 1> dims;
     dims[0] = Eigen::IndexPair<Eigen::DenseIndex>(ka, kb);
