@@ -17,11 +17,15 @@ if [ -z "${FUZZ_BUILD_DIR:-}" ]; then
   cmake --build "$build" -j"$(nproc)" --target $targets
 fi
 seconds="${FUZZ_SECONDS:-15}"
-for name in $(ls fuzz/corpus); do
-  fuzzer="$build/bin/fuzz_${name}"
+jobs="${FUZZ_JOBS:-$(nproc)}"
+
+# fuzz_one NAME: one fuzzer for $seconds from a copy of its corpus; its log
+# is printed only when it fails. Exit status 1 on a crash, hang or leak.
+fuzz_one() {
+  local name="$1"
+  local fuzzer="$build/bin/fuzz_${name}" work
   work="$(mktemp -d)"
   cp -r "fuzz/corpus/${name}/." "$work/"
-  echo "fuzz: fuzz_${name} for ${seconds}s"
   # -timeout: an input running this long is a hang (a failure, like a crash);
   # -artifact_prefix: a failing input is written next to the log.
   if ! "$fuzzer" -max_total_time="$seconds" -timeout=25 \
@@ -29,9 +33,28 @@ for name in $(ls fuzz/corpus); do
       >"$work.log" 2>&1; then
     tail -40 "$work.log"
     echo "fuzz: fuzz_${name} FAILED (crash input saved next to $work.log)"
-    exit 1
+    return 1
   fi
-  grep -E "stat::number_of_executed_units" "$work.log" || true
-  grep -E "^#[0-9]+ +DONE" "$work.log" || true
+  echo "fuzz: fuzz_${name} ran ${seconds}s:" \
+    "$(grep -E "stat::number_of_executed_units" "$work.log" || true)"
   rm -rf "$work" "$work.log"
+}
+
+# The fuzzers are single-threaded: run $jobs at a time (one per core), and
+# fail when any of them failed.
+status=0
+running=0
+for name in $(ls fuzz/corpus); do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  echo "fuzz: fuzz_${name} for ${seconds}s"
+  fuzz_one "$name" &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
+done
+exit "$status"

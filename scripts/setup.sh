@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config clang-14 clang-format-14 libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config clang-14 clang-format-14 libclang-rt-14-dev lld-14
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
