@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when a tracked C++ file differs from the repository's .clang-format
-# (STYLE.md: the .clang-format is the style). Fix with:
+# (the .clang-format is the style: docs/architecture.md). Fix with:
 #   git ls-files '*.cc' '*.h' | xargs clang-format-14 -i
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 // `cohort bench <suite> [suite flags...]`: runs a benchmark suite, which
-// prints JSON lines in the format of DESIGN.md ("Benchmark output format").
+// prints JSON lines in the format of docs/architecture.md ("Benchmark output").
 //
 //   cohort bench coord --quick
 //   cohort bench barrier --reps 3 --no-peer

@@ -1,5 +1,5 @@
 // Conformance adapters: how `cohort_conformance` turns one case of
-// resolver_cases.jsonl (format: shared reference/resolver_semantics.md §0)
+// resolver_cases.jsonl (format: docs/conformance.md)
 // into calls on the C++ implementation.
 //
 // A case names a `resolver` ("TFConfig", "Slurm.expand_hostlist", ...). The

@@ -1,5 +1,5 @@
-// Adapters for the distribute coordinator cases (reference
-// runtime_training.md §2.9): "DistributeCoordinator" and
+// Adapters for the distribute coordinator cases (docs/distribute.md):
+// "DistributeCoordinator" and
 // "DistributeCoordinator.run_standard_tensorflow_server".
 //
 // These cases have no `calls` script: the adapter runs the coordinator as

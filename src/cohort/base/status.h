@@ -1,8 +1,8 @@
 // Status helpers shared by every cohort module.
 //
 // cohort reports failure with absl::Status / absl::StatusOr, never exceptions.
-// Codes are API (see DESIGN.md): Unavailable = retry this call, Aborted =
-// restart at a higher level, FailedPrecondition = fix state first,
+// Codes are API (see docs/architecture.md): Unavailable = retry this call,
+// Aborted = restart at a higher level, FailedPrecondition = fix state first,
 // DeadlineExceeded = timeout, Cancelled = explicit cancel, InvalidArgument =
 // bad input. Messages say what happened, to which task/key/barrier/node, and
 // what to check.

@@ -3,7 +3,7 @@
 // process's place in it.
 //
 // Values that Python's resolvers leave as None are std::nullopt here. Errors
-// follow the conformance mapping (reference/resolver_semantics.md §0):
+// follow the conformance mapping (docs/conformance.md):
 // ValueError -> InvalidArgument, KeyError -> AlreadyExists (merge conflict),
 // RuntimeError -> FailedPrecondition or Unavailable, TypeError ->
 // InvalidArgument, AssertionError -> FailedPrecondition.

@@ -1,5 +1,5 @@
 // The distribute coordinator (TensorFlow's distribute_coordinator; the
-// rules, with their exact messages, are reference runtime_training.md §2):
+// rules, with their exact messages, are in docs/distribute.md):
 // runs a training function (`worker_fn`) and an evaluation function
 // (`eval_fn`) in the right tasks of a cluster with the right worker
 // context, and starts the standard servers the tasks need.

@@ -1,5 +1,5 @@
 // StdServer: the "standard TensorFlow server" the distribute coordinator
-// starts for a task (reference runtime_training.md §2.5), behind a factory
+// starts for a task (docs/distribute.md), behind a factory
 // so tests and the conformance adapter can record what would be started.
 //
 // The real factory (RealStdServerFactory) creates and starts a

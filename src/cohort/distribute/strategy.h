@@ -1,5 +1,5 @@
 // Strategy: how a distribution strategy takes part in the distribute
-// coordinator (reference runtime_training.md §2.7): it configures the
+// coordinator (docs/distribute.md): it configures the
 // session config of each task, says whether it replicates between graphs
 // (one client per worker) or in one graph (one client for all), and which
 // tasks initialise, checkpoint and write summaries.

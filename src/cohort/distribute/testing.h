@@ -2,7 +2,7 @@
 // the conformance adapter (tools/conformance/distribute_adapter.cc):
 //
 //  - MockStrategy: TensorFlow's distribute_coordinator_test MockStrategy,
-//    rule for rule (reference runtime_training.md §2.3, §2.5).
+//    rule for rule (docs/distribute.md).
 //  - RecordingStdServerFactory: "starts" servers that listen nowhere and
 //    records what each was started with and whether it was joined (TF's
 //    mocked _run_std_server).

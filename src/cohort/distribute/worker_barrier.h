@@ -1,5 +1,5 @@
 // WorkerBarrier: what WorkerContext::WaitForOtherWorkers waits at
-// (reference runtime_training.md §2.4). Two kinds:
+// (docs/distribute.md). Two kinds:
 //
 //  - InProcessBarrier: the STANDALONE_CLIENT between-graph barrier among the
 //    worker threads of one client process (TensorFlow's `_Barrier`),

@@ -1,5 +1,5 @@
 // WorkerContext: what a `worker_fn` / `eval_fn` run by the distribute
-// coordinator learns about its task (reference runtime_training.md §2.3):
+// coordinator learns about its task (docs/distribute.md):
 // task type and id, the master target to open sessions on, whether it is
 // the chief, the configured session config and strategy properties, and a
 // barrier among the chief and worker tasks.

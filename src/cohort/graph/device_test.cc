@@ -5,9 +5,9 @@
 namespace cohort {
 namespace {
 
-// Incarnations tell a restarted task from its predecessor (reference
-// runtime_training.md §1.1): never zero (zero means "none" in Send/Recv
-// attrs), and two Devices, even of the same name, get different ones.
+// Incarnations tell a restarted task from its predecessor (docs/runtime.md):
+// never zero (zero means "none" in Send/Recv attrs), and two Devices, even of
+// the same name, get different ones.
 TEST(DeviceTest, IncarnationIsRandomAndNonZero) {
   const std::string name = "/job:worker/replica:0/task:0/device:CPU:0";
   Device a(name, 1);

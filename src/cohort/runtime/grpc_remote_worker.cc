@@ -69,7 +69,7 @@ absl::Status GrpcRemoteWorker::Convert(const grpc::Status& grpc_status,
     default:
       // Connection refused, reset, DNS, TLS handshake, and the Unknown or
       // Internal gRPC reports for a peer that died mid-call: the task is
-      // not there now. Unavailable = retry or recover (DESIGN.md).
+      // not there now. Unavailable = retry or recover (docs/architecture.md).
       return absl::UnavailableError(absl::StrCat(
           target.task, " (", target.address, ") is unavailable: ", s.message(),
           ". Additional GRPC error information from remote target ",

@@ -5,9 +5,9 @@
 //   GrpcWorkerService service(&worker, security.job_token);
 //   auto server = rpc::StartGrpcServer("127.0.0.1:0", {&service}, security);
 //
-// Handlers are thin (DESIGN.md 7): each checks the job token first
-// (Unauthenticated, nothing read or changed), hands the call to the worker
-// with a CallOptions carrying the client's deadline, and finishes its
+// Handlers are thin (docs/architecture.md, convention 7): each checks the job
+// token first (Unauthenticated, nothing read or changed), hands the call to the
+// worker with a CallOptions carrying the client's deadline, and finishes its
 // reactor from the worker's `done`, on whatever thread runs it. No handler
 // blocks a gRPC thread: RunGraph runs on a worker step thread and
 // RecvTensor waits in the rendezvous. A client cancel (or its deadline) is

@@ -1,7 +1,7 @@
-// Master: the MasterService of one task (master.proto; reference
-// runtime_training.md §1.7): the client sessions it created and the calls a
-// client makes on them. Every server hosts one; clients reach it through
-// GrpcMasterService (GrpcSession, `cohort run`).
+// Master: the MasterService of one task (master.proto; docs/runtime.md): the
+// client sessions it created and the calls a client makes on them. Every server
+// hosts one; clients reach it through GrpcMasterService (GrpcSession, `cohort
+// run`).
 //
 // Errors, per call (exact wording, TF's where it has one):
 //  - any call after Stop: Unavailable `server <task> is stopping`.

@@ -1,7 +1,7 @@
-// MasterSession: one client session on a master (reference
-// runtime_training.md §1.7-1.8, 1.11): the session's graph, the workers it
-// found at creation, and per signature (feeds, fetches, targets) the
-// partitions registered on those workers. Internal to the master.
+// MasterSession: one client session on a master (docs/runtime.md): the
+// session's graph, the workers it found at creation, and per signature (feeds,
+// fetches, targets) the partitions registered on those workers. Internal to the
+// master.
 //
 // Contract:
 //  - Create discovers the devices of every task that the config's device

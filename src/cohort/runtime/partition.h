@@ -1,7 +1,7 @@
 // Placement and partitioning: how a master turns one client signature
 // (feeds, fetches, targets) of a session's graph into one GraphDef per task
-// with Send/Recv pairs on the edges that cross tasks (reference
-// runtime_training.md §1.8; TensorFlow's placer and graph_partition).
+// with Send/Recv pairs on the edges that cross tasks (docs/runtime.md;
+// TensorFlow's placer and graph_partition).
 //
 //   PartitionOptions opts;
 //   opts.devices = discovered;                // every task's CPU:0

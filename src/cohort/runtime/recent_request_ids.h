@@ -1,6 +1,6 @@
 // RecentRequestIds: refuses a request id seen recently, so that a retried
 // non-idempotent RPC (RunStep, RunGraph, RecvTensor, ...) is not executed
-// twice (reference runtime_training.md §1.9).
+// twice (docs/runtime.md).
 //
 //   RecentRequestIds ids(100000);
 //   COHORT_RETURN_IF_ERROR(

@@ -1,5 +1,4 @@
-// RendezvousMgr: the per-step rendezvous of one worker (reference
-// runtime_training.md §1.6).
+// RendezvousMgr: the per-step rendezvous of one worker (docs/runtime.md).
 //
 // Every step that runs a partition on this worker, or whose tensors a peer
 // asks for, has one RemoteRendezvous, created on first use by Find(step_id)

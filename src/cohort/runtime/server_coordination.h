@@ -1,6 +1,6 @@
 // ServerCoordination: how a Server takes part in its cluster's
 // coordination service, so that a task that dies or hangs is noticed by
-// every server (reference runtime_training.md §1.2, A9, A15, A16).
+// every server (docs/runtime.md).
 //
 // Where the service runs:
 //  - Under `cohort launch` (COHORT_COORDINATION_SERVICE_ADDRESS set): the

@@ -2,7 +2,7 @@
 // RecvTensor on cohort's framed transport (rpc/framed_server.h) so that a
 // tensor crosses tasks as one small header followed by its bytes, written
 // straight from the tensor's buffer (tensor_wire.h), instead of a gRPC
-// message built with several copies (reference runtime_training.md §5).
+// message built with several copies (docs/runtime.md).
 // It also serves RunGraph, the master's per-step call, which costs a
 // fraction of a gRPC unary call's thread hand-offs (docs/runtime.md).
 //

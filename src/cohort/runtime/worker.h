@@ -1,6 +1,6 @@
-// Worker: one task's WorkerService, in process (reference runtime_training.md
-// §1.4-1.6, §1.9, §1.13). The gRPC service (grpc_worker_service.h) forwards
-// to it; a master on the same task calls it directly.
+// Worker: one task's WorkerService, in process (docs/runtime.md). The gRPC
+// service (grpc_worker_service.h) forwards to it; a master on the same task
+// calls it directly.
 //
 //   WorkerEnv env;
 //   env.task_name = "/job:ps/replica:0/task:0";

@@ -1,4 +1,4 @@
-// The worker's errors (reference runtime_training.md §1.4-1.6): one builder
+// The worker's errors (docs/runtime.md): one builder
 // per kind, and the payloads a master branches on instead of message text.
 //
 // Payloads (absl::Status payload URLs; they cross gRPC through

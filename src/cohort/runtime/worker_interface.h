@@ -9,8 +9,8 @@
 //    must stay alive until `done` runs.
 //  - `opts` (may be null) carries the deadline (DeadlineExceeded when it
 //    passes) and cancellation (Cancelled after opts->StartCancel()).
-//  - Error codes and messages are the worker's (reference
-//    runtime_training.md §1.4), whatever the transport; a transport failure
+//  - Error codes and messages are the worker's (docs/runtime.md), whatever the
+//  transport; a transport failure
 //    is Unavailable naming the task and its address.
 //
 // Thread safety: implementations are thread-safe.

@@ -1,5 +1,5 @@
-// Worker sessions and their registered graphs (reference runtime_training.md
-// §1.4-1.5). Internal to Worker (worker.h); not for other callers.
+// Worker sessions and their registered graphs (docs/runtime.md). Internal to
+// Worker (worker.h); not for other callers.
 //
 // Resource isolation (the design choice of §1.5): kernels find the
 // ResourceMgr through their Device, so a session with

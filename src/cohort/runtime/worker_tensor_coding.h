@@ -1,6 +1,6 @@
 // Tensors on the worker's wire (RunGraph feeds and fetches, RecvTensor):
 // TensorProto <-> Tensor with every size checked against what the message
-// actually carries (reference runtime_training.md §1.13).
+// actually carries (docs/runtime.md).
 //
 // Decode rules, each an error naming `what` ("feed 'x'", "RecvTensor
 // '<key>'"):

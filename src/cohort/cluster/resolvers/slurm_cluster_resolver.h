@@ -1,6 +1,6 @@
 // SlurmClusterResolver: the cluster of a Slurm job step, from the step's
 // environment (TensorFlow's newest, environment-based SlurmClusterResolver;
-// no `scontrol` call). See reference/resolver_semantics.md §6.
+// no `scontrol` call). See docs/resolvers.md.
 //
 // Reads (through Env):
 //   SLURM_PROCID               this task's rank (always required)
