@@ -1,0 +1,793 @@
+#!/usr/bin/env python3
+"""Writes the benchmark tables of README.md and docs/*.md from the raw lines.
+
+Every figure a reader sees must be one the suites printed. The suites write
+JSON lines (bench/common/peer.h: measurement lines, ratio lines, env lines
+with the load average), committed as bench/**/results-*.jsonl. This script
+reads them and rewrites each block
+
+    <!-- bench:NAME -->
+    ...generated table...
+    <!-- /bench:NAME -->
+
+in README.md and docs/*.md with the table NAME (TABLES below), followed by a
+line naming the raw files it came from, their dates, the load average the
+env lines recorded and the peer's version.
+
+  python3 scripts/bench_report.py          rewrite the blocks in place
+  python3 scripts/bench_report.py --check  exit 1, printing a diff, when a
+                                           block is not what the raw lines
+                                           give (a hand-typed figure)
+  python3 scripts/bench_report.py --list   name the tables and their files
+
+Figures are medians over every repetition of every run a table names, with
+the spread (min-max) of those repetitions beside them: never the best run.
+A ratio is median(cohort) / median(peer); its spread is the ratios of the
+repetitions that ran side by side (same file, same "rep"), as the suites
+interleave cohort and peer per repetition.
+
+Standard library only: it runs in CI before anything is built.
+"""
+
+import argparse
+import difflib
+import glob
+import json
+import math
+import os
+import pathlib
+import re
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Which documents may hold blocks: the README and the docs directory.
+DOC_GLOBS = ("README.md", "docs/*.md")
+# NAME is a table of TABLES, optionally followed by @GLOB[,GLOB...] to build
+# it from other raw files than its own (an earlier round, kept for history).
+NAME = r"[a-z0-9-]+(?:@[A-Za-z0-9_.*/,-]+)?"
+BLOCK_RE = re.compile(
+    r"(<!-- bench:(?P<name>" + NAME + r") -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)",
+    re.S)
+# A block whose name is opened but never closed is an error, not skipped.
+OPEN_RE = re.compile(r"<!-- bench:(" + NAME + r") -->")
+
+
+class ReportError(Exception):
+    """A table asked for lines the raw files do not have, or a bad block."""
+
+
+# ---------------------------------------------------------------------------
+# Reading the raw lines
+
+
+class RunFile:
+    """One results-*.jsonl file: its env, measurement and ratio lines."""
+
+    def __init__(self, rel, text):
+        self.rel = rel
+        self.env = []
+        self.measurements = []
+        self.ratios = []
+        self.errors = []
+        for number, raw in enumerate(text.splitlines(), 1):
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise ReportError(f"{rel}:{number}: not a JSON line ({e}); "
+                                  "raw files hold one JSON object per line")
+            if line.get("suite") == "env":
+                self.env.append(line)
+            elif "error" in line:
+                self.errors.append(line)
+            elif "metric" in line and isinstance(line.get("value"), (int, float)):
+                # A ratio line carries "reps" (peer.h) or is unit "x"
+                # without "rep"; both are derived, not measured.
+                if "reps" in line or (line.get("unit") == "x" and "rep" not in line):
+                    self.ratios.append(line)
+                else:
+                    self.measurements.append(line)
+
+    def dates(self):
+        """The "date" fields of the env lines, sorted (ISO 8601, UTC)."""
+        return sorted(e["date"] for e in self.env if isinstance(e.get("date"), str))
+
+    def loads(self):
+        """Every 1-minute load average the env lines recorded."""
+        out = []
+        for e in self.env:
+            la = e.get("loadavg")
+            if isinstance(la, list) and la and isinstance(la[0], (int, float)):
+                out.append(float(la[0]))
+            if isinstance(e.get("loadavg_1m"), (int, float)):
+                out.append(float(e["loadavg_1m"]))
+            samples = e.get("loadavg_1m_samples")
+            if isinstance(samples, dict):
+                for k in ("min", "max"):
+                    if isinstance(samples.get(k), (int, float)):
+                        out.append(float(samples[k]))
+        return out
+
+    def nproc(self):
+        for e in self.env:
+            if isinstance(e.get("nproc"), int):
+                return e["nproc"]
+        return None
+
+    def peer_versions(self):
+        """Peer versions the run recorded: env lines' "peer_versions" and
+        the version fields peers print in their own params (NumPy)."""
+        out = {}
+        for e in self.env:
+            pv = e.get("peer_versions")
+            if isinstance(pv, dict):
+                out.update({k: str(v) for k, v in pv.items()})
+        for m in self.measurements:
+            p = m.get("params", {})
+            if isinstance(p.get("numpy"), str):
+                out.setdefault("numpy", p["numpy"])
+            if isinstance(p.get("blas_core"), str):
+                out.setdefault("NumPy's BLAS", p["blas_core"])
+            if isinstance(m.get("torch"), str):
+                out.setdefault("torch", m["torch"])
+        return out
+
+
+class Dataset:
+    """The raw files under `root`/bench, read once."""
+
+    def __init__(self, root):
+        self.root = pathlib.Path(root)
+        self._files = {}
+
+    def files(self, patterns):
+        """The files matching `patterns` (globs relative to the root), in
+        name order; ReportError when a pattern matches nothing."""
+        out = []
+        for pattern in patterns:
+            matched = sorted(glob.glob(str(self.root / pattern), recursive=True))
+            if not matched:
+                raise ReportError(
+                    f"no raw file matches {pattern!r} under {self.root}; "
+                    "commit the suite's output as bench/<suite>/results-<date>.jsonl "
+                    "or fix the pattern in scripts/bench_report.py")
+            for path in matched:
+                rel = os.path.relpath(path, self.root)
+                if rel not in self._files:
+                    self._files[rel] = RunFile(rel, pathlib.Path(path).read_text())
+                if self._files[rel] not in out:
+                    out.append(self._files[rel])
+        return out
+
+
+# ---------------------------------------------------------------------------
+# Statistics
+
+
+class Stat:
+    """Median and spread of a list of values."""
+
+    def __init__(self, values):
+        if not values:
+            raise ReportError("no values")
+        self.values = list(values)
+        self.median = statistics.median(self.values)
+        self.lo = min(self.values)
+        self.hi = max(self.values)
+        self.n = len(self.values)
+
+
+def matches(params, where):
+    """True when `params` has every entry of `where`. A value of None in
+    `where` asks for the key to be absent; a callable is a predicate."""
+    for key, want in where.items():
+        if want is None:
+            if key in params:
+                return False
+        elif callable(want):
+            if key not in params or not want(params[key]):
+                return False
+        elif params.get(key) != want:
+            return False
+    return True
+
+
+class Query:
+    """Selects measurement lines from a set of files, remembering which
+    files contributed (the table's provenance)."""
+
+    def __init__(self, files):
+        self.files = files
+        self.used = []
+        self.peers = set()
+
+    def points(self, suite, metric, where=None):
+        """[(file, rep, value)] of every matching measurement line."""
+        where = where or {}
+        out = []
+        for f in self.files:
+            for m in f.measurements:
+                if (m.get("suite") == suite and m.get("metric") == metric
+                        and matches(m.get("params", {}), where)):
+                    out.append((f.rel, m.get("rep", 0), float(m["value"])))
+                    if f not in self.used:
+                        self.used.append(f)
+        return out
+
+    def stat(self, suite, metric, where=None):
+        pts = self.points(suite, metric, where)
+        if not pts:
+            raise ReportError(
+                f"no {suite}/{metric} line with params {describe(where)} in "
+                f"{', '.join(f.rel for f in self.files)}")
+        return Stat([v for _, _, v in pts])
+
+    def ratio(self, ours, theirs):
+        """(median ratio, Stat of the paired per-repetition ratios or None)
+        for two point lists."""
+        return paired_ratio(ours, theirs)
+
+
+def paired_ratio(ours, theirs):
+    """median(ours) / median(theirs), and the Stat of the ratios of the
+    points that share a file and a rep (None when none pair up)."""
+    if not ours or not theirs:
+        raise ReportError("a ratio needs values on both sides")
+    med = statistics.median(v for _, _, v in ours) / statistics.median(
+        v for _, _, v in theirs)
+    by_key = {}
+    for f, rep, v in theirs:
+        by_key.setdefault((f, rep), []).append(v)
+    pairs = []
+    for f, rep, v in ours:
+        peer = by_key.get((f, rep))
+        if peer:
+            pairs.append(v / statistics.median(peer))
+    return med, (Stat(pairs) if pairs else None)
+
+
+def describe(where):
+    if not where:
+        return "{}"
+    return "{" + ", ".join(
+        f"{k}: {'<predicate>' if callable(v) else json.dumps(v)}"
+        for k, v in sorted(where.items())) + "}"
+
+
+# ---------------------------------------------------------------------------
+# Formatting
+
+
+def num(v):
+    """Three significant figures; thousands separated."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a == 0:
+        return "0"
+    s = f"{v:.3g}"
+    return s
+
+
+def spread(stat, unit=""):
+    """"median unit (lo–hi)" with the spread when there is more than one
+    value; the spread is left out when every value is the same."""
+    u = f" {unit}" if unit else ""
+    if stat.n > 1 and num(stat.lo) != num(stat.hi):
+        return f"{num(stat.median)}{u} ({num(stat.lo)}–{num(stat.hi)})"
+    return f"{num(stat.median)}{u}"
+
+
+def ratio_cell(med, pairs, bold=False):
+    text = f"{num(med)}×"
+    if bold:
+        text = f"**{text}**"
+    if pairs is not None and pairs.n > 1 and num(pairs.lo) != num(pairs.hi):
+        text += f" ({num(pairs.lo)}–{num(pairs.hi)})"
+    return text
+
+
+def verdict(med, target, lower_is_better):
+    """"met"/"not met" against a target ratio."""
+    ok = med <= target if lower_is_better else med >= target
+    sign = "≤" if lower_is_better else "≥"
+    return f"{sign} {num(target)}: {'met' if ok else 'not met'}"
+
+
+def table(header, rows, align=None):
+    align = align or ["---"] + ["---:"] * (len(header) - 1)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(r) + " |")
+    return lines
+
+
+def span_text(files):
+    """"2026-11-26 08:36–08:44 UTC" over the env lines' dates, per day."""
+    dates = sorted(d for f in files for d in f.dates())
+    if not dates:
+        return None
+    first, last = dates[0], dates[-1]
+    day1, t1 = first[:10], first[11:16]
+    day2, t2 = last[:10], last[11:16]
+    if day1 == day2:
+        return f"{day1} {t1}–{t2} UTC" if t1 != t2 else f"{day1} {t1} UTC"
+    return f"{day1} {t1} UTC – {day2} {t2} UTC"
+
+
+def provenance(files, peer_label=None, extra=None,
+               stats="medians of all repetitions, (min–max) across them"):
+    """The line under a table: raw files, dates, load, peer version."""
+    parts = ["Raw lines: " + ", ".join(f"`{f.rel}`" for f in files)]
+    span = span_text(files)
+    undated = [f.rel for f in files if not f.dates()]
+    if span:
+        parts.append(span)
+    if undated:
+        parts.append("no env line (date only from the file name, load not recorded) in "
+                     + ", ".join(f"`{u}`" for u in undated))
+    loads = [x for f in files for x in f.loads()]
+    if loads:
+        nprocs = sorted({f.nproc() for f in files if f.nproc()})
+        cpus = f" on {'/'.join(str(n) for n in nprocs)} CPUs" if nprocs else ""
+        lo, hi = min(loads), max(loads)
+        rng = f"{lo:.2f}–{hi:.2f}" if f"{lo:.2f}" != f"{hi:.2f}" else f"{lo:.2f}"
+        parts.append(f"load average (1 min, env lines) {rng}{cpus}")
+    if peer_label:
+        versions = {}
+        for f in files:
+            versions.update(f.peer_versions())
+        if versions:
+            vtext = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
+            parts.append(f"peer: {peer_label} ({vtext})")
+        else:
+            parts.append(f"peer: {peer_label} (version not recorded in the raw lines)")
+    if extra:
+        parts.append(extra)
+    if stats:
+        parts.append(stats)
+    return "_" + "; ".join(parts) + "._"
+
+
+class Block:
+    def __init__(self, lines, files, peer=None, extra=None,
+                 stats="medians of all repetitions, (min–max) across them"):
+        self.lines = lines
+        self.files = files
+        self.peer = peer
+        self.extra = extra
+        self.stats = stats
+
+    def render(self):
+        return "\n".join(
+            self.lines + ["", provenance(self.files, self.peer, self.extra, self.stats)]) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# The tables. Each takes a Dataset and returns a Block. The files each table
+# reads are named here; a new run is added by adding its file (or it is
+# picked up by the glob) and running this script.
+
+COORD_FILES = ["bench/coord/results-2026-11-26*.jsonl"]
+BARRIER_FILES = ["bench/barrier/results-2026-11-26*.jsonl"]
+RUNTIME_FILES = ["bench/runtime/results-2026-11-26*.jsonl"]
+COLLECTIVE_FILES = ["bench/collective/results-2026-11-24.jsonl"]
+GRAPH_FILES = ["bench/graph/results-2026-11-24.jsonl", "bench/graph/results-2026-11-26.jsonl"]
+GRAPH_EIGEN_FILES = ["bench/graph/results-2026-11-26-eigen.jsonl"]
+KERNEL_FILES = ["bench/graph/results-2026-11-24-kernels.jsonl"]
+TRAINING_FILES = ["bench/training/results-2026-11-2*.jsonl"]
+PS_TRAINING_FILES = ["bench/results-2026-11-24-ps-training.jsonl",
+                     "bench/results-2026-11-24-ps-training-openblas.jsonl"]
+
+SIZES_COORD = (2, 8, 32, 128)
+
+
+def lower_ratio_row(q, label, suite, metric, where, peer_suite, peer_metric,
+                    peer_where, unit, target=None, lower=True, scale=1.0):
+    """One row: cohort, peer, ratio, target verdict."""
+    ours = q.points(suite, metric, where)
+    theirs = q.points(peer_suite, peer_metric, peer_where)
+    if not ours or not theirs:
+        raise ReportError(
+            f"{label}: no lines for {suite}/{metric} {describe(where)} or "
+            f"{peer_suite}/{peer_metric} {describe(peer_where)} in "
+            f"{', '.join(f.rel for f in q.files)}")
+    so = Stat([v * scale for _, _, v in ours])
+    st = Stat([v * scale for _, _, v in theirs])
+    med, pairs = paired_ratio(ours, theirs)
+    met = None
+    if target is not None:
+        met = med <= target if lower else med >= target
+    return [label, spread(so, unit), spread(st, unit),
+            ratio_cell(med, pairs, bold=bool(met)),
+            verdict(med, target, lower) if target is not None else ""]
+
+
+def t_coord(ds, files=None):
+    q = Query(ds.files(files or COORD_FILES))
+    rows = []
+    for op, label in (("add", "KV round trip p50, `add`"), ("get", "KV round trip p50, `get`"),
+                      ("setget_pair", "KV `set` + `get` pair p50")):
+        rows.append(lower_ratio_row(
+            q, label, "coord", f"rtt_{op}_p50", {"clients": 1}, "tcpstore",
+            f"rtt_{op}_p50", {"clients": 1}, "µs", target=1.0 if op == "add" else None))
+    for mode, target in (("threads", 0.5), ("processes", 1.0)):
+        for n in SIZES_COORD:
+            rows.append(lower_ratio_row(
+                q, f"barrier release p50, {n} agents as {mode}", "coord",
+                "barrier_release_p50", {"client_mode": mode, "clients": n},
+                "tcpstore", "barrier_release_p50",
+                {"client_mode": mode, "clients": n, "barrier": "wait"}, "µs",
+                target=target))
+    for mode in ("processes", "threads"):
+        for n in (64, 8):
+            for mix, label in (("set64 pipelined+get alternating", "sets pipelined"),
+                               ("set64+get alternating", "each set waits")):
+                rows.append(lower_ratio_row(
+                    q, f"set+get throughput, {n} {mode}, {label}", "coord", "throughput",
+                    {"client_mode": mode, "clients": n, "op_mix": mix}, "tcpstore",
+                    "throughput",
+                    {"client_mode": mode, "clients": n, "op_mix": "set64+get alternating"},
+                    "ops/s", target=2.0, lower=False))
+    reg1k = q.stat("coord", "register_barrier_time", {"client_mode": "threads", "tasks": 1024})
+    rows.append(["1,024 tasks register + one barrier, agents as threads", spread(reg1k, "s"),
+                 "–", "–", ""])
+    reg = q.stat("coord", "register_barrier_time",
+                 {"client_mode": "simulated", "tasks": 16384})
+    rows.append(["16,384 tasks register + one barrier (simulated tasks, 16 processes)",
+                 spread(reg, "s"), "–", "–", f"< 10 s: {'met' if reg.median < 10 else 'not met'}"])
+    cpu = q.stat("coord", "service_cpu_share", {"tasks": 16384})
+    rows.append(["service CPU while 16,384 tasks heartbeat every 10 s", spread(cpu, "cores"),
+                 "–", "–", "reported"])
+    lines = table(["metric", "cohort", "TCPStore", "ratio", "target"], rows)
+    return Block(lines, q.used, peer="TCPStore (torch.distributed)")
+
+
+def t_barrier(ds, files=None):
+    q = Query(ds.files(files or BARRIER_FILES))
+    rows = []
+    worlds = sorted({m["params"]["world"] for f in q.files for m in f.measurements
+                     if m.get("suite") == "barrier" and "world" in m.get("params", {})})
+    for metric, peer_metric, label, target in (
+            ("barrier_p50", "barrier_p50", "barrier p50", 0.5),
+            ("barrier_p99", "barrier_p99", "barrier p99", None),
+            ("all_gather_object_p50", "all_gather_object_p50",
+             "allGather 64 B p50 (gloo: all_gather_object)", 0.5),
+            ("all_gather_object_p50", "all_gather_p50",
+             "allGather 64 B p50 (gloo: tensor all_gather)", None),
+            ("all_gather_object_p99", "all_gather_object_p99",
+             "allGather 64 B p99 (gloo: all_gather_object)", None)):
+        for w in worlds:
+            where = {"world": w}
+            if metric.startswith("all_gather"):
+                where["bytes"] = 64
+            rows.append(lower_ratio_row(q, f"{label}, N = {w}", "barrier", metric, where,
+                                        "gloo", peer_metric, where, "µs", target=target))
+    lines = table(["metric", "cohort", "gloo", "ratio", "target"], rows)
+    return Block(lines, q.used, peer="gloo (torch.distributed)")
+
+
+def t_runtime(ds, files=None):
+    q = Query(ds.files(files or RUNTIME_FILES))
+    rows = []
+    peer = q.points("iperf3", "tcp_bw_recv_bytes", {"streams": 1})
+    for size, label, target in ((64 << 20, "64 MiB", 0.9), (16 << 20, "16 MiB", None),
+                                (1 << 20, "1 MiB", None)):
+        ours = q.points("runtime", "tensor_transfer_throughput", {"bytes": size})
+        if not ours or not peer:
+            raise ReportError(f"runtime: no transfer lines for {size} bytes or no iperf3 line")
+        med, pairs = paired_ratio(ours, peer)
+        met = target is not None and med >= target
+        rows.append([f"tensor transfer ps:0 → worker:0, {label}",
+                     spread(Stat([v for *_, v in ours]), "GB/s"),
+                     spread(Stat([v for *_, v in peer]), "GB/s"),
+                     ratio_cell(med, pairs, bold=met),
+                     verdict(med, target, False) if target else ""])
+    for p in ("p50", "p99"):
+        st = q.stat("runtime", f"remote_step_{p}", {"path": "callable"})
+        rows.append([f"step across 2 tasks, 4 bytes, callable, {p}", spread(st, "µs"), "–", "–",
+                     (f"< 300 µs: {'met' if st.median < 300 else 'not met'}" if p == "p50" else "")])
+    grpc = q.points("runtime", "session_run_overhead_p50", {"session": "grpc"})
+    local = q.points("runtime", "session_run_overhead_p50", {"session": "local"})
+    med, pairs = paired_ratio(grpc, local)
+    rows.append(["GrpcSession step, 10-node graph on one task, p50 (peer column: LocalSession)",
+                 spread(Stat([v for *_, v in grpc]), "µs"),
+                 spread(Stat([v for *_, v in local]), "µs"), ratio_cell(med, pairs), ""])
+    lines = table(["metric", "cohort", "iperf3 (one TCP stream)", "ratio", "target"], rows)
+    return Block(lines, q.used, peer="iperf3, loopback")
+
+
+def t_collective(ds, files=None):
+    q = Query(ds.files(files or COLLECTIVE_FILES))
+    rows = []
+    for world in (2, 4):
+        for mib in (1, 64):
+            cells = [f"{mib} MiB, {world} processes"]
+            gloo = q.points("gloo", "allreduce_time_p50", {"MiB": mib, "world": world})
+            ratios = []
+            for transport in ("shm", "tcp"):
+                ours = q.points("collective", "allreduce_time_p50",
+                                {"MiB": mib, "world": world, "transport": transport})
+                if not ours or not gloo:
+                    raise ReportError(f"collective: no lines for {mib} MiB, {world}, {transport}")
+                cells.append(spread(Stat([v for *_, v in ours]), "ms"))
+                med, pairs = paired_ratio(ours, gloo)
+                ratios.append(ratio_cell(med, pairs, bold=(mib == 64 and med <= 0.5)))
+            cells.append(spread(Stat([v for *_, v in gloo]), "ms"))
+            cells += ratios
+            rows.append(cells)
+    lines = table(["size, processes", "cohort, shared memory", "cohort, TCP ring", "gloo",
+                   "shm / gloo", "TCP / gloo"], rows)
+    return Block(lines, q.used, peer="gloo `all_reduce` (torch.distributed)",
+                 extra="AllReduce SUM float32, p50 per launch; target ≤ 0.5× gloo at 64 MiB")
+
+
+def _openblas(v):
+    return isinstance(v, str) and v.startswith("openblas")
+
+
+def t_graph(ds, files=None):
+    q = Query(ds.files(files or GRAPH_FILES))
+    rows = []
+    for n in (256, 1024, 2048):
+        rows.append(lower_ratio_row(
+            q, f"MatMul float32 {n}²", "graph", "matmul_gflops",
+            {"n": n, "dtype": "float32", "backend": _openblas}, "graph",
+            "numpy_matmul_gflops", {"n": n, "dtype": "float32"}, "GFLOP/s",
+            target=0.8 if n == 1024 else None, lower=False))
+    p50 = q.stat("graph", "session_run_overhead_p50", {"nodes": 10, "path": "callable"})
+    p99 = q.stat("graph", "session_run_overhead_p99", {"nodes": 10, "path": "callable"})
+    rows.append(["LocalSession callable, 10-node scalar graph, p50", spread(p50, "µs"), "–", "–",
+                 f"< 20 µs: {'met' if p50.median < 20 else 'not met'}"])
+    rows.append(["LocalSession callable, 10-node scalar graph, p99", spread(p99, "µs"), "–", "–",
+                 ""])
+    lines = table(["metric", "cohort (OpenBLAS)", "NumPy (OpenBLAS)", "ratio", "target"], rows)
+    return Block(lines, q.used, peer="NumPy `np.matmul`")
+
+
+def t_graph_eigen(ds, files=None):
+    q = Query(ds.files(files or GRAPH_EIGEN_FILES))
+    rows = []
+    for n in (256, 1024, 2048):
+        st = q.stat("graph", "matmul_gflops",
+                    {"n": n, "dtype": "float32",
+                     "backend": lambda v: isinstance(v, str) and v.startswith("eigen")})
+        rows.append([f"MatMul float32 {n}², Eigen (`COHORT_MATMUL=eigen`)", spread(st, "GFLOP/s")])
+    lines = table(["metric", "cohort"], rows)
+    return Block(lines, q.used)
+
+
+def t_kernels(ds, files=None):
+    q = Query(ds.files(files or KERNEL_FILES))
+    memcpy = q.stat("graph", "copy_bw_iter", {"threads": 1})
+    rows = []
+    for op, label in (("Add", "Add"), ("Mul", "Mul"), ("Relu", "Relu"), ("Sum", "Sum (all axes)"),
+                      ("Exp", "Exp"), ("Softmax", "Softmax (last axis)")):
+        pts = q.points("graph", "kernel_gbps", {"op": op})
+        st = Stat([v for *_, v in pts])
+        rows.append([label, spread(st, "GB/s"), f"{num(st.median / (2 * memcpy.median))}×"])
+    rows.append(["glibc memcpy, one thread (reads + writes: 2 × this)", spread(memcpy, "GB/s"), ""])
+    lines = table(["kernel, 64 MiB float32, 2 threads", "GB/s", "against memcpy's traffic"], rows)
+    return Block(lines, q.used)
+
+
+def training_scaling(q):
+    one = q.points("training", "examples_per_second", {"tasks": 1})
+    two = q.points("training", "examples_per_second", {"tasks": 2})
+    if not one or not two:
+        raise ReportError("training: no examples_per_second lines for 1 and 2 tasks in "
+                          + ", ".join(f.rel for f in q.files))
+    return one, two, paired_ratio(two, one)
+
+
+def t_training(ds, files=None):
+    q = Query(ds.files(files or TRAINING_FILES))
+    one, two, (med, pairs) = training_scaling(q)
+    rows = [["1", spread(Stat([v for *_, v in one])), ""],
+            ["2", spread(Stat([v for *_, v in two])),
+             ratio_cell(med, pairs, bold=med >= 1.6) + f"; target {verdict(med, 1.6, False)}"]]
+    runs = sorted({f for f, *_ in one})
+    lines = table(["tasks", f"examples/s ({len(one)} repetitions in {len(runs)} "
+                            f"run{'s' if len(runs) != 1 else ''})", "scaling"],
+                  rows)
+    return Block(lines, q.used,
+                 extra="scaling = median of 2 tasks / median of 1 task; its spread pairs the "
+                       "repetitions that ran side by side")
+
+
+def t_ps_training(ds, files=None):
+    files = ds.files(files or PS_TRAINING_FILES)
+    rows = []
+    for f in files:
+        by_workers = {}
+        for m in f.measurements:
+            if m.get("metric") == "examples_per_second":
+                by_workers[m["params"]["workers"]] = m
+        if 1 not in by_workers or 2 not in by_workers:
+            raise ReportError(f"{f.rel}: needs examples_per_second for 1 and 2 workers")
+        one, two = by_workers[1], by_workers[2]
+        rows.append([f"`{os.path.basename(f.rel)}`", num(one["value"]), num(two["value"]),
+                     f"{num(two['value'] / one['value'])}×",
+                     f"{one.get('heldout_accuracy', '–')} / {two.get('heldout_accuracy', '–')}"])
+    lines = table(["run", "1 worker, examples/s", "2 workers, examples/s", "2 / 1",
+                   "held-out accuracy (1 / 2)"], rows)
+    return Block(lines, files, extra="one run of each (`scripts/measure_ps_job.sh 1500`)",
+                 stats="each figure is that run's one value")
+
+
+def t_summary(ds, files=None):
+    """The headline ratio of each area against its peer, one row each."""
+    rows = []
+    used = []
+
+    def add(label, block_files, cohort, peer, ratio, target):
+        for f in block_files:
+            if f not in used:
+                used.append(f)
+        src = ", ".join(f"`{f.rel}`" for f in block_files)
+        rows.append([label, cohort, peer, ratio, target, src])
+
+    q = Query(ds.files(COORD_FILES))
+    r = lower_ratio_row(q, "", "coord", "rtt_add_p50", {"clients": 1}, "tcpstore",
+                        "rtt_add_p50", {"clients": 1}, "µs", target=1.0)
+    add("coordination: KV round trip p50 vs TCPStore", q.used, *r[1:])
+    q2 = Query(ds.files(COORD_FILES))
+    r = lower_ratio_row(q2, "", "coord", "barrier_release_p50",
+                        {"client_mode": "processes", "clients": 32}, "tcpstore",
+                        "barrier_release_p50",
+                        {"client_mode": "processes", "clients": 32, "barrier": "wait"}, "µs",
+                        target=1.0)
+    add("coordination: barrier release p50, 32 processes, vs TCPStore", q2.used, *r[1:])
+    q3 = Query(ds.files(COORD_FILES))
+    r = lower_ratio_row(q3, "", "coord", "throughput",
+                        {"client_mode": "processes", "clients": 64,
+                         "op_mix": "set64 pipelined+get alternating"}, "tcpstore", "throughput",
+                        {"client_mode": "processes", "clients": 64,
+                         "op_mix": "set64+get alternating"}, "ops/s", target=2.0, lower=False)
+    add("coordination: set+get throughput, 64 processes, vs TCPStore", q3.used, *r[1:])
+    q = Query(ds.files(BARRIER_FILES))
+    r = lower_ratio_row(q, "", "barrier", "barrier_p50", {"world": 2}, "gloo", "barrier_p50",
+                        {"world": 2}, "µs", target=0.5)
+    add("barrier mode: barrier p50, 2 processes, vs gloo", q.used, *r[1:])
+    q = Query(ds.files(RUNTIME_FILES))
+    ours = q.points("runtime", "tensor_transfer_throughput", {"bytes": 64 << 20})
+    peer = q.points("iperf3", "tcp_bw_recv_bytes", {"streams": 1})
+    med, pairs = paired_ratio(ours, peer)
+    add("runtime: 64 MiB tensor between tasks vs iperf3", q.used,
+        spread(Stat([v for *_, v in ours]), "GB/s"), spread(Stat([v for *_, v in peer]), "GB/s"),
+        ratio_cell(med, pairs, bold=med >= 0.9), verdict(med, 0.9, False))
+    q = Query(ds.files(COLLECTIVE_FILES))
+    r = lower_ratio_row(q, "", "collective", "allreduce_time_p50",
+                        {"MiB": 64, "world": 2, "transport": "shm"}, "gloo",
+                        "allreduce_time_p50", {"MiB": 64, "world": 2}, "ms", target=0.5)
+    add("collectives: 64 MiB all-reduce time, 2 processes, vs gloo", q.used, *r[1:])
+    q = Query(ds.files(GRAPH_FILES))
+    r = lower_ratio_row(q, "", "graph", "matmul_gflops",
+                        {"n": 1024, "dtype": "float32", "backend": _openblas}, "graph",
+                        "numpy_matmul_gflops", {"n": 1024, "dtype": "float32"}, "GFLOP/s",
+                        target=0.8, lower=False)
+    add("graph: MatMul float32 1024² vs NumPy (OpenBLAS)", q.used, *r[1:])
+    q = Query(ds.files(TRAINING_FILES))
+    one, two, (med, pairs) = training_scaling(q)
+    torch = q.points("torch_ddp", "examples_per_second", {"world": 2})
+    if torch:
+        tmed, tpairs = paired_ratio(two, torch)
+        add("training: data-parallel examples/s, 2 tasks, vs PyTorch DDP", q.used,
+            spread(Stat([v for *_, v in two]), "examples/s"),
+            spread(Stat([v for *_, v in torch]), "examples/s"), ratio_cell(tmed, tpairs), "")
+    add("training: data-parallel, 2 tasks vs 1 (no PyTorch line in the raw files yet)", q.used,
+        spread(Stat([v for *_, v in two]), "examples/s"),
+        spread(Stat([v for *_, v in one]), "examples/s") + " (1 task)",
+        ratio_cell(med, pairs, bold=med >= 1.6), verdict(med, 1.6, False))
+    lines = table(["what", "cohort", "peer", "ratio", "target", "raw lines"], rows,
+                  align=["---", "---:", "---:", "---:", "---", "---"])
+    return Block(lines, used, peer="TCPStore and gloo from torch, iperf3, NumPy",
+                 extra="ratio = cohort / peer, both measured in the same run")
+
+
+TABLES = {
+    "summary": t_summary,
+    "coord": t_coord,
+    "barrier": t_barrier,
+    "runtime": t_runtime,
+    "collective": t_collective,
+    "graph-matmul": t_graph,
+    "graph-eigen": t_graph_eigen,
+    "graph-kernels": t_kernels,
+    "training-dp": t_training,
+    "training-ps": t_ps_training,
+}
+
+
+# ---------------------------------------------------------------------------
+# Rewriting the documents
+
+
+def rewrite(text, ds, where, cache):
+    """`text` with every bench block regenerated; ReportError on an unknown
+    or unclosed block. `cache` keeps each table's rendering."""
+    opened = OPEN_RE.findall(text)
+    closed = [m.group("name") for m in BLOCK_RE.finditer(text)]
+    for name in opened:
+        if opened.count(name) != closed.count(name):
+            raise ReportError(f"{where}: block bench:{name} is not closed by "
+                              f"<!-- /bench:{name} --> (or is nested)")
+
+    def repl(m):
+        name = m.group("name")
+        table_name, _, globs = name.partition("@")
+        if table_name not in TABLES:
+            raise ReportError(f"{where}: unknown table bench:{table_name}; known: "
+                              + ", ".join(sorted(TABLES)))
+        if table_name == "summary" and globs:
+            raise ReportError(f"{where}: bench:summary reads every area's files; it takes no @")
+        if name not in cache:
+            try:
+                files = globs.split(",") if globs else None
+                cache[name] = TABLES[table_name](ds, files).render()
+            except ReportError as e:
+                raise ReportError(f"{where}: table {name}: {e}") from None
+        return m.group(1) + cache[name] + m.group(4)
+
+    return BLOCK_RE.sub(repl, text)
+
+
+def documents(root):
+    out = []
+    for pattern in DOC_GLOBS:
+        out += sorted(pathlib.Path(root).glob(pattern))
+    return out
+
+
+def run(root, check, out=sys.stdout, err=sys.stderr):
+    """Rewrites (or checks) every document under `root`; the exit code."""
+    ds = Dataset(root)
+    cache = {}
+    stale = 0
+    try:
+        for path in documents(root):
+            text = path.read_text()
+            rel = os.path.relpath(path, root)
+            new = rewrite(text, ds, rel, cache)
+            if new == text:
+                continue
+            if check:
+                stale += 1
+                out.writelines(difflib.unified_diff(
+                    text.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+            else:
+                path.write_text(new)
+                print(f"rewrote {rel}", file=err)
+    except ReportError as e:
+        print(f"bench_report: {e}", file=err)
+        return 2
+    if stale:
+        print(f"bench_report: {stale} document(s) hold benchmark tables that are not what "
+              "the raw lines give (diff above); run `python3 scripts/bench_report.py` and "
+              "commit, or fix the raw lines, not the table", file=err)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 with a diff when a table is not what the raw lines give")
+    parser.add_argument("--list", action="store_true", help="list the tables")
+    parser.add_argument("--root", default=str(ROOT), help="the repository root")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name in sorted(TABLES):
+            print(name)
+        return 0
+    return run(pathlib.Path(args.root), args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

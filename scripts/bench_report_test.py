@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Tests of scripts/bench_report.py on a tiny fixture: the statistics it
+reports (median and spread of every repetition, never the best), the ratio
+pairing, the provenance line, and the rewrite/--check cycle that makes a
+hand-typed figure fail. Run by ctest as docs.bench_report_unit."""
+
+import io
+import json
+import pathlib
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench_report as br  # noqa: E402
+
+
+def jl(*objs):
+    return "".join(json.dumps(o) + "\n" for o in objs)
+
+
+def meas(suite, metric, value, rep, **params):
+    return {"suite": suite, "metric": metric, "params": params, "value": value,
+            "unit": "us", "rep": rep}
+
+
+# Two runs of a toy suite: cohort "t" and its peer "p", three repetitions
+# each. Run a is fast, run b slow: the median must sit between them.
+RUN_A = jl(
+    {"suite": "env", "bench": "t", "when": "start", "date": "2026-11-26T08:00:00Z",
+     "loadavg": [0.5, 1.0, 1.0], "nproc": 2},
+    meas("t", "lat", 10.0, 0, n=2), meas("p", "lat", 20.0, 0, n=2),
+    meas("t", "lat", 12.0, 1, n=2), meas("p", "lat", 20.0, 1, n=2),
+    meas("t", "lat", 11.0, 2, n=2), meas("p", "lat", 40.0, 2, n=2),
+    meas("t", "lat", 99.0, 0, n=4),  # another size: never selected for n=2
+    {"suite": "t", "metric": "lat_ratio", "params": {"n": 2}, "value": 0.55, "unit": "x",
+     "reps": 3},
+    {"suite": "t", "error": "a failed measurement is not a value"},
+    {"suite": "env", "bench": "t", "when": "end", "date": "2026-11-26T08:05:00Z",
+     "loadavg": [2.5, 1.0, 1.0], "nproc": 2},
+)
+RUN_B = jl(
+    {"suite": "env", "bench": "t", "when": "start", "date": "2026-11-26T09:00:00Z",
+     "loadavg": [0.25, 1.0, 1.0], "nproc": 2,
+     "peer_versions": {"torch": "1.13.0a0"}},
+    {"suite": "env", "bench": "t", "when": "during",
+     "loadavg_1m_samples": {"min": 0.3, "max": 7.5, "median": 1.0, "n": 4}},
+    meas("t", "lat", 30.0, 0, n=2), meas("p", "lat", 30.0, 0, n=2),
+    meas("t", "lat", 31.0, 1, n=2), meas("p", "lat", 31.0, 1, n=2),
+    meas("t", "lat", 32.0, 2, n=2),  # no peer value for rep 2: not paired
+)
+
+
+def toy_table(ds, files=None):
+    q = br.Query(ds.files(files or ["bench/t/results-*.jsonl"]))
+    row = br.lower_ratio_row(q, "lat n=2", "t", "lat", {"n": 2}, "p", "lat", {"n": 2}, "µs",
+                             target=0.5)
+    return br.Block(br.table(["metric", "cohort", "peer", "ratio", "target"], [row]), q.used,
+                    peer="toy peer")
+
+
+class Fixture(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = pathlib.Path(self.tmp.name)
+        (self.root / "bench/t").mkdir(parents=True)
+        (self.root / "bench/t/results-2026-11-26-a.jsonl").write_text(RUN_A)
+        (self.root / "bench/t/results-2026-11-26-b.jsonl").write_text(RUN_B)
+        (self.root / "docs").mkdir()
+        br.TABLES["toy"] = toy_table
+        self.addCleanup(br.TABLES.pop, "toy")
+        self.addCleanup(self.tmp.cleanup)
+
+    def query(self):
+        return br.Query(br.Dataset(self.root).files(["bench/t/results-*.jsonl"]))
+
+
+class StatsTest(Fixture):
+    def test_median_and_spread_cover_every_repetition_of_every_run(self):
+        st = self.query().stat("t", "lat", {"n": 2})
+        # 10, 11, 12, 30, 31, 32: median 21, not run a's best (10) nor
+        # either run's own median.
+        self.assertEqual(st.n, 6)
+        self.assertEqual(st.median, 21.0)
+        self.assertEqual((st.lo, st.hi), (10.0, 32.0))
+        self.assertEqual(br.spread(st, "µs"), "21 µs (10–32)")
+
+    def test_error_and_ratio_lines_are_not_measurements(self):
+        f = br.RunFile("x", RUN_A)
+        self.assertEqual(len(f.errors), 1)
+        self.assertEqual([r["metric"] for r in f.ratios], ["lat_ratio"])
+        self.assertEqual(len(f.measurements), 7)
+
+    def test_ratio_is_median_over_median_and_pairs_only_same_file_and_rep(self):
+        q = self.query()
+        ours = q.points("t", "lat", {"n": 2})
+        theirs = q.points("p", "lat", {"n": 2})
+        med, pairs = br.paired_ratio(ours, theirs)
+        # medians: cohort 21, peer median(20, 20, 40, 30, 31) = 30.
+        self.assertAlmostEqual(med, 21.0 / 30.0)
+        # pairs: a/0 0.5, a/1 0.6, a/2 0.275, b/0 1.0, b/1 1.0; b/2 has no peer.
+        self.assertEqual(pairs.n, 5)
+        self.assertAlmostEqual(pairs.lo, 11.0 / 40.0)
+        self.assertAlmostEqual(pairs.hi, 1.0)
+        self.assertAlmostEqual(pairs.median, 0.6)
+
+    def test_missing_lines_are_an_error_naming_metric_and_files(self):
+        with self.assertRaises(br.ReportError) as cm:
+            self.query().stat("t", "lat", {"n": 8})
+        self.assertIn("t/lat", str(cm.exception))
+        self.assertIn("results-2026-11-26-a.jsonl", str(cm.exception))
+
+    def test_number_format(self):
+        self.assertEqual(br.num(26260.3), "26,260")
+        self.assertEqual(br.num(184.2), "184")
+        self.assertEqual(br.num(0.1174), "0.117")
+        self.assertEqual(br.num(1.616), "1.62")
+
+
+class ProvenanceTest(Fixture):
+    def test_line_names_files_span_load_range_and_peer_version(self):
+        q = self.query()
+        q.points("t", "lat", {"n": 2})
+        line = br.provenance(q.used, "toy peer")
+        self.assertIn("`bench/t/results-2026-11-26-a.jsonl`", line)
+        self.assertIn("`bench/t/results-2026-11-26-b.jsonl`", line)
+        self.assertIn("2026-11-26 08:00–09:00 UTC", line)
+        # start/end 1-minute loads and the sampled min/max: 0.25 .. 7.5.
+        self.assertIn("load average (1 min, env lines) 0.25–7.50 on 2 CPUs", line)
+        self.assertIn("peer: toy peer (torch 1.13.0a0)", line)
+
+    def test_file_without_env_line_says_load_not_recorded(self):
+        (self.root / "bench/t/results-2026-11-20.jsonl").write_text(
+            jl(meas("t", "lat", 1.0, 0, n=2)))
+        f = br.Dataset(self.root).files(["bench/t/results-2026-11-20.jsonl"])
+        line = br.provenance(f, "toy peer")
+        self.assertIn("load not recorded", line)
+        self.assertIn("version not recorded", line)
+
+
+class RewriteTest(Fixture):
+    DOC = "# Doc\n\ntext\n\n<!-- bench:toy -->\n| hand | typed |\n<!-- /bench:toy -->\n\nafter\n"
+
+    def run_report(self, check):
+        out, err = io.StringIO(), io.StringIO()
+        code = br.run(self.root, check, out=out, err=err)
+        return code, out.getvalue(), err.getvalue()
+
+    def test_check_fails_on_hand_typed_table_and_passes_after_rewrite(self):
+        doc = self.root / "docs/a.md"
+        doc.write_text(self.DOC)
+        code, diff, _ = self.run_report(check=True)
+        self.assertEqual(code, 1)
+        self.assertIn("-| hand | typed |", diff)
+        self.assertEqual(doc.read_text(), self.DOC)  # --check writes nothing
+        self.assertEqual(self.run_report(check=False)[0], 0)
+        text = doc.read_text()
+        self.assertIn("| lat n=2 | 21 µs (10–32) | 30 µs (20–40) | 0.7× (0.275–1) |", text)
+        self.assertTrue(text.startswith("# Doc\n\ntext\n\n<!-- bench:toy -->\n"))
+        self.assertTrue(text.endswith("<!-- /bench:toy -->\n\nafter\n"))
+        self.assertEqual(self.run_report(check=True)[0], 0)
+        # One figure changed by hand inside the block: the check fails again.
+        doc.write_text(text.replace("21 µs", "12 µs", 1))
+        code, diff, _ = self.run_report(check=True)
+        self.assertEqual(code, 1)
+        self.assertIn("+| lat n=2 | 21 µs", diff)
+
+    def test_at_glob_builds_the_table_from_the_named_files_only(self):
+        doc = self.root / "docs/a.md"
+        doc.write_text("<!-- bench:toy@bench/t/results-2026-11-26-b.jsonl -->\n"
+                       "<!-- /bench:toy@bench/t/results-2026-11-26-b.jsonl -->\n")
+        self.assertEqual(self.run_report(check=False)[0], 0)
+        text = doc.read_text()
+        # run b alone: cohort 30, 31, 32; peer 30, 31.
+        self.assertIn("| lat n=2 | 31 µs (30–32) | 30.5 µs (30–31) |", text)
+        self.assertNotIn("results-2026-11-26-a.jsonl", text)
+
+    def test_unknown_or_unclosed_block_is_an_error(self):
+        (self.root / "docs/a.md").write_text("<!-- bench:nope -->\n<!-- /bench:nope -->\n")
+        code, _, err = self.run_report(check=True)
+        self.assertEqual(code, 2)
+        self.assertIn("unknown table bench:nope", err)
+        (self.root / "docs/a.md").write_text("<!-- bench:toy -->\nno end\n")
+        code, _, err = self.run_report(check=True)
+        self.assertEqual(code, 2)
+        self.assertIn("not closed", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
