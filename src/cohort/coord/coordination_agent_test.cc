@@ -151,10 +151,14 @@ TEST(CoordinationAgentTest, ReportedErrorReachesEveryOtherTaskOnce) {
   }));
   EXPECT_THAT(agents[0]->error().message(), HasSubstr("worker:2"));
   EXPECT_THAT(agents[0]->error().message(), HasSubstr("disk full"));
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(calls.load(), 3);  // once per agent, the reporter included
+  // The callbacks run after the state changes, outside the agent's lock.
+  ASSERT_TRUE(Eventually([&] { return calls.load() >= 3; })) << calls.load();
   EXPECT_EQ(agents[0]->WaitAtBarrier("x", absl::Seconds(1)).code(),
             absl::StatusCode::kFailedPrecondition);
+  // Once every agent thread is joined no callback can come any more: the
+  // count is final. Once per agent, the reporter included.
+  agents.clear();
+  EXPECT_EQ(calls.load(), 3);
 }
 
 TEST(CoordinationAgentTest, SilentTaskDetectedAtTimeoutOnFakeClock) {
@@ -313,12 +317,23 @@ TEST(CoordinationAgentTest, ServiceStopIsNotAnError) {
   ASSERT_TRUE(cluster.ok());
   CoordinationAgentOptions options;
   options.task = TaskId{"worker", 0};
+  std::atomic<int> error_calls{0};
+  options.error_callback = [&](const absl::Status&) { ++error_calls; };
   auto agent = (*cluster)->NewAgent(options);
   ASSERT_TRUE((*agent)->Connect().ok());
   (*cluster)->service()->Stop();
-  absl::SleepFor(absl::Milliseconds(50));
+  // The agent's own verdict, FailedPrecondition without asking the service
+  // (a stopped service answers Internal), shows that its poll thread has
+  // seen the stop and taken it as the end of the job.
+  ASSERT_TRUE(Eventually([&] {
+    absl::Status s = (*agent)->InsertKeyValue("k", "v");
+    return s.code() == absl::StatusCode::kFailedPrecondition &&
+           absl::StrContains(s.message(), "the job is over");
+  }));
   EXPECT_EQ((*agent)->state(), CoordinationAgent::State::kConnected);
   EXPECT_TRUE((*agent)->Shutdown().ok());
+  agent->reset();  // joins every agent thread: no callback can come later
+  EXPECT_EQ(error_calls.load(), 0);
   EXPECT_TRUE((*cluster)->errors_for(TaskId{"worker", 0}).empty());
 }
 

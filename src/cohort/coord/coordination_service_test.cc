@@ -223,8 +223,10 @@ TEST_F(CoordinationServiceTest, HeartbeatTimeoutDetectedAtDeadline) {
   env_.AdvanceTime(absl::Seconds(6));
   ASSERT_TRUE(service_->Heartbeat(kW0, 11, service_->incarnation()).ok());
   env_.AdvanceTime(absl::Seconds(4) - absl::Milliseconds(1));
-  // worker:1 is 1 ms short of its deadline: still connected.
-  absl::SleepFor(absl::Milliseconds(20));
+  // worker:1 is 1 ms short of its deadline: still connected. The timer
+  // thread parked on a time still ahead has run every check due by now.
+  ASSERT_TRUE(env_.BlockUntilParked(1))
+      << "the service's timer thread did not go back to waiting";
   EXPECT_EQ(StateOf(kW1), TaskState::kConnected);
   EXPECT_FALSE(poll.Ready());
   env_.AdvanceTime(absl::Milliseconds(2));
@@ -654,7 +656,10 @@ TEST_F(CoordinationServiceTest, ShutdownWithoutBarrierNeverLooksFailed) {
   env_.AdvanceTime(absl::Seconds(9));
   ASSERT_TRUE(service_->Heartbeat(kW1, 11, 0).ok());
   env_.AdvanceTime(absl::Seconds(9));
-  absl::SleepFor(absl::Milliseconds(20));
+  // Every heartbeat check due by now has run once the timer thread waits
+  // on a later time again.
+  ASSERT_TRUE(env_.BlockUntilParked(1))
+      << "the service's timer thread did not go back to waiting";
   EXPECT_FALSE(poll.Ready());
   Slot<absl::Status> s1;
   service_->ShutdownTaskAsync(kW1, s1.Callback());
