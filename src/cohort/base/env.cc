@@ -16,6 +16,9 @@
 namespace cohort {
 namespace {
 
+// The process's own clock, environment and files. Everything in cohort that
+// reads them goes through Env so that tests can substitute FakeEnv; this is
+// the only place that touches them directly.
 class RealEnv : public Env {
  public:
   absl::Time Now() override { return absl::Now(); }
@@ -23,6 +26,8 @@ class RealEnv : public Env {
   bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
                          absl::Time deadline) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    // Mutex::AwaitWithDeadline with an infinite deadline still computes a
+    // timeout; the plain Await says what is meant.
     if (deadline == absl::InfiniteFuture()) {
       mu->Await(cond);
       return true;
@@ -48,6 +53,9 @@ class RealEnv : public Env {
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
+      // Callers tell "absent" (often fine: an optional file) from "present
+      // but unreadable" (a permissions problem to report), so the two get
+      // different codes.
       const int err = errno;
       const std::string what =
           absl::StrCat("cannot open ", path, ": ", std::strerror(err));
@@ -77,6 +85,8 @@ class RealEnv : public Env {
       }
       absl::StrAppend(&command, command.empty() ? "" : " ", quoted, "'");
     }
+    // Only stdout is the answer; a tool's warnings on stderr would otherwise
+    // interleave with cohort's own output.
     absl::StrAppend(&command, " 2>/dev/null");
     FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) {
@@ -90,6 +100,8 @@ class RealEnv : public Env {
       output.append(buffer, n);
     }
     const int rc = ::pclose(pipe);
+    // The shell exits 127 when it cannot find the program: NotFound, so a
+    // resolver can say which tool is missing rather than that it failed.
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127) {
       return absl::NotFoundError(
           absl::StrCat("program not found: ", argv[0], " (is it in PATH?)"));

@@ -5,6 +5,8 @@
 
 namespace cohort {
 
+// A fixed, realistic start time (November 2023): tests see the same
+// timestamps on every run, and nothing mistakes the clock for "unset".
 FakeEnv::FakeEnv() : now_(absl::FromUnixSeconds(1'700'000'000)) {}
 
 void FakeEnv::AdvanceTime(absl::Duration d) {
@@ -28,6 +30,10 @@ void FakeEnv::SleepFor(absl::Duration d) {
   auto reached = [this, wake]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return now_ >= wake;
   };
+  // Sleepers are counted and their wake times kept so that a test can wait
+  // until the code under test is parked (BlockUntilSleepers,
+  // BlockUntilParked) before it moves the clock: no real-time sleep decides
+  // the order.
   ++sleepers_;
   auto it = sleep_until_.insert(wake);
   mu_.Await(absl::Condition(&reached));
@@ -53,6 +59,8 @@ void FakeEnv::BlockUntilAwaiting(absl::Time deadline) {
 
 bool FakeEnv::BlockUntilParked(int n, absl::Duration limit) {
   absl::MutexLock lock(&mu_);
+  // Only waits whose time is still ahead count: one already due is about to
+  // return, not parked.
   auto parked = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const absl::Time now = now_;
     const auto future = [now](const std::multiset<absl::Time>& times) {

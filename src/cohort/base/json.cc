@@ -4,6 +4,10 @@
 
 namespace cohort {
 
+// nlohmann's non-throwing parse says only that the text is invalid; the
+// error a user needs (where, and why) comes from a second, SAX parse, paid
+// only on the error path. The message quotes the start of the text, capped,
+// because it may come from a file or a peer.
 absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what) {
   Json value = Json::parse(text.begin(), text.end(), /*cb=*/nullptr,
                            /*allow_exceptions=*/false);
@@ -63,6 +67,7 @@ const char* JsonTypeName(const Json& value) {
   }
 }
 
+// Error messages quote the offending value, but never a whole document.
 std::string JsonPreview(const Json& value) {
   std::string text = value.dump();
   if (text.size() > 80) text = absl::StrCat(text.substr(0, 77), "...");

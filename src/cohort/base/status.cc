@@ -7,6 +7,8 @@
 
 namespace cohort {
 
+// Payloads are copied because callers branch on them (which task failed,
+// which barrier); context added on the way up must not lose them.
 absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return status;
   absl::Status annotated(status.code(),
@@ -18,6 +20,8 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context) {
 }
 
 namespace {
+// The names are API: `cohort status` prints them, also in its JSON output,
+// which scripts read, so they never change.
 constexpr struct {
   absl::StatusCode code;
   const char* name;
@@ -49,6 +53,8 @@ std::string SanitizeForDisplay(absl::string_view text, size_t max_bytes,
   out.reserve(kept.size());
   for (char ch : kept) {
     const unsigned char c = static_cast<unsigned char>(ch);
+    // Control bytes from a peer could rewrite a terminal or forge log lines;
+    // they are shown escaped instead.
     const bool kept = c == '\t' || (c == '\n' && keep_newlines);
     if ((c < 0x20 && !kept) || c == 0x7f) {
       absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));

@@ -25,6 +25,9 @@ using internal::TaskList;
 
 namespace {
 
+// A service incarnation is random so that a restarted service (in a new
+// process, with none of the old state) never matches what clients of its
+// predecessor remember; never 0, which callers send to mean "not known yet".
 uint64_t RandomIncarnation() {
   std::random_device rd;
   uint64_t value = 0;
@@ -39,6 +42,8 @@ uint64_t RandomIncarnation() {
 std::string TaskId::ToString() const { return absl::StrCat(job, ":", index); }
 
 absl::StatusOr<TaskId> TaskId::Parse(absl::string_view text) {
+  // The index follows the last colon; everything before it is the job, so a
+  // bad text is refused whole, with the text in the message.
   const size_t colon = text.rfind(':');
   TaskId task;
   if (colon == absl::string_view::npos || colon == 0 ||
@@ -86,6 +91,9 @@ std::optional<TaskId> ErrorSourceTask(const absl::Status& status) {
   return TaskId{error.source_task().job_name(), error.source_task().task_id()};
 }
 
+// Options are checked here, not on first use: a service with no tasks or a
+// zero heartbeat timeout would accept calls and fail every task later, far
+// from the mistake.
 absl::StatusOr<std::unique_ptr<CoordinationService>>
 CoordinationService::Create(CoordinationServiceOptions options) {
   if (options.jobs.empty()) {
@@ -113,6 +121,10 @@ CoordinationService::CoordinationService(CoordinationServiceOptions options)
       env_(options_.env != nullptr ? options_.env : Env::Default()),
       incarnation_(RandomIncarnation()),
       kv_(options_.kv_limits) {
+  // Membership is fixed when the service starts, as in TSL: every task of
+  // the cluster has an entry from the start, so a barrier or an error
+  // message can name tasks that never registered, and a task the cluster
+  // does not list is refused instead of silently joining.
   absl::MutexLock lock(&mu_);
   for (const auto& [job, count] : options_.jobs) {
     for (int i = 0; i < count; ++i) {
@@ -123,11 +135,18 @@ CoordinationService::CoordinationService(CoordinationServiceOptions options)
   timer_ = std::make_unique<DeadlineTimer>(env_);
 }
 
+// Stop first: it answers every parked call while the timer still exists,
+// and no timer callback can then find a half-destroyed service.
 CoordinationService::~CoordinationService() {
   Stop();
   timer_.reset();
 }
 
+// Every error the service returns carries a CoordinationServiceError
+// payload, because callers branch on it, never on the text: the service's
+// incarnation (an agent can tell a restarted service), the task the error is
+// about (ErrorSourceTask), and whether a task reported it itself or the
+// service detected it.
 absl::Status CoordinationService::Error(absl::StatusCode code,
                                         const std::string& message,
                                         const TaskId* source,
@@ -167,6 +186,9 @@ absl::Status CoordinationService::ServiceStoppedStatus(
   return status;
 }
 
+// Two codes for one event: a parked long poll (error polling, a watch) ends
+// Cancelled, which its owner treats as "stop quietly"; any other call made
+// after Stop is a caller still using a dead service, Internal, as in TSL.
 absl::Status CoordinationService::StopCancelled() const {
   return ServiceStoppedStatus(
       absl::StatusCode::kCancelled,
@@ -184,6 +206,10 @@ absl::Status CoordinationService::StoppedError() const {
 absl::Status CoordinationService::CallerStatusLocked(
     const TaskId& task, const Task* t, uint64_t service_incarnation,
     bool long_poll) const {
+  // In this order: after Stop nothing else matters; a caller that knows an
+  // older service incarnation holds state this service never had, so it
+  // must register again before anything it says makes sense; only then is
+  // the task itself looked up.
   if (stopped_) return long_poll ? StopCancelled() : StoppedError();
   if (service_incarnation != 0 && service_incarnation != incarnation_) {
     return ServiceRestartedError(task, service_incarnation);
@@ -214,6 +240,10 @@ bool CoordinationService::IsRecoverable(const TaskId& task) const {
   return options_.recoverable_jobs.count(task.job) > 0;
 }
 
+// Every parked call (error polls, barriers, alive-task rounds, watches,
+// shutdown waits) is answered exactly once: its callback is taken out under
+// the lock and run after it is released, so that a callback that calls back
+// into the service cannot deadlock.
 void CoordinationService::Stop() {
   Callbacks out;
   {
@@ -264,6 +294,9 @@ void CoordinationService::Stop() {
 
 void CoordinationService::ConnectLocked(const TaskId& task, Task& t,
                                         uint64_t incarnation) {
+  // A (re)connection starts the task afresh: a recoverable task that was in
+  // error is healthy again, and ever_connected lets timeouts tell "never
+  // registered" from "registered, then died".
   t.state = TaskState::kConnected;
   t.incarnation = incarnation;
   t.last_heartbeat = env_->Now();
@@ -277,6 +310,12 @@ void CoordinationService::ConnectLocked(const TaskId& task, Task& t,
                    << " connected (incarnation " << incarnation << ")";
 }
 
+// One timer per task, due when its heartbeat would be late, instead of a
+// periodic sweep over all tasks: a heartbeat only moves last_heartbeat (no
+// timer work on the hot path, which matters with thousands of tasks), and
+// the timer, when it fires early because a heartbeat came meanwhile, simply
+// re-arms for the new due time. The incarnation is captured so that a timer
+// armed for a task's previous process does nothing.
 void CoordinationService::ScheduleHeartbeatCheckLocked(const TaskId& task,
                                                        Task& t) {
   if (t.heartbeat_timer != 0) timer_->Cancel(t.heartbeat_timer);
@@ -329,10 +368,16 @@ void CoordinationService::RegisterTaskAsync(
       result = std::move(caller);
     } else if (t->state == TaskState::kConnected &&
                t->incarnation == incarnation) {
-      // A retry of a registration that succeeded.
+      // A retry of a registration that succeeded (its reply was lost):
+      // idempotent.
       t->last_heartbeat = env_->Now();
       join_init_barrier = options_.register_with_barrier;
     } else if (t->state == TaskState::kConnected) {
+      // A new process for a task that is still connected: it restarted
+      // before its heartbeat timed out. A recoverable task simply replaces
+      // its predecessor (whose barrier arrivals and error poll belong to the
+      // old process and end here); any other task's peers may hold state
+      // from the old process, so the task fails, as in TSL.
       if (t->recoverable) {
         COHORT_LOG(WARNING) << "coordination: recoverable task "
                             << task.ToString() << " restarted (incarnation "
@@ -365,6 +410,9 @@ void CoordinationService::RegisterTaskAsync(
         result = error;
       }
     } else if (t->state == TaskState::kError) {
+      // A task in error comes back only when the job allows it: recoverable
+      // tasks always, and a task that was only late with its heartbeats
+      // (stalled, not dead) when the owner asks for that.
       if (t->recoverable || (options_.allow_new_incarnation_to_reconnect &&
                              t->heartbeat_timeout_error)) {
         ConnectLocked(task, *t, incarnation);
@@ -390,6 +438,9 @@ void CoordinationService::RegisterTaskAsync(
     done(result);
     return;
   }
+  // With register_with_barrier (TSL's cluster_register_with_barrier) the
+  // reply waits until every task has registered, so no task starts work
+  // while a peer is still missing; a failure there is Internal, as in TSL.
   const uint64_t service_incarnation = incarnation_;
   BarrierAsync(kInitBarrierId, 0, options_.cluster_register_timeout, task, {},
                [done = std::move(done), service_incarnation,
@@ -429,6 +480,10 @@ absl::StatusOr<uint64_t> CoordinationService::Heartbeat(
                     "; heartbeats are accepted only between RegisterTask "
                     "and ShutdownTask"));
     } else if (t->incarnation != incarnation) {
+      // A heartbeat from another process than the registered one. For a
+      // recoverable task it is the old process, replaced: only it is told.
+      // Otherwise two processes claim one task (or it restarted unseen), and
+      // the task fails rather than let both run.
       if (t->recoverable) {
         result = Error(absl::StatusCode::kAborted,
                        absl::StrCat("task ", task.ToString(), " incarnation ",
@@ -448,6 +503,7 @@ absl::StatusOr<uint64_t> CoordinationService::Heartbeat(
         result = error;
       }
     } else {
+      // The hot path: no timer work (see ScheduleHeartbeatCheckLocked).
       t->last_heartbeat = env_->Now();
     }
   }
@@ -472,6 +528,7 @@ void CoordinationService::DisconnectLocked(const TaskId& task, Task& t,
                                            " shut down"))] { cb(e); });
     t.poll = nullptr;
   }
+  // Watchers of the job state compare versions to learn that it changed.
   ++version_;
   COHORT_LOG(INFO) << "coordination: task " << task.ToString() << " shut down";
 }
@@ -493,6 +550,11 @@ void CoordinationService::ShutdownTaskAsync(const TaskId& task,
       DisconnectLocked(task, *t, &out);
       StateChangedLocked(&out);
     } else {
+      // The shutdown barrier (TSL's shutdown_barrier_timeout): a task's
+      // ShutdownTask returns only when every connected non-recoverable task
+      // is shutting down too, so that no task leaves while peers may still
+      // need it. Recoverable and unconnected tasks leave at once (above). A
+      // second call from the same task replaces the first (a client retry).
       if (auto it = shutdown_waiting_.find(task);
           it != shutdown_waiting_.end()) {
         out.push_back(
@@ -536,6 +598,8 @@ void CoordinationService::ShutdownTaskAsync(const TaskId& task,
           RunAll(out);
         });
       }
+      // The timer above lets the waiting tasks go, naming the stragglers:
+      // leaving is never blocked forever by a task that never shuts down.
       CheckShutdownBarrierLocked(&out);
     }
   }
@@ -563,6 +627,8 @@ void CoordinationService::CheckShutdownBarrierLocked(Callbacks* out) {
   }
 }
 
+// ResetTask (TSL's) lets a task in error register again without restarting
+// the job: the owner decided the failure is handled.
 absl::Status CoordinationService::ResetTask(const TaskId& task) {
   Callbacks out;
   absl::Status result;

@@ -32,6 +32,8 @@ absl::Status CoordinationService::ReportErrorToService(
                        TaskStateName(t->state),
                        "; only connected tasks can report"));
     } else {
+      // The reported code is kept (callers branch on it); an OK "error" is a
+      // caller bug, made Unknown rather than lost.
       absl::Status reported = Error(
           error.code() == absl::StatusCode::kOk ? absl::StatusCode::kUnknown
                                                 : error.code(),
@@ -45,6 +47,11 @@ absl::Status CoordinationService::ReportErrorToService(
   return result;
 }
 
+// A task in error stops being watched (no heartbeat timer), leaves every
+// barrier it was in (which then fail, naming it), and its own error poll gets
+// the error. Only a non-recoverable task's error is the job's: it goes to
+// every task's poll, as TSL propagates errors; a recoverable task (a ps that
+// may come back) fails alone.
 void CoordinationService::SetTaskErrorLocked(const TaskId& task, Task& t,
                                              absl::Status error,
                                              Callbacks* out) {
@@ -69,6 +76,8 @@ void CoordinationService::SetTaskErrorLocked(const TaskId& task, Task& t,
 
 void CoordinationService::PropagateErrorLocked(const absl::Status& error,
                                                Callbacks* out) {
+  // The first error is the root cause; later ones are usually its
+  // consequences, so polls that start afterwards get the first.
   if (propagated_error_.ok()) propagated_error_ = error;
   for (auto& [id, t] : tasks_) {
     if (t.poll) {
@@ -104,6 +113,7 @@ void CoordinationService::PollForErrorAsync(const TaskId& task,
         !caller.ok()) {
       result = std::move(caller);
     } else if (!propagated_error_.ok() && !t->recoverable) {
+      // A poll that starts after the job failed learns it at once.
       result = propagated_error_;
     } else if (t->state == TaskState::kError) {
       result = t->error;
@@ -118,6 +128,8 @@ void CoordinationService::PollForErrorAsync(const TaskId& task,
           absl::StrCat("task ", task.ToString(), " incarnation ", incarnation,
                        " is stale (registered: ", t->incarnation, ")"));
     } else {
+      // One parked poll per task: a newer one (a reconnecting client)
+      // replaces the older, which ends Cancelled instead of leaking.
       if (t->poll) {
         out.push_back(
             [cb = std::move(t->poll),
@@ -183,6 +195,8 @@ JobStatus CoordinationService::JobStatusLocked() {
   status.version = version_;
   bool all_shut_down = true;
   bool failed = false;
+  // The job is finished when every task shut down cleanly, failed when a
+  // task whose failure is the job's is in error, and running otherwise.
   for (const auto& [id, t] : tasks_) {
     status.tasks.push_back(SnapshotLocked(id, t));
     if (!t.shut_down) all_shut_down = false;
@@ -210,6 +224,11 @@ JobStatus CoordinationService::GetJobStatus() {
   return JobStatusLocked();
 }
 
+// Called after every change of a task's state. The version lets watchers
+// ask "anything after version V?" without missing a change that happened
+// between two of their calls; the shutdown barrier and alive-task rounds
+// wait on task states, so they are re-checked here too. The snapshot is made
+// once, for all watchers.
 void CoordinationService::StateChangedLocked(Callbacks* out) {
   ++version_;
   CheckShutdownBarrierLocked(out);
@@ -236,12 +255,16 @@ void CoordinationService::WatchJobStateAsync(int64_t after_version,
     if (stopped_) {
       result = StoppedError();
     } else if (after_version < version_) {
+      // Something changed since the caller's version: answer now.
       result = JobStatusLocked();
     } else {
       const uint64_t id = next_watcher_id_++;
       Watcher& w = watchers_[id];
       w.after_version = after_version;
       w.done = std::move(done);
+      // At the deadline the watch answers with the unchanged state (not an
+      // error): the caller learns the job is still as it was and watches
+      // again, which is how `cohort status --watch` stays live.
       if (deadline != absl::InfiniteFuture()) {
         w.timer = timer_->Schedule(deadline, [this, id] {
           JobStateCallback cb;
