@@ -1,11 +1,16 @@
 // ShmCommunicator: the collectives of a group whose members all run on one
 // host, through one shared-memory segment that every member maps.
 //
-//   // rank 0                                  // every other rank
-//   auto c0 = ShmCommunicator::Create(o0);     auto c = ShmCommunicator::
-//   publish(c0->segment_name());                   Attach(o, name);
-//   c0->WaitAllAttached(deadline);             c->WaitAllAttached(deadline);
+//   // rank 0
+//   auto c0 = ShmCommunicator::Create(o0);
+//   publish(c0->segment_name());
+//   c0->WaitAllAttached(deadline);
 //   c0->AllReduce(grads, n, kFloat32, kMean, deadline);
+//
+//   // every other rank
+//   auto c = ShmCommunicator::Attach(o, name);
+//   c->WaitAllAttached(deadline);
+//   c->AllReduce(grads, n, kFloat32, kMean, deadline);
 //
 // The segment: a control block (barrier, per-member call descriptors and
 // process ids, the first failure) and two banks of one slot per member

@@ -5,8 +5,10 @@
 //   COHORT_ASSIGN_OR_RETURN(auto server,
 //       StartGrpcServer("127.0.0.1:0", {&service}, security));
 //   int port = server.port;                  // the port the OS chose
-//   auto channel = CreateChannel("127.0.0.1:" + std::to_string(port),
-//   security); grpc::ClientContext ctx;  AttachJobToken(&ctx, security);
+//   auto channel = CreateChannel(
+//       absl::StrCat("127.0.0.1:", port), security);
+//   grpc::ClientContext ctx;
+//   AttachJobToken(&ctx, security);
 //
 // Security modes:
 //  - TLS from files (ca_cert_file set): the server presents cert/key and the
