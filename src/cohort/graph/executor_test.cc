@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/notification.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/cancellation.h"
 #include "cohort/graph/device.h"
@@ -64,6 +65,10 @@ class WrongTypeOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override { ctx->set_output(0, Tensor(3)); }
 };
 
+// When set, notified by BlockOp once it waits on its step's cancellation:
+// a test then cancels a step that is certainly running.
+std::atomic<absl::Notification*> g_block_parked{nullptr};
+
 // Completes only when the step is cancelled.
 class BlockOp : public AsyncOpKernel {
  public:
@@ -75,7 +80,11 @@ class BlockOp : public AsyncOpKernel {
       ctx->SetStatus(absl::CancelledError("block cancelled"));
       done();
     };
-    if (!cm->RegisterCallback(token, finish)) finish();
+    if (!cm->RegisterCallback(token, finish)) {
+      finish();
+      return;
+    }
+    if (absl::Notification* parked = g_block_parked.load()) parked->Notify();
   }
 };
 
@@ -243,15 +252,22 @@ TEST_F(ExecutorTest, OutsideCancellation) {
   auto ex = Make({}, {"block"});
   ASSERT_TRUE(ex.ok());
   CancellationManager cm;
+  absl::Notification parked;
+  g_block_parked = &parked;
+  // Cancels only once the step is parked in BlockOp: a cancellation that
+  // came first would be refused at the start instead.
   std::thread canceller([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    cm.StartCancel();
+    if (!parked.WaitForNotificationWithTimeout(absl::Seconds(10))) {
+      ADD_FAILURE() << "the step never reached Block";
+    }
+    cm.StartCancel();  // even so: the Run below must end
   });
   std::vector<Tensor> out;
   Executor::RunArgs args;
   args.cancellation = &cm;
   EXPECT_EQ((*ex)->Run(args, &out).code(), absl::StatusCode::kCancelled);
   canceller.join();
+  g_block_parked = nullptr;
 }
 
 TEST_F(ExecutorTest, FeedErrors) {

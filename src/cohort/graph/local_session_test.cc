@@ -3,7 +3,10 @@
 #include <cmath>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "cohort/graph/builder.h"
+#include "cohort/graph/cancellation.h"
+#include "cohort/graph/kernels/all_kernels.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
 #include "cohort/graph/kernels/math_ops.h"
@@ -181,23 +184,76 @@ TEST(LocalSessionTest, CloseRefusesFurtherCalls) {
   EXPECT_TRUE(session->Close().ok());
 }
 
+// Notified by BlockUntilCancelledOp once it waits on its step's
+// cancellation; set by the test that runs it.
+absl::Notification* g_blocked = nullptr;
+
+// Completes only when its step is cancelled. It tells the test when it is
+// parked (its cancellation callback registered), so that the test acts on
+// a step that is certainly running.
+class BlockUntilCancelledOp : public AsyncOpKernel {
+ public:
+  using AsyncOpKernel::AsyncOpKernel;
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    CancellationManager* cm = ctx->cancellation_manager();
+    auto finish = [ctx, done] {
+      ctx->SetStatus(absl::CancelledError("BlockUntilCancelled cancelled"));
+      done();
+    };
+    if (!cm->RegisterCallback(cm->GetCancellationToken(), finish)) {
+      finish();
+      return;
+    }
+    g_blocked->Notify();
+  }
+};
+
+// Every standard op and kernel, and BlockUntilCancelled.
+struct BlockingRegistries {
+  OpRegistry ops;
+  KernelRegistry kernels;
+  BlockingRegistries() {
+    EXPECT_TRUE(RegisterAllOps(&ops).ok());
+    EXPECT_TRUE(RegisterAllKernels(&kernels).ok());
+    EXPECT_TRUE(
+        ops.Register(OpDefBuilder("BlockUntilCancelled").Output("y: float"))
+            .ok());
+    EXPECT_TRUE(kernels
+                    .Register<BlockUntilCancelledOp>(
+                        KernelDefBuilder("BlockUntilCancelled"))
+                    .ok());
+  }
+};
+
+// Close while the step is parked in a kernel (not before it starts, which
+// is the FailedPrecondition of CloseRefusesFurtherCalls): the step is
+// cancelled, and says that the session was closed.
 TEST(LocalSessionTest, CloseCancelsARunningStep) {
-  Scope root = Scope::NewRootScope();
-  ops::Recv(root.WithOpName("r"), DT_FLOAT, "t",
-            "/job:a/replica:0/task:0/device:CPU:0",
-            "/job:localhost/replica:0/task:0/device:CPU:0");
-  auto session = MakeSession(root);
+  static BlockingRegistries* registries = new BlockingRegistries();
+  Scope root = Scope::NewRootScope(&registries->ops);
+  BuildOp(root.WithOpName("block"), "BlockUntilCancelled", {});
+  SessionOptions options;
+  options.op_registry = &registries->ops;
+  options.kernels = &registries->kernels;
+  auto session = MakeSession(root, options);
+  ASSERT_NE(session, nullptr);
+  absl::Notification blocked;
+  g_blocked = &blocked;
   absl::Status s;
   std::thread runner([&] {
     std::vector<Tensor> out;
     RunOptions ro;
     ro.timeout = absl::Seconds(30);
-    s = session->Run(ro, {}, {"r"}, {}, &out);
+    s = session->Run(ro, {}, {"block:0"}, {}, &out);
   });
-  absl::SleepFor(absl::Milliseconds(30));
-  ASSERT_TRUE(session->Close().ok());
+  // (EXPECT, not ASSERT: the runner must be joined whatever happens.)
+  EXPECT_TRUE(blocked.WaitForNotificationWithTimeout(absl::Seconds(10)))
+      << "the step never reached BlockUntilCancelled";
+  EXPECT_TRUE(session->Close().ok());
   runner.join();
-  EXPECT_TRUE(absl::IsCancelled(s) || absl::IsFailedPrecondition(s)) << s;
+  g_blocked = nullptr;
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_THAT(s.message(), HasSubstr("the session was closed")) << s;
 }
 
 TEST(LocalSessionTest, GlobalStepIncrements) {

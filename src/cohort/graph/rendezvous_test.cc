@@ -42,13 +42,22 @@ TEST(RendezvousTest, SendThenRecvAndRecvThenSend) {
   ASSERT_TRUE(r.Recv(Key("a"), &v, absl::InfiniteFuture()).ok());
   EXPECT_EQ(v.scalar<float>(), 1.f);
 
-  std::thread sender([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    EXPECT_TRUE(r.Send(Key("b"), Tensor(2.f)).ok());
+  // Recv first: RecvAsync (which the blocking Recv waits on) has parked
+  // its waiter when it returns, so the Send below certainly comes second.
+  absl::Status status = absl::UnknownError("not called");
+  Tensor got;
+  bool called = false;
+  r.RecvAsync(Key("b"), [&](const absl::Status& s, const Tensor& t) {
+    status = s;
+    got = t;
+    called = true;
   });
-  ASSERT_TRUE(r.Recv(Key("b"), &v, absl::Now() + absl::Seconds(10)).ok());
-  EXPECT_EQ(v.scalar<float>(), 2.f);
-  sender.join();
+  EXPECT_FALSE(called);
+  ASSERT_TRUE(r.Send(Key("b"), Tensor(2.f)).ok());
+  // A local rendezvous hands the tensor over inside Send.
+  ASSERT_TRUE(called);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(got.scalar<float>(), 2.f);
 }
 
 TEST(RendezvousTest, DuplicateSendIsAnError) {

@@ -252,19 +252,30 @@ TEST_F(LauncherTest, KilledBySignalIsAFailure) {
               HasSubstr("killed by signal 9 (SIGKILL)"));
 }
 
-// A task that ignores SIGTERM is killed after the grace period.
+// A task that ignores SIGTERM is killed after the grace period. worker:1
+// fails only once worker:0 has set SIGTERM to ignored (and said so in a
+// file): a stop that came earlier would end worker:0 by SIGTERM and never
+// reach the grace period. Ignored, SIGTERM carries over to the sleep the
+// shell becomes, so only the SIGKILL at the end of the grace can end it.
 TEST_F(LauncherTest, TaskIgnoringSigtermIsKilledAfterGrace) {
   options_.num_workers = 2;
   options_.stop_grace = absl::Milliseconds(300);
   Script(
-      "if [ $COHORT_PARTITION_ID = 1 ]; then exit 2; fi; "
-      "trap '' TERM; sleep 60 & wait; sleep 60");
+      "mkdir -p $TEST_DIR; "
+      "if [ $COHORT_PARTITION_ID = 1 ]; then "
+      "  while [ ! -f $TEST_DIR/ignoring ]; do sleep 0.01; done; exit 2; "
+      "fi; "
+      "trap '' TERM; touch $TEST_DIR/ignoring; exec sleep 60");
   Launcher launcher(Env::Default(), options_);
   const absl::Time start = absl::Now();
   auto result = launcher.Run();
+  const absl::Duration took = absl::Now() - start;
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->exit_code, 2);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  EXPECT_EQ(result->exit_code, 2) << Messages();
+  EXPECT_THAT(result->failure_summary, HasSubstr("worker:1"));
+  // worker:0 outlived the SIGTERM: the launcher waited the whole grace.
+  EXPECT_GE(took, options_.stop_grace) << Messages();
+  EXPECT_LT(took, absl::Seconds(15)) << Messages();
 }
 
 // Ctrl-C: Stop() ends every task and Run() returns 130.
