@@ -26,6 +26,7 @@ class GraphUnderConstruction {
   absl::flat_hash_set<std::string> used;
   absl::flat_hash_map<std::string, int> counts;
   std::vector<Operation> initializers;
+  absl::flat_hash_map<std::string, std::vector<Operation>> collections;
   absl::Status status;
 };
 
@@ -147,6 +148,21 @@ void Scope::AddInitializer(const Operation& op) const {
 
 std::vector<Operation> Scope::Initializers() const {
   return graph_->initializers;
+}
+
+void Scope::AddToCollection(absl::string_view key, const Operation& op) const {
+  std::vector<Operation>& ops = graph_->collections[key];
+  // By node name: two Operation handles of one node compare by name only.
+  for (const Operation& o : ops) {
+    if (o.name() == op.name()) return;
+  }
+  ops.push_back(op);
+}
+
+std::vector<Operation> Scope::GetCollection(absl::string_view key) const {
+  auto it = graph_->collections.find(key);
+  return it == graph_->collections.end() ? std::vector<Operation>()
+                                         : it->second;
 }
 
 int Scope::num_nodes() const { return static_cast<int>(graph_->nodes.size()); }

@@ -192,6 +192,13 @@ class Scope {
   void AddInitializer(const Operation& op) const;
   std::vector<Operation> Initializers() const;
 
+  // Named collections of ops, as TensorFlow's graph collections (the
+  // GLOBAL_STEP collection "global_step" holds the global step variable).
+  // AddToCollection appends `op` to `key` unless it is there already;
+  // GetCollection lists `key`'s ops in the order added (empty when none).
+  void AddToCollection(absl::string_view key, const Operation& op) const;
+  std::vector<Operation> GetCollection(absl::string_view key) const;
+
  private:
   explicit Scope(std::shared_ptr<GraphUnderConstruction> g);
   std::shared_ptr<GraphUnderConstruction> graph_;

@@ -10,9 +10,12 @@
 // read). Writes are atomic (see checkpoint.h).
 //
 // GraphDefs written by TensorFlow read as they are: `versions { ... }` and
-// an empty `library {}` are kept (graph.proto), and internal node attrs
-// ("_class", "_output_shapes") pass validation (op_registry.h). A library
-// with functions is InvalidArgument: cohort cannot express functions.
+// an empty `library {}` are kept (graph.proto), internal node attrs
+// ("_class", "_output_shapes") pass validation, and every registered op
+// declares TensorFlow's full attr set with its defaults (op_registry.h), so
+// a node carrying all of them (Sum's Tidx, Fill's index_type, ...) builds;
+// tf_graph_def_test.cc trains such a graph. A library with functions is
+// InvalidArgument: cohort cannot express functions.
 //
 // Thread safety: thread-safe functions; block on file I/O.
 #ifndef COHORT_GRAPH_GRAPH_IO_H_

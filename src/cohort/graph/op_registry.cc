@@ -33,6 +33,11 @@ OpDefBuilder& OpDefBuilder::Attr(std::string spec) {
   attrs_.push_back(std::move(spec));
   return *this;
 }
+OpDefBuilder& OpDefBuilder::RequireDefault(std::string attr_name,
+                                           std::string why) {
+  require_default_.emplace_back(std::move(attr_name), std::move(why));
+  return *this;
+}
 OpDefBuilder& OpDefBuilder::SetIsStateful() {
   stateful_ = true;
   return *this;
@@ -281,6 +286,21 @@ absl::StatusOr<OpDef> OpDefBuilder::Finalize() const {
     }
     def.attrs.push_back(std::move(a));
   }
+  for (const auto& required : require_default_) {
+    const std::string& attr_name = required.first;
+    const std::string& why = required.second;
+    auto it = std::find_if(
+        def.attrs.begin(), def.attrs.end(),
+        [&](const OpDef::AttrDef& a) { return a.name == attr_name; });
+    // Only a default can be required: an attr without one would refuse
+    // every node.
+    if (it == def.attrs.end() || !it->has_default) {
+      return SpecError(name_, attr_name,
+                       "RequireDefault names no attr declared with a default");
+    }
+    it->require_default = true;
+    it->unsupported_why = why;
+  }
   auto add_args = [&](const std::vector<std::string>& specs,
                       std::vector<OpDef::ArgDef>* out) -> absl::Status {
     for (const auto& spec : specs) {
@@ -423,6 +443,18 @@ absl::Status ValidateNodeDef(const NodeDef& node, const OpDef& op_def) {
     if (a.type == "type" && DataTypeName(v.type()).rfind("unknown", 0) == 0) {
       return error(absl::StrCat("attr '", a.name, "' has an unknown type ",
                                 static_cast<int>(v.type())));
+    }
+    // Serialized comparison: AttrValue has no operator==, and a default
+    // and the value TensorFlow writes for it serialize alike (a scalar or a
+    // type; no maps, so the bytes are deterministic).
+    if (a.require_default &&
+        v.SerializeAsString() != a.default_value.SerializeAsString()) {
+      return absl::UnimplementedError(absl::StrCat(
+          NodeDebugName(node), ": attr '", a.name, "' is ",
+          AttrValueDebugString(v),
+          "; cohort supports only TensorFlow's "
+          "default ",
+          AttrValueDebugString(a.default_value), " (", a.unsupported_why, ")"));
     }
     if (a.has_minimum) {
       int64_t n = a.type == "int" ? v.i()

@@ -22,10 +22,19 @@
 // "axis: int = 0", "dtype: type = float", "padding: string = 'SAME'",
 // "shape: shape", "perm: list(int)", "a: int >= 1".
 //
+// Each op declares TensorFlow's full attr set for that op, with TensorFlow's
+// types and defaults, so a GraphDef TensorFlow wrote (which carries every
+// attr, defaults included: Sum's "Tidx", Fill's "index_type", ...) loads.
+// An attr TensorFlow has but cohort does not implement is declared with
+// RequireDefault(attr, why): its default (what TensorFlow writes unless
+// asked otherwise) is accepted, any other value is refused as Unimplemented
+// naming the node, op, attr and `why`, never silently ignored.
+//
 // Contract for a node (NodeDef) of a registered op, checked by
 // ValidateNodeDef: every attr of the OpDef is present (after
 // AddDefaultAttrs) with the declared type and in its allowed set, no unknown
-// attrs, and the number of data inputs matches. Attrs whose name starts with
+// attrs, RequireDefault attrs at their default, and the number of data
+// inputs matches. Attrs whose name starts with
 // "_" (TensorFlow's internal attrs such as "_class" and "_output_shapes")
 // are accepted without any check and kept on the node. Every error names the
 // node and its op: "node 'dense/MatMul' (op MatMul): attr 'T' is string,
@@ -80,6 +89,10 @@ struct OpDef {
     std::vector<DataType> allowed_types;  // For "type"; empty = any.
     bool has_minimum = false;
     int64_t minimum = 0;  // For "int" (value) and "list(...)" (length).
+    // Set by OpDefBuilder::RequireDefault: only default_value is accepted,
+    // and `unsupported_why` says what cohort lacks for any other value.
+    bool require_default = false;
+    std::string unsupported_why;
   };
 
   std::string name;
@@ -101,6 +114,9 @@ class OpDefBuilder {
   OpDefBuilder& Input(std::string spec);
   OpDefBuilder& Output(std::string spec);
   OpDefBuilder& Attr(std::string spec);
+  // Attr `attr_name` (declared by Attr with a default) accepts only its
+  // default; `why` names the behaviour cohort lacks for other values.
+  OpDefBuilder& RequireDefault(std::string attr_name, std::string why);
   OpDefBuilder& SetIsStateful();
   OpDefBuilder& SetShapeFn(ShapeFn fn);
   OpDefBuilder& Doc(std::string doc);
@@ -111,6 +127,7 @@ class OpDefBuilder {
  private:
   std::string name_;
   std::vector<std::string> inputs_, outputs_, attrs_;
+  std::vector<std::pair<std::string, std::string>> require_default_;
   bool stateful_ = false;
   ShapeFn shape_fn_;
   std::string doc_;
@@ -142,7 +159,9 @@ class OpRegistry {
 
 // Adds the default value of every attr the node lacks.
 void AddDefaultAttrs(const OpDef& op_def, NodeDef* node);
-// See the file comment. InvalidArgument naming the node and its op.
+// See the file comment. InvalidArgument naming the node and its op;
+// Unimplemented naming the node, op and attr for a RequireDefault attr off
+// its default.
 absl::Status ValidateNodeDef(const NodeDef& node, const OpDef& op_def);
 // The number of data inputs / outputs of `node` and their types (lists
 // expanded). Requires a valid node; InvalidArgument otherwise.

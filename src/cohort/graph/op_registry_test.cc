@@ -87,6 +87,36 @@ TEST(OpRegistryTest, BadSpecsAndDuplicates) {
   EXPECT_EQ(r.ListOps(), std::vector<std::string>{"E"});
 }
 
+// RequireDefault: the default passes (filled in or written out), any other
+// value is Unimplemented naming node, op, attr and what cohort lacks; only
+// an attr declared with a default can be required.
+TEST(OpRegistryTest, RequireDefaultAcceptsOnlyTheDefault) {
+  OpRegistry r;
+  ASSERT_TRUE(r.Register(OpDefBuilder("Cmp")
+                             .Attr("strict: bool = true")
+                             .RequireDefault("strict", "no lenient mode"))
+                  .ok());
+  const OpDef* def = r.LookUp("Cmp");
+  NodeDef n = MakeNode("c", "Cmp", {});
+  AddDefaultAttrs(*def, &n);
+  EXPECT_TRUE(ValidateNodeDef(n, *def).ok());
+  (*n.mutable_attr())["strict"].set_b(false);
+  absl::Status s = ValidateNodeDef(n, *def);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(s.message(),
+            "node 'c' (op Cmp): attr 'strict' is false; cohort supports only "
+            "TensorFlow's default true (no lenient mode)");
+
+  EXPECT_EQ(
+      r.Register(
+           OpDefBuilder("NoDefault").Attr("T: type").RequireDefault("T", "x"))
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      r.Register(OpDefBuilder("Undeclared").RequireDefault("T", "x")).code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 // A number attr from the GraphDef is checked against the inputs the node
 // has, in int64: N = 2^32+1 used to pass as 1 (found by fuzz_graph_def).
 TEST(OpRegistryTest, NumberAttrMustMatchTheInputsWithoutWrapping) {

@@ -184,12 +184,21 @@ absl::Status RegisterUnary(OpRegistry* r, const char* name, const char* types) {
 }
 
 absl::Status RegisterComparison(OpRegistry* r, const char* name) {
-  return r->Register(OpDefBuilder(name)
-                         .Input("x: T")
-                         .Input("y: T")
-                         .Output("z: bool")
-                         .Attr("T: {float, double, int32, int64}")
-                         .SetShapeFn(shape_fns::BroadcastBinaryOp));
+  OpDefBuilder b(name);
+  b.Input("x: T")
+      .Input("y: T")
+      .Output("z: bool")
+      .Attr("T: {float, double, int32, int64}")
+      .SetShapeFn(shape_fns::BroadcastBinaryOp);
+  // TensorFlow's Equal and NotEqual (not Greater or Less) carry this attr;
+  // false asks for a scalar false on shapes that do not broadcast, where
+  // cohort's kernel fails the step.
+  if (absl::string_view(name) == "Equal") {
+    b.Attr("incompatible_shape_error: bool = true")
+        .RequireDefault("incompatible_shape_error",
+                        "shapes that do not broadcast fail the step");
+  }
+  return r->Register(b);
 }
 
 absl::Status AddNShape(InferenceContext* c) {
@@ -319,6 +328,12 @@ absl::Status RegisterElementwiseOps(OpRegistry* r) {
                       .Output("y: DstT")
                       .Attr("SrcT: {float, double, int32, int64, bool}")
                       .Attr("DstT: {float, double, int32, int64, bool}")
+                      // TensorFlow's Truncate=true drops mantissa bits
+                      // instead of rounding a narrowing float conversion.
+                      .Attr("Truncate: bool = false")
+                      .RequireDefault("Truncate",
+                                      "casts round to nearest, they do not "
+                                      "truncate")
                       .SetShapeFn(shape_fns::Unchanged)));
   return absl::OkStatus();
 }

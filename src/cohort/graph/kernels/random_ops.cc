@@ -92,14 +92,22 @@ absl::Status RandomShape(InferenceContext* c) {
 
 absl::Status RegisterRandomOps(OpRegistry* r) {
   for (const char* name : {"RandomUniform", "RandomNormal"}) {
-    COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder(name)
-                                           .Input("shape: int32")
-                                           .Output("output: dtype")
-                                           .Attr("dtype: {float, double}")
-                                           .Attr("seed: int = 0")
-                                           .Attr("seed2: int = 0")
-                                           .SetIsStateful()
-                                           .SetShapeFn(RandomShape)));
+    COHORT_RETURN_IF_ERROR(
+        r->Register(OpDefBuilder(name)
+                        .Input("shape: T")
+                        .Output("output: dtype")
+                        .Attr("dtype: {float, double}")
+                        .Attr("seed: int = 0")
+                        .Attr("seed2: int = 0")
+                        // TensorFlow: the shape's type,
+                        // no default; int32 here so the
+                        // refusal of int64 names it.
+                        .Attr("T: {int32, int64} = int32")
+                        .RequireDefault("T",
+                                        "the kernel reads an int32 "
+                                        "shape")
+                        .SetIsStateful()
+                        .SetShapeFn(RandomShape)));
   }
   return absl::OkStatus();
 }

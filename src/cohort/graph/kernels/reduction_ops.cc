@@ -328,15 +328,21 @@ absl::Status RegisterTyped(KernelRegistry* r) {
 
 }  // namespace
 
+// Why an index attr (Tidx) must stay int32: the kernels read the axes as
+// int32.
+constexpr char kInt32Indices[] = "the kernels read int32 axes";
+
 absl::Status RegisterReductionOps(OpRegistry* r) {
   for (const char* name : {"Sum", "Mean", "Max"}) {
     COHORT_RETURN_IF_ERROR(
         r->Register(OpDefBuilder(name)
                         .Input("input: T")
-                        .Input("reduction_indices: int32")
+                        .Input("reduction_indices: Tidx")
                         .Output("output: T")
                         .Attr("T: {float, double, int32, int64}")
                         .Attr("keep_dims: bool = false")
+                        .Attr("Tidx: {int32, int64} = int32")
+                        .RequireDefault("Tidx", kInt32Indices)
                         .SetShapeFn(ReductionShape)));
   }
   COHORT_RETURN_IF_ERROR(
@@ -347,6 +353,10 @@ absl::Status RegisterReductionOps(OpRegistry* r) {
                       .Attr("T: {float, double, int32, int64}")
                       .Attr("transpose_a: bool = false")
                       .Attr("transpose_b: bool = false")
+                      // Hints TensorFlow sets on MatMuls of a gradient (for
+                      // its TF32 policy); they never change the product.
+                      .Attr("grad_a: bool = false")
+                      .Attr("grad_b: bool = false")
                       .SetShapeFn(MatMulShape)));
   return absl::OkStatus();
 }

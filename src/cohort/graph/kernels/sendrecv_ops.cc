@@ -86,6 +86,12 @@ absl::Status RegisterSendRecvOps(OpRegistry* r) {
                       .Attr("send_device: string")
                       .Attr("send_device_incarnation: int = 0")
                       .Attr("recv_device: string")
+                      // TensorFlow's: true when a client, not a device,
+                      // feeds or fetches the tensor.
+                      .Attr("client_terminated: bool = false")
+                      .RequireDefault("client_terminated",
+                                      "every Send and Recv runs between "
+                                      "devices")
                       .SetIsStateful()
                       .SetShapeFn(shape_fns::NoOutputs)));
   COHORT_RETURN_IF_ERROR(
@@ -96,6 +102,12 @@ absl::Status RegisterSendRecvOps(OpRegistry* r) {
                       .Attr("send_device: string")
                       .Attr("send_device_incarnation: int = 0")
                       .Attr("recv_device: string")
+                      // TensorFlow's: true when a client, not a device,
+                      // feeds or fetches the tensor.
+                      .Attr("client_terminated: bool = false")
+                      .RequireDefault("client_terminated",
+                                      "every Send and Recv runs between "
+                                      "devices")
                       .SetIsStateful()
                       .SetShapeFn(shape_fns::Unknown)));
   return absl::OkStatus();

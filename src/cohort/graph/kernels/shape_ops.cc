@@ -15,6 +15,9 @@ namespace cohort {
 namespace {
 
 constexpr char kPodTypes[] = "T: {float, double, int32, int64, bool}";
+// Why TensorFlow's index-type attrs (Tshape, index_type, Index, ...) must
+// stay int32: these kernels read shapes and offsets as int32.
+constexpr char kInt32Index[] = "the kernel reads int32 shapes and offsets";
 
 // Reads a rank-1 int32 tensor; InvalidArgument naming `what` otherwise.
 absl::Status ReadIntVector(const Tensor& t, const char* what,
@@ -562,9 +565,11 @@ absl::Status RegisterTyped(KernelRegistry* r) {
 absl::Status RegisterShapeOps(OpRegistry* r) {
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Reshape")
                                          .Input("tensor: T")
-                                         .Input("shape: int32")
+                                         .Input("shape: Tshape")
                                          .Output("output: T")
                                          .Attr("T: type")
+                                         .Attr("Tshape: {int32, int64} = int32")
+                                         .RequireDefault("Tshape", kInt32Index)
                                          .SetShapeFn(ReshapeShape)));
   COHORT_RETURN_IF_ERROR(
       r->Register(OpDefBuilder("Shape")
@@ -575,15 +580,24 @@ absl::Status RegisterShapeOps(OpRegistry* r) {
                       .SetShapeFn(ShapeShape)));
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Size")
                                          .Input("input: T")
-                                         .Output("output: int32")
+                                         .Output("output: out_type")
                                          .Attr("T: type")
+                                         .Attr("out_type: {int32, int64} = "
+                                               "int32")
+                                         .RequireDefault("out_type",
+                                                         "the kernel writes "
+                                                         "an int32 size")
                                          .SetShapeFn(shape_fns::Scalar)));
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Fill")
-                                         .Input("dims: int32")
-                                         .Input("value: T")
-                                         .Output("output: T")
-                                         .Attr(kPodTypes)
-                                         .SetShapeFn(FillShape)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("Fill")
+                      .Input("dims: index_type")
+                      .Input("value: T")
+                      .Output("output: T")
+                      .Attr(kPodTypes)
+                      .Attr("index_type: {int32, int64} = "
+                            "int32")
+                      .RequireDefault("index_type", kInt32Index)
+                      .SetShapeFn(FillShape)));
   for (const char* name : {"ZerosLike", "OnesLike"}) {
     COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder(name)
                                            .Input("x: T")
@@ -599,10 +613,16 @@ absl::Status RegisterShapeOps(OpRegistry* r) {
                                          .SetShapeFn(ConcatShape)));
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Slice")
                                          .Input("input: T")
-                                         .Input("begin: int32")
-                                         .Input("size: int32")
+                                         .Input("begin: Index")
+                                         .Input("size: Index")
                                          .Output("output: T")
                                          .Attr(kPodTypes)
+                                         // TensorFlow declares no default
+                                         // (its graphs always carry Index);
+                                         // int32 lets RequireDefault refuse
+                                         // int64 by name.
+                                         .Attr("Index: {int32, int64} = int32")
+                                         .RequireDefault("Index", kInt32Index)
                                          .SetShapeFn(SliceShape)));
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("SliceGrad")
                                          .Input("shape: int32")
@@ -612,10 +632,12 @@ absl::Status RegisterShapeOps(OpRegistry* r) {
                                          .Attr(kPodTypes)
                                          .SetShapeFn(SliceGradShape)));
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("BroadcastGradientArgs")
-                                         .Input("s0: int32")
-                                         .Input("s1: int32")
-                                         .Output("r0: int32")
-                                         .Output("r1: int32")
+                                         .Input("s0: T")
+                                         .Input("s1: T")
+                                         .Output("r0: T")
+                                         .Output("r1: T")
+                                         .Attr("T: {int32, int64} = int32")
+                                         .RequireDefault("T", kInt32Index)
                                          .SetShapeFn(VectorOutputs)));
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("ReducedShape")
                                          .Input("input_shape: int32")

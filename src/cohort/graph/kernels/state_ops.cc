@@ -250,14 +250,22 @@ absl::Status CheckInitialized(const Var& var) {
 }
 
 absl::Status RegisterStateOps(OpRegistry* r) {
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("VarHandleOp")
-                                         .Output("resource: resource")
-                                         .Attr("container: string = ''")
-                                         .Attr("shared_name: string = ''")
-                                         .Attr("dtype: type")
-                                         .Attr("shape: shape = <unknown>")
-                                         .SetIsStateful()
-                                         .SetShapeFn(ScalarShapeFn)));
+  COHORT_RETURN_IF_ERROR(
+      r->Register(OpDefBuilder("VarHandleOp")
+                      .Output("resource: resource")
+                      .Attr("container: string = ''")
+                      .Attr("shared_name: string = ''")
+                      // Only a name for debugging.
+                      .Attr("debug_name: string = ''")
+                      .Attr("dtype: type")
+                      .Attr("shape: shape = <unknown>")
+                      .Attr("allowed_devices: list(string) "
+                            "= []")
+                      .RequireDefault("allowed_devices",
+                                      "a variable lives on the one "
+                                      "device it is placed on")
+                      .SetIsStateful()
+                      .SetShapeFn(ScalarShapeFn)));
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("ReadVariableOp")
                                          .Input("resource: resource")
                                          .Output("value: dtype")
@@ -266,12 +274,21 @@ absl::Status RegisterStateOps(OpRegistry* r) {
                                          .SetShapeFn(ReadShapeFn)));
   for (const char* op :
        {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}) {
-    COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder(op)
-                                           .Input("resource: resource")
-                                           .Input("value: dtype")
-                                           .Attr("dtype: type")
-                                           .SetIsStateful()
-                                           .SetShapeFn(shape_fns::NoOutputs)));
+    OpDefBuilder b(op);
+    b.Input("resource: resource")
+        .Input("value: dtype")
+        .Attr("dtype: type")
+        .SetIsStateful()
+        .SetShapeFn(shape_fns::NoOutputs);
+    // Only TensorFlow's AssignVariableOp has validate_shape; true would
+    // refuse a value whose shape differs from the variable's current one,
+    // where cohort checks only the declared shape.
+    if (absl::string_view(op) == "AssignVariableOp") {
+      b.Attr("validate_shape: bool = false")
+          .RequireDefault("validate_shape",
+                          "an assign checks the declared shape only");
+    }
+    COHORT_RETURN_IF_ERROR(r->Register(b));
   }
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("VarIsInitializedOp")
                                          .Input("resource: resource")
@@ -403,6 +420,9 @@ Variable GetOrCreateGlobalStep(const Scope& scope) {
   v.initializer = AssignVariableOp(root.WithOpName("global_step/Assign"),
                                    v.handle, Tensor(int64_t{0}));
   if (v.initializer.valid()) scope.AddInitializer(v.initializer);
+  // TensorFlow's create_global_step adds the variable to the GLOBAL_STEP
+  // collection, where training_util's GetGlobalStep looks first.
+  if (v.handle.valid()) scope.AddToCollection("global_step", v.handle.op());
   return v;
 }
 

@@ -87,7 +87,8 @@ Variable MakeVariable(const Scope& scope, const std::string& name,
 Operation GlobalVariablesInitializer(const Scope& scope);
 
 // The int64 scalar variable "global_step" (created, initialised to 0, on
-// first call in this graph; later calls return the same variable).
+// first call in this graph and added to the "global_step" collection, as
+// TensorFlow's GLOBAL_STEP; later calls return the same variable).
 Variable GetOrCreateGlobalStep(const Scope& scope);
 // AssignAddVariableOp(global_step, 1).
 Operation IncrementGlobalStep(const Scope& scope, const Variable& step);

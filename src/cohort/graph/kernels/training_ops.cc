@@ -178,6 +178,8 @@ absl::Status RegisterTyped(KernelRegistry* r) {
   };
   COHORT_RETURN_IF_ERROR(
       r->Register<ApplyGradientDescentOp<T>>(def("ApplyGradientDescent")));
+  COHORT_RETURN_IF_ERROR(r->Register<ApplyGradientDescentOp<T>>(
+      def("ResourceApplyGradientDescent")));
   COHORT_RETURN_IF_ERROR(r->Register<ApplyMomentumOp<T>>(def("ApplyMomentum")));
   COHORT_RETURN_IF_ERROR(r->Register<ApplyAdamOp<T>>(def("ApplyAdam")));
   return absl::OkStatus();
@@ -186,14 +188,21 @@ absl::Status RegisterTyped(KernelRegistry* r) {
 }  // namespace
 
 absl::Status RegisterTrainingOps(OpRegistry* r) {
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("ApplyGradientDescent")
-                                         .Input("var: resource")
-                                         .Input("alpha: T")
-                                         .Input("delta: T")
-                                         .Attr("T: {float, double}")
-                                         .Attr("use_locking: bool = false")
-                                         .SetIsStateful()
-                                         .SetShapeFn(shape_fns::NoOutputs)));
+  // cohort's ApplyGradientDescent takes a resource variable, which is what
+  // TensorFlow calls ResourceApplyGradientDescent (its ApplyGradientDescent
+  // takes a reference variable cohort does not have); both names run the
+  // same kernel so GraphDefs TensorFlow wrote with resource variables load.
+  for (const char* name :
+       {"ApplyGradientDescent", "ResourceApplyGradientDescent"}) {
+    COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder(name)
+                                           .Input("var: resource")
+                                           .Input("alpha: T")
+                                           .Input("delta: T")
+                                           .Attr("T: {float, double}")
+                                           .Attr("use_locking: bool = false")
+                                           .SetIsStateful()
+                                           .SetShapeFn(shape_fns::NoOutputs)));
+  }
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("ApplyMomentum")
                                          .Input("var: resource")
                                          .Input("accum: resource")
