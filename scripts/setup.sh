@@ -10,6 +10,10 @@ PACKAGES=(
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev python3-numpy python3-pytest pybind11-dev
   libopenblas0-pthread
+  # The benchmark suites' peers (bench/peers: TCPStore and gloo from torch
+  # 1.13, run with /usr/bin/python3; one iperf3 stream): the bench smoke
+  # tests run every suite with its peer.
+  python3-torch
   iperf3
 )
 

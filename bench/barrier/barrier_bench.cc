@@ -64,6 +64,36 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
   return flags.ok();
 }
 
+// Partition `id`'s AllGather message: 64 bytes that name it.
+std::string GatherMessage(int id) {
+  std::string m = absl::StrCat("partition ", id, " ");
+  m.resize(64, 's');
+  return m;
+}
+
+// Every AllGather result holds each partition's message, in partition
+// order. DataLoss naming the first call and slot that differ.
+absl::Status CheckGathered(const std::vector<std::vector<std::string>>& all,
+                           int world) {
+  for (size_t call = 0; call < all.size(); ++call) {
+    const std::vector<std::string>& got = all[call];
+    if (got.size() != static_cast<size_t>(world)) {
+      return absl::DataLossError(
+          absl::StrCat("AllGather call ", call, " returned ", got.size(),
+                       " messages in a gang of ", world));
+    }
+    for (int id = 0; id < world; ++id) {
+      if (got[id] != GatherMessage(id)) {
+        return absl::DataLossError(absl::StrCat(
+            "AllGather call ", call, ": slot ", id, " holds \"", got[id],
+            "\" where partition ", id, "'s message \"", GatherMessage(id),
+            "\" is due; the barrier coordinator mixed up messages"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // One task of the gang: time syncs back to back; partition 0 reports.
 int RunChild(const Flags& f) {
   auto ctx = barrier::BarrierTaskContext::Get();
@@ -90,14 +120,28 @@ int RunChild(const Flags& f) {
   std::vector<double> barrier_us, gather_us;
   absl::Status s = time_loop(
       f.iters, 20, [&] { return task.Barrier(); }, barrier_us);
-  const std::string message(64, 's');
+  // Each task's 64-byte message names it, so that a gather that drops,
+  // repeats or reorders a message is caught. Every result of the timed
+  // loop is kept (a move, inside the timing) and checked after it.
+  const std::string message = GatherMessage(task.partition_id());
+  std::vector<std::vector<std::string>> gathered;
+  gathered.reserve(f.gather_iters + 10);
   if (s.ok()) {
     s = time_loop(
-        f.gather_iters, 10, [&] { return task.AllGather(message).status(); },
+        f.gather_iters, 10,
+        [&]() -> absl::Status {
+          absl::StatusOr<std::vector<std::string>> all =
+              task.AllGather(message);
+          if (!all.ok()) return all.status();
+          gathered.push_back(*std::move(all));
+          return absl::OkStatus();
+        },
         gather_us);
   }
+  if (s.ok()) s = CheckGathered(gathered, task.num_tasks());
   if (!s.ok()) {
-    std::cerr << s.message() << std::endl;
+    std::cerr << "partition " << task.partition_id() << ": " << s.message()
+              << std::endl;
     return 1;
   }
   if (task.partition_id() != 0) return 0;
@@ -137,7 +181,7 @@ int RunGangs(const Flags& f, int rep, MeasurementLog& log) {
   return rc;
 }
 
-// The metrics of gloo_bench.py this suite compares against.
+// The metrics of gloo_peer.py this suite compares against.
 bool ComparedGlooMetric(const Json& line) {
   const std::string metric = line.value("metric", "");
   return absl::StartsWith(metric, "barrier_p") ||
@@ -198,7 +242,7 @@ int RunBarrierBench(const std::vector<std::string>& args) {
   if (flags.child) return RunChild(flags);
   int rc = 0;
   PrintEnvLine("barrier", "start");
-  PeerRunner peer("gloo", "gloo_bench.py", flags.peer_script);
+  PeerRunner peer("gloo", "gloo_peer.py", flags.peer_script);
   peer.set_filter(ComparedGlooMetric);
   bool use_peer = !flags.no_peer;
   if (use_peer) {
@@ -216,9 +260,13 @@ int RunBarrierBench(const std::vector<std::string>& args) {
   for (int rep = 0; rep < flags.reps; ++rep) {
     if (RunGangs(flags, rep, ours) != 0) rc = 1;
     if (!use_peer) continue;
-    absl::Status s = peer.Run({"--world-sizes", absl::StrJoin(sizes, ","),
-                               "--reps", "1", "--deadline", "60"},
-                              absl::Minutes(10), rep, &gloo);
+    // Only what the ratios compare, with cohort's iteration counts.
+    absl::Status s =
+        peer.Run({"--world-sizes", absl::StrJoin(sizes, ","), "--reps", "1",
+                  "--measure", "barrier,all_gather_object,all_gather",
+                  "--iters", std::to_string(flags.iters), "--gather-iters",
+                  std::to_string(flags.gather_iters), "--deadline", "60"},
+                 absl::Minutes(10), rep, &gloo);
     if (!s.ok()) {
       PrintErrorLine("gloo", std::string(s.message()), {{"rep", rep}});
       rc = 1;

@@ -4,16 +4,19 @@
 // library starts N processes (this binary re-executed with --child) against
 // a coordinator in this process (its TCP transport), exactly as a user's job
 // runs. Partition 0 times back-to-back syncs after a warm-up barrier, like
-// the peer kit's gloo_bench.py, and the suite prints JSON lines (DESIGN.md
-// format, suite "barrier") with the peer kit's metric names and params:
+// bench/peers/gloo_peer.py, and the suite prints JSON lines (DESIGN.md
+// format, suite "barrier") with the peer's metric names and params:
 //   barrier_p50 / barrier_p99                       (us; world=N)
 //   all_gather_object_p50 / all_gather_object_p99   (us; bytes=64, world=N)
 //       AllGather of a 64-byte string, the analogue of gloo's
-//       all_gather_object(64 B str)
-// Peer: after each repetition (every size), ../shared/bench-peers/
-// gloo_bench.py (found beside the source tree, in the working directory's
-// ../shared/bench-peers, or at --peer-script) runs once for the same sizes
-// with /usr/bin/python3; its barrier_p*, all_gather_object_p* and
+//       all_gather_object(64 B str). Each task's string names it, and every
+//       task checks every result of the timed loop (afterwards): each
+//       task's string in partition order, or the task fails, and with it
+//       the gang.
+// Peer: after each repetition (every size), bench/peers/gloo_peer.py (found
+// in the source tree, beside the binary, or at --peer-script) runs once for
+// the same sizes and iteration counts with /usr/bin/python3; its
+// barrier_p*, all_gather_object_p* and
 // all_gather_p* lines (all_gather: a 16-element float32 tensor, 64 bytes)
 // are passed through (suite "gloo", "rep" set to this repetition). At the
 // end, ratio lines (bench/common/peer.h) give median cohort / median gloo for
@@ -21,7 +24,8 @@
 // (pickling, two collectives) and the tensor all_gather (one collective).
 //
 // Exit status: non-zero when any measurement fails (an error line says
-// which): a gang that fails or prints nothing, or, unless --no-peer, a peer
+// which): a gang that fails (a wrong gather included; none of its lines is
+// printed) or prints nothing, or, unless --no-peer, a peer
 // that is missing (torch not installed, script not found), crashes, times
 // out or reports an error.
 //

@@ -64,7 +64,7 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
   return flags.ok();
 }
 
-// gloo_bench.py's iteration counts.
+// The iteration counts gloo_peer.py uses too.
 int ItersFor(int mib) { return mib >= 16 ? 6 : 50; }
 
 absl::Status TimeAllReduce(barrier::BarrierTaskContext& task,
@@ -186,7 +186,7 @@ int RunCollectiveBench(const std::vector<std::string>& args) {
   }
   int rc = 0;
   PrintEnvLine("collective", "start");
-  PeerRunner peer("gloo", "gloo_bench.py", flags.peer_script);
+  PeerRunner peer("gloo", "gloo_peer.py", flags.peer_script);
   peer.set_filter(ComparedGlooMetric);
   bool use_peer = !flags.no_peer;
   if (use_peer) {
@@ -215,9 +215,11 @@ int RunCollectiveBench(const std::vector<std::string>& args) {
       }
     }
     if (!use_peer) continue;
-    absl::Status s = peer.Run({"--world-sizes", absl::StrJoin(sizes, ","),
-                               "--reps", "1", "--deadline", "100"},
-                              absl::Minutes(10), rep, &gloo);
+    // Only the all-reduce, at cohort's sizes.
+    absl::Status s = peer.Run(
+        {"--world-sizes", absl::StrJoin(sizes, ","), "--reps", "1", "--measure",
+         "allreduce", "--mib", absl::StrJoin(mibs, ","), "--deadline", "100"},
+        absl::Minutes(10), rep, &gloo);
     if (!s.ok()) {
       PrintErrorLine("gloo", std::string(s.message()), {{"rep", rep}});
       rc = 1;

@@ -6,14 +6,15 @@
 // --child); they form a CollectiveGroup (collective/collective_group.h; the
 // group resolves through the gang's allGather) and time back-to-back
 // AllReduce SUM of float32 buffers of each size after a barrier, exactly
-// as gloo_bench.py times torch.distributed.all_reduce: 50 iterations at 1
-// MiB and 6 at 64 MiB by default, after 2 warm-ups. Partition 0 prints
-// (suite "collective"):
+// as bench/peers/gloo_peer.py times torch.distributed.all_reduce: 50
+// iterations below 16 MiB and 6 from 16 MiB up, after 2 warm-ups. Partition 0
+// prints (suite "collective"):
 //   allreduce_time_p50   (ms; MiB, world, transport)
 //   allreduce_busbw      (GB/s; algbw * 2(N-1)/N, as the peer)
 // Every member checks the result (world^k after k sums of ones) and the
-// gang fails if one differs. Then the peer kit's gloo_bench.py runs for the
-// same world sizes; its allreduce lines are passed through (suite "gloo"),
+// gang fails if one differs. Then bench/peers/gloo_peer.py runs for the
+// same world sizes and MiB; its allreduce lines are passed through (suite
+// "gloo"),
 // and ratio lines give median cohort / median gloo time for each transport.
 //
 // Exit status: non-zero when any measurement fails (an error line says

@@ -53,22 +53,39 @@ bool RunGang(const GangRun& run, MeasurementLog* log) {
   launch::Launcher launcher(Env::Default(), options);
   absl::StatusOr<launch::LaunchResult> result = launcher.Run();
   absl::MutexLock lock(&mu);
-  int measurements = 0;
+  // Partition 0's lines are only figures when the whole gang succeeded: a
+  // member that failed may have left partition 0 timing a broken run (a
+  // barrier released by a dying peer, a short all-reduce), so they are kept
+  // back until the launcher's verdict and dropped on failure.
+  std::vector<Json> lines;
+  std::string unreadable;
   for (const std::string& r : results) {
-    absl::StatusOr<Json> line = ParseJson(r, "benchmark child output");
-    if (!line.ok()) continue;
-    (*line)["rep"] = run.rep;
-    if (!run.note.empty()) (*line)["note"] = run.note;
-    log->Print(*line);
-    ++measurements;
+    absl::StatusOr<Json> line = ParseJson(r, "partition 0's result line");
+    if (!line.ok()) {
+      unreadable = std::string(line.status().message());
+      continue;
+    }
+    lines.push_back(*std::move(line));
   }
-  bool ok = result.ok() && result->succeeded && measurements > 0;
-  if (!ok) {
-    std::string why = !result.ok() ? std::string(result.status().message())
-                      : !result->succeeded
-                          ? absl::StrCat("the gang of ", run.world,
-                                         " failed: ", result->failure_summary)
-                          : "partition 0 printed no measurement";
+  const bool ok =
+      result.ok() && result->succeeded && !lines.empty() && unreadable.empty();
+  if (ok) {
+    for (Json& line : lines) {
+      line["rep"] = run.rep;
+      if (!run.note.empty()) line["note"] = run.note;
+      log->Print(line);
+    }
+  } else {
+    std::string why =
+        !result.ok() ? std::string(result.status().message())
+        : !result->succeeded
+            ? absl::StrCat("the gang of ", run.world, " failed (", lines.size(),
+                           " result line(s) of partition 0 dropped): ",
+                           result->failure_summary)
+        : !unreadable.empty()
+            ? absl::StrCat("partition 0 printed an unreadable result line: ",
+                           unreadable)
+            : "partition 0 printed no measurement";
     if (!messages.empty()) {
       absl::StrAppend(&why, "; output: ", absl::StrJoin(messages, "\n"));
     }

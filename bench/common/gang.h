@@ -42,9 +42,11 @@ struct GangRun {
   std::vector<std::string> env;        // extra "KEY=VALUE" for every task
 };
 
-// Launches the gang and waits for it. Partition 0's result lines get "rep"
-// (and "note") and go through log->Print. Returns false, printing an error
-// line with the gang's output, when the gang fails or prints no result.
+// Launches the gang and waits for it. When every member exits 0, partition
+// 0's result lines get "rep" (and "note") and go through log->Print.
+// Returns false, printing only an error line (with the gang's output) and
+// none of partition 0's lines, when any member fails, partition 0 prints no
+// result or prints one that is not JSON.
 bool RunGang(const GangRun& run, MeasurementLog* log);
 
 }  // namespace cohort::bench

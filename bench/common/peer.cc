@@ -158,10 +158,21 @@ PeerRunner::PeerRunner(std::string suite, std::string script, std::string path)
     path_ = std::move(path);
     return;
   }
-  for (const std::string& dir :
-       {std::string(COHORT_BENCH_SOURCE_DIR) + "/../shared/bench-peers",
-        std::string("../shared/bench-peers"),
-        std::string("/work/shared/bench-peers")}) {
+  // The source tree first: a build directory may sit anywhere. Then above
+  // the binary (build/bin/cohort -> build/bin/../../bench/peers) for a tree
+  // that moved after it was built, then the working directory.
+  std::vector<std::string> dirs = {std::string(COHORT_BENCH_SOURCE_DIR) +
+                                   "/bench/peers"};
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len > 0) {
+    const std::string exe(self, static_cast<size_t>(len));
+    const std::string bin = exe.substr(0, exe.rfind('/') + 1);
+    dirs.push_back(bin + "../bench/peers");
+    dirs.push_back(bin + "../../bench/peers");
+  }
+  dirs.push_back("bench/peers");
+  for (const std::string& dir : dirs) {
     const std::string candidate = dir + "/" + script_;
     if (access(candidate.c_str(), R_OK) == 0) {
       path_ = candidate;
@@ -173,9 +184,10 @@ PeerRunner::PeerRunner(std::string suite, std::string script, std::string path)
 absl::Status PeerRunner::Check() {
   if (path_.empty() || access(path_.c_str(), R_OK) != 0) {
     return absl::NotFoundError(absl::StrCat(
-        "peer kit not found (", path_.empty() ? script_ : path_,
-        " is not readable; looked in ../shared/bench-peers beside the source "
-        "tree and the working directory, and /work/shared/bench-peers); pass "
+        "peer script not found (", path_.empty() ? script_ : path_,
+        " is not readable; looked in bench/peers of the source tree ",
+        COHORT_BENCH_SOURCE_DIR,
+        ", beside this binary and under the working directory); pass "
         "--peer-script PATH, or --no-peer to run without the peer"));
   }
   const std::string probe =
@@ -259,7 +271,8 @@ absl::Status PeerRunner::Run(const std::vector<std::string>& args,
   const int code =
       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::string why;
-  if (code == 124 || code == 137) {
+  const bool timed_out = code == 124 || code == 137;
+  if (timed_out) {
     why = absl::StrCat("timed out after ", seconds, " s");
   } else if (code != 0) {
     why = absl::StrCat("exited with status ", code);
@@ -271,9 +284,11 @@ absl::Status PeerRunner::Run(const std::vector<std::string>& args,
   } else {
     return absl::OkStatus();
   }
-  return absl::InternalError(absl::StrCat(
+  std::string message = absl::StrCat(
       "peer ", shown, " ", why,
-      tail.empty() ? "" : "; stderr ends: " + absl::StrJoin(tail, " | ")));
+      tail.empty() ? "" : "; stderr ends: " + absl::StrJoin(tail, " | "));
+  return timed_out ? absl::DeadlineExceededError(message)
+                   : absl::InternalError(message);
 }
 
 double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }

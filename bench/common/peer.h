@@ -1,9 +1,9 @@
 // What the benchmark suites share: JSON-line output, running a peer script
-// of ../shared/bench-peers in the same run, and ratio lines.
+// of bench/peers (the repository's own) in the same run, and ratio lines.
 //
 //   MeasurementLog log;                  // every line the suite printed
 //   log.Print(Json{{"suite","coord"},{"metric","rtt_add_p50"},...});
-//   PeerRunner peer("tcpstore", "tcpstore_bench.py", flags.peer_script);
+//   PeerRunner peer("tcpstore", "tcpstore_peer.py", flags.peer_script);
 //   if (absl::Status s = peer.Check(); !s.ok()) ...  // script or torch missing
 //   absl::Status s = peer.Run({"--reps", "1"}, absl::Minutes(20), rep,
 //                             &peer_log);           // passes its lines through
@@ -44,8 +44,8 @@ namespace cohort::bench {
 // `v` rounded to 3 decimals, as every suite prints values.
 double Round3(double v);
 
-// The peer kit's percentile of `xs` (0..100): the nearest rank on n - 1,
-// as gloo_bench.py and tcpstore_bench.py compute it; 0 for no values.
+// Percentile of `xs` (0..100): the nearest rank on n - 1, as the peer
+// scripts (bench/peers) compute theirs; 0 for no values.
 double Percentile(std::vector<double> xs, double p);
 
 // Prints `line` as one compact JSON line on stdout (and flushes).
@@ -99,14 +99,17 @@ absl::Status PrintRatio(const std::string& suite, const std::string& peer,
                         const MeasurementLog& ours,
                         const MeasurementLog& theirs, const RatioSpec& spec);
 
-// A peer benchmark script of the peer kit, run with /usr/bin/python3
-// (Debian's, where python3-torch is installed).
+// A peer benchmark script of bench/peers, run with /usr/bin/python3
+// (Debian's, where python3-torch is installed; scripts/setup.sh installs
+// it).
 class PeerRunner {
  public:
   // `suite`: the peer's suite name in its lines ("tcpstore", "gloo");
-  // `script`: its file name in the kit; `path`: an explicit path (from
-  // --peer-script) or empty to look in ../shared/bench-peers beside the
-  // source tree or the working directory, then /work/shared/bench-peers.
+  // `script`: its file name in bench/peers; `path`: an explicit path (from
+  // --peer-script) or empty to look for bench/peers/`script` in the source
+  // tree this binary was built from, then one and two levels above the
+  // binary's directory (a build directory inside the tree), then under the
+  // working directory.
   PeerRunner(std::string suite, std::string script, std::string path);
 
   // OK when the script is readable and /usr/bin/python3 imports torch;
@@ -116,9 +119,13 @@ class PeerRunner {
   // Runs the script with `args` (at most `timeout`, then SIGTERM, then
   // SIGKILL 10 s later), prints each JSON line of its stdout with "rep" set
   // to `rep`, and keeps the measurements in `log`. Error lines on its stdout
-  // or stderr are printed on stdout. Internal when it exits non-zero, times
-  // out, prints an error line or prints no measurement; the message says
-  // which (with the tail of its stderr).
+  // or stderr are printed on stdout. Errors, each naming the script and its
+  // arguments, with the tail of its stderr:
+  //  - DeadlineExceeded: it ran past `timeout`;
+  //  - Internal: it exited non-zero (or died of a signal), printed an error
+  //    line, or printed no measurement line.
+  // Measurements printed before a failure stay in `log`; the suite's exit
+  // status says the run failed.
   absl::Status Run(const std::vector<std::string>& args, absl::Duration timeout,
                    int rep, MeasurementLog* log);
 

@@ -44,7 +44,7 @@ using coord::CoordinationAgent;
 using coord::TaskId;
 
 constexpr char kSuite[] = "coord";
-constexpr int kRttWarmup = 500;  // tcpstore_bench.py: bench_rtt(..., 500, ...)
+constexpr int kRttWarmup = 500;  // tcpstore_peer.py warms up as much
 
 int64_t MonoNs() {
   timespec ts;
@@ -580,7 +580,7 @@ absl::Status BenchRegisterSimulated(Bench& b, int n, int rep) {
 // --- the peer
 // ------------------------------------------------------------------
 
-// Runs tcpstore_bench.py once per client mode for repetition `rep` (rtt,
+// Runs tcpstore_peer.py once per client mode for repetition `rep` (rtt,
 // which has one client and no mode, only with the first).
 int RunPeerRep(Bench& b, PeerRunner& peer, int rep) {
   const CoordFlags& f = b.flags;
@@ -593,22 +593,28 @@ int RunPeerRep(Bench& b, PeerRunner& peer, int rep) {
     if (f.only.count("barrier")) only.push_back("barrier");
     first = false;
     if (only.empty()) continue;
-    const std::vector<std::string> args = {"--reps",
-                                           "1",
-                                           "--client-mode",
-                                           ModeName(processes),
-                                           "--only",
-                                           absl::StrJoin(only, ","),
-                                           "--rtt-iters",
-                                           std::to_string(f.rtt_iters),
-                                           "--tp-clients",
-                                           absl::StrJoin(f.tp_clients, ","),
-                                           "--tp-seconds",
-                                           absl::StrCat(f.seconds),
-                                           "--barrier-clients",
-                                           absl::StrJoin(f.sizes, ","),
-                                           "--barrier-modes",
-                                           "torch,wait"};
+    std::vector<std::string> args = {"--reps",
+                                     "1",
+                                     "--client-mode",
+                                     ModeName(processes),
+                                     "--only",
+                                     absl::StrJoin(only, ","),
+                                     "--rtt-iters",
+                                     std::to_string(f.rtt_iters),
+                                     "--tp-clients",
+                                     absl::StrJoin(f.tp_clients, ","),
+                                     "--tp-seconds",
+                                     absl::StrCat(f.seconds),
+                                     "--barrier-clients",
+                                     absl::StrJoin(f.sizes, ","),
+                                     "--barrier-modes",
+                                     "torch,wait"};
+    // An explicit --rounds holds for the peer's barriers too; otherwise it
+    // uses the same per-size rule as RoundsFor.
+    if (f.rounds > 0) {
+      args.push_back("--barrier-rounds");
+      args.push_back(std::to_string(f.rounds));
+    }
     absl::Status s = peer.Run(args, absl::Minutes(15), rep, &b.peer);
     if (!s.ok()) {
       PrintErrorLine("tcpstore", std::string(s.message()),
@@ -704,7 +710,7 @@ int RunCoordBench(const std::vector<std::string>& args) {
 
   int rc = 0;
   PrintEnvLine(kSuite, "start");
-  PeerRunner peer("tcpstore", "tcpstore_bench.py", f.peer_script);
+  PeerRunner peer("tcpstore", "tcpstore_peer.py", f.peer_script);
   bool use_peer = !f.no_peer;
   if (use_peer) {
     if (absl::Status s = peer.Check(); !s.ok()) {

@@ -1,8 +1,8 @@
 // `cohort bench coord`: the coordination service's benchmark suite, with the
-// peer kit's TCPStore benchmark in the same run.
+// TCPStore peer (bench/peers/tcpstore_peer.py) in the same run.
 //
 // Prints JSON lines (DESIGN.md format, suite "coord") with the metric names
-// and params of ../shared/bench-peers/tcpstore_bench.py where the
+// and params of bench/peers/tcpstore_peer.py where the
 // measurement is the same, and the same warm-up:
 //   rtt_{set,get,add}_p50/p99, rtt_setget_pair_p50 (us; clients=1,
 //       value_bytes=64): one agent, 500 untimed set+get pairs, then --rtt-iters
@@ -44,8 +44,8 @@
 // --child; client_mode=processes), and are compared with TCPStore's threads
 // and processes modes respectively.
 //
-// Peer: after each repetition, tcpstore_bench.py (found beside the source
-// tree, in ../shared/bench-peers, or at --peer-script) runs once per client
+// Peer: after each repetition, bench/peers/tcpstore_peer.py (found in the
+// source tree, beside the binary, or at --peer-script) runs once per client
 // mode with /usr/bin/python3; its lines are passed through (suite
 // "tcpstore", "rep" set to this repetition), and at the end one ratio line
 // per compared metric (peer.h) gives median cohort / median TCPStore:

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -172,6 +174,57 @@ absl::StatusOr<std::map<int, std::vector<double>>> RunNumpy(const Flags& f) {
   return out;
 }
 
+// Checks `c` = `a` * `b` (n x n, row-major float32) against products
+// summed in double, one row at a time: every row up to n = 256, 33 rows
+// spread over the matrix (first and last included) above, so the check
+// stays far cheaper than the timing. The tolerance is the bound on a float
+// dot product of n terms, 2 n eps sum |a_ik b_kj| (no summation order
+// does worse), so a wrong block, a stale buffer or a transposed operand
+// fails while rounding never does. DataLoss names the first wrong element.
+absl::Status CheckMatMul(const Tensor& a, const Tensor& b, const Tensor& c,
+                         int n) {
+  if (c.dtype() != DT_FLOAT || c.dims() != 2 || c.dim_size(0) != n ||
+      c.dim_size(1) != n) {
+    return absl::DataLossError(absl::StrCat("MatMul of two ", n, " x ", n,
+                                            " matrices returned shape ",
+                                            c.shape().DebugString()));
+  }
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const float* pc = c.data<float>();
+  std::vector<int> rows;
+  if (n <= 256) {
+    for (int i = 0; i < n; ++i) rows.push_back(i);
+  } else {
+    for (int k = 0; k <= 32; ++k) rows.push_back(k * (n - 1) / 32);
+  }
+  const double eps = std::numeric_limits<float>::epsilon();
+  std::vector<double> sum(n), magnitude(n);
+  for (int i : rows) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    std::fill(magnitude.begin(), magnitude.end(), 0.0);
+    for (int k = 0; k < n; ++k) {
+      const double aik = pa[int64_t{i} * n + k];
+      const float* brow = pb + int64_t{k} * n;
+      for (int j = 0; j < n; ++j) {
+        sum[j] += aik * brow[j];
+        magnitude[j] += std::abs(aik * brow[j]);
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      const double got = pc[int64_t{i} * n + j];
+      const double tolerance = 2.0 * n * eps * magnitude[j] + 1e-30;
+      if (!(std::abs(got - sum[j]) <= tolerance)) {
+        return absl::DataLossError(absl::StrCat(
+            "MatMul (n=", n, ", ", Blas::Description(), ") element [", i, ",",
+            j, "] is ", got, " where ", sum[j], " +- ", tolerance,
+            " is due; the figure would time a wrong product"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 int BenchMatMul(const Flags& f) {
   const int threads = static_cast<int>(std::thread::hardware_concurrency());
   std::map<int, std::vector<double>> ours;
@@ -205,6 +258,7 @@ int BenchMatMul(const Flags& f) {
     if (!s.ok()) {
       return Fail(absl::StrCat("running MatMul: ", Str(s)));
     }
+    if (s = CheckMatMul(av, bv, out.at(0), n); !s.ok()) return Fail(Str(s));
     for (int rep = 0; rep < f.reps; ++rep) {
       int iters = 0;
       auto start = Clock::now();
@@ -219,6 +273,9 @@ int BenchMatMul(const Flags& f) {
       } while (elapsed < f.min_seconds);
       double gflops =
           2.0 * n * n * static_cast<double>(n) * iters / elapsed / 1e9;
+      // The last product of the timed loop is right too (checked outside
+      // the timing); a wrong one prints no figure.
+      if (s = CheckMatMul(av, bv, out.at(0), n); !s.ok()) return Fail(Str(s));
       ours[n].push_back(gflops);
       Emit("matmul_gflops",
            {{"n", n},
@@ -305,9 +362,8 @@ struct KernelCase {
   std::function<Output(const Scope&, const std::vector<Output>&)> build;
 };
 
-// glibc memcpy of the same buffer size, one thread: the bench-peers kit's
-// memcpy_bench measurement (copy GB/s = bytes copied per second), in the
-// same run. Memory traffic is twice the copy rate.
+// glibc memcpy of the same buffer size, one thread (copy GB/s = bytes
+// copied per second), in the same run. Memory traffic is twice the copy rate.
 double MemcpyGbps(size_t bytes, double min_seconds) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   int iters = 0;

@@ -6,6 +6,10 @@
 //       callable (the MatMul kernel: an Eigen tensor contraction on the
 //       device's thread pool); 2 n^3 flops per product; each rep times as
 //       many products as fit in --min-seconds after one warm-up.
+//       The warm-up's product and each rep's last are checked against
+//       products summed in double (every row up to n = 256, 33 rows
+//       above) within the float dot-product bound 2 n eps sum |a b|; a
+//       wrong product is a failed measurement and prints no figure.
 //   numpy_matmul_gflops (GFLOP/s; same n): NumPy's np.matmul in the same
 //       run, from bench/graph/numpy_matmul.py run with --python (default
 //       /usr/bin/python3, Debian's python3-numpy). NumPy missing or failing

@@ -2,17 +2,16 @@
 // the same run as cohort's tensor transfers (the physical limit the issue's
 // target is stated against: >= 0.9x a single stream at 64 MiB).
 //
-// The measurement is the peer kit's (../shared/bench-peers/iperf3_bench.sh):
-// a one-shot server `iperf3 -s -1 -B 127.0.0.1 -p P`, a client `iperf3 -c
+// The measurement is the usual single-stream loopback iperf3 figure: a
+// one-shot server `iperf3 -s -1 -B 127.0.0.1 -p P`, a client `iperf3 -c
 // 127.0.0.1 -B 127.0.0.1 -p P -t SECONDS -P 1 -J`, and the receiver's rate
-// (end.sum_received.bits_per_second). Unlike the kit it does not use a fixed
-// port: P is chosen free by the OS, and the client starts once the server's
-// socket is listening (read from /proc/net/tcp, so no probe connection
-// uses up the one-shot server). Both processes are ours, signalled by their
+// (end.sum_received.bits_per_second). No fixed port: P is chosen free by
+// the OS, and the client starts once the server's socket is listening
+// (read from /proc/net/tcp, so no probe connection uses up the one-shot
+// server). Both processes are ours, signalled by their
 // process group only.
 //
-// Lines (suite "iperf3", the kit's metric names and params, so both line
-// up in one table):
+// Lines (suite "iperf3"; tcp_bw_recv_bytes is what the ratio divides by):
 //   {"suite": "iperf3", "metric": "tcp_bw_recv", "params": {"streams": 1,
 //    "seconds": S, "host": "127.0.0.1"}, "value": <Gbit/s>, "unit":
 //    "Gbit/s", "rep": r}
