@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
 #include "cohort/barrier/barrier_tcp_server.h"
+#include "cohort/base/backoff.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/status_conversion.h"
 #include "cohort/rpc/transport.h"
@@ -84,17 +85,16 @@ absl::Status WriteEpochFile(int* fd, const std::string& path, int64_t epoch) {
 // (Unauthenticated, a peer that is not a coordinator) are final.
 absl::StatusOr<std::unique_ptr<rpc::FramedClient>> ConnectWithRetries(
     const std::string& address, const std::string& token, absl::Time deadline) {
-  absl::Duration backoff = absl::Milliseconds(20);
+  Backoff backoff(absl::Milliseconds(20), absl::Seconds(1));
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<std::unique_ptr<rpc::FramedClient>> client =
         rpc::FramedClient::Connect(address, token, deadline,
                                    rpc::kDefaultMaxFrame, kBarrierTcpIdentity);
     if (client.ok() || !absl::IsUnavailable(client.status()) || attempt == 8 ||
-        absl::Now() + backoff >= deadline) {
+        absl::Now() + backoff.current() >= deadline) {
       return client;
     }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(1));
+    absl::SleepFor(backoff.Next());
   }
 }
 

@@ -169,12 +169,13 @@ uint64_t CoordinationAgent::service_incarnation() {
   return service_incarnation_;
 }
 
-absl::Duration CoordinationAgent::Backoff(int attempt) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  absl::Duration base = absl::Milliseconds(50) * (1 << std::min(attempt, 5));
-  base = std::min(base, std::max(interval_ / 2, absl::Milliseconds(50)));
-  std::uniform_real_distribution<double> jitter(0.5, 1.5);
-  return base * jitter(rng);
+// Retries start at 50 ms and double up to half the heartbeat interval, each
+// jittered by +-50%: after a coordinator restart, thousands of agents must
+// not come back in lockstep.
+Backoff CoordinationAgent::RetryBackoff() const {
+  return Backoff(absl::Milliseconds(50),
+                 std::max(interval_ / 2, absl::Milliseconds(50)),
+                 /*jitter=*/0.5);
 }
 
 bool CoordinationAgent::WaitForStop(absl::Time deadline) {
@@ -189,7 +190,7 @@ bool CoordinationAgent::WaitForStop(absl::Time deadline) {
 template <typename Fn>
 absl::Status CoordinationAgent::Retry(Fn fn, absl::Time deadline) {
   absl::Time first_failure = absl::InfinitePast();
-  int attempt = 0;
+  Backoff backoff = RetryBackoff();
   while (true) {
     absl::Status s = fn();
     if (s.ok() || IsServiceError(s) ||
@@ -200,7 +201,7 @@ absl::Status CoordinationAgent::Retry(Fn fn, absl::Time deadline) {
     if (first_failure == absl::InfinitePast()) first_failure = now;
     if (now - first_failure >= options_.heartbeat_timeout) return s;
     if (now >= deadline) return s;
-    if (WaitForStop(std::min(now + Backoff(attempt++), deadline))) return s;
+    if (WaitForStop(std::min(now + backoff.Next(), deadline))) return s;
     if (env_->Now() >= deadline) return s;
   }
 }
@@ -233,7 +234,8 @@ absl::Status CoordinationAgent::CheckUsable() {
 absl::Status CoordinationAgent::Register(uint64_t incarnation,
                                          absl::Time deadline) {
   absl::Status last;
-  for (int attempt = 0;; ++attempt) {
+  Backoff backoff = RetryBackoff();
+  while (true) {
     RegisterTaskRequest request;
     *request.mutable_source_task() = ToProto(options_.task);
     request.set_incarnation(incarnation);
@@ -266,7 +268,7 @@ absl::Status CoordinationAgent::Register(uint64_t incarnation,
       absl::MutexLock lock(&mu_);
       if (stop_) return absl::CancelledError("agent stopping");
     }
-    env_->SleepFor(std::min(Backoff(attempt), deadline - env_->Now()));
+    env_->SleepFor(std::min(backoff.Next(), deadline - env_->Now()));
   }
 }
 
@@ -316,7 +318,7 @@ void CoordinationAgent::SetError(absl::Status error) {
 }
 
 void CoordinationAgent::HeartbeatLoop() {
-  int attempt = 0;
+  Backoff backoff = RetryBackoff();
   bool lost_contact_logged = false;
   absl::Time next = env_->Now() + interval_;
   while (!WaitForStop(next)) {
@@ -349,7 +351,7 @@ void CoordinationAgent::HeartbeatLoop() {
       }
       absl::MutexLock lock(&mu_);
       last_contact_ = now;
-      attempt = 0;
+      backoff.Reset();
       lost_contact_logged = false;
       next = now + interval_;
       continue;
@@ -369,7 +371,7 @@ void CoordinationAgent::HeartbeatLoop() {
           COHORT_LOG(WARNING) << "task " << options_.task.ToString()
                               << " re-registered with new incarnation "
                               << incarnation << " after: " << s.message();
-          attempt = 0;
+          backoff.Reset();
           lost_contact_logged = false;
           next = env_->Now() + interval_;
           continue;
@@ -405,7 +407,7 @@ void CoordinationAgent::HeartbeatLoop() {
             << s.message();
         lost_contact_logged = true;
       }
-      next = now + std::min(Backoff(attempt++), interval_);
+      next = now + std::min(backoff.Next(), interval_);
       continue;
     }
     if (silent >= options_.heartbeat_timeout) {
@@ -417,13 +419,12 @@ void CoordinationAgent::HeartbeatLoop() {
                        "): ", s.message())));
       return;
     }
-    next =
-        now + std::min(Backoff(attempt++), options_.heartbeat_timeout - silent);
+    next = now + std::min(backoff.Next(), options_.heartbeat_timeout - silent);
   }
 }
 
 void CoordinationAgent::PollLoop() {
-  int attempt = 0;
+  Backoff backoff = RetryBackoff();
   while (true) {
     PollForErrorRequest request;
     std::shared_ptr<CallCancellation> cancel =
@@ -466,9 +467,9 @@ void CoordinationAgent::PollLoop() {
     // deadline (normal for a quiet job): poll again.
     if (s.ok() || IsServiceError(s) ||
         s.code() == absl::StatusCode::kDeadlineExceeded) {
-      attempt = 0;
+      backoff.Reset();
     }
-    if (WaitForStop(env_->Now() + Backoff(attempt++))) return;
+    if (WaitForStop(env_->Now() + backoff.Next())) return;
   }
 }
 

@@ -57,6 +57,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cohort/base/backoff.h"
 #include "cohort/base/env.h"
 #include "cohort/coord/coordination_client.h"
 #include "cohort/coord/coordination_service.h"
@@ -186,7 +187,8 @@ class CoordinationAgent {
   // First transition to ERROR: records it, stops the threads' work, runs
   // the callback (outside the lock). Later calls are ignored.
   void SetError(absl::Status error);
-  absl::Duration Backoff(int attempt);
+  // A fresh backoff for one retry loop (the waits between its attempts).
+  Backoff RetryBackoff() const;
   bool WaitForStop(absl::Time deadline);
 
   const CoordinationAgentOptions options_;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cohort/base/backoff.h"
 #include "cohort/base/env.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
@@ -141,7 +142,7 @@ absl::Status MasterSession::Discover(CallOptions* opts,
           : kDefaultDiscoveryTimeout;
   const absl::Time deadline = clock->Now() + timeout;
   absl::Time next_log = clock->Now() + kStillWaitingLogInterval;
-  absl::Duration backoff = kDiscoveryRetryMin;
+  Backoff backoff(kDiscoveryRetryMin, kDiscoveryRetryMax);
   absl::flat_hash_map<std::string, DeviceAttributes> found;
   absl::flat_hash_map<std::string, absl::Status> last_error;
   // Tasks that are not up yet (Unavailable) are asked again until the
@@ -222,8 +223,7 @@ absl::Status MasterSession::Discover(CallOptions* opts,
       }
       next_log = now + kStillWaitingLogInterval;
     }
-    clock->SleepFor(std::min(backoff, deadline - now));
-    backoff = std::min(backoff * 2, kDiscoveryRetryMax);
+    clock->SleepFor(std::min(backoff.Next(), deadline - now));
   }
   std::vector<std::string> tasks;
   for (const auto& [task, device] : found) tasks.push_back(task);

@@ -73,7 +73,7 @@ MonitoredSession::MonitoredSession(Scope graph,
       hooks_(std::move(hooks)),
       options_(options),
       env_(options.env != nullptr ? options.env : Env::Default()),
-      backoff_(options.initial_backoff) {}
+      backoff_(options.initial_backoff, options.max_backoff) {}
 
 absl::StatusOr<std::unique_ptr<MonitoredSession>> MonitoredSession::Create(
     const Scope& graph, std::unique_ptr<SessionCreator> creator, HookList hooks,
@@ -147,18 +147,17 @@ absl::Status MonitoredSession::PrepareRecovery(const absl::Status& error) {
   // turns a cluster that never returns into an error.
   absl::Time now = env_->Now();
   if (!recovery_start_.has_value()) recovery_start_ = now;
-  if (now + backoff_ - *recovery_start_ > options_.max_recovery) {
+  if (now + backoff_.current() - *recovery_start_ > options_.max_recovery) {
     COHORT_LOG(ERROR) << "giving up recovery after "
                       << absl::FormatDuration(now - *recovery_start_)
                       << " (max_recovery "
                       << absl::FormatDuration(options_.max_recovery)
                       << "); last error: " << error;
     recovery_start_.reset();
-    backoff_ = options_.initial_backoff;
+    backoff_.Reset();
     return error;
   }
-  env_->SleepFor(backoff_);
-  backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+  env_->SleepFor(backoff_.Next());
   return absl::OkStatus();
 }
 
@@ -211,7 +210,7 @@ absl::Status MonitoredSession::WithRecovery(
     absl::Status s = ExplainWithCoordinator(attempt());
     if (s.ok()) {
       recovery_start_.reset();
-      backoff_ = options_.initial_backoff;
+      backoff_.Reset();
       return s;
     }
     if (options_.should_recover && IsPreemptionError(s)) {

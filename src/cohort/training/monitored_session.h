@@ -57,6 +57,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cohort/base/backoff.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/session.h"
 #include "cohort/training/coordinator.h"
@@ -175,8 +176,8 @@ class MonitoredSession {
   std::unique_ptr<Coordinator> coord_;
   bool stop_requested_ = false;
   bool closed_ = false;
-  // Recovery backoff: the next wait, and when the failing streak began.
-  absl::Duration backoff_;
+  // Recovery backoff: the waits, and when the failing streak began.
+  Backoff backoff_;
   std::optional<absl::Time> recovery_start_;
   friend class StepContext;
 };
