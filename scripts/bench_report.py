@@ -12,7 +12,10 @@ reads them and rewrites each block
 
 in README.md and docs/*.md with the table NAME (TABLES below), followed by a
 line naming the raw files it came from, their dates, the load average the
-env lines recorded and the peer's version.
+env lines recorded and the peer's version. NAME@GLOB[,GLOB...] builds the
+same table from other raw files (an earlier round, kept for its history).
+Every table must appear somewhere, and bench:summary in README.md, so that
+deleting a block to type figures by hand fails too.
 
   python3 scripts/bench_report.py          rewrite the blocks in place
   python3 scripts/bench_report.py --check  exit 1, printing a diff, when a
@@ -380,7 +383,7 @@ RUNTIME_FILES = ["bench/runtime/results-2026-11-26*.jsonl"]
 COLLECTIVE_FILES = ["bench/collective/results-2026-11-24.jsonl"]
 GRAPH_FILES = ["bench/graph/results-2026-11-24.jsonl", "bench/graph/results-2026-11-26.jsonl"]
 GRAPH_EIGEN_FILES = ["bench/graph/results-2026-11-26-eigen.jsonl"]
-KERNEL_FILES = ["bench/graph/results-2026-11-24-kernels.jsonl"]
+KERNEL_FILES = ["bench/graph/results-2026-11-24-kernels.jsonl", "bench/graph/results-2026-11-26.jsonl"]
 TRAINING_FILES = ["bench/training/results-2026-11-2*.jsonl"]
 PS_TRAINING_FILES = ["bench/results-2026-11-24-ps-training.jsonl",
                      "bench/results-2026-11-24-ps-training-openblas.jsonl"]
@@ -449,6 +452,36 @@ def t_coord(ds, files=None):
     return Block(lines, q.used, peer="TCPStore (torch.distributed)")
 
 
+def t_coord_throughput(ds, files=None):
+    """The set+get throughput rows of whatever runs are named: one table per
+    experiment (each file a variant, compared with TCPStore in its own run)."""
+    if not files:
+        raise ReportError("coord-throughput is for experiments: name their files with @")
+    rows = []
+    used = []
+    for f in ds.files(files):
+        q = Query([f])
+        keys = sorted({(m["params"].get("client_mode"), m["params"].get("clients"))
+                       for m in f.measurements
+                       if m.get("suite") == "coord" and m.get("metric") == "throughput"},
+                      key=lambda k: (k[0] or "", -(k[1] or 0)))
+        for mode, n in keys:
+            for mix, label in (("set64 pipelined+get alternating", "sets pipelined"),
+                               ("set64+get alternating", "each set waits")):
+                where = {"client_mode": mode, "clients": n, "op_mix": mix}
+                if not q.points("coord", "throughput", where):
+                    continue
+                r = lower_ratio_row(q, "", "coord", "throughput", where, "tcpstore",
+                                    "throughput", {"client_mode": mode, "clients": n,
+                                                   "op_mix": "set64+get alternating"},
+                                    "ops/s", target=2.0, lower=False)
+                rows.append([f"`{os.path.basename(f.rel)}`", f"{n} {mode}, {label}"] + r[1:])
+        used += [u for u in q.used if u not in used]
+    lines = table(["run", "set+get throughput", "cohort", "TCPStore", "ratio", "target"], rows,
+                  align=["---", "---", "---:", "---:", "---:", "---"])
+    return Block(lines, used, peer="TCPStore (torch.distributed)")
+
+
 def t_barrier(ds, files=None):
     q = Query(ds.files(files or BARRIER_FILES))
     rows = []
@@ -500,6 +533,36 @@ def t_runtime(ds, files=None):
                  spread(Stat([v for *_, v in grpc]), "µs"),
                  spread(Stat([v for *_, v in local]), "µs"), ratio_cell(med, pairs), ""])
     lines = table(["metric", "cohort", "iperf3 (one TCP stream)", "ratio", "target"], rows)
+    return Block(lines, q.used, peer="iperf3, loopback")
+
+
+def t_runtime_transfer(ds, files=None):
+    """Only the tensor transfer rows; a size that failed shows its error line
+    (an earlier transport refused 64 MiB)."""
+    if not files:
+        raise ReportError("runtime-transfer is for earlier rounds: name its files with @")
+    q = Query(ds.files(files))
+    peer = q.points("iperf3", "tcp_bw_recv_bytes", {"streams": 1})
+    rows = []
+    for size, label in ((64 << 20, "64 MiB"), (16 << 20, "16 MiB"), (1 << 20, "1 MiB")):
+        ours = q.points("runtime", "tensor_transfer_throughput", {"bytes": size})
+        if not ours:
+            errors = [e for f in q.files for e in f.errors
+                      if e.get("metric") == "tensor_transfer_throughput"
+                      and e.get("params", {}).get("bytes") == size]
+            if not errors:
+                raise ReportError(f"runtime-transfer: no line for {size} bytes")
+            for f in q.files:
+                if any(e in f.errors for e in errors) and f not in q.used:
+                    q.used.append(f)
+            msg = errors[0]["error"].replace("|", "\\|")
+            rows.append([label, f"failed: {msg}", "", ""])
+            continue
+        med, pairs = paired_ratio(ours, peer)
+        rows.append([label, spread(Stat([v for *_, v in ours]), "GB/s"),
+                     spread(Stat([v for *_, v in peer]), "GB/s"), ratio_cell(med, pairs)])
+    lines = table(["tensor transfer ps:0 → worker:0", "cohort", "iperf3 (one TCP stream)",
+                   "ratio"], rows)
     return Block(lines, q.used, peer="iperf3, loopback")
 
 
@@ -587,14 +650,24 @@ def training_scaling(q):
 
 
 def t_training(ds, files=None):
+    """One row per run, then every run together: the scaling target is
+    judged on all of them, not on the run that met it."""
     q = Query(ds.files(files or TRAINING_FILES))
     one, two, (med, pairs) = training_scaling(q)
-    rows = [["1", spread(Stat([v for *_, v in one])), ""],
-            ["2", spread(Stat([v for *_, v in two])),
-             ratio_cell(med, pairs, bold=med >= 1.6) + f"; target {verdict(med, 1.6, False)}"]]
+    rows = []
     runs = sorted({f for f, *_ in one})
-    lines = table(["tasks", f"examples/s ({len(one)} repetitions in {len(runs)} "
-                            f"run{'s' if len(runs) != 1 else ''})", "scaling"],
+    for run in runs:
+        o = [p for p in one if p[0] == run]
+        t = [p for p in two if p[0] == run]
+        if not t:
+            raise ReportError(f"training: {run} has 1-task lines but no 2-task lines")
+        rmed, rpairs = paired_ratio(t, o)
+        rows.append([f"`{os.path.basename(run)}`", spread(Stat([v for *_, v in o])),
+                     spread(Stat([v for *_, v in t])), ratio_cell(rmed, rpairs), ""])
+    rows.append([f"all {len(runs)} runs ({len(one)} repetitions)",
+                 spread(Stat([v for *_, v in one])), spread(Stat([v for *_, v in two])),
+                 ratio_cell(med, pairs, bold=med >= 1.6), verdict(med, 1.6, False)])
+    lines = table(["run", "1 task, examples/s", "2 tasks, examples/s", "scaling", "target"],
                   rows)
     return Block(lines, q.used,
                  extra="scaling = median of 2 tasks / median of 1 task; its spread pairs the "
@@ -694,8 +767,10 @@ def t_summary(ds, files=None):
 TABLES = {
     "summary": t_summary,
     "coord": t_coord,
+    "coord-throughput": t_coord_throughput,
     "barrier": t_barrier,
     "runtime": t_runtime,
+    "runtime-transfer": t_runtime_transfer,
     "collective": t_collective,
     "graph-matmul": t_graph,
     "graph-eigen": t_graph_eigen,
@@ -709,9 +784,10 @@ TABLES = {
 # Rewriting the documents
 
 
-def rewrite(text, ds, where, cache):
+def rewrite(text, ds, where, cache, seen=None):
     """`text` with every bench block regenerated; ReportError on an unknown
-    or unclosed block. `cache` keeps each table's rendering."""
+    or unclosed block. `cache` keeps each table's rendering; `seen` (a set)
+    collects (table, document) pairs."""
     opened = OPEN_RE.findall(text)
     closed = [m.group("name") for m in BLOCK_RE.finditer(text)]
     for name in opened:
@@ -722,6 +798,8 @@ def rewrite(text, ds, where, cache):
     def repl(m):
         name = m.group("name")
         table_name, _, globs = name.partition("@")
+        if seen is not None:
+            seen.add((table_name, where))
         if table_name not in TABLES:
             raise ReportError(f"{where}: unknown table bench:{table_name}; known: "
                               + ", ".join(sorted(TABLES)))
@@ -738,6 +816,12 @@ def rewrite(text, ds, where, cache):
     return BLOCK_RE.sub(repl, text)
 
 
+# Tables that exist only to be built from named files (NAME@GLOB).
+AT_ONLY = {"runtime-transfer", "coord-throughput"}
+# Where a table must appear (besides anywhere else).
+REQUIRED = {"summary": "README.md"}
+
+
 def documents(root):
     out = []
     for pattern in DOC_GLOBS:
@@ -749,12 +833,13 @@ def run(root, check, out=sys.stdout, err=sys.stderr):
     """Rewrites (or checks) every document under `root`; the exit code."""
     ds = Dataset(root)
     cache = {}
+    seen = set()
     stale = 0
     try:
         for path in documents(root):
             text = path.read_text()
             rel = os.path.relpath(path, root)
-            new = rewrite(text, ds, rel, cache)
+            new = rewrite(text, ds, rel, cache, seen)
             if new == text:
                 continue
             if check:
@@ -764,6 +849,14 @@ def run(root, check, out=sys.stdout, err=sys.stderr):
             else:
                 path.write_text(new)
                 print(f"rewrote {rel}", file=err)
+        shown = {t for t, _ in seen}
+        missing = [t for t in sorted(TABLES) if t not in shown and t not in AT_ONLY]
+        if missing:
+            raise ReportError("no document shows table(s) " + ", ".join(missing) + "; put "
+                              "<!-- bench:NAME --><!-- /bench:NAME --> in docs/benchmarks.md")
+        for t, doc in sorted(REQUIRED.items()):
+            if (t, doc) not in seen and (root / doc).exists():
+                raise ReportError(f"{doc} lacks the block bench:{t} (generated, not typed)")
     except ReportError as e:
         print(f"bench_report: {e}", file=err)
         return 2

@@ -67,9 +67,15 @@ class Fixture(unittest.TestCase):
         (self.root / "bench/t/results-2026-11-26-a.jsonl").write_text(RUN_A)
         (self.root / "bench/t/results-2026-11-26-b.jsonl").write_text(RUN_B)
         (self.root / "docs").mkdir()
-        br.TABLES["toy"] = toy_table
-        self.addCleanup(br.TABLES.pop, "toy")
+        # Only the toy table exists while a test runs.
+        saved = (br.TABLES, br.AT_ONLY, br.REQUIRED)
+        br.TABLES, br.AT_ONLY, br.REQUIRED = {"toy": toy_table}, set(), {}
+        self.addCleanup(self.restore, saved)
         self.addCleanup(self.tmp.cleanup)
+
+    @staticmethod
+    def restore(saved):
+        br.TABLES, br.AT_ONLY, br.REQUIRED = saved
 
     def query(self):
         return br.Query(br.Dataset(self.root).files(["bench/t/results-*.jsonl"]))
@@ -174,6 +180,18 @@ class RewriteTest(Fixture):
         # run b alone: cohort 30, 31, 32; peer 30, 31.
         self.assertIn("| lat n=2 | 31 µs (30–32) | 30.5 µs (30–31) |", text)
         self.assertNotIn("results-2026-11-26-a.jsonl", text)
+
+    def test_a_table_no_document_shows_or_a_missing_required_block_is_an_error(self):
+        (self.root / "docs/a.md").write_text("no blocks\n")
+        code, _, err = self.run_report(check=True)
+        self.assertEqual(code, 2)
+        self.assertIn("no document shows table(s) toy", err)
+        br.REQUIRED = {"toy": "README.md"}
+        (self.root / "README.md").write_text("typed by hand\n")
+        (self.root / "docs/a.md").write_text(self.DOC)
+        code, _, err = self.run_report(check=False)
+        self.assertEqual(code, 2)
+        self.assertIn("README.md lacks the block bench:toy", err)
 
     def test_unknown_or_unclosed_block_is_an_error(self):
         (self.root / "docs/a.md").write_text("<!-- bench:nope -->\n<!-- /bench:nope -->\n")
