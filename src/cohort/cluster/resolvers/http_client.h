@@ -13,6 +13,12 @@
 // transport error, a snippet of the response body, and the caller's hint of
 // what to check:
 //   - the server cannot be reached / times out      -> Unavailable
+//   - HTTPS: the CA certificates cannot be loaded    -> FailedPrecondition
+//     (names the CA file)
+//   - HTTPS: the server's certificate does not verify against the trusted
+//     CAs or does not name the host dialled         -> FailedPrecondition
+//     (names host:port, the CA file or "the system CA store", and OpenSSL's
+//     reason); nothing of the request, headers included, was sent
 //   - 400 InvalidArgument, 401 Unauthenticated, 403 PermissionDenied,
 //     404 NotFound, 408/429/5xx Unavailable, other non-2xx FailedPrecondition
 //   - a 2xx body that is not JSON (GetJson/PostJson) -> Internal
@@ -45,7 +51,13 @@ class HttpClient {
     absl::Duration connect_timeout = absl::Seconds(5);
     // Bounds each read and write on the connection.
     absl::Duration read_timeout = absl::Seconds(30);
-    // HTTPS: PEM CA bundle to verify the server against ("" = system store).
+    // HTTPS: which CAs the server's certificate must chain to; exactly
+    // these are trusted. `ca_cert_pem` (PEM text, e.g. read through Env) is
+    // used when set; else the PEM file `ca_cert_path`; else the system
+    // store. With ca_cert_pem set, ca_cert_path (if any) only says where the
+    // text came from, for messages. The certificate must also name the host
+    // of the URL (subjectAltName DNS or IP).
+    std::string ca_cert_pem;
     std::string ca_cert_path;
     // HTTPS: PEM client certificate and key for mutual TLS ("" = none).
     std::string client_cert_path;
@@ -62,7 +74,8 @@ class HttpClient {
   // Sends one request and returns the response whatever its status.
   // `url` is "http[s]://host[:port]/path?query". Blocks up to the timeouts.
   // InvalidArgument for a malformed URL; Unavailable when the server cannot
-  // be reached or does not answer in time (message names the URL and `hint`).
+  // be reached or does not answer in time; FailedPrecondition for the HTTPS
+  // failures of the file comment (messages name the URL and `hint`).
   absl::StatusOr<HttpResponse> Send(absl::string_view method,
                                     absl::string_view url,
                                     const HttpHeaders& headers,

@@ -670,7 +670,26 @@ absl::StatusOr<KubernetesApiConfig> LoadInClusterKubernetesConfig(
         " (is a service account mounted into the pod?)"));
   }
   config.token = std::string(absl::StripAsciiWhitespace(*token));
-  config.http.ca_cert_path = absl::StrCat(service_account_dir, "/ca.crt");
+  if (config.token.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Kubernetes in-cluster configuration: the service-account token ",
+        token_path, " is empty (is the projected token volume mounted?)"));
+  }
+  // The CA is read here, through `env` like the token, and handed to the
+  // HTTP client as text: a missing CA fails now naming its file, rather
+  // than at the first request, and the client trusts that CA alone.
+  const std::string ca_path = absl::StrCat(service_account_dir, "/ca.crt");
+  absl::StatusOr<std::string> ca = env->ReadFile(ca_path);
+  if (!ca.ok() || absl::StripAsciiWhitespace(*ca).empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Kubernetes in-cluster configuration: cannot read the cluster CA "
+        "certificate ",
+        ca_path, ": ", ca.ok() ? "the file is empty" : ca.status().message(),
+        " (is a service account mounted into the pod? it holds the CA that "
+        "verifies the API server)"));
+  }
+  config.http.ca_cert_pem = *std::move(ca);
+  config.http.ca_cert_path = ca_path;
   config.source =
       absl::StrCat("in-cluster service account (", service_account_dir, ")");
   return config;

@@ -57,9 +57,14 @@ struct KubernetesApiConfig {
 inline constexpr char kServiceAccountDir[] =
     "/var/run/secrets/kubernetes.io/serviceaccount";
 
-// In-cluster configuration: KUBERNETES_SERVICE_HOST/PORT and the service
-// account's token and ca.crt under `service_account_dir`. FailedPrecondition
-// naming what is missing (not running in a pod?). Reads files through `env`.
+// In-cluster configuration: https://KUBERNETES_SERVICE_HOST:PORT, the
+// service account's token (sent as the bearer token) and ca.crt (the only CA
+// the API server's certificate is verified against: http.ca_cert_pem, with
+// http.ca_cert_path naming the file) under `service_account_dir`. Reads both
+// files through `env`. Errors:
+//   - FailedPrecondition: KUBERNETES_SERVICE_HOST or _PORT unset (not
+//     running in a pod?); the token or ca.crt missing, unreadable or empty
+//     (names the file).
 absl::StatusOr<KubernetesApiConfig> LoadInClusterKubernetesConfig(
     Env* env, const std::string& service_account_dir = kServiceAccountDir);
 

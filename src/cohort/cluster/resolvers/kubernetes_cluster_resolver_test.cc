@@ -429,10 +429,17 @@ TEST(KubernetesConfigTest, InClusterReadsServiceAccount) {
   auto no_token = LoadInClusterKubernetesConfig(&env, "/sa");
   EXPECT_THAT(no_token.status().message(), HasSubstr("/sa/token"));
   env.SetFile("/sa/token", "abc.def\n");
+  auto no_ca = LoadInClusterKubernetesConfig(&env, "/sa");
+  EXPECT_EQ(no_ca.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_ca.status().message(), HasSubstr("/sa/ca.crt"));
+  const std::string pem =
+      "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  env.SetFile("/sa/ca.crt", pem);
   auto config = LoadInClusterKubernetesConfig(&env, "/sa");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->server, "https://10.96.0.1:443");
   EXPECT_EQ(config->token, "abc.def");
+  EXPECT_EQ(config->http.ca_cert_pem, pem);
   EXPECT_EQ(config->http.ca_cert_path, "/sa/ca.crt");
 }
 

@@ -9,8 +9,10 @@
 
 namespace cohort::testing {
 
-FakeComputeServer::FakeComputeServer(std::optional<std::string> required_token)
-    : required_token_(std::move(required_token)) {
+FakeComputeServer::FakeComputeServer(std::optional<std::string> required_token,
+                                     std::optional<TlsServerCertificate> tls)
+    : FakeHttpServer(std::move(tls)),
+      required_token_(std::move(required_token)) {
   auto authorized = [this](const httplib::Request& req,
                            httplib::Response& res) {
     if (required_token_.has_value() &&

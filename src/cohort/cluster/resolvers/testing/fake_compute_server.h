@@ -27,8 +27,10 @@ namespace cohort::testing {
 
 class FakeComputeServer : public FakeHttpServer {
  public:
+  // HTTPS with `tls` (see FakeHttpServer), plain HTTP without.
   explicit FakeComputeServer(
-      std::optional<std::string> required_token = std::nullopt);
+      std::optional<std::string> required_token = std::nullopt,
+      std::optional<TlsServerCertificate> tls = std::nullopt);
 
   // Page i lists pages[i] (instance URLs).
   void SetInstanceGroup(const std::string& group,

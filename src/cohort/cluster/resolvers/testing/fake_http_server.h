@@ -7,6 +7,10 @@
 //   {...}); COHORT_CHECK_OK(server.Start()); http.GetText(server.base_url() +
 //   "/x", ...);
 //
+// Given a TlsServerCertificate (testing/test_certificates.h) it speaks HTTPS
+// instead, presenting that certificate, and base_url() is "https://...": the
+// client must trust the issuing test CA, as resolvers trust a cluster's CA.
+//
 // Start() binds and listens before returning, so requests made right after
 // it are queued, never refused. Stop() (also run by the destructor) waits for
 // the serving thread.
@@ -16,6 +20,8 @@
 #ifndef COHORT_CLUSTER_RESOLVERS_TESTING_FAKE_HTTP_SERVER_H_
 #define COHORT_CLUSTER_RESOLVERS_TESTING_FAKE_HTTP_SERVER_H_
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,27 +30,30 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/base/json.h"
+#include "cohort/cluster/resolvers/testing/test_certificates.h"
 #include "httplib.h"
 
 namespace cohort::testing {
 
 class FakeHttpServer {
  public:
-  FakeHttpServer();
+  // Plain HTTP without `tls`, HTTPS with that certificate.
+  explicit FakeHttpServer(
+      std::optional<TlsServerCertificate> tls = std::nullopt);
   virtual ~FakeHttpServer();
   FakeHttpServer(const FakeHttpServer&) = delete;
   FakeHttpServer& operator=(const FakeHttpServer&) = delete;
 
-  httplib::Server& server() { return server_; }
+  httplib::Server& server() { return *server_; }
 
   // Binds 127.0.0.1:0 and starts serving on a thread. Internal when no port
-  // can be bound.
+  // can be bound or the TLS certificate and key are not usable.
   absl::Status Start();
   // Stops serving and joins the thread; idempotent.
   void Stop();
 
   int port() const { return port_; }
-  // "http://127.0.0.1:<port>".
+  // "http://127.0.0.1:<port>", or "https://..." when serving TLS.
   std::string base_url() const;
 
   // "METHOD /path?query" of every request answered so far, in order.
@@ -58,7 +67,11 @@ class FakeHttpServer {
                          const std::string& message);
 
  private:
-  httplib::Server server_;
+  // Set when the TLS certificate or key could not be loaded; Start()
+  // returns it (a constructor cannot).
+  absl::Status tls_error_;
+  const bool tls_;
+  std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = -1;
   mutable absl::Mutex mu_;

@@ -39,8 +39,10 @@ Json FakeKubernetesServer::PodList(const std::vector<FakePod>& pods) {
 }
 
 FakeKubernetesServer::FakeKubernetesServer(
-    std::optional<std::string> required_token)
-    : required_token_(std::move(required_token)) {
+    std::optional<std::string> required_token,
+    std::optional<TlsServerCertificate> tls)
+    : FakeHttpServer(std::move(tls)),
+      required_token_(std::move(required_token)) {
   server().Get("/api/v1/pods",
                [this](const httplib::Request& req, httplib::Response& res) {
                  HandleList(req, res, std::nullopt);

@@ -35,8 +35,10 @@ struct FakePod {
 
 class FakeKubernetesServer : public FakeHttpServer {
  public:
+  // HTTPS with `tls` (see FakeHttpServer), plain HTTP without.
   explicit FakeKubernetesServer(
-      std::optional<std::string> required_token = std::nullopt);
+      std::optional<std::string> required_token = std::nullopt,
+      std::optional<TlsServerCertificate> tls = std::nullopt);
   // Stops serving before the pod lists the handlers read are destroyed.
   ~FakeKubernetesServer() override { Stop(); }
 
@@ -50,8 +52,8 @@ class FakeKubernetesServer : public FakeHttpServer {
   // The PodList JSON the server answers for `pods`.
   static Json PodList(const std::vector<FakePod>& pods);
 
-  // A kubeconfig (YAML) whose current context reaches this server (plain
-  // HTTP) with bearer `token`.
+  // A kubeconfig (YAML) whose current context reaches this server at
+  // base_url() with bearer `token` (no certificate-authority entry).
   std::string Kubeconfig(const std::string& token) const;
 
  private:

@@ -7,8 +7,10 @@
 
 namespace cohort::testing {
 
-FakeTpuServer::FakeTpuServer(std::optional<std::string> required_token)
-    : required_token_(std::move(required_token)) {
+FakeTpuServer::FakeTpuServer(std::optional<std::string> required_token,
+                             std::optional<TlsServerCertificate> tls)
+    : FakeHttpServer(std::move(tls)),
+      required_token_(std::move(required_token)) {
   server().Get(R"(/v1/(projects/[^/]+/locations/[^/]+/nodes/[^/]+))",
                [this](const httplib::Request& req, httplib::Response& res) {
                  if (required_token_.has_value() &&

@@ -19,8 +19,10 @@ namespace cohort::testing {
 
 class FakeTpuServer : public FakeHttpServer {
  public:
+  // HTTPS with `tls` (see FakeHttpServer), plain HTTP without.
   explicit FakeTpuServer(
-      std::optional<std::string> required_token = std::nullopt);
+      std::optional<std::string> required_token = std::nullopt,
+      std::optional<TlsServerCertificate> tls = std::nullopt);
 
   // `full_name` is "projects/P/locations/Z/nodes/N".
   void SetNode(const std::string& full_name, Json node);
