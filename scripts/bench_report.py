@@ -135,8 +135,13 @@ class RunFile:
                 out.setdefault("numpy", p["numpy"])
             if isinstance(p.get("blas_core"), str):
                 out.setdefault("NumPy's BLAS", p["blas_core"])
-            if isinstance(m.get("torch"), str):
-                out.setdefault("torch", m["torch"])
+            # What a peer may print about itself, on the line or in params.
+            for src in (m, p):
+                for key in ("torch", "torch_version", "peer_version", "iperf3_version"):
+                    if isinstance(src.get(key), str):
+                        name = key.replace("_version", "") if key != "peer_version" else m.get(
+                            "suite", "peer")
+                        out.setdefault(name, src[key])
         return out
 
 

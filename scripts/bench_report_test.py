@@ -135,6 +135,13 @@ class ProvenanceTest(Fixture):
         self.assertIn("load average (1 min, env lines) 0.25–7.50 on 2 CPUs", line)
         self.assertIn("peer: toy peer (torch 1.13.0a0)", line)
 
+    def test_peer_version_printed_by_the_peer_itself_is_named(self):
+        line = meas("p", "lat", 1.0, 0, n=2)
+        line["peer_version"] = "2.1"
+        (self.root / "bench/t/results-2026-11-21.jsonl").write_text(jl(line))
+        f = br.Dataset(self.root).files(["bench/t/results-2026-11-21.jsonl"])
+        self.assertIn("peer: toy peer (p 2.1)", br.provenance(f, "toy peer"))
+
     def test_file_without_env_line_says_load_not_recorded(self):
         (self.root / "bench/t/results-2026-11-20.jsonl").write_text(
             jl(meas("t", "lat", 1.0, 0, n=2)))
