@@ -1,5 +1,7 @@
 #include "python/src/status.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -33,6 +35,9 @@ void RunInterruptible(std::function<void()> call,
           .cast<unsigned long>();  // NOLINT(runtime/int): Python's type.
   auto done = std::make_shared<absl::Notification>();
   std::thread worker([call = std::move(call), done] {
+    // The name is set before the call starts (see status.h). At most 15
+    // characters; a failure only loses the name.
+    pthread_setname_np(pthread_self(), "cohort-pycall");
     call();
     done->Notify();
   });

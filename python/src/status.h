@@ -40,7 +40,10 @@ T ValueOrThrow(absl::StatusOr<T> value) {
 // (Ctrl-C: KeyboardInterrupt) `cancel` runs — it must make `call` return soon,
 // or be empty when the call ends by its own deadline — and the Python exception
 // is raised without waiting for `call`: `call` must own (share) everything
-// it touches. Called with the GIL held.
+// it touches. Called with the GIL held. The thread is named "cohort-pycall"
+// (/proc/<pid>/task/<tid>/comm) while the call runs: it shows in a debugger
+// or `top -H` which thread holds a blocked call, and lets a test send
+// SIGINT only once a call is certainly in flight.
 void RunInterruptible(std::function<void()> call, std::function<void()> cancel);
 
 // RunInterruptible for a call that returns a StatusOr<T> or a Status.

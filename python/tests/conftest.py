@@ -40,6 +40,23 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def in_cohort_call(pid):
+    """Whether process `pid` has a cohort call in flight: the thread that
+    runs a blocking call is named "cohort-pycall" (python/src/status.h)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() == "cohort-pycall":
+                    return True
+        except OSError:
+            pass  # the thread ended while we looked
+    return False
+
+
 @pytest.fixture
 def coordinator():
     """A `cohort coordinator` for worker:0 and worker:1; yields host:port."""

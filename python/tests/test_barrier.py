@@ -100,22 +100,48 @@ def test_failed_python_task_fails_the_gang(tmp_path):
 
 def test_ctrl_c_in_a_barrier_fails_the_gang_clearly(tmp_path):
     # Partition 0 parks in barrier(); partition 1 never syncs and sends it
-    # SIGINT. The KeyboardInterrupt ends task 0 at once (the barrier
-    # timeout is an hour), and the launcher names it as the root cause.
-    r = launch(tmp_path, 2, """
-        import os, signal, time
+    # SIGINT, only once the barrier call is in flight: partition 0 writes its
+    # pid without a cohort call, so from then on its only call thread
+    # ("cohort-pycall", python/src/status.h) is the barrier's. The
+    # KeyboardInterrupt ends task 0 at once (the barrier timeout is an
+    # hour), and the launcher names it as the root cause.
+    script = """
+        import os, pathlib, signal, time
         import cohort
+        PID_FILE = pathlib.Path(@PID_FILE@)
+
+        def in_cohort_call(pid):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                        if f.read().strip() == "cohort-pycall":
+                            return True
+                except OSError:
+                    pass
+            return False
+
+        def wait_for(predicate, what):
+            deadline = time.monotonic() + 60
+            while not predicate():
+                assert time.monotonic() < deadline, f"never saw {what}"
+                time.sleep(0.01)  # paces the polling; the state decides
+
         ctx = cohort.BarrierTaskContext.get()
-        kv = cohort.coordination_client()
         if ctx.partitionId() == 0:
-            kv.set("pid0", str(os.getpid()))
+            tmp = PID_FILE.with_suffix(".tmp")
+            tmp.write_text(str(os.getpid()))
+            tmp.rename(PID_FILE)
             ctx.barrier()
         else:
-            pid = int(kv.get("pid0", timeout=60))
+            wait_for(PID_FILE.exists, "partition 0's pid file")
+            pid = int(PID_FILE.read_text())
+            wait_for(lambda: in_cohort_call(pid), "partition 0 in barrier()")
             os.kill(pid, signal.SIGINT)
-            time.sleep(3600)  # stopped by the launcher when task 0 fails
-    """, "--barrier-timeout", "3600", timeout=60)
+            signal.pause()  # stopped by the launcher when task 0 fails
+    """.replace("@PID_FILE@", repr(str(tmp_path / "pid0")))
+    r = launch(tmp_path, 2, script, "--barrier-timeout", "3600", timeout=60)
     assert r.returncode != 0
     out = r.stdout + r.stderr
     assert "KeyboardInterrupt" in out
+    assert "ctx.barrier()" in out  # raised inside the call, not before it
     assert "worker:0" in out

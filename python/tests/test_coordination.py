@@ -11,7 +11,7 @@ import pytest
 
 import cohort
 from cohort import errors
-from conftest import TOKEN, wait_for
+from conftest import TOKEN, in_cohort_call, wait_for
 
 
 def test_key_value_operations(coordinator):
@@ -141,6 +141,10 @@ def test_ctrl_c_interrupts_a_blocking_get(coordinator):
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                          env=os.environ.copy())
     assert p.stdout.readline().strip() == "blocking"
+    # SIGINT only once the get is in flight (the client's connect, the only
+    # call before it, has returned and its thread is gone): a signal that
+    # came earlier would raise before the get and test nothing.
+    wait_for(lambda: in_cohort_call(p.pid), 30, "the get to be in flight")
     # Without the signal check the get would block for 120 s.
     start = time.monotonic()
     p.send_signal(signal.SIGINT)
