@@ -385,7 +385,7 @@ class Block:
 COORD_FILES = ["bench/coord/results-2026-11-26*.jsonl"]
 BARRIER_FILES = ["bench/barrier/results-2026-11-26*.jsonl"]
 RUNTIME_FILES = ["bench/runtime/results-2026-11-26*.jsonl"]
-COLLECTIVE_FILES = ["bench/collective/results-2026-11-24.jsonl"]
+COLLECTIVE_FILES = ["bench/collective/results-2026-11-2*.jsonl"]
 GRAPH_FILES = ["bench/graph/results-2026-11-24.jsonl", "bench/graph/results-2026-11-26.jsonl"]
 GRAPH_EIGEN_FILES = ["bench/graph/results-2026-11-26-eigen.jsonl"]
 KERNEL_FILES = ["bench/graph/results-2026-11-24-kernels.jsonl", "bench/graph/results-2026-11-26.jsonl"]
