@@ -118,6 +118,8 @@ size_t AllocationBytes(size_t bytes) {
   return alloc == 0 ? kTensorAlignment : alloc;
 }
 
+}  // namespace
+
 size_t ElementBytes(DataType dtype) {
   switch (dtype) {
     case DT_STRING:
@@ -128,8 +130,6 @@ size_t ElementBytes(DataType dtype) {
       return DataTypeSize(dtype);
   }
 }
-
-}  // namespace
 
 absl::StatusOr<TensorBuffer*> TensorBuffer::TryAllocate(
     DataType dtype, int64_t num_elements, MemoryBudget* budget,

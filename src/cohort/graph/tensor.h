@@ -57,6 +57,12 @@ namespace cohort {
 
 inline constexpr size_t kTensorAlignment = 64;
 
+// Bytes one element takes in a tensor's buffer: DataTypeSize, except that a
+// DT_STRING element is a std::string and a DT_RESOURCE element a
+// ResourceHandle (their payloads live elsewhere); 0 for a dtype no tensor
+// can hold (DT_INVALID, or a value this build does not know).
+size_t ElementBytes(DataType dtype);
+
 // Eigen views used by kernels (row-major, int64 indices).
 template <typename T, int NDIMS = 1>
 struct TTypes {

@@ -9,26 +9,12 @@
 namespace cohort::runtime {
 namespace {
 
-// Bytes one element takes in memory. Strings and resource handles count
-// their fixed part only; their payload is carried by the message itself, so
-// it cannot exceed what arrived.
-int64_t ElementBytes(DataType dtype) {
-  switch (dtype) {
-    case DT_STRING:
-      return sizeof(std::string);
-    case DT_RESOURCE:
-      return sizeof(ResourceHandle);
-    default:
-      return DataTypeSize(dtype);
-  }
-}
-
 absl::Status CheckDtype(const TensorProto& proto, absl::string_view what) {
   // An enum value this build does not know arrives as an int (proto3 open
   // enums); DataTypeSize would treat it as size 0, so it is refused first.
   const int raw = static_cast<int>(proto.dtype());
   if (!DataType_IsValid(raw) || proto.dtype() == DT_INVALID ||
-      ElementBytes(proto.dtype()) <= 0) {
+      ElementBytes(proto.dtype()) == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": unknown dtype ", raw));
   }
