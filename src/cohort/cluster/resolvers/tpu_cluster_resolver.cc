@@ -98,8 +98,9 @@ absl::StatusOr<std::unique_ptr<TpuClusterResolver>> TpuClusterResolver::Create(
     if (!start) {
       return absl::UnimplementedError(absl::StrCat(
           "TPU resolver: coordinator \"", *options.coordinator_name,
-          "\" needs an in-process coordinator server, which this build cannot "
-          "start yet (cohort's server module is not available); pass "
+          "\" needs an in-process coordinator server and no starter is "
+          "installed (cohort starts none by itself: install one with "
+          "SetTpuLocalServerStarter or Options::start_local_server), or pass "
           "coordinator_address=\"host:port\" of a running server instead"));
     }
     if (r->client_ == nullptr) {

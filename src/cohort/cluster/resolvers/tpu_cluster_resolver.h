@@ -8,10 +8,13 @@
 //
 // Coordinator: with a coordinator_name and no coordinator_address, TensorFlow
 // starts an in-process server on an ephemeral port and uses
-// "<metadata local ip>:<port>". cohort's server module is not built yet, so
-// the start goes through a hook: Options::start_local_server, else the
-// process-wide one set with SetTpuLocalServerStarter. With neither, Create
-// fails with Unimplemented saying to pass coordinator_address instead.
+// "<metadata local ip>:<port>". This layer cannot depend on the server
+// layers, so the start goes through a hook: Options::start_local_server,
+// else the process-wide one set with SetTpuLocalServerStarter. cohort itself
+// installs none (only the conformance adapter does), and the registered
+// "tpu" resolver (`cohort resolve`) sets no coordinator name: a program that
+// wants the coordinator started installs a starter. With none, Create fails
+// with Unimplemented saying to install one or pass coordinator_address.
 //
 // Thread safety: not thread-safe (see ClusterResolver).
 #ifndef COHORT_CLUSTER_RESOLVERS_TPU_CLUSTER_RESOLVER_H_
