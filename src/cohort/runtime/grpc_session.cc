@@ -81,8 +81,23 @@ absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(
     if (deadline != absl::InfiniteFuture()) {
       ctx->set_deadline(absl::ToChronoTime(deadline));
     }
-    const grpc::Status status =
+    grpc::Status status =
         session->stub_->CreateSession(ctx.get(), request, &response);
+    // The wait for a master ran out while gRPC was still trying to connect
+    // (a refused or unanswered connect in flight at the deadline): that is
+    // a master that cannot be reached, Unavailable as the contract says, as
+    // when the deadline passes between attempts. Whether the last attempt
+    // was in flight at the deadline is timing, not an answer. Only a
+    // connected master that did not answer in time is DeadlineExceeded.
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+        !rpc::AnsweredByService(status) &&
+        channel->GetState(false) != GRPC_CHANNEL_READY) {
+      status = grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("no connection within the ",
+                       absl::FormatDuration(options.rpc_timeout),
+                       " rpc timeout (", status.error_message(), ")"));
+    }
     // Unavailable from the master itself (a task it needs is lost) is an
     // answer; only gRPC's own (no master there yet) is waited out.
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
