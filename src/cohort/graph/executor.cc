@@ -90,27 +90,12 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(
     }
   };
   for (const std::string& f : fetches) {
-    COHORT_ASSIGN_OR_RETURN(Graph::TensorId id, Graph::ParseTensorName(f));
-    const Graph::Node* n = graph.FindNode(id.node);
-    if (n == nullptr || id.control) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fetch '", f, "' refers to unknown node '", id.node, "'"));
-    }
-    if (id.index >= static_cast<int>(n->output_types.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("fetch '", f, "': ", NodeDebugName(n->def), " has ",
-                       n->output_types.size(), " outputs"));
-    }
-    fetch_ids.push_back(id);
-    need(n->id);
+    COHORT_ASSIGN_OR_RETURN(Graph::TensorId id, graph.ResolveFetch(f));
+    need(graph.FindNode(id.node)->id);
+    fetch_ids.push_back(std::move(id));
   }
   for (const std::string& t : targets) {
-    std::string name = t[0] == '^' ? t.substr(1) : t;
-    const Graph::Node* n = graph.FindNode(name);
-    if (n == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("target '", t, "' refers to unknown node '", name, "'"));
-    }
+    COHORT_ASSIGN_OR_RETURN(const Graph::Node* n, graph.ResolveTarget(t));
     need(n->id);
   }
   while (!queue.empty()) {

@@ -211,4 +211,32 @@ absl::StatusOr<const Graph::Node*> Graph::ResolveFeed(
   return n;
 }
 
+absl::StatusOr<Graph::TensorId> Graph::ResolveFetch(
+    absl::string_view fetch) const {
+  COHORT_ASSIGN_OR_RETURN(TensorId id, ParseTensorName(fetch));
+  const Node* n = FindNode(id.node);
+  if (n == nullptr || id.control) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fetch '", fetch, "' refers to unknown node '", id.node, "'"));
+  }
+  if (id.index >= static_cast<int>(n->output_types.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fetch '", fetch, "': ", NodeDebugName(n->def), " has ",
+                     n->output_types.size(), " outputs"));
+  }
+  return id;
+}
+
+absl::StatusOr<const Graph::Node*> Graph::ResolveTarget(
+    absl::string_view target) const {
+  absl::string_view name = target;
+  absl::ConsumePrefix(&name, "^");
+  const Node* n = FindNode(name);
+  if (n == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target '", target, "' refers to unknown node '", name, "'"));
+  }
+  return n;
+}
+
 }  // namespace cohort

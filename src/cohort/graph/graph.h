@@ -85,6 +85,15 @@ class Graph {
   // output index other than 0.
   absl::StatusOr<const Node*> ResolveFeed(absl::string_view feed) const;
 
+  // The output a fetch ("y" or "y:1") names. InvalidArgument naming the
+  // fetch for an unknown node, a control name ("^y"), or an output index the
+  // node does not have.
+  absl::StatusOr<TensorId> ResolveFetch(absl::string_view fetch) const;
+
+  // The node a target ("train" or "^train") names. InvalidArgument naming
+  // the target for an unknown node.
+  absl::StatusOr<const Node*> ResolveTarget(absl::string_view target) const;
+
  private:
   const OpRegistry* registry_;
   std::deque<Node> nodes_;

@@ -118,27 +118,11 @@ absl::Status ResolveFetchesAndTargets(const Graph& graph,
                                       const std::vector<std::string>& targets,
                                       Signature* sig) {
   for (const std::string& f : fetches) {
-    COHORT_ASSIGN_OR_RETURN(Graph::TensorId id, Graph::ParseTensorName(f));
-    const Graph::Node* n = graph.FindNode(id.node);
-    if (n == nullptr || id.control) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fetch '", f, "' refers to unknown node '", id.node, "'"));
-    }
-    if (id.index >= static_cast<int>(n->output_types.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("fetch '", f, "': ", NodeDebugName(n->def), " has ",
-                       n->output_types.size(), " outputs"));
-    }
-    sig->fetch_nodes.push_back(n->id);
+    COHORT_ASSIGN_OR_RETURN(const Graph::TensorId id, graph.ResolveFetch(f));
+    sig->fetch_nodes.push_back(graph.FindNode(id.node)->id);
   }
   for (const std::string& t : targets) {
-    absl::string_view name = t;
-    absl::ConsumePrefix(&name, "^");
-    const Graph::Node* n = graph.FindNode(name);
-    if (n == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("target '", t, "' refers to unknown node '", name, "'"));
-    }
+    COHORT_ASSIGN_OR_RETURN(const Graph::Node* n, graph.ResolveTarget(t));
     sig->target_nodes.push_back(n->id);
   }
   return absl::OkStatus();
