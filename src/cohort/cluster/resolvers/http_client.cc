@@ -268,6 +268,9 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method,
                                               absl::string_view hint) const {
   std::string origin, path;
   COHORT_RETURN_IF_ERROR(SplitUrl(url, &origin, &path));
+  // Declared before the client so it outlives the client's SSL_CTX, whose
+  // verify callback writes it during the request.
+  TlsVerifyFailure verify_failure;
   std::unique_ptr<httplib::Client> client;
   if (!options_.client_cert_path.empty()) {
     client = std::make_unique<httplib::Client>(
@@ -288,8 +291,6 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method,
   client->set_follow_location(false);
   std::string host_port, host;
   HostOf(origin, &host_port, &host);
-  // Outlives the client: OpenSSL's callback writes it during the request.
-  TlsVerifyFailure verify_failure;
   COHORT_RETURN_IF_ERROR(
       ConfigureTls(*client, options_, host, &verify_failure, hint));
 
