@@ -20,11 +20,11 @@ SessionRunArgs Fetch(const std::string& tensor) {
 }
 
 absl::StatusOr<int64_t> StepValue(const SessionRunValues& values) {
-  if (values.results.size() != 1 || values.results[0].dtype() != DT_INT64 ||
-      values.results[0].NumElements() != 1) {
-    return absl::InternalError("hook got no int64 global step back");
+  if (values.results.size() != 1) {
+    return absl::InternalError("hook got no global step back");
   }
-  return values.results[0].flat<int64_t>()(0);
+  // int32 or int64, as TensorFlow allows for the global step.
+  return GlobalStepValue(values.results[0], "global step");
 }
 
 absl::Status FindGlobalStep(Scope* graph, const std::string& hook,

@@ -17,6 +17,10 @@ absl::Status GlobalStepWaiterHook::Begin(Scope* graph) {
   // The underscore is TensorFlow's class name, kept for log searches.
   COHORT_ASSIGN_OR_RETURN(
       step_tensor_, GlobalStepReadForHook(*graph, "_GlobalStepWaiterHook"));
+  // A worker may start before the chief initialized the variables; TF's
+  // read then gives the initial value instead of failing the worker.
+  COHORT_ASSIGN_OR_RETURN(step_initialized_tensor_,
+                          GetOrCreateGlobalStepIsInitialized(*graph));
   return absl::OkStatus();
 }
 
@@ -32,8 +36,9 @@ absl::StatusOr<std::optional<SessionRunArgs>> GlobalStepWaiterHook::BeforeRun(
   // Progress is counted from 0, not from the first value read (TF).
   int64_t last_logged_step = 0;
   while (true) {
-    COHORT_ASSIGN_OR_RETURN(int64_t current,
-                            ReadGlobalStep(ctx->session(), step_tensor_));
+    COHORT_ASSIGN_OR_RETURN(
+        int64_t current,
+        ReadGlobalStep(ctx->session(), step_tensor_, step_initialized_tensor_));
     if (current >= wait_until_step_) {
       worker_is_started_ = true;
       return std::optional<SessionRunArgs>();

@@ -4,8 +4,13 @@
 // K * log(task_id + 1), the chief 0).
 //
 //   Begin                 worker_is_started = false; finds the global step
-//                         read, else FailedPrecondition "Global step should be
-//                         created to use _GlobalStepWaiterHook.".
+//                         as training_util's GetGlobalStep does (the
+//                         GLOBAL_STEP collection, else the op "global_step";
+//                         int32 or int64) and its read, else
+//                         FailedPrecondition "Global step should be created
+//                         to use _GlobalStepWaiterHook."; a global step of
+//                         the wrong type or shape is GetGlobalStep's
+//                         InvalidArgument.
 //   BeforeRun             started: returns nothing at once. wait_until_step
 //                         <= 0: starts, no read, no log. Otherwise logs
 //                         "Waiting for global step <N> before starting
@@ -14,9 +19,13 @@
 //                         0.5 s (Env) between reads and logging "Waiting for
 //                         global step <N> before starting training. Current
 //                         step is <M>." whenever M - last logged (0 at first)
-//                         > 1000. A read error is returned as is (the hook
-//                         is not started; MonitoredSession recovers from
-//                         Aborted/Unavailable and calls BeforeRun again).
+//                         > 1000. A global step variable not yet initialized
+//                         (the chief has not run its initializer) reads as 0,
+//                         as TensorFlow's global step read does, and the hook
+//                         keeps waiting. Other read errors are returned as
+//                         is (the hook is not started; MonitoredSession
+//                         recovers from Aborted/Unavailable and calls
+//                         BeforeRun again).
 // It adds no fetches, never requests stop and does not change the graph.
 //
 // Thread safety: as SessionRunHook. BeforeRun blocks on the session and
@@ -54,6 +63,8 @@ class GlobalStepWaiterHook : public SessionRunHook {
   const int64_t wait_until_step_;
   Env* const env_;
   std::string step_tensor_;
+  // "" when the global step is not a variable.
+  std::string step_initialized_tensor_;
   bool worker_is_started_ = false;
 };
 

@@ -1,11 +1,15 @@
 #include "cohort/training/global_step_waiter_hook.h"
 
 #include <atomic>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "cohort/base/fake_env.h"
 #include "cohort/graph/kernels/state_ops.h"
+#include "cohort/graph/local_session.h"
 #include "cohort/training/training_test_util.h"
+#include "cohort/training/training_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -237,6 +241,84 @@ TEST_F(GlobalStepWaiterHookTest, BeginAgainWaitsAgain) {
   ASSERT_TRUE(hook.Begin(&root_).ok());
   EXPECT_FALSE(hook.worker_is_started());
   EXPECT_EQ(BeforeRun(&hook, {7}).reads, 1);
+}
+
+std::unique_ptr<LocalSession> MakeLocalSession(const Scope& root) {
+  GraphDef def;
+  EXPECT_TRUE(root.ToGraphDef(&def).ok()) << root.status();
+  SessionOptions options;
+  options.num_threads = 1;
+  auto s = LocalSession::Create(def, options);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+// A worker that starts before the chief initialized the variables reads
+// the global step as 0 and keeps waiting (TF's global step read), instead
+// of failing: parked in its sleep, it then sees the initialized and
+// incremented step on its next read.
+TEST_F(GlobalStepWaiterHookTest, UninitializedStepReadsZeroAndKeepsWaiting) {
+  ops::Variable step = ops::GetOrCreateGlobalStep(root_);
+  Operation increment = ops::IncrementGlobalStep(root_, step);
+  GlobalStepWaiterHook hook(1, &env_);
+  ASSERT_TRUE(hook.Begin(&root_).ok());
+  auto session = MakeLocalSession(root_);
+  ASSERT_NE(session, nullptr);
+  LogCapture logs;
+  SessionRunContext ctx(SessionRunArgs(), session.get());
+  absl::Status status = absl::UnknownError("BeforeRun did not return");
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    status = hook.BeforeRun(&ctx).status();
+    done = true;
+  });
+  // Parked in its 0.5 s sleep: the uninitialized read gave no error.
+  ASSERT_TRUE(env_.BlockUntilParked(1, absl::Seconds(30)));
+  EXPECT_FALSE(done);
+  EXPECT_FALSE(hook.worker_is_started());
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {}, {step.initializer.name()}, &out).ok());
+  ASSERT_TRUE(session->Run({}, {}, {increment.name()}, &out).ok());
+  env_.AdvanceTime(GlobalStepWaiterHook::kPollInterval);
+  t.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(hook.worker_is_started());
+  EXPECT_EQ(logs.Count(kWaiting), 1);
+}
+
+// An int32 global step that is only in the GLOBAL_STEP collection (not
+// named "global_step") is the one the hook waits on.
+TEST_F(GlobalStepWaiterHookTest, Int32StepFromTheCollection) {
+  Scope root = Scope::NewRootScope();
+  Output handle = ops::VarHandleOp(root.WithOpName("my_step"), DT_INT32,
+                                   PartialTensorShape::Scalar());
+  root.AddToCollection(kGlobalStepCollection, handle.op());
+  Operation set =
+      ops::AssignVariableOp(root.WithOpName("set"), handle, Tensor(int32_t{7}));
+  GlobalStepWaiterHook hook(5, &env_);
+  ASSERT_TRUE(hook.Begin(&root).ok());
+  auto session = MakeLocalSession(root);
+  ASSERT_NE(session, nullptr);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {}, {set.name()}, &out).ok());
+  SessionRunContext ctx(SessionRunArgs(), session.get());
+  // 7 >= 5 on the first read: no sleep, so no thread is needed.
+  auto r = hook.BeforeRun(&ctx);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(hook.worker_is_started());
+}
+
+// A global step that is not an integer fails Begin as TensorFlow's
+// assert_global_step does.
+TEST_F(GlobalStepWaiterHookTest, FloatGlobalStepFailsBegin) {
+  Scope root = Scope::NewRootScope();
+  ops::VarHandleOp(root.WithOpName("global_step"), DT_FLOAT,
+                   PartialTensorShape::Scalar());
+  GlobalStepWaiterHook hook(5, &env_);
+  absl::Status s = hook.Begin(&root);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("does not have integer type"));
 }
 
 }  // namespace
