@@ -24,6 +24,34 @@
 #include "cohort/launch/launcher.h"
 
 namespace cohort::bench {
+
+std::string GatherMessage(int id) {
+  std::string m = absl::StrCat("partition ", id, " ");
+  m.resize(64, 's');
+  return m;
+}
+
+absl::Status CheckGathered(const std::vector<std::vector<std::string>>& all,
+                           int world) {
+  for (size_t call = 0; call < all.size(); ++call) {
+    const std::vector<std::string>& got = all[call];
+    if (got.size() != static_cast<size_t>(world)) {
+      return absl::DataLossError(
+          absl::StrCat("AllGather call ", call, " returned ", got.size(),
+                       " messages in a gang of ", world));
+    }
+    for (int id = 0; id < world; ++id) {
+      if (got[id] != GatherMessage(id)) {
+        return absl::DataLossError(absl::StrCat(
+            "AllGather call ", call, ": slot ", id, " holds \"", got[id],
+            "\" where partition ", id, "'s message \"", GatherMessage(id),
+            "\" is due; the barrier coordinator mixed up messages"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 struct Flags {
@@ -62,36 +90,6 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
   }
   error = flags.error();
   return flags.ok();
-}
-
-// Partition `id`'s AllGather message: 64 bytes that name it.
-std::string GatherMessage(int id) {
-  std::string m = absl::StrCat("partition ", id, " ");
-  m.resize(64, 's');
-  return m;
-}
-
-// Every AllGather result holds each partition's message, in partition
-// order. DataLoss naming the first call and slot that differ.
-absl::Status CheckGathered(const std::vector<std::vector<std::string>>& all,
-                           int world) {
-  for (size_t call = 0; call < all.size(); ++call) {
-    const std::vector<std::string>& got = all[call];
-    if (got.size() != static_cast<size_t>(world)) {
-      return absl::DataLossError(
-          absl::StrCat("AllGather call ", call, " returned ", got.size(),
-                       " messages in a gang of ", world));
-    }
-    for (int id = 0; id < world; ++id) {
-      if (got[id] != GatherMessage(id)) {
-        return absl::DataLossError(absl::StrCat(
-            "AllGather call ", call, ": slot ", id, " holds \"", got[id],
-            "\" where partition ", id, "'s message \"", GatherMessage(id),
-            "\" is due; the barrier coordinator mixed up messages"));
-      }
-    }
-  }
-  return absl::OkStatus();
 }
 
 // One task of the gang: time syncs back to back; partition 0 reports.

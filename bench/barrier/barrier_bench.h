@@ -37,10 +37,21 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace cohort::bench {
 
 // Runs the suite with `args` (the flags above); returns the exit code.
 int RunBarrierBench(const std::vector<std::string>& args);
+
+// Partition `id`'s AllGather message in the timed loop: 64 bytes that name
+// it.
+std::string GatherMessage(int id);
+
+// OK when every result in `all` holds GatherMessage(0..world-1) in
+// partition order; DataLoss naming the first call and slot that differ.
+absl::Status CheckGathered(const std::vector<std::vector<std::string>>& all,
+                           int world);
 
 }  // namespace cohort::bench
 

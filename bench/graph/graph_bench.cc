@@ -36,6 +36,51 @@
 #endif
 
 namespace cohort::bench {
+
+absl::Status CheckMatMul(const Tensor& a, const Tensor& b, const Tensor& c,
+                         int n) {
+  if (c.dtype() != DT_FLOAT || c.dims() != 2 || c.dim_size(0) != n ||
+      c.dim_size(1) != n) {
+    return absl::DataLossError(absl::StrCat("MatMul of two ", n, " x ", n,
+                                            " matrices returned shape ",
+                                            c.shape().DebugString()));
+  }
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const float* pc = c.data<float>();
+  std::vector<int> rows;
+  if (n <= 256) {
+    for (int i = 0; i < n; ++i) rows.push_back(i);
+  } else {
+    for (int k = 0; k <= 32; ++k) rows.push_back(k * (n - 1) / 32);
+  }
+  const double eps = std::numeric_limits<float>::epsilon();
+  std::vector<double> sum(n), magnitude(n);
+  for (int i : rows) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    std::fill(magnitude.begin(), magnitude.end(), 0.0);
+    for (int k = 0; k < n; ++k) {
+      const double aik = pa[int64_t{i} * n + k];
+      const float* brow = pb + int64_t{k} * n;
+      for (int j = 0; j < n; ++j) {
+        sum[j] += aik * brow[j];
+        magnitude[j] += std::abs(aik * brow[j]);
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      const double got = pc[int64_t{i} * n + j];
+      const double tolerance = 2.0 * n * eps * magnitude[j] + 1e-30;
+      if (!(std::abs(got - sum[j]) <= tolerance)) {
+        return absl::DataLossError(absl::StrCat(
+            "MatMul (n=", n, ", ", Blas::Description(), ") element [", i, ",",
+            j, "] is ", got, " where ", sum[j], " +- ", tolerance,
+            " is due; the figure would time a wrong product"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -172,57 +217,6 @@ absl::StatusOr<std::map<int, std::vector<double>>> RunNumpy(const Flags& f) {
         "to run without NumPy"));
   }
   return out;
-}
-
-// Checks `c` = `a` * `b` (n x n, row-major float32) against products
-// summed in double, one row at a time: every row up to n = 256, 33 rows
-// spread over the matrix (first and last included) above, so the check
-// stays far cheaper than the timing. The tolerance is the bound on a float
-// dot product of n terms, 2 n eps sum |a_ik b_kj| (no summation order
-// does worse), so a wrong block, a stale buffer or a transposed operand
-// fails while rounding never does. DataLoss names the first wrong element.
-absl::Status CheckMatMul(const Tensor& a, const Tensor& b, const Tensor& c,
-                         int n) {
-  if (c.dtype() != DT_FLOAT || c.dims() != 2 || c.dim_size(0) != n ||
-      c.dim_size(1) != n) {
-    return absl::DataLossError(absl::StrCat("MatMul of two ", n, " x ", n,
-                                            " matrices returned shape ",
-                                            c.shape().DebugString()));
-  }
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  const float* pc = c.data<float>();
-  std::vector<int> rows;
-  if (n <= 256) {
-    for (int i = 0; i < n; ++i) rows.push_back(i);
-  } else {
-    for (int k = 0; k <= 32; ++k) rows.push_back(k * (n - 1) / 32);
-  }
-  const double eps = std::numeric_limits<float>::epsilon();
-  std::vector<double> sum(n), magnitude(n);
-  for (int i : rows) {
-    std::fill(sum.begin(), sum.end(), 0.0);
-    std::fill(magnitude.begin(), magnitude.end(), 0.0);
-    for (int k = 0; k < n; ++k) {
-      const double aik = pa[int64_t{i} * n + k];
-      const float* brow = pb + int64_t{k} * n;
-      for (int j = 0; j < n; ++j) {
-        sum[j] += aik * brow[j];
-        magnitude[j] += std::abs(aik * brow[j]);
-      }
-    }
-    for (int j = 0; j < n; ++j) {
-      const double got = pc[int64_t{i} * n + j];
-      const double tolerance = 2.0 * n * eps * magnitude[j] + 1e-30;
-      if (!(std::abs(got - sum[j]) <= tolerance)) {
-        return absl::DataLossError(absl::StrCat(
-            "MatMul (n=", n, ", ", Blas::Description(), ") element [", i, ",",
-            j, "] is ", got, " where ", sum[j], " +- ", tolerance,
-            " is due; the figure would time a wrong product"));
-      }
-    }
-  }
-  return absl::OkStatus();
 }
 
 int BenchMatMul(const Flags& f) {

@@ -35,10 +35,24 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "cohort/graph/tensor.h"
+
 namespace cohort::bench {
 
 // Runs the suite with `args` (the flags above); returns the exit code.
 int RunGraphBench(const std::vector<std::string>& args);
+
+// Checks `c` = `a` * `b` (n x n, row-major float32) against products
+// summed in double, one row at a time: every row up to n = 256, 33 rows
+// spread over the matrix (first and last included) above, so the check
+// stays far cheaper than the timing. The tolerance is the bound on a float
+// dot product of n terms, 2 n eps sum |a_ik b_kj| (no summation order
+// does worse), so a wrong block, a stale buffer or a transposed operand
+// fails while rounding never does. DataLoss names the first wrong element
+// (or the wrong shape).
+absl::Status CheckMatMul(const Tensor& a, const Tensor& b, const Tensor& c,
+                         int n);
 
 }  // namespace cohort::bench
 
