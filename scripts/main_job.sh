@@ -2,7 +2,9 @@
 # The main job: build, then train a 1.07M-parameter classifier with
 # asynchronous parameter-server training on a local cluster of processes
 # started by `cohort launch`: a chief, 2 workers and a ps, each task run by
-# the distribute coordinator from its TF_CONFIG (docs/training.md).
+# the distribute coordinator from its TF_CONFIG (docs/training.md). The
+# chief exits 2 (and so does the job) when held-out accuracy ends below 0.9;
+# 2000 steps reach about 0.95.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Only what the job runs, in the same configuration as scripts/test.sh: a
@@ -15,7 +17,8 @@ mkdir -p "$run_dir"
 set +e
 build/bin/cohort launch --chief --workers 2 --ps 1 --log-dir "$run_dir/logs" -- \
   build/bin/train_ps --steps 2000 --checkpoint-dir "$run_dir/checkpoint" \
-  --save-checkpoint-steps 500 --wait-steps-per-worker 100 --log-every 250
+  --save-checkpoint-steps 500 --wait-steps-per-worker 100 --log-every 250 \
+  --target-accuracy 0.9
 status=$?
 set -e
 echo "main job: exit status $status (task logs in $run_dir/logs, checkpoints in $run_dir/checkpoint)"

@@ -20,8 +20,12 @@
 //    S: loss L accuracy A") until one reaches --steps.
 // Without TF_CONFIG the same program trains alone in this process.
 //
-// Exit codes: 0 on success; 1 on an error (named on stderr); 2 when the
-// chief's held-out accuracy ends below --target-accuracy; 3 for bad flags.
+// Exit codes: 0 when training ran to --steps, whatever accuracy it reached;
+// 1 on an error (named on stderr); 2 only when --target-accuracy X is given
+// and the chief's held-out accuracy ends below X; 3 for bad flags. The
+// accuracy a short run reaches varies with the order in which the
+// asynchronous workers' updates land, so no target is implied: a caller
+// that needs one (scripts/main_job.sh) says which.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -76,7 +80,8 @@ struct Flags {
   double recovery_wait_secs = 1;
   int log_every = 100;
   double eval_timeout_secs = 600;
-  double target_accuracy = 0.9;
+  // Unset: no accuracy is required (see the exit codes above).
+  std::optional<double> target_accuracy;
   PsModelOptions model;
 };
 
@@ -210,11 +215,11 @@ absl::Status Train(const Flags& f, Env* env) {
     Print(absl::StrFormat(
         "final: global_step %d heldout_loss %.4f heldout_accuracy %.4f",
         v[2].scalar<int64_t>(), v[0].scalar<float>(), accuracy));
-    if (accuracy < f.target_accuracy) {
+    if (f.target_accuracy.has_value() && accuracy < *f.target_accuracy) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "held-out accuracy %.4f is below --target-accuracy %.2f; train "
-          "longer (--steps)",
-          accuracy, f.target_accuracy));
+          "held-out accuracy %.4f is below --target-accuracy %.4f; train "
+          "longer (--steps) or lower the target",
+          accuracy, *f.target_accuracy));
     }
   }
   return absl::OkStatus();
@@ -295,12 +300,19 @@ int main(int argc, char** argv) {
                  "checkpoint (default 600)");
   app.add_option("--target-accuracy", f.target_accuracy,
                  "exit 2 when the chief's held-out accuracy ends below this "
-                 "(default 0.9)");
+                 "(default: none, any accuracy exits 0)");
   CLI11_PARSE(app, argc, argv);
   if (f.steps <= 0 || f.batch <= 0 || f.model.hidden <= 0 ||
       f.recovery_wait_secs < 0) {
     std::cerr << "train_ps: --steps, --batch and --hidden must be positive "
                  "and --recovery-wait-secs not negative"
+              << std::endl;
+    return 3;
+  }
+  if (f.target_accuracy.has_value() &&
+      !(*f.target_accuracy >= 0 && *f.target_accuracy <= 1)) {
+    std::cerr << "train_ps: --target-accuracy " << *f.target_accuracy
+              << " must be in [0, 1] (a fraction of held-out examples)"
               << std::endl;
     return 3;
   }

@@ -49,18 +49,24 @@ const char kTrainPs[] = TRAIN_PS_BINARY;
 #endif
 #endif
 
-// The model's size, and the accuracy the launched job must reach. Under a
+// The model's size, and the accuracy the launched job must reach (none for
+// `accuracy` 0: train_ps then exits 0 whatever it reaches). Under a
 // sanitizer (built at -O1) Eigen's kernels run about a hundred times
 // slower, so the job trains the model with 64 hidden units there, to a
 // target 0.1 lower (the mechanics under test are the same); the release
 // build trains the job's own 1.07M-parameter model.
 std::vector<std::string> ModelFlags(double accuracy) {
 #ifdef COHORT_PS_JOB_TEST_SANITIZED
-  return {"--hidden", "64", "--target-accuracy",
-          std::to_string(std::max(0.0, accuracy - 0.1))};
+  std::vector<std::string> flags = {"--hidden", "64"};
+  accuracy = std::max(0.0, accuracy - 0.1);
 #else
-  return {"--target-accuracy", std::to_string(accuracy)};
+  std::vector<std::string> flags;
 #endif
+  if (accuracy > 0) {
+    flags.push_back("--target-accuracy");
+    flags.push_back(std::to_string(accuracy));
+  }
+  return flags;
 }
 
 std::string FreshDir(const std::string& name) {
@@ -165,6 +171,49 @@ std::vector<std::string> Concat(std::vector<std::string> a,
                                 const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
+}
+
+// train_ps alone (no TF_CONFIG), stderr folded into the lines read.
+std::unique_ptr<TestProcess> StartAlone(const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1",
+                                   kTrainPs};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return std::make_unique<TestProcess>(argv);
+}
+
+// Accuracy decides the exit status only when the caller asks for one: a
+// run whose model cannot learn (learning rate 0, so its held-out accuracy
+// stays at chance, about 1/4 over 4 classes) exits 0 without a target and
+// 2, naming the target, with --target-accuracy 0.99. Before, every run
+// had an implied target of 0.9, which a short run missed at random.
+TEST(PsJobTest, AccuracyFailsTheRunOnlyAgainstAGivenTarget) {
+  const std::vector<std::string> flags = {"--steps",     "2", "--hidden", "8",
+                                          "--lr",        "0", "--batch",  "8",
+                                          "--log-every", "1"};
+  auto plain = StartAlone(flags);
+  Drain(plain.get(), absl::Seconds(60));
+  ASSERT_EQ(ExitCode(plain.get(), absl::Seconds(30)), 0)
+      << absl::StrJoin(plain->lines(), "\n");
+  const std::string final_line = LineWith(plain.get(), "final:");
+  const double accuracy =
+      FigureAfter(final_line, "heldout_accuracy").value_or(-1);
+  EXPECT_GE(accuracy, 0) << final_line;
+  EXPECT_LT(accuracy, 0.99) << final_line;
+
+  auto targeted = StartAlone(Concat(flags, {"--target-accuracy", "0.99"}));
+  Drain(targeted.get(), absl::Seconds(60));
+  EXPECT_EQ(ExitCode(targeted.get(), absl::Seconds(30)), 2)
+      << absl::StrJoin(targeted->lines(), "\n");
+  EXPECT_THAT(LineWith(targeted.get(), "train_ps:"),
+              HasSubstr("is below --target-accuracy 0.9900"));
+
+  // A target that is no fraction is a bad flag, refused before training.
+  auto bad = StartAlone(Concat(flags, {"--target-accuracy", "90"}));
+  Drain(bad.get(), absl::Seconds(30));
+  EXPECT_EQ(ExitCode(bad.get(), absl::Seconds(30)), 3);
+  EXPECT_THAT(LineWith(bad.get(), "--target-accuracy 90"),
+              HasSubstr("must be in [0, 1]"));
+  EXPECT_EQ(LineWith(bad.get(), "final:"), "");
 }
 
 TEST(PsJobTest, LaunchedJobTrainsToTheStepAndEvaluatesEachCheckpoint) {
