@@ -101,19 +101,46 @@ class Gang {
   std::vector<std::unique_ptr<BarrierTaskContext>> contexts_;
 };
 
-// Spark #1: tasks arrive up to 500 ms apart (the spread only varies the
-// order); nobody leaves before the last one has arrived.
+// Waits (bounded) until the coordinator shows `waiting` for attempt 0.
+bool WaitForWaiting(BarrierCoordinator& c, std::vector<int> waiting) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    auto s = c.Snapshot(0, 0);
+    if (s.has_value() && s->waiting == waiting) return true;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return false;
+}
+
+// Makes the partitions of `gang.Run` arrive at the next sync in `order`:
+// each waits until every partition before it is parked at the coordinator
+// (the polling waits on the coordinator's state; no pause decides).
+bool ArriveInOrder(Gang& gang, const std::vector<int>& order, int p) {
+  std::vector<int> before;
+  for (int q : order) {
+    if (q == p) break;
+    before.push_back(q);
+  }
+  std::sort(before.begin(), before.end());
+  return WaitForWaiting(gang.coordinator(), before);
+}
+
+// Spark #1: tasks arrive one by one in a shuffled order; nobody leaves
+// before the last one has arrived. The last one finds all the others still
+// parked at the coordinator, and every one leaves after it arrived.
 void ExpectReleasedTogether(Gang& gang, int num_tasks) {
+  std::vector<int> order(num_tasks);
+  for (int p = 0; p < num_tasks; ++p) order[p] = p;
+  std::shuffle(order.begin(), order.end(), std::mt19937(num_tasks));
   std::vector<absl::Time> arrived(num_tasks), left(num_tasks);
   gang.Run([&](int p, BarrierTaskContext& ctx) {
-    std::mt19937 rng(p);
-    absl::SleepFor(absl::Milliseconds(rng() % 500));
+    EXPECT_TRUE(ArriveInOrder(gang, order, p))
+        << "partition " << p << ": the partitions before it never all waited";
     arrived[p] = absl::Now();
     EXPECT_TRUE(ctx.Barrier().ok());
     left[p] = absl::Now();
   });
-  const absl::Time last_arrival =
-      *std::max_element(arrived.begin(), arrived.end());
+  const absl::Time last_arrival = arrived[order.back()];
   for (int p = 0; p < num_tasks; ++p) {
     EXPECT_GE(left[p], last_arrival) << "partition " << p << " left early";
   }
@@ -149,7 +176,7 @@ TEST(BarrierTaskContextTest, WrongTokenIsUnauthenticatedOnBothTransports) {
 TEST(BarrierTaskContextTest, AllGatherOrderedByPartition) {
   Gang gang(4);
   gang.Run([&](int p, BarrierTaskContext& ctx) {
-    absl::SleepFor(absl::Milliseconds(20 * (3 - p)));  // reverse arrival
+    ASSERT_TRUE(ArriveInOrder(gang, {3, 2, 1, 0}, p));  // reverse arrival
     auto all = ctx.AllGather(std::to_string(p));
     ASSERT_TRUE(all.ok()) << all.status();
     EXPECT_THAT(*all, ElementsAre("0", "1", "2", "3"));
@@ -234,17 +261,6 @@ TEST(BarrierTaskContextTest, UnequalNumberOfBarrierCallsTimesOut) {
   });
 }
 
-// Waits (bounded) until the coordinator shows `waiting` for attempt 0.
-bool WaitForWaiting(BarrierCoordinator& c, std::vector<int> waiting) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    auto s = c.Snapshot(0, 0);
-    if (s.has_value() && s->waiting == waiting) return true;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return false;
-}
-
 // Spark #9: a task killed while waiting stops waiting at once, and the
 // coordinator withdraws its request.
 TEST(BarrierTaskContextTest, CancelStopsAWaitingTaskAtOnce) {
@@ -299,7 +315,7 @@ TEST(BarrierTaskContextTest, SignalHandlerCancelsTheProcessContext) {
 TEST(BarrierTaskContextTcpTest, SyncsInSequenceAndOrderedAllGather) {
   Gang gang(3, absl::Seconds(30), /*tcp=*/true);
   gang.Run([&](int p, BarrierTaskContext& ctx) {
-    absl::SleepFor(absl::Milliseconds(10 * (2 - p)));
+    ASSERT_TRUE(ArriveInOrder(gang, {2, 1, 0}, p));  // reverse arrival
     ASSERT_TRUE(ctx.Barrier().ok());
     auto all = ctx.AllGather(std::to_string(p));
     ASSERT_TRUE(all.ok()) << all.status();
