@@ -4,8 +4,9 @@
 // library starts N processes (this binary re-executed with --child) against
 // a coordinator in this process (its TCP transport), exactly as a user's job
 // runs. Partition 0 times back-to-back syncs after a warm-up barrier, like
-// bench/peers/gloo_peer.py, and the suite prints JSON lines (DESIGN.md
-// format, suite "barrier") with the peer's metric names and params:
+// bench/peers/gloo_peer.py, and the suite prints JSON lines
+// (docs/architecture.md format, suite "barrier") with the peer's metric names
+// and params:
 //   barrier_p50 / barrier_p99                       (us; world=N)
 //   all_gather_object_p50 / all_gather_object_p99   (us; bytes=64, world=N)
 //       AllGather of a 64-byte string, the analogue of gloo's

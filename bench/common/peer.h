@@ -9,7 +9,7 @@
 //                             &peer_log);           // passes its lines through
 //   PrintRatio("coord", log, peer_log, {...});
 //
-// Output shape (DESIGN.md, "Benchmark output format"): one JSON object per
+// Output shape (docs/architecture.md, "Benchmark output"): one JSON object per
 // line on stdout, {"suite", "metric", "params", "value", "unit", "rep"}.
 // A failed measurement is a line {"suite", "error", ...}; the suite then
 // exits non-zero.

@@ -1,9 +1,9 @@
 // `cohort bench coord`: the coordination service's benchmark suite, with the
 // TCPStore peer (bench/peers/tcpstore_peer.py) in the same run.
 //
-// Prints JSON lines (DESIGN.md format, suite "coord") with the metric names
-// and params of bench/peers/tcpstore_peer.py where the
-// measurement is the same, and the same warm-up:
+// Prints JSON lines (docs/architecture.md format, suite "coord") with the
+// metric names and params of bench/peers/tcpstore_peer.py where the measurement
+// is the same, and the same warm-up:
 //   rtt_{set,get,add}_p50/p99, rtt_setget_pair_p50 (us; clients=1,
 //       value_bytes=64): one agent, 500 untimed set+get pairs, then --rtt-iters
 //       timed rounds of set (InsertKeyValue, overwrite), get (TryGetKeyValue)

@@ -1,6 +1,6 @@
 // `cohort bench graph`: the dataflow engine's benchmark suite.
 //
-// Prints JSON lines (DESIGN.md format, suite "graph"):
+// Prints JSON lines (docs/architecture.md format, suite "graph"):
 //   matmul_gflops (GFLOP/s; n=256|1024|2048, dtype=float32, threads=T):
 //       C = A * B of two n x n float32 matrices through a LocalSession
 //       callable (the MatMul kernel: an Eigen tensor contraction on the

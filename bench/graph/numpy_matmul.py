@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """NumPy's float32 matmul GFLOP/s, for `cohort bench graph` to compare with.
 
-Prints one JSON line per (size, rep) in the DESIGN.md bench format:
+Prints one JSON line per (size, rep) in the bench format of docs/architecture.md:
   {"suite": "graph", "metric": "numpy_matmul_gflops", "params": {"n": 256, ...},
    "value": 12.3, "unit": "GFLOP/s", "rep": 0}
 Each rep times as many products as fit in --min-seconds (at least one), after

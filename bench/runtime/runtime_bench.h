@@ -5,11 +5,11 @@
 // Every server is this binary re-executed as `cohort server` (own process
 // group, 127.0.0.1, a random job token in its environment, default thread
 // count); the servers are started once per run and serve every repetition.
-// Prints JSON lines (DESIGN.md format, suite "runtime"); each measurement
-// line also carries "loadavg_1m", the machine's 1-minute load average when
-// it was taken, and "cpu_us_per_step", the CPU time (user + system, from
-// /proc/PID/stat) that the benchmark process and its servers used per
-// timed step: on a shared machine the wall time also counts waiting for a
+// Prints JSON lines (docs/architecture.md format, suite "runtime"); each
+// measurement line also carries "loadavg_1m", the machine's 1-minute load
+// average when it was taken, and "cpu_us_per_step", the CPU time (user +
+// system, from /proc/PID/stat) that the benchmark process and its servers used
+// per timed step: on a shared machine the wall time also counts waiting for a
 // core, the CPU time does not.
 //
 //   tensor_transfer_throughput (GB/s = 1e9 bytes/s; bytes = 1, 16, 64 MiB,
