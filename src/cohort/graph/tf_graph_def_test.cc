@@ -524,6 +524,43 @@ TEST(TfGraphDefTest, AttrTensorFlowDoesNotHaveIsStillRefused) {
               HasSubstr("node 'Sum' (op Sum): unknown attr 'Tidy' for op Sum"));
 }
 
+// TensorFlow's legacy Concat takes (concat_dim, values); cohort's join is
+// TensorFlow's ConcatV2 (values, axis). The legacy op is unknown, not
+// misread as ConcatV2 (int32 values would have been taken for the axis).
+TEST(TfGraphDefTest, LegacyConcatIsUnknownAndConcatV2Loads) {
+  GraphDef g = LoadTfGraph();
+  NodeDef* concat = g.add_node();
+  concat->set_name("concat");
+  concat->set_op("Concat");
+  concat->add_input("Const");
+  concat->add_input("Const");
+  concat->add_input("Const");
+  (*concat->mutable_attr())["N"].set_i(2);
+  (*concat->mutable_attr())["T"].set_type(DT_INT32);
+  auto session = MakeSession(g);
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(session.status().message(),
+              HasSubstr("node 'concat': unknown op 'Concat'"));
+
+  // The same node as TensorFlow writes tf.concat([c, c], 0): ConcatV2.
+  concat->set_op("ConcatV2");
+  (*concat->mutable_attr())["Tidx"].set_type(DT_INT32);
+  concat->mutable_input()->RemoveLast();
+  concat->add_input("concat/axis");
+  NodeDef* axis = g.add_node();
+  axis->set_name("concat/axis");
+  axis->set_op("Const");
+  (*axis->mutable_attr())["dtype"].set_type(DT_INT32);
+  Tensor(int32_t{0}).AsProto((*axis->mutable_attr())["value"].mutable_tensor());
+  session = MakeSession(g);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run({}, {"concat:0"}, {}, &out).ok());
+  ASSERT_EQ(out[0].NumElements(), 4);
+  EXPECT_EQ(out[0].flat<int32_t>()(2), 0);
+  EXPECT_EQ(out[0].flat<int32_t>()(3), 1);
+}
+
 // A graph that leaves TensorFlow's defaulted attrs out (as cohort's own
 // builder and older TensorFlow versions write them) gets the defaults.
 TEST(TfGraphDefTest, MissingDefaultedAttrsAreFilledIn) {

@@ -62,7 +62,7 @@ absl::Status FillGrad(const Scope& s, const Operation& op, const Grads& dz,
 
 absl::Status RegisterShapeGradients(GradientRegistry* r) {
   COHORT_RETURN_IF_ERROR(r->Register("Reshape", ReshapeGrad));
-  COHORT_RETURN_IF_ERROR(r->Register("Concat", ConcatGrad));
+  COHORT_RETURN_IF_ERROR(r->Register("ConcatV2", ConcatGrad));
   COHORT_RETURN_IF_ERROR(r->Register("Slice", SliceGradFn));
   COHORT_RETURN_IF_ERROR(r->Register("SliceGrad", SliceGradGrad));
   COHORT_RETURN_IF_ERROR(r->Register("Fill", FillGrad));

@@ -605,11 +605,17 @@ absl::Status RegisterShapeOps(OpRegistry* r) {
                                            .Attr(kPodTypes)
                                            .SetShapeFn(shape_fns::Unchanged)));
   }
-  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Concat")
+  // TensorFlow's ConcatV2 (what tf.concat writes): values first, then the
+  // axis. TensorFlow's legacy Concat takes the axis first; it is not
+  // registered, so such a node is an unknown op rather than misread.
+  // (TensorFlow wants N >= 2; cohort's builder also joins a single value.)
+  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("ConcatV2")
                                          .Input("values: N * T")
-                                         .Input("axis: int32")
+                                         .Input("axis: Tidx")
                                          .Output("output: T")
                                          .Attr(kPodTypes)
+                                         .Attr("Tidx: {int32, int64} = int32")
+                                         .RequireDefault("Tidx", kInt32Index)
                                          .SetShapeFn(ConcatShape)));
   COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("Slice")
                                          .Input("input: T")
@@ -664,7 +670,7 @@ absl::Status RegisterShapeKernels(KernelRegistry* r) {
   COHORT_RETURN_IF_ERROR(RegisterTyped<int32_t>(r));
   COHORT_RETURN_IF_ERROR(RegisterTyped<int64_t>(r));
   COHORT_RETURN_IF_ERROR(RegisterTyped<bool>(r));
-  COHORT_RETURN_IF_ERROR(r->Register<ConcatOp>(KernelDefBuilder("Concat")));
+  COHORT_RETURN_IF_ERROR(r->Register<ConcatOp>(KernelDefBuilder("ConcatV2")));
   COHORT_RETURN_IF_ERROR(r->Register<SliceOp>(KernelDefBuilder("Slice")));
   COHORT_RETURN_IF_ERROR(
       r->Register<SliceGradOp>(KernelDefBuilder("SliceGrad")));
@@ -708,7 +714,10 @@ Output OnesLike(const Scope& s, Input x) {
 }
 
 Output Concat(const Scope& s, const std::vector<Output>& values, Input axis) {
-  return BuildOp(s, "Concat", {values, axis.ToOutput(s, DT_INT32)}).output(0);
+  // Named "Concat" as before: only the op type is TensorFlow's ConcatV2.
+  return BuildOp(s, "ConcatV2", {values, axis.ToOutput(s, DT_INT32)}, {},
+                 "Concat")
+      .output(0);
 }
 
 Output Slice(const Scope& s, Input input, Input begin, Input size) {

@@ -12,8 +12,10 @@
 //  - Fill(dims: int32, value: T): a tensor of shape `dims` filled with the
 //    scalar `value`.
 //  - ZerosLike(x: T), OnesLike(x: T): same shape, all 0 / all 1.
-//  - Concat(values: N * T, axis: int32): joins along `axis` (negative counts
-//    from the end); all other dimensions must agree.
+//  - ConcatV2(values: N * T, axis: int32): joins along `axis` (negative
+//    counts from the end); all other dimensions must agree. TensorFlow's
+//    name and input order (its legacy Concat, axis first, is not
+//    registered); ops::Concat builds it.
 //  - Slice(input: T, begin: int32, size: int32): the block starting at
 //    `begin` of extent `size` (-1 = to the end of that dimension).
 //    InvalidArgument naming the dimension when out of range.

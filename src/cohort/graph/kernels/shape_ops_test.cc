@@ -82,19 +82,19 @@ TEST(ConcatTest, AlongEachAxis) {
   Tensor a = I({1, 2, 3, 4}, {2, 2});
   Tensor b = I({5, 6}, {2, 1});
   auto out =
-      RunKernel("Concat", {std::vector<Tensor>{a, b}, Tensor(int32_t{1})});
+      RunKernel("ConcatV2", {std::vector<Tensor>{a, b}, Tensor(int32_t{1})});
   ASSERT_TRUE(out.ok()) << out.status();
   ExpectTensorEqual((*out)[0], I({1, 2, 5, 3, 4, 6}, {2, 3}));
-  auto rows = RunKernel("Concat", {std::vector<Tensor>{a, I({7, 8}, {1, 2})},
-                                   Tensor(int32_t{-2})});
+  auto rows = RunKernel("ConcatV2", {std::vector<Tensor>{a, I({7, 8}, {1, 2})},
+                                     Tensor(int32_t{-2})});
   ASSERT_TRUE(rows.ok());
   ExpectTensorEqual((*rows)[0], I({1, 2, 3, 4, 7, 8}, {3, 2}));
   auto bad =
-      RunKernel("Concat", {std::vector<Tensor>{a, b}, Tensor(int32_t{0})});
+      RunKernel("ConcatV2", {std::vector<Tensor>{a, b}, Tensor(int32_t{0})});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(Message(bad.status()), HasSubstr("node 'op' (op Concat)"));
+  EXPECT_THAT(Message(bad.status()), HasSubstr("node 'op' (op ConcatV2)"));
   auto axis =
-      RunKernel("Concat", {std::vector<Tensor>{a, a}, Tensor(int32_t{2})});
+      RunKernel("ConcatV2", {std::vector<Tensor>{a, a}, Tensor(int32_t{2})});
   EXPECT_EQ(axis.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
