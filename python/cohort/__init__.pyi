@@ -125,6 +125,10 @@ class Server:
                  task_index: Optional[int] = ..., protocol: Optional[str] = ...,
                  start: bool = ..., token: Optional[str] = ..., insecure: bool = ...,
                  coordination: bool = ..., num_threads: int = ...) -> None: ...
+    @staticmethod
+    def create_local_server(start: bool = ..., token: Optional[str] = ...,
+                            insecure: bool = ..., coordination: bool = ...,
+                            num_threads: int = ...) -> Server: ...
     @property
     def target(self) -> str: ...
     @property

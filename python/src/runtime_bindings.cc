@@ -344,6 +344,27 @@ cluster runs its own (coordination=False: none).)doc")
            py::arg("protocol") = py::none(), py::arg("start") = true,
            py::arg("token") = py::none(), py::arg("insecure") = false,
            py::arg("coordination") = true, py::arg("num_threads") = 0)
+      .def_static(
+          "create_local_server",
+          [](bool start, std::optional<std::string> token, bool insecure,
+             bool coordination, int num_threads) {
+            // TF's create_local_server: one task on a port the OS picks.
+            py::list addresses;
+            addresses.append("localhost:0");
+            py::dict cluster;
+            cluster["localhost"] = addresses;
+            return MakeServer(cluster, std::string("localhost"), 0,
+                              std::string("grpc"), start, std::move(token),
+                              insecure, coordination, num_threads);
+          },
+          py::arg("start") = true, py::arg("token") = py::none(),
+          py::arg("insecure") = false, py::arg("coordination") = true,
+          py::arg("num_threads") = 0,
+          "A one-task server on localhost on a port the OS picks "
+          "(TensorFlow's Server.create_local_server); its target is "
+          "'grpc://localhost:<that port>'. Any cluster of one task may give "
+          "port 0 the same way; in a larger cluster port 0 is refused "
+          "(InvalidArgumentError), as the other tasks could not find it.")
       .def_property_readonly("target", &runtime::Server::target,
                              "grpc://host:port, for cohort.Session.")
       .def_property_readonly("task_name", &runtime::Server::task_name)

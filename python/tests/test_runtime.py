@@ -105,6 +105,34 @@ def test_server_needs_a_token_or_insecure(monkeypatch):
         cohort.Server({"a": ["127.0.0.1:1"], "b": ["127.0.0.1:2"]}, token=TOKEN)
 
 
+def test_local_server_binds_an_ephemeral_port_and_serves(tmp_path):
+    # TF's create_local_server, and port 0 in any one-task cluster: the
+    # target names the port the server bound, and a session runs there.
+    local = cohort.Server.create_local_server(token=TOKEN)
+    one = cohort.Server({"worker": ["localhost:0"]}, token=TOKEN)
+    try:
+        for server in (local, one):
+            host, port = server.target[len("grpc://"):].rsplit(":", 1)
+            assert server.target.startswith("grpc://localhost:")
+            assert host == "localhost" and int(port) > 0
+        assert local.task_name == "/job:localhost/replica:0/task:0"
+        assert local.target != one.target
+        # The unplaced part of GRAPH: it runs on whichever task serves it.
+        graph = tmp_path / "local.pbtxt"
+        graph.write_text(GRAPH[GRAPH.index('node { name: "n" '):])
+        for server in (local, one):
+            with cohort.Session(server.target, graph=str(graph), token=TOKEN) as sess:
+                assert sess.run("n2:0", {"n": 7}) == 7
+    finally:
+        local.stop()
+        one.stop()
+    # With more than one task, port 0 would leave the others without an
+    # address for this task.
+    with pytest.raises(errors.InvalidArgumentError, match="port 0"):
+        cohort.Server({"worker": ["localhost:0", "localhost:1"]},
+                      job_name="worker", task_index=0, token=TOKEN)
+
+
 def test_join_returns_when_stopped_from_another_thread():
     server = cohort.Server({"local": [f"127.0.0.1:{pick_port()}"]}, token=TOKEN)
     stopping = threading.Event()

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -273,24 +272,6 @@ bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
   return true;
 }
 
-namespace {
-
-// True when `address` ends in ":<port>" with a decimal port in 1..65535
-// ("host:2222", "[::1]:2222").
-bool HasPort(absl::string_view address) {
-  size_t colon = address.rfind(':');
-  if (colon == absl::string_view::npos) return false;
-  absl::string_view port = address.substr(colon + 1);
-  if (port.empty()) return false;
-  for (char c : port) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  int value = 0;
-  return absl::SimpleAtoi(port, &value) && value > 0 && value <= 65535;
-}
-
-}  // namespace
-
 absl::StatusOr<ServerDef> MakeServerDef(const ClusterSpec& cluster,
                                         std::optional<std::string> job_name,
                                         std::optional<int> task_index,
@@ -305,28 +286,20 @@ absl::StatusOr<ServerDef> MakeServerDef(const ClusterSpec& cluster,
     }
     job_name = jobs[0];
   }
-  const ClusterSpec::TaskMap* tasks = cluster.tasks(*job_name);
-  if (tasks == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("No such job in cluster: '", *job_name,
-                     "'; the server's job must be one of the cluster's jobs: ",
-                     absl::StrJoin(cluster.jobs(), ", ")));
-  }
   if (!task_index.has_value()) {
+    const ClusterSpec::TaskMap* tasks = cluster.tasks(*job_name);
+    if (tasks == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "No such job in cluster: '", *job_name,
+          "'; the server's job must be one of the cluster's jobs: ",
+          absl::StrJoin(cluster.jobs(), ", ")));
+    }
     if (tasks->size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Must specify an explicit `task_index`. Job '", *job_name, "' has ",
           tasks->size(), " tasks; only a single-task job implies the index."));
     }
     task_index = tasks->begin()->first;
-  }
-  COHORT_ASSIGN_OR_RETURN(std::string address,
-                          cluster.task_address(*job_name, *task_index));
-  if (!HasPort(address)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "The address of task ", *job_name, ":", *task_index, " is \"", address,
-        "\", which has no port; expected \"host:port\" with a port in "
-        "1..65535"));
   }
   ServerDef def;
   *def.mutable_cluster() = cluster.ToClusterDef();

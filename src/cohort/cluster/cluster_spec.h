@@ -96,9 +96,13 @@ class ClusterSpec {
 //   "Must specify an explicit `job_name`."
 // - no task index: the job's only task (even a sparse index such as 3), else
 //   InvalidArgument "Must specify an explicit `task_index`."
+//   An unknown job there is InvalidArgument "No such job in cluster: 'x'".
 // - protocol defaults to "grpc".
-// - the task's address must exist and carry a port ("host:port"); otherwise
-//   InvalidArgument mentioning "port".
+// Nothing else is checked, as in TensorFlow: an explicit job or task index
+// the cluster lacks, an address without a port, port 0 in a cluster of
+// several tasks are the server's to refuse (runtime::Server::CheckServerDef),
+// so that ServerDef.port can still supply the port and a single-task cluster
+// may ask for an ephemeral one ("localhost:0", TF's create_local_server).
 absl::StatusOr<ServerDef> MakeServerDef(
     const ClusterSpec& cluster, std::optional<std::string> job_name,
     std::optional<int> task_index, std::optional<std::string> protocol = {});

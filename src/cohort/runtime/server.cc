@@ -79,7 +79,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::CreateLocal(
   return Create(def, options);
 }
 
-absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
+absl::Status Server::CheckServerDef(const ServerDef& def) {
+  return CheckAndResolve(def).status();
+}
+
+absl::StatusOr<Server::Resolved> Server::CheckAndResolve(const ServerDef& def) {
   if (!def.protocol().empty() && def.protocol() != "grpc") {
     return absl::NotFoundError(
         absl::StrCat("No server factory registered for the given ServerDef: ",
@@ -113,16 +117,28 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Could not parse port for local server from \"", it->second, "\"."));
   }
-  task_ = absl::StrCat("/job:", def.job_name(),
-                       "/replica:0/task:", def.task_index());
+  Resolved out;
+  out.task = absl::StrCat("/job:", def.job_name(),
+                          "/replica:0/task:", def.task_index());
+  // Port 0 binds a port the OS picks, which only this process learns: fine
+  // for a cluster of one task (TF's create_local_server), but the other
+  // tasks of a larger cluster would have no address to reach this one by.
   int num_tasks = 0;
   for (const JobDef& j : def.cluster().job()) num_tasks += j.tasks_size();
   if (address.port == 0 && num_tasks > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "task ", task_, " has port 0 in a cluster of ", num_tasks,
+        "task ", out.task, " has port 0 in a cluster of ", num_tasks,
         " tasks: the other tasks could not find it. Give it a fixed port."));
   }
-  if (address.host.empty()) address.host = "localhost";
+  out.host = address.host.empty() ? "localhost" : address.host;
+  out.port = address.port;
+  return out;
+}
+
+absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
+  COHORT_ASSIGN_OR_RETURN(Resolved resolved, CheckAndResolve(def));
+  task_ = resolved.task;
+  Address address{resolved.host, resolved.port};
 
   if (options.num_threads > kMaxServerThreads) {
     return absl::InvalidArgumentError(

@@ -1,7 +1,6 @@
 // Server: one task of a cluster, as TensorFlow's GrpcServer: configured
 // from a ServerDef, it hosts a Master (for clients) and a Worker (for
-// masters and peer workers) behind one gRPC port (reference
-// runtime_training.md §1.2).
+// masters and peer workers) behind one gRPC port (docs/runtime.md).
 //
 //   COHORT_ASSIGN_OR_RETURN(auto server, Server::Create(server_def, {}));
 //   COHORT_RETURN_IF_ERROR(server->Start());
@@ -100,9 +99,16 @@ class Server {
  public:
   static absl::StatusOr<std::unique_ptr<Server>> Create(
       const ServerDef& server_def, const ServerOptions& options = {});
-  // TF's create_local_server: cluster {"localhost": ["localhost:0"]}.
+  // TF's create_local_server: cluster {"localhost": ["localhost:0"]}, job
+  // "localhost", task 0, on a port the OS picks; target() is
+  // "grpc://localhost:<that port>". Port 0 works in any cluster of one task
+  // the same way.
   static absl::StatusOr<std::unique_ptr<Server>> CreateLocal(
       const ServerOptions& options = {});
+  // The configuration checks of Create (the list at the top of this file,
+  // all but binding), without creating anything: OK when Create would go on
+  // to bind the port.
+  static absl::Status CheckServerDef(const ServerDef& server_def);
   ~Server();  // Stop()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -130,6 +136,13 @@ class Server {
 
  private:
   enum class State { kNew, kStarted, kStopped };
+  // What CheckServerDef found: this task's name and where to bind.
+  struct Resolved {
+    std::string task;  // "/job:J/replica:0/task:T"
+    std::string host;  // "localhost" when the address has none
+    int port = 0;      // ServerDef.port if set, else the address's; 0: any
+  };
+  static absl::StatusOr<Resolved> CheckAndResolve(const ServerDef& def);
   Server() = default;
   absl::Status Init(const ServerDef& def, const ServerOptions& options);
 

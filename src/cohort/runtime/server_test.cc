@@ -1,4 +1,4 @@
-// Server: configuration errors (reference runtime_training.md §1.2, in
+// Server: configuration errors (docs/runtime.md, in
 // TensorFlow's order and words) and the lifecycle state machine.
 #include "cohort/runtime/server.h"
 
@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/base/json.h"
+#include "cohort/cluster/cluster_spec.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
@@ -73,6 +75,70 @@ TEST(ServerTest, PortZeroOnlyInASingleTaskCluster) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.status().message(), HasSubstr("/job:worker/replica:0/task:0"));
   EXPECT_THAT(s.status().message(), HasSubstr("port 0"));
+}
+
+// TF's create_local_server / Server({"job": ["localhost:0"]}): a cluster of
+// one task may ask for port 0; the server binds a port the OS picks and its
+// target names that port, where a session then runs a step.
+TEST(ServerTest, PortZeroInASingleTaskClusterServesOnTheBoundPort) {
+  auto spec = ClusterSpec::FromJson(
+      Json::parse(R"({"worker": ["localhost:0"]})"), "cluster");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto def = MakeServerDef(*spec, std::nullopt, std::nullopt);
+  ASSERT_TRUE(def.ok()) << def.status();
+  ServerOptions options;
+  options.security.job_token = "server-test-token-0123";
+  auto server = Server::Create(*def, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->bound_port();
+  EXPECT_GT(port, 0);
+  EXPECT_EQ((*server)->target(), absl::StrCat("grpc://localhost:", port));
+  ASSERT_TRUE((*server)->Start().ok());
+
+  Scope root = Scope::NewRootScope().WithDevice("/job:worker/replica:0/task:0");
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_INT32);
+  ops::Identity(root.WithOpName("y"), x);
+  GraphDef graph;
+  ASSERT_TRUE(root.ToGraphDef(&graph).ok());
+  GrpcSessionOptions session_options;
+  session_options.security = options.security;
+  auto session =
+      GrpcSession::Create((*server)->target(), graph, session_options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)
+                  ->Run({{"x", Tensor::Vec<int32_t>({41})}}, {"y:0"}, {}, &out)
+                  .ok());
+  EXPECT_TRUE(out[0].Equals(Tensor::Vec<int32_t>({41})));
+}
+
+// CheckServerDef is Create's configuration checks without binding: OK for
+// a port another server holds (Create then fails to bind), the same errors
+// as Create otherwise.
+TEST(ServerTest, CheckServerDefChecksWithoutBinding) {
+  auto first = Server::Create(OneTask("127.0.0.1:0"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const ServerDef taken =
+      OneTask(absl::StrCat("127.0.0.1:", (*first)->bound_port()));
+  EXPECT_TRUE(Server::CheckServerDef(taken).ok());
+  EXPECT_EQ(Server::Create(taken).status().code(),
+            absl::StatusCode::kUnavailable);
+
+  absl::Status no_port = Server::CheckServerDef(OneTask("localhost"));
+  EXPECT_EQ(no_port.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(no_port.message(),
+            "Could not parse port for local server from \"localhost\".");
+  // ServerDef.port supplies the port the address lacks.
+  ServerDef with_port = OneTask("localhost");
+  with_port.set_port(2222);
+  EXPECT_TRUE(Server::CheckServerDef(with_port).ok());
+  ServerDef two = OneTask("127.0.0.1:0");
+  (*two.mutable_cluster()->mutable_job(0)->mutable_tasks())[1] = "127.0.0.1:1";
+  EXPECT_THAT(Server::CheckServerDef(two).message(), HasSubstr("port 0"));
+  ServerDef unknown_job = OneTask("127.0.0.1:0");
+  unknown_job.set_job_name("ps");
+  EXPECT_EQ(Server::CheckServerDef(unknown_job).message(),
+            "Job \"ps\" was not defined in cluster");
 }
 
 TEST(ServerTest, PortInUseIsUnavailableNamingIt) {
