@@ -163,15 +163,18 @@ absl::StatusOr<std::string> TpuClusterResolver::master(
 
 absl::StatusOr<AcceleratorCounts> TpuClusterResolver::num_accelerators(
     std::optional<std::string>, std::optional<int64_t>) {
-  if (device_lister_ == nullptr) return AcceleratorCounts{{"TPU", 0}};
   if (client_ == nullptr) {
+    if (device_lister_ == nullptr) return AcceleratorCounts{{"TPU", 0}};
     COHORT_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices,
                             device_lister_->ListDevices(""));
     int n = 0;
     for (const DeviceInfo& d : devices) n += d.device_type == "TPU";
     return AcceleratorCounts{{"TPU", n}};
   }
+  // The master first, as TensorFlow: a TPU that is not READY (or cannot be
+  // looked up) is that error, not a count of zero.
   COHORT_ASSIGN_OR_RETURN(std::string master_url, master());
+  if (device_lister_ == nullptr) return AcceleratorCounts{{"TPU", 0}};
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<std::vector<DeviceInfo>> devices =
         device_lister_->ListDevices(master_url);

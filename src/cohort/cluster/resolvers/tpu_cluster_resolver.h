@@ -92,9 +92,11 @@ class TpuClusterResolver : public ClusterResolverWithTaskAttributes {
       std::optional<std::string> rpc_layer = std::nullopt) override;
 
   // {"TPU": cores per host} from the device listing through master();
-  // DeadlineExceeded is retried kTpuConnectRetries times, then
-  // FailedPrecondition "Failed to connect to master...". A local TPU counts
-  // its local TPU devices. Arguments are ignored.
+  // master()'s errors first (a TPU not READY: FailedPrecondition), then
+  // DeadlineExceeded from the listing is retried kTpuConnectRetries times,
+  // then FailedPrecondition "Failed to connect to master...". Without a
+  // DeviceLister, {"TPU": 0} once master() resolved. A local TPU counts its
+  // local TPU devices. Arguments are ignored.
   absl::StatusOr<AcceleratorCounts> num_accelerators(
       std::optional<std::string> task_type = std::nullopt,
       std::optional<int64_t> task_id = std::nullopt) override;

@@ -253,6 +253,25 @@ TEST_F(TpuTest, NumAcceleratorsRetriesDeadlineExceeded) {
   EXPECT_EQ(*r->num_accelerators(), (AcceleratorCounts{{"TPU", 0}}));
 }
 
+// As TensorFlow, num_accelerators resolves the master first: a TPU that is
+// not READY is that error (testNumAcceleratorsRetryFailure passes on it),
+// with or without a device listing, and nothing is listed.
+TEST_F(TpuTest, NumAcceleratorsOfATpuNotReadyIsItsStateError) {
+  tpu_.SetNode(kNode, Json::parse(R"({"ipAddress": "10.1.2.3",
+                                      "port": "8470"})"));
+  auto r = Make(Base("test-tpu-1"));
+  auto unlisted = r->num_accelerators();
+  EXPECT_EQ(unlisted.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(unlisted.status().message(),
+              HasSubstr("is not yet ready; state: \"None\""));
+  ScriptedLister lister;
+  lister.failures_left = 1000;
+  r->set_device_lister(&lister);
+  auto listed = r->num_accelerators();
+  EXPECT_THAT(listed.status().message(), HasSubstr("is not yet ready"));
+  EXPECT_EQ(lister.calls, 0);
+}
+
 TEST_F(TpuTest, Recoverable) {
   env_.SetTime(absl::FromCivil(absl::CivilSecond(2024, 5, 1, 12, 0, 0),
                                absl::UTCTimeZone()));
