@@ -1,5 +1,7 @@
 #include "tools/conformance/adapter.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "cohort/base/logging.h"
 
@@ -74,6 +76,38 @@ Json ClusterDefToJson(const ClusterDef& def) {
   return out;
 }
 
+std::optional<absl::StatusCode> TfErrorCode(const std::string& name) {
+  using C = absl::StatusCode;
+  static const auto* const kTfErrors = new std::map<std::string, C>{
+      {"CancelledError", C::kCancelled},
+      {"UnknownError", C::kUnknown},
+      {"InvalidArgumentError", C::kInvalidArgument},
+      {"DeadlineExceededError", C::kDeadlineExceeded},
+      {"NotFoundError", C::kNotFound},
+      {"AlreadyExistsError", C::kAlreadyExists},
+      {"PermissionDeniedError", C::kPermissionDenied},
+      {"ResourceExhaustedError", C::kResourceExhausted},
+      {"FailedPreconditionError", C::kFailedPrecondition},
+      {"AbortedError", C::kAborted},
+      {"OutOfRangeError", C::kOutOfRange},
+      {"UnimplementedError", C::kUnimplemented},
+      {"InternalError", C::kInternal},
+      {"UnavailableError", C::kUnavailable},
+      {"DataLossError", C::kDataLoss},
+      {"UnauthenticatedError", C::kUnauthenticated},
+  };
+  auto it = kTfErrors->find(name);
+  if (it == kTfErrors->end()) return std::nullopt;
+  return it->second;
+}
+
+Json ServerDefToJson(const ServerDef& def) {
+  return {{"cluster", ClusterDefToJson(def.cluster())},
+          {"job_name", def.job_name()},
+          {"task_index", def.task_index()},
+          {"protocol", def.protocol()}};
+}
+
 CaseContext::CaseContext(const Json& input, const AdapterRegistry* registry)
     : registry_(registry) {
   const Json& vars = Field(input, "env");
@@ -95,6 +129,21 @@ CaseContext::CaseContext(const Json& input, const AdapterRegistry* registry)
   const Json& devices = Field(input, "devices");
   if (devices.is_array()) {
     devices_ = std::make_unique<FakeDeviceLister>(ParseDevices(devices));
+  } else if (devices.is_object() && devices.contains("raises")) {
+    const Json& raises = devices["raises"];
+    const Json& match = Field(devices, "match");
+    std::optional<absl::StatusCode> code =
+        raises.is_string() ? TfErrorCode(raises.get<std::string>())
+                           : std::nullopt;
+    // A name the runner cannot map is a fault of the case file: a listing
+    // that fails Internal says so instead of passing for another error.
+    absl::Status error =
+        code ? absl::Status(*code,
+                            match.is_string() ? match.get<std::string>() : "")
+             : absl::InternalError(
+                   absl::StrCat("input.devices.raises ", raises.dump(),
+                                " is not a TensorFlow error class name"));
+    devices_ = std::make_unique<FakeDeviceLister>(std::move(error));
   }
 }
 

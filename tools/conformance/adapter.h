@@ -69,18 +69,29 @@ struct CaseRun {
 
 class AdapterRegistry;
 
-// Devices from the case's `input.devices` ([{name, device_type}]).
+// The canonical code of a TensorFlow error class name (tf.errors:
+// "InvalidArgumentError" -> kInvalidArgument, ...; OpError's codes are
+// absl's); nullopt for any other name.
+std::optional<absl::StatusCode> TfErrorCode(const std::string& name);
+
+// Devices from the case's `input.devices`: a list [{name, device_type}], or
+// {"raises": TfErrorName, "match": text} for a listing that fails (every
+// call) with that code and text, as TensorFlow's tests mock list_devices
+// with a side effect.
 class FakeDeviceLister : public DeviceLister {
  public:
   explicit FakeDeviceLister(std::vector<DeviceInfo> devices)
       : devices_(std::move(devices)) {}
+  explicit FakeDeviceLister(absl::Status error) : error_(std::move(error)) {}
   absl::StatusOr<std::vector<DeviceInfo>> ListDevices(
       absl::string_view master) override {
+    if (!error_.ok()) return error_;
     return devices_;
   }
 
  private:
   std::vector<DeviceInfo> devices_;
+  absl::Status error_;
 };
 
 // Per-case state: a FakeEnv seeded from `input.env` (and `input.env_unset`),
@@ -186,6 +197,9 @@ Json ToJson(const std::optional<int64_t>& v);
 Json ToJson(const AcceleratorCounts& counts);
 // A ClusterDef in the cases' form: [{name, tasks: {"0": addr}}] sorted.
 Json ClusterDefToJson(const ClusterDef& def);
+// A ServerDef as {cluster (ClusterDefToJson), job_name, task_index,
+// protocol}.
+Json ServerDefToJson(const ServerDef& def);
 
 }  // namespace cohort::conformance
 

@@ -9,6 +9,7 @@ void RegisterAllAdapters(AdapterRegistry* registry) {
   RegisterGceAdapters(registry);
   RegisterTpuAdapters(registry);
   RegisterDistributeAdapters(registry);
+  RegisterServerAdapters(registry);
   // One call per further adapter file, e.g. RegisterSlurmAdapters(registry);
 }
 

@@ -24,6 +24,9 @@ void RegisterTpuAdapters(AdapterRegistry* registry);
 // (distribute_adapter.cc).
 void RegisterDistributeAdapters(AdapterRegistry* registry);
 
+// Server: tf.distribute.Server as runtime::Server (server_adapter.cc).
+void RegisterServerAdapters(AdapterRegistry* registry);
+
 // Registers all of the above.
 void RegisterAllAdapters(AdapterRegistry* registry);
 

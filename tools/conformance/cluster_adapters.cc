@@ -14,6 +14,7 @@
 #include "cohort/cluster/resolvers/simple_cluster_resolver.h"
 #include "cohort/cluster/resolvers/tf_config_cluster_resolver.h"
 #include "cohort/cluster/resolvers/union_cluster_resolver.h"
+#include "cohort/runtime/server.h"
 #include "tools/conformance/adapters.h"
 
 namespace cohort::conformance {
@@ -49,17 +50,28 @@ absl::StatusOr<ClusterSpec> OrderedSpec(CaseContext& ctx, const Json& input,
   return ClusterSpec::FromJson(Field(input, key), key);
 }
 
-Json ServerDefToJson(const ServerDef& def) {
-  return {{"cluster", ClusterDefToJson(def.cluster())},
-          {"job_name", def.job_name()},
-          {"task_index", def.task_index()},
-          {"protocol", def.protocol()}};
+// The ServerDef of a ServerDef case: TensorFlow's _make_server_def from
+// `input.job_name`, `input.task_index` and `input.protocol`.
+absl::StatusOr<ServerDef> CaseServerDef(const ClusterSpec& spec,
+                                        const Json& input) {
+  COHORT_ASSIGN_OR_RETURN(auto job, OptString(input, "job_name"));
+  COHORT_ASSIGN_OR_RETURN(auto index, OptInt(input, "task_index"));
+  COHORT_ASSIGN_OR_RETURN(auto protocol, OptString(input, "protocol"));
+  std::optional<int> task_index;
+  if (index.has_value()) task_index = static_cast<int>(*index);
+  return MakeServerDef(spec, job, task_index, protocol);
 }
 
 // ClusterSpec and ServerDef cases: `input.cluster` (as_dict form), optional
 // `input.other`, `input.job_name`, `input.task_index`, `input.protocol`.
+// A `construct` step builds the ClusterSpec; in a ServerDef case it builds
+// the ServerDef and runs the server's configuration checks on it
+// (runtime::Server::CheckServerDef: what TensorFlow's Server constructor
+// refuses before it binds), without binding the case's ports.
 class ClusterSpecAdapter : public Adapter {
  public:
+  explicit ClusterSpecAdapter(bool server_def) : server_def_(server_def) {}
+
   CaseRun Run(const Json& test_case, CaseContext& ctx) const override {
     const Json& input = Field(test_case, "input");
     CaseRun run;
@@ -68,8 +80,14 @@ class ClusterSpecAdapter : public Adapter {
     if (!calls.is_array()) return run;
     for (const Json& step : calls) {
       if (step.contains("construct")) {
-        run.steps.push_back(spec.ok() ? StepOutcome::Ok()
-                                      : StepOutcome::Error(spec.status()));
+        absl::Status status = spec.status();
+        if (status.ok() && server_def_) {
+          absl::StatusOr<ServerDef> def = CaseServerDef(*spec, input);
+          status =
+              def.ok() ? runtime::Server::CheckServerDef(*def) : def.status();
+        }
+        run.steps.push_back(status.ok() ? StepOutcome::Ok()
+                                        : StepOutcome::Error(status));
         continue;
       }
       if (!spec.ok()) {
@@ -95,6 +113,8 @@ class ClusterSpecAdapter : public Adapter {
   }
 
  private:
+  const bool server_def_;
+
   static StepOutcome Call(const ClusterSpec& spec, const std::string& method,
                           const Json& step, const Json& input,
                           CaseContext& ctx) {
@@ -139,17 +159,14 @@ class ClusterSpecAdapter : public Adapter {
       return StepOutcome::Value(std::move(list));
     }
     if (method == "server_def") {
-      auto job_arg = OptString(input, "job_name");
-      auto index = OptInt(input, "task_index");
-      auto protocol = OptString(input, "protocol");
-      if (!job_arg.ok()) return StepOutcome::Error(job_arg.status());
-      if (!index.ok()) return StepOutcome::Error(index.status());
-      if (!protocol.ok()) return StepOutcome::Error(protocol.status());
-      std::optional<int> task_index;
-      if (index->has_value()) task_index = static_cast<int>(**index);
-      auto def = MakeServerDef(spec, *job_arg, task_index, *protocol);
+      auto def = CaseServerDef(spec, input);
       if (!def.ok()) return StepOutcome::Error(def.status());
       return StepOutcome::Value(ServerDefToJson(*def));
+    }
+    // str() / repr(): "ClusterSpec({'ps': [...], ...})", jobs sorted.
+    if (method == "str" || method == "repr" || method == "__str__" ||
+        method == "__repr__") {
+      return StepOutcome::Value(spec.DebugString());
     }
     if (method == "roundtrip_cluster_def_to_spec_to_def") {
       auto back = ClusterSpec::FromClusterDef(spec.ToClusterDef());
@@ -425,8 +442,10 @@ class SageMakerAdapter : public ResolverAdapter {
 }  // namespace
 
 void RegisterClusterAdapters(AdapterRegistry* registry) {
-  registry->Register("ClusterSpec", std::make_unique<ClusterSpecAdapter>());
-  registry->Register("ServerDef", std::make_unique<ClusterSpecAdapter>());
+  registry->Register("ClusterSpec", std::make_unique<ClusterSpecAdapter>(
+                                        /*server_def=*/false));
+  registry->Register("ServerDef",
+                     std::make_unique<ClusterSpecAdapter>(/*server_def=*/true));
   registry->Register("multi_worker_util",
                      std::make_unique<MultiWorkerUtilAdapter>());
   registry->Register("ClusterResolverBase",

@@ -48,15 +48,18 @@ class KubernetesAdapter : public ResolverAdapter {
     if (ctor.is_object() && ctor.contains("rpc_layer")) {
       COHORT_ASSIGN_OR_RETURN(o.rpc_layer, OptString(ctor, "rpc_layer"));
     }
-    COHORT_ASSIGN_OR_RETURN(auto location,
-                            OptString(ctor, "executable_location"));
     const bool override_client =
         Field(ctor, "override_client").is_boolean()
             ? Field(ctor, "override_client").get<bool>()
             : !Field(ctor, "override_client").is_null();
-    if (location.has_value()) {
-      auto parsed =
-          KubernetesClusterResolver::ParseExecutableLocation(*location);
+    // Absent: the default (WITHIN_CLUSTER). Given, even as null (TF's
+    // `executable_location=None`, which is neither enum value): parsed, so
+    // that anything but the two names is TF's ValueError. C++'s enum cannot
+    // hold such a value; its text form is where the check lives.
+    if (ctor.is_object() && ctor.contains("executable_location")) {
+      const Json& location = ctor["executable_location"];
+      auto parsed = KubernetesClusterResolver::ParseExecutableLocation(
+          location.is_string() ? location.get<std::string>() : location.dump());
       // As TensorFlow: the location only matters without an override client.
       if (!parsed.ok() && !override_client) return parsed.status();
       if (parsed.ok()) o.executable_location = *parsed;

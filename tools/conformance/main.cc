@@ -1,11 +1,13 @@
-// cohort_conformance FILE.jsonl
+// cohort_conformance [--allow-skips] FILE.jsonl
 //
 // Runs every case of FILE (one JSON object per line, format in
 // reference/resolver_semantics.md §0) against the C++ cluster layer through
 // the adapters of adapters.cc. Prints each failing case (its `source` and what
 // differed) and each skipped case with the reason, then exactly one closing
-// line "N passed, M failed, K skipped". Exits 0 only when M is 0; 2 when the
-// file cannot be read.
+// line "N passed, M failed, K skipped". Exits 0 only when M is 0 and K is 0
+// (a skipped case is a behaviour nobody checked, so it must not pass
+// silently); --allow-skips lets skipped cases through (M must still be 0).
+// Exits 2 on bad usage or when the file cannot be read.
 //
 // A case may carry a "deviation" string: the project deliberately differs from
 // upstream there and changed the expectation in its vendored copy; the runner
@@ -35,6 +37,12 @@
 //   RuntimeError -> FailedPrecondition or Unavailable; AssertionError ->
 //   FailedPrecondition; NotImplementedError -> Unimplemented; ImportError ->
 //   FailedPrecondition.
+// TensorFlow's own errors (tf.errors.XError, raised by the C++ runtime, e.g.
+// Server's InvalidArgumentError for an address without a port) -> the code of
+// the same name: OpError's codes are absl's. One exception: TensorFlow's
+// server answers a port it cannot bind with UnknownError, cohort with
+// Unavailable naming host:port (reference runtime_training.md §1.2), so
+// UnknownError accepts both.
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -63,8 +71,12 @@ bool CodesFor(const std::string& exception, std::set<absl::StatusCode>* codes) {
     *codes = {C::kFailedPrecondition};
   } else if (exception == "NotImplementedError") {
     *codes = {C::kUnimplemented};
+  } else if (exception == "UnknownError") {
+    *codes = {C::kUnknown, C::kUnavailable};
   } else {
-    return false;
+    std::optional<absl::StatusCode> code = TfErrorCode(exception);
+    if (!code) return false;
+    *codes = {*code};
   }
   return true;
 }
@@ -221,13 +233,26 @@ std::vector<std::string> CompareObservations(
 }
 
 int Main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: cohort_conformance FILE.jsonl\n";
+  bool allow_skips = false;
+  const char* path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--allow-skips") {
+      allow_skips = true;
+    } else if (path == nullptr && !absl::StartsWith(arg, "--")) {
+      path = argv[i];
+    } else {
+      path = nullptr;
+      break;
+    }
+  }
+  if (path == nullptr) {
+    std::cerr << "usage: cohort_conformance [--allow-skips] FILE.jsonl\n";
     return 2;
   }
-  std::ifstream file(argv[1]);
+  std::ifstream file(path);
   if (!file) {
-    std::cerr << "cohort_conformance: cannot read " << argv[1]
+    std::cerr << "cohort_conformance: cannot read " << path
               << "; pass a JSON-lines file of conformance cases\n";
     return 2;
   }
@@ -240,7 +265,7 @@ int Main(int argc, char** argv) {
   while (std::getline(file, line)) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto parsed = ParseJson(line, absl::StrCat(argv[1], ":", line_number));
+    auto parsed = ParseJson(line, absl::StrCat(path, ":", line_number));
     if (!parsed.ok() || !parsed->is_object()) {
       ++failed;
       std::cout << "FAIL line " << line_number << ": "
@@ -321,7 +346,15 @@ int Main(int argc, char** argv) {
   }
   std::cout << passed << " passed, " << failed << " failed, " << skipped
             << " skipped" << std::endl;
-  return failed == 0 ? 0 : 1;
+  if (failed != 0) return 1;
+  if (skipped != 0 && !allow_skips) {
+    std::cerr << "cohort_conformance: " << skipped << " case(s) of " << path
+              << " skipped (see the SKIP lines): a skipped case checks "
+                 "nothing; build the missing adapter, or pass --allow-skips "
+                 "to accept them\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
