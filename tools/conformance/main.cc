@@ -1,7 +1,7 @@
 // cohort_conformance [--allow-skips] FILE.jsonl
 //
 // Runs every case of FILE (one JSON object per line, format in
-// reference/resolver_semantics.md §0) against the C++ cluster layer through
+// docs/conformance.md) against the C++ cluster layer through
 // the adapters of adapters.cc. Prints each failing case (its `source` and what
 // differed) and each skipped case with the reason, then exactly one closing
 // line "N passed, M failed, K skipped". Exits 0 only when M is 0 and K is 0
@@ -24,8 +24,8 @@
 //   {"raises": E, "match": s}  the step failed with a status code that E maps
 //                         to (below) and a message containing s
 //
-// Observation cases (the distribute coordinator's, reference
-// runtime_training.md §2.9) have no `expect.results`: `expect` itself lists
+// Observation cases (the distribute coordinator's, docs/distribute.md)
+// have no `expect.results`: `expect` itself lists
 // what the test asserted ({"contexts": ..., "std_servers": ...} or
 // {"raises": E, "match": s}). The adapter returns one step whose value is
 // an object of everything it observed; each expected key must be there and
@@ -41,7 +41,7 @@
 // Server's InvalidArgumentError for an address without a port) -> the code of
 // the same name: OpError's codes are absl's. One exception: TensorFlow's
 // server answers a port it cannot bind with UnknownError, cohort with
-// Unavailable naming host:port (reference runtime_training.md §1.2), so
+// Unavailable naming host:port (docs/runtime.md), so
 // UnknownError accepts both.
 #include <fstream>
 #include <iostream>
