@@ -126,12 +126,17 @@ class ClusterSpecAdapter : public Adapter {
     if (method == "as_cluster_def") {
       return StepOutcome::Value(ClusterDefToJson(spec.ToClusterDef()));
     }
-    if (method == "bool") return StepOutcome::Value(!spec.empty());
+    if (method == "bool" || method == "__bool__" || method == "__nonzero__") {
+      return StepOutcome::Value(!spec.empty());
+    }
     if (method == "jobs") return StepOutcome::Value(spec.jobs());
-    if (method == "eq") {
+    if (method == "eq" || method == "__eq__" || method == "ne" ||
+        method == "__ne__") {
       auto other = OrderedSpec(ctx, input, "other");
       if (!other.ok()) return StepOutcome::Error(other.status());
-      return StepOutcome::Value(spec == *other);
+      const bool equal = spec == *other;
+      return StepOutcome::Value(method == "eq" || method == "__eq__" ? equal
+                                                                     : !equal);
     }
     if (method == "num_tasks") {
       auto n = spec.num_tasks(job_name);

@@ -1,6 +1,7 @@
 // Conformance adapters for the Cloud TPU resolver and client:
 //   "TPU"                 input.ctor/env/fake, common steps plus get_master,
-//                         is_running_in_gce and cloud_tpu_client.<method>
+//                         get_job_name, is_running_in_gce and
+//                         cloud_tpu_client.<method>
 //   "TPU.device_dict"     _get_device_dict_and_cores (input.devices) and
 //                         _verify_and_return_same_core_count (args.device_dict)
 //   "TPUClient"           CloudTpuClient: construct, name, api_available,
@@ -166,6 +167,9 @@ class TpuAdapter : public ResolverAdapter {
       }());
     if (method == "is_running_in_gce")
       return StepOutcome::Value(tpu.is_running_in_gce());
+    // TF's get_job_name(): the task type (the job name, default "worker").
+    if (method == "get_job_name")
+      return StepOutcome::Value(ToJson(tpu.task_type()));
     const std::string prefix = "cloud_tpu_client.";
     if (absl::StartsWith(method, prefix)) {
       if (tpu.client() == nullptr) {
