@@ -26,9 +26,10 @@ absl::StatusOr<std::unique_ptr<ServerCluster>> ServerCluster::Start(
   for (const auto& [job, count] : jobs) {
     spec[job] = Json::array();
     for (int i = 0; i < count; ++i) {
-      // Even a single task gets a port picked now rather than port 0:
-      // `cohort server` refuses an address without a port in 1..65535
-      // (MakeServerDef), although the issue allows port 0 for one task.
+      // Every task gets a port picked now: the other tasks need it in the
+      // cluster they are given. (A cluster of one task could use port 0,
+      // which `cohort server` binds and reports on its "serving" line, but
+      // one way for all sizes keeps this simple.)
       COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(kHost));
       spec[job].push_back(absl::StrCat(kHost, ":", port));
       cluster->tasks_.push_back(Task{job, i, "", nullptr});
