@@ -10,6 +10,7 @@
 #include "cohort/base/fake_env.h"
 #include "cohort/base/status.h"
 #include "cohort/distribute/testing.h"
+#include "cohort/rpc/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -470,6 +471,28 @@ TEST_F(CoordinatorTest, StdServerConfigHasNoDeviceFiltersContextConfigHas) {
   EXPECT_THAT(context.device_filters(),
               ElementsAre("/job:worker/task:0", "/job:ps"));
   EXPECT_TRUE(context.allow_soft_placement());
+}
+
+// TF's test_session_config_in_session_creator runs a real standard server
+// for {"worker": ["localhost:0"]}: a cluster of one task may ask for port 0
+// (it was refused as "no port" before the server saw it).
+TEST_F(CoordinatorTest, RealStdServerOnPortZeroForAOneTaskCluster) {
+  MockStrategy strategy(true);
+  auto o = Options(recorder_.Fn(), &strategy);
+  o.server_factory = nullptr;  // The real one.
+  env_.SetVar(rpc::kJobTokenEnvVar, "coordinator-test-token-0123");
+  o.mode = CoordinatorMode::kIndependentWorker;
+  o.cluster_spec = Cluster({{"worker", {"localhost:0"}}});
+  o.task_type = "worker";
+  o.task_id = 0;
+  absl::Status s = Run(o);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(recorder_.seen().size(), 1u);
+  const ConfigProto context = recorder_.seen().at(0).session_config;
+  EXPECT_EQ(context.intra_op_parallelism_threads(), 2);
+  EXPECT_EQ(context.inter_op_parallelism_threads(), 0);
+  EXPECT_THAT(context.device_filters(),
+              ElementsAre("/job:worker/task:0", "/job:ps"));
 }
 
 TEST_F(CoordinatorTest, EvalStrategyConfiguresTheEvaluator) {
