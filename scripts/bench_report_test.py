@@ -84,12 +84,12 @@ class Fixture(unittest.TestCase):
 class StatsTest(Fixture):
     def test_median_and_spread_cover_every_repetition_of_every_run(self):
         st = self.query().stat("t", "lat", {"n": 2})
-        # 10, 11, 12, 30, 31, 32: median 21, not run a's best (10) nor
-        # either run's own median.
+        # 10, 11, 12, 30, 31, 32: the lower median 12, a measured value (not
+        # 21, which no repetition measured), and not run a's best (10).
         self.assertEqual(st.n, 6)
-        self.assertEqual(st.median, 21.0)
+        self.assertEqual(st.median, 12.0)
         self.assertEqual((st.lo, st.hi), (10.0, 32.0))
-        self.assertEqual(br.spread(st, "µs"), "21 µs (10–32)")
+        self.assertEqual(br.spread(st, "µs"), "12 µs (10–32)")
 
     def test_error_and_ratio_lines_are_not_measurements(self):
         f = br.RunFile("x", RUN_A)
@@ -97,18 +97,33 @@ class StatsTest(Fixture):
         self.assertEqual([r["metric"] for r in f.ratios], ["lat_ratio"])
         self.assertEqual(len(f.measurements), 7)
 
-    def test_ratio_is_median_over_median_and_pairs_only_same_file_and_rep(self):
+    def test_ratio_is_the_median_of_same_file_same_rep_pairs(self):
         q = self.query()
         ours = q.points("t", "lat", {"n": 2})
         theirs = q.points("p", "lat", {"n": 2})
         med, pairs = br.paired_ratio(ours, theirs)
-        # medians: cohort 21, peer median(20, 20, 40, 30, 31) = 30.
-        self.assertAlmostEqual(med, 21.0 / 30.0)
         # pairs: a/0 0.5, a/1 0.6, a/2 0.275, b/0 1.0, b/1 1.0; b/2 has no peer.
         self.assertEqual(pairs.n, 5)
         self.assertAlmostEqual(pairs.lo, 11.0 / 40.0)
         self.assertAlmostEqual(pairs.hi, 1.0)
         self.assertAlmostEqual(pairs.median, 0.6)
+        # The ratio is the pairs' median (each pair saw the same machine),
+        # not median(cohort) / median(peer) = 12 / 30 across days.
+        self.assertAlmostEqual(med, 0.6)
+
+    def test_ratio_without_pairs_is_median_over_median(self):
+        ours = [("f", 0, 10.0), ("f", 1, 30.0), ("f", 2, 20.0)]
+        theirs = [("g", 0, 40.0)]
+        med, pairs = br.paired_ratio(ours, theirs)
+        self.assertIsNone(pairs)
+        self.assertAlmostEqual(med, 20.0 / 40.0)
+
+    def test_verdict_judges_the_ratio_as_shown(self):
+        # 1.003 is shown as "1×"; against "≤ 1" it must read met.
+        self.assertEqual(br.verdict(1.003, 1, True), "≤ 1: met")
+        self.assertEqual(br.verdict(1.006, 1, True), "≤ 1: not met")
+        self.assertEqual(br.verdict(1.596, 1.6, False), "≥ 1.6: met")
+        self.assertEqual(br.verdict(1.594, 1.6, False), "≥ 1.6: not met")
 
     def test_missing_lines_are_an_error_naming_metric_and_files(self):
         with self.assertRaises(br.ReportError) as cm:
@@ -168,15 +183,15 @@ class RewriteTest(Fixture):
         self.assertEqual(doc.read_text(), self.DOC)  # --check writes nothing
         self.assertEqual(self.run_report(check=False)[0], 0)
         text = doc.read_text()
-        self.assertIn("| lat n=2 | 21 µs (10–32) | 30 µs (20–40) | 0.7× (0.275–1) |", text)
+        self.assertIn("| lat n=2 | 12 µs (10–32) | 30 µs (20–40) | 0.6× (0.275–1) |", text)
         self.assertTrue(text.startswith("# Doc\n\ntext\n\n<!-- bench:toy -->\n"))
         self.assertTrue(text.endswith("<!-- /bench:toy -->\n\nafter\n"))
         self.assertEqual(self.run_report(check=True)[0], 0)
         # One figure changed by hand inside the block: the check fails again.
-        doc.write_text(text.replace("21 µs", "12 µs", 1))
+        doc.write_text(text.replace("12 µs", "11 µs", 1))
         code, diff, _ = self.run_report(check=True)
         self.assertEqual(code, 1)
-        self.assertIn("+| lat n=2 | 21 µs", diff)
+        self.assertIn("+| lat n=2 | 12 µs", diff)
 
     def test_at_glob_builds_the_table_from_the_named_files_only(self):
         doc = self.root / "docs/a.md"
@@ -185,7 +200,7 @@ class RewriteTest(Fixture):
         self.assertEqual(self.run_report(check=False)[0], 0)
         text = doc.read_text()
         # run b alone: cohort 30, 31, 32; peer 30, 31.
-        self.assertIn("| lat n=2 | 31 µs (30–32) | 30.5 µs (30–31) |", text)
+        self.assertIn("| lat n=2 | 31 µs (30–32) | 30 µs (30–31) | 1× |", text)
         self.assertNotIn("results-2026-11-26-a.jsonl", text)
 
     def test_a_table_no_document_shows_or_a_missing_required_block_is_an_error(self):

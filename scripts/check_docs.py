@@ -22,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUTSIDE = [
     "../" + "shared", "/work" + "/", "DESIGN" + ".md", "runtime_training" + ".md",
     "resolver_semantics" + ".md", "tf_runtime" + ".md", "peers" + ".md",
-    "STYLE" + ".md",
+    "STYLE" + ".md", "bench" + "-peers", "peer" + " kit",
 ]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 

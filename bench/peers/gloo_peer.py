@@ -61,24 +61,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+from peer_common import int_list, percentile  # noqa: E402
+
 SUITE = "gloo"
 MIB = 1 << 20
 ALL_MEASURES = ("barrier", "all_gather_object", "all_gather", "allreduce",
                 "init")
 _forked = []  # the group's processes, signalled by pid on SIGTERM
-
-
-def percentile(values, p):
-    """Nearest rank on n - 1, as bench/common/peer.h's Percentile."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    k = int(round(p / 100.0 * (len(ordered) - 1)))
-    return ordered[min(len(ordered) - 1, max(0, k))]
-
-
-def int_list(text):
-    return [int(x) for x in text.split(",") if x]
 
 
 def pick_port():

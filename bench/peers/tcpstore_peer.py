@@ -57,6 +57,8 @@ import time
 
 import torch.distributed as dist
 
+from peer_common import int_list, percentile
+
 SUITE = "tcpstore"
 HOST = "127.0.0.1"
 STORE_TIMEOUT = datetime.timedelta(seconds=30)
@@ -66,19 +68,6 @@ _forked = []  # processes this script started, signalled by pid only
 
 class PhaseError(Exception):
     """A measurement that failed; main prints it as an error line."""
-
-
-def percentile(values, p):
-    """Nearest rank on n - 1, as bench/common/peer.h's Percentile."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    k = int(round(p / 100.0 * (len(ordered) - 1)))
-    return ordered[min(len(ordered) - 1, max(0, k))]
-
-
-def int_list(text):
-    return [int(x) for x in text.split(",") if x]
 
 
 def emit(metric, params, value, unit, rep, **extra):

@@ -39,10 +39,10 @@
 //   FailedPrecondition.
 // TensorFlow's own errors (tf.errors.XError, raised by the C++ runtime, e.g.
 // Server's InvalidArgumentError for an address without a port) -> the code of
-// the same name: OpError's codes are absl's. One exception: TensorFlow's
-// server answers a port it cannot bind with UnknownError, cohort with
-// Unavailable naming host:port (docs/runtime.md), so
-// UnknownError accepts both.
+// the same name: OpError's codes are absl's, one code each. Where cohort
+// deliberately answers another code (TensorFlow's server answers a port it
+// cannot bind with UnknownError, cohort with Unavailable naming host:port),
+// the case's expectation is changed and carries a "deviation" note.
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -71,8 +71,6 @@ bool CodesFor(const std::string& exception, std::set<absl::StatusCode>* codes) {
     *codes = {C::kFailedPrecondition};
   } else if (exception == "NotImplementedError") {
     *codes = {C::kUnimplemented};
-  } else if (exception == "UnknownError") {
-    *codes = {C::kUnknown, C::kUnavailable};
   } else {
     std::optional<absl::StatusCode> code = TfErrorCode(exception);
     if (!code) return false;

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "cohort/base/x509.h"
 #include "openssl/bio.h"
 #include "openssl/bn.h"
 #include "openssl/err.h"
@@ -28,28 +29,11 @@ constexpr char kCacheKeyLabel[] = "cohort job tls: cache key v1";
 constexpr char kCaName[] = "cohort job CA";
 constexpr int kSeedBytes = 32;
 
-struct PkeyFree {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using Cert = std::unique_ptr<X509, X509Free>;
-using Bio = std::unique_ptr<BIO, BioFree>;
+using x509::Cert;
+using x509::Pkey;
 
-// One error builder for every OpenSSL step: names the step and OpenSSL's
-// first queued reason.
-absl::Status OpenSslError(const char* step) {
-  const unsigned long code = ERR_get_error();
-  char reason[256] = "no reason queued";
-  if (code != 0) ERR_error_string_n(code, reason, sizeof(reason));
-  ERR_clear_error();
-  return absl::InternalError(
-      absl::StrCat("job TLS: OpenSSL failed to ", step, ": ", reason));
+absl::Status OpenSslError(absl::string_view step) {
+  return x509::OpenSslError("job TLS", step);
 }
 
 std::string Hmac(const std::string& token, const char* label) {
@@ -58,19 +42,6 @@ std::string Hmac(const std::string& token, const char* label) {
   HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
        reinterpret_cast<const unsigned char*>(label), strlen(label), mac, &len);
   return std::string(reinterpret_cast<char*>(mac), len);
-}
-
-absl::Status AddExtension(X509* cert, X509* issuer, int nid,
-                          const char* value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-  if (ext == nullptr) return OpenSslError("make a certificate extension");
-  const int ok = X509_add_ext(cert, ext, -1);
-  X509_EXTENSION_free(ext);
-  if (ok != 1) return OpenSslError("add a certificate extension");
-  return absl::OkStatus();
 }
 
 absl::Status SetName(X509_NAME* name, const std::string& cn) {
@@ -105,7 +76,7 @@ absl::StatusOr<Cert> MakeCaCert(EVP_PKEY* ca_key, const std::string& ca_name) {
   for (auto [nid, value] :
        {std::pair{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
         std::pair{NID_key_usage, "critical,keyCertSign"}}) {
-    absl::Status added = AddExtension(x, x, nid, value);
+    absl::Status added = x509::AddExtension(x, x, nid, value, "job TLS");
     if (!added.ok()) return added;
   }
   // Ed25519 signs the whole message itself: no digest.
@@ -143,35 +114,13 @@ absl::StatusOr<Cert> MakeLeafCert(EVP_PKEY* key, EVP_PKEY* ca_key, X509* ca) {
         std::pair{NID_key_usage, "critical,digitalSignature"},
         std::pair{NID_ext_key_usage, "serverAuth,clientAuth"},
         std::pair{NID_subject_alt_name, san.c_str()}}) {
-    absl::Status added = AddExtension(x, ca, nid, value);
+    absl::Status added = x509::AddExtension(x, ca, nid, value, "job TLS");
     if (!added.ok()) return added;
   }
   if (X509_sign(x, ca_key, nullptr) <= 0) {
     return OpenSslError("sign a certificate");
   }
   return cert;
-}
-
-absl::StatusOr<std::string> CertPem(X509* cert) {
-  Bio bio(BIO_new(BIO_s_mem()));
-  if (bio == nullptr || PEM_write_bio_X509(bio.get(), cert) != 1) {
-    return OpenSslError("write a certificate");
-  }
-  char* data = nullptr;
-  const long len = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, len);
-}
-
-absl::StatusOr<std::string> KeyPem(EVP_PKEY* key) {
-  Bio bio(BIO_new(BIO_s_mem()));
-  if (bio == nullptr ||
-      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr,
-                               nullptr) != 1) {
-    return OpenSslError("write a private key");
-  }
-  char* data = nullptr;
-  const long len = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, len);
 }
 
 }  // namespace
@@ -194,13 +143,13 @@ absl::StatusOr<JobTlsIdentity> MakeJobTlsIdentity(const std::string& token) {
   absl::StatusOr<Cert> leaf = MakeLeafCert(key.get(), ca_key.get(), ca->get());
   if (!leaf.ok()) return leaf.status();
   JobTlsIdentity identity;
-  absl::StatusOr<std::string> pem = CertPem(ca->get());
+  absl::StatusOr<std::string> pem = x509::CertPem(ca->get(), "job TLS");
   if (!pem.ok()) return pem.status();
   identity.ca_pem = *std::move(pem);
-  pem = CertPem(leaf->get());
+  pem = x509::CertPem(leaf->get(), "job TLS");
   if (!pem.ok()) return pem.status();
   identity.cert_pem = *std::move(pem);
-  pem = KeyPem(key.get());
+  pem = x509::KeyPem(key.get(), "job TLS");
   if (!pem.ok()) return pem.status();
   identity.key_pem = *std::move(pem);
   return identity;

@@ -11,8 +11,11 @@
 
 #include <unistd.h>
 
-#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -64,22 +67,51 @@ const Pki& TestPki() {
   return *pki;
 }
 
-// A CA certificate file on disk, for the clients that take a path (the
-// GCE and TPU options): unique per call, removed by the destructor.
+// A file of CA certificates on disk, for the clients that take a path (the
+// GCE and TPU options, OpenSSL's SSL_CERT_FILE): created by mkstemps, so
+// its name cannot be predicted or pre-planted in the shared temporary
+// directory; removed by the destructor.
 class CaFile {
  public:
-  explicit CaFile(const TestCertificateAuthority& ca) {
-    static std::atomic<int> counter{0};
-    path_ = absl::StrCat(::testing::TempDir(), "/cohort_https_ca_", getpid(),
-                         "_", counter++, ".pem");
-    absl::Status written = ca.WriteCertPem(path_);
-    EXPECT_TRUE(written.ok()) << written;
+  explicit CaFile(const std::string& pem) {
+    std::string name = ::testing::TempDir() + "/cohort_https_ca_XXXXXX.pem";
+    const int fd = mkstemps(name.data(), 4);
+    EXPECT_GE(fd, 0) << "mkstemps " << name << ": " << strerror(errno);
+    if (fd < 0) return;
+    path_ = name;
+    EXPECT_EQ(write(fd, pem.data(), pem.size()),
+              static_cast<ssize_t>(pem.size()))
+        << path_;
+    close(fd);
   }
-  ~CaFile() { unlink(path_.c_str()); }
+  explicit CaFile(const TestCertificateAuthority& ca) : CaFile(ca.cert_pem()) {}
+  ~CaFile() {
+    if (!path_.empty()) unlink(path_.c_str());
+  }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
+};
+
+// Sets an environment variable for one test and restores it after.
+class ScopedEnvVar {
+ public:
+  ScopedEnvVar(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnvVar() {
+    if (old_.has_value()) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
 };
 
 // --- the client --------------------------------------------------------
@@ -120,6 +152,34 @@ TEST(HttpsClientTest, TrustsExactlyTheConfiguredCa) {
   EXPECT_EQ(system.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(system.status().message(), HasSubstr("the system CA store"));
   // Neither refused request got past the handshake.
+  EXPECT_EQ(server.request_count(), 1);
+}
+
+// "Exactly": with a CA configured, the system store is not consulted at
+// all. OpenSSL's system store is pointed (SSL_CERT_FILE) at a bundle that
+// holds the server's CA: the client with no CA of its own then trusts the
+// server, which proves the bundle is the store, and the client configured
+// with another CA refuses it (httplib used to add the system store to a
+// configured one, and would have accepted it).
+TEST(HttpsClientTest, AConfiguredCaReplacesTheSystemStore) {
+  testing::FakeHttpServer server(TestPki().server_cert);
+  server.server().Get("/x", [](const httplib::Request&, httplib::Response& r) {
+    r.set_content("over tls", "text/plain");
+  });
+  ASSERT_TRUE(server.Start().ok());
+  const std::string url = server.base_url() + "/x";
+  CaFile system_bundle(TestPki().cluster_ca);
+  ScopedEnvVar system_store("SSL_CERT_FILE", system_bundle.path());
+
+  auto via_system = HttpClient().GetText(url, {}, "");
+  ASSERT_TRUE(via_system.ok()) << via_system.status();
+  EXPECT_EQ(*via_system, "over tls");
+
+  HttpClient::Options other;
+  other.ca_cert_pem = TestPki().other_ca.cert_pem();
+  auto refused = HttpClient(other).GetText(url, {}, "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(server.request_count(), 1);
 }
 

@@ -772,6 +772,21 @@ absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
   COHORT_ASSIGN_OR_RETURN(config.http.ca_cert_path,
                           PemPath(*cluster, "certificate-authority", *path));
   if (cluster->value("insecure-skip-tls-verify", Json(false)) == Json(true)) {
+    // As kubectl: a CA and "skip verification" together are a mistake in
+    // the file, not a choice between them.
+    if (!config.http.ca_cert_path.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kubeconfig ", *path, ": cluster \"", cluster_name,
+          "\" sets both certificate-authority and insecure-skip-tls-verify; "
+          "remove one (kubectl refuses this too)"));
+    }
+    // The bearer token then goes to whoever answers at the server's address.
+    COHORT_LOG(WARNING) << "kubeconfig " << *path << ": cluster \""
+                        << cluster_name
+                        << "\" sets insecure-skip-tls-verify: the API server "
+                        << config.server
+                        << " is not verified, and the token is sent to "
+                           "whatever answers there";
     config.http.verify_server_certificate = false;
   }
   std::string user_name = StringField(*context, "user");

@@ -486,6 +486,20 @@ users:
   EXPECT_EQ(config->http.ca_cert_path, "/etc/ca.pem");
   EXPECT_EQ(config->token, "t");
 
+  // A CA and insecure-skip-tls-verify together: refused, as kubectl does.
+  env.SetFile("/both.json", R"({"current-context": "c",
+    "contexts": [{"name": "c", "context": {"cluster": "x", "user": "u"}}],
+    "clusters": [{"name": "x", "cluster": {"server": "https://h",
+                  "certificate-authority": "/etc/ca.pem",
+                  "insecure-skip-tls-verify": true}}],
+    "users": [{"name": "u", "user": {"token": "t"}}]})");
+  auto both = LoadKubeconfig(&env, "/both.json");
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(both.status().message(),
+              HasSubstr("sets both certificate-authority and "
+                        "insecure-skip-tls-verify"));
+
   env.SetFile("/bad", "current-context: nope\ncontexts: []\n");
   auto bad = LoadKubeconfig(&env, "/bad");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);

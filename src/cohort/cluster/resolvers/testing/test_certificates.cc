@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 
-#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -11,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cohort/base/x509.h"
 #include "openssl/bio.h"
 #include "openssl/bn.h"
 #include "openssl/err.h"
@@ -23,71 +23,24 @@
 namespace cohort::testing {
 namespace {
 
-struct PkeyFree {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
+using x509::Cert;
+using x509::Pkey;
+
 struct BioFree {
   void operator()(BIO* b) const { BIO_free(b); }
 };
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using Cert = std::unique_ptr<X509, X509Free>;
 using Bio = std::unique_ptr<BIO, BioFree>;
 
-// The one error builder of this file: the step and OpenSSL's first queued
-// reason, which is what a reader needs when a test cannot make its CA.
+// The step and OpenSSL's first queued reason, which is what a reader needs
+// when a test cannot make its CA.
 absl::Status OpenSslError(absl::string_view step) {
-  const unsigned long code = ERR_get_error();
-  char reason[256] = "no reason queued";
-  if (code != 0) ERR_error_string_n(code, reason, sizeof(reason));
-  ERR_clear_error();
-  return absl::InternalError(
-      absl::StrCat("test CA: OpenSSL failed to ", step, ": ", reason));
+  return x509::OpenSslError("test CA", step);
 }
 
 absl::StatusOr<Pkey> NewKey() {
   Pkey key(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
   if (key == nullptr) return OpenSslError("make a P-256 key");
   return key;
-}
-
-absl::StatusOr<std::string> ToPem(X509* cert) {
-  Bio bio(BIO_new(BIO_s_mem()));
-  if (bio == nullptr || PEM_write_bio_X509(bio.get(), cert) != 1) {
-    return OpenSslError("write a certificate");
-  }
-  char* data = nullptr;
-  const long len = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, len);
-}
-
-absl::StatusOr<std::string> ToPem(EVP_PKEY* key) {
-  Bio bio(BIO_new(BIO_s_mem()));
-  if (bio == nullptr ||
-      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr,
-                               nullptr) != 1) {
-    return OpenSslError("write a private key");
-  }
-  char* data = nullptr;
-  const long len = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, len);
-}
-
-absl::Status AddExtension(X509* cert, X509* issuer, int nid,
-                          const std::string& value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
-  if (ext == nullptr) {
-    return OpenSslError(absl::StrCat("make the extension \"", value, "\""));
-  }
-  const int ok = X509_add_ext(cert, ext, -1);
-  X509_EXTENSION_free(ext);
-  if (ok != 1) return OpenSslError("add a certificate extension");
-  return absl::OkStatus();
 }
 
 // Fills the fields every certificate here shares: v3, a random positive
@@ -143,15 +96,15 @@ absl::StatusOr<TestCertificateAuthority> TestCertificateAuthority::Create(
        {std::pair<int, std::string>{NID_basic_constraints, "critical,CA:TRUE"},
         {NID_key_usage, "critical,keyCertSign,cRLSign"},
         {NID_subject_key_identifier, "hash"}}) {
-    absl::Status added = AddExtension(x, x, nid, value);
+    absl::Status added = x509::AddExtension(x, x, nid, value, "test CA");
     if (!added.ok()) return added;
   }
   if (X509_sign(x, key->get(), EVP_sha256()) <= 0) {
     return OpenSslError("sign the CA certificate");
   }
-  absl::StatusOr<std::string> cert_pem = ToPem(x);
+  absl::StatusOr<std::string> cert_pem = x509::CertPem(x, "test CA");
   if (!cert_pem.ok()) return cert_pem.status();
-  absl::StatusOr<std::string> key_pem = ToPem(key->get());
+  absl::StatusOr<std::string> key_pem = x509::KeyPem(key->get(), "test CA");
   if (!key_pem.ok()) return key_pem.status();
   return TestCertificateAuthority(*std::move(cert_pem), *std::move(key_pem));
 }
@@ -195,33 +148,20 @@ TestCertificateAuthority::IssueServerCertificate(
         {NID_ext_key_usage, "serverAuth"},
         {NID_authority_key_identifier, "keyid"},
         {NID_subject_alt_name, absl::StrJoin(san, ",")}}) {
-    absl::Status added = AddExtension(x, ca.get(), nid, value);
+    absl::Status added = x509::AddExtension(x, ca.get(), nid, value, "test CA");
     if (!added.ok()) return added;
   }
   if (X509_sign(x, ca_key.get(), EVP_sha256()) <= 0) {
     return OpenSslError("sign a server certificate");
   }
   TlsServerCertificate out;
-  absl::StatusOr<std::string> pem = ToPem(x);
+  absl::StatusOr<std::string> pem = x509::CertPem(x, "test CA");
   if (!pem.ok()) return pem.status();
   out.cert_pem = *std::move(pem);
-  pem = ToPem(key->get());
+  pem = x509::KeyPem(key->get(), "test CA");
   if (!pem.ok()) return pem.status();
   out.key_pem = *std::move(pem);
   return out;
-}
-
-absl::Status TestCertificateAuthority::WriteCertPem(
-    const std::string& path) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << cert_pem_;
-  out.close();
-  if (!out) {
-    return absl::InternalError(
-        absl::StrCat("test CA: cannot write the CA certificate to ", path,
-                     " (does its directory exist and is it writable?)"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace cohort::testing

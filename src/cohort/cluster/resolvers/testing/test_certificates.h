@@ -49,10 +49,6 @@ class TestCertificateAuthority {
   absl::StatusOr<TlsServerCertificate> IssueServerCertificate(
       const std::vector<std::string>& names) const;
 
-  // Writes cert_pem() to `path` (created or replaced). Internal naming the
-  // path when it cannot be written.
-  absl::Status WriteCertPem(const std::string& path) const;
-
  private:
   TestCertificateAuthority(std::string cert_pem, std::string key_pem)
       : cert_pem_(std::move(cert_pem)), key_pem_(std::move(key_pem)) {}
