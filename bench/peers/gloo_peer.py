@@ -45,13 +45,9 @@ and, when a rank fails or a group overruns --deadline, a line
 import argparse
 import datetime
 import json
-import multiprocessing
 import os
-import signal
-import socket
 import sys
 import time
-import traceback
 
 # Before torch loads: gloo binds the loopback interface, and one intra-op
 # thread per rank, as cohort's tasks run.
@@ -61,21 +57,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from peer_common import int_list, percentile  # noqa: E402
+from peer_common import (  # noqa: E402
+    int_list, kill_forked_on_sigterm, percentile, run_group)
 
 SUITE = "gloo"
 MIB = 1 << 20
 ALL_MEASURES = ("barrier", "all_gather_object", "all_gather", "allreduce",
                 "init")
-_forked = []  # the group's processes, signalled by pid on SIGTERM
-
-
-def pick_port():
-    # The OS picks; the small window until rank 0's store binds it is the
-    # same one torch's own launchers accept.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def iterations_for(mib):
@@ -96,8 +84,8 @@ def time_iterations(op, warmup, iters):
     return times
 
 
-def rank_main(rank, world, port, opts, conn):
-    """One member of the group; rank 0 sends its lines through `conn`."""
+def rank_main(rank, world, port, opts):
+    """One member of the group; returns its lines (rank 0's are kept)."""
     lines = []
 
     def record(metric, params, value, unit, **extra):
@@ -107,123 +95,63 @@ def rank_main(rank, world, port, opts, conn):
         line.update(extra)
         lines.append(line)
 
-    try:
-        torch.set_num_threads(1)
-        started = time.monotonic()
-        dist.init_process_group(
-            "gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
-            world_size=world, timeout=datetime.timedelta(seconds=opts.deadline))
-        init_ms = (time.monotonic() - started) * 1e3
-        measure = set(opts.measure)
-        if "init" in measure:
-            record("init_process_group", {}, init_ms, "ms")
-        if "barrier" in measure:
-            ns = time_iterations(dist.barrier, 20, opts.iters)
-            for p in (50, 99):
-                record("barrier_p%d" % p, {}, percentile(ns, p) / 1e3, "us")
-        if "all_gather_object" in measure:
-            mine = ("%d" % rank).rjust(64, "o")  # a 64-character str
-            out = [None] * world
-            ns = time_iterations(lambda: dist.all_gather_object(out, mine), 10,
-                                 opts.gather_iters)
-            want = [("%d" % r).rjust(64, "o") for r in range(world)]
-            if out != want:
-                raise RuntimeError("all_gather_object gathered %r" % out)
-            for p in (50, 99):
-                record("all_gather_object_p%d" % p, {"bytes": 64},
-                       percentile(ns, p) / 1e3, "us")
-        if "all_gather" in measure:
-            mine = torch.full((16,), float(rank), dtype=torch.float32)
-            out = [torch.empty(16, dtype=torch.float32) for _ in range(world)]
-            ns = time_iterations(lambda: dist.all_gather(out, mine), 20,
-                                 opts.iters)
-            for r, t in enumerate(out):
-                if not bool((t == float(r)).all()):
-                    raise RuntimeError("all_gather: rank %d's slot is %r" %
-                                       (r, t[:4].tolist()))
-            for p in (50, 99):
-                record("all_gather_p%d" % p, {"bytes": 64},
-                       percentile(ns, p) / 1e3, "us")
-        if "allreduce" in measure:
-            for mib in opts.mib:
-                data = torch.ones(mib * MIB // 4, dtype=torch.float32)
-                warmup, iters = 2, iterations_for(mib)
-                ns = time_iterations(lambda: dist.all_reduce(data), warmup,
-                                     iters)
-                want = float(world) ** (warmup + iters)
-                if not bool(torch.isclose(data, torch.tensor(want),
-                                          rtol=1e-5).all()):
-                    raise RuntimeError(
-                        "all_reduce of %d MiB: %r where %r is due" %
-                        (mib, data[0].item(), want))
-                seconds = percentile(ns, 50) / 1e9
-                algbw = mib * MIB / seconds / 1e9
-                record("allreduce_time_p50", {"MiB": mib}, seconds * 1e3, "ms")
-                record("allreduce_busbw", {"MiB": mib},
-                       algbw * 2 * (world - 1) / world, "GB/s",
-                       algbw=round(algbw, 3))
-        dist.barrier()
-        dist.destroy_process_group()
-        conn.send(("ok", lines if rank == 0 else []))
-    except Exception as e:  # reported, so the parent does not wait it out
-        conn.send(("error", "rank %d of %d: %s: %s" %
-                   (rank, world, type(e).__name__, e),
-                   traceback.format_exc()))
-    finally:
-        conn.close()
-
-
-def run_group(world, rep, opts):
-    """One fresh group of `world` ranks; returns (lines, error or None)."""
-    ctx = multiprocessing.get_context("fork")
-    port = pick_port()
-    members = []
-    for rank in range(world):
-        parent_end, child_end = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=rank_main,
-                           args=(rank, world, port, opts, child_end),
-                           daemon=True)
-        proc.start()
-        child_end.close()
-        _forked.append(proc)
-        members.append((rank, proc, parent_end))
-    deadline = time.monotonic() + opts.deadline
-    lines, error = [], None
-    for rank, proc, conn in members:
-        left = deadline - time.monotonic()
-        if error is None and (left <= 0 or not conn.poll(left)):
-            error = "rank %d of %d gave no result within --deadline %g s" % (
-                rank, world, opts.deadline)
-        elif error is None:
-            try:
-                reply = conn.recv()
-            except EOFError:
-                reply = ("error", "rank %d of %d exited with status %s "
-                         "before reporting" % (rank, world, proc.exitcode),
-                         "")
-            if reply[0] == "ok":
-                lines.extend(reply[1])
-            else:
-                error = reply[1]
-                sys.stderr.write(reply[2])
-        conn.close()
-    for _, proc, _ in members:
-        proc.join(timeout=max(0.1, deadline - time.monotonic()) if
-                  error is None else 0.1)
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.join()
-        _forked.remove(proc)
-    for line in lines:
-        line["rep"] = rep
-    return lines, error
-
-
-def on_sigterm(signum, frame):
-    for proc in list(_forked):
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGKILL)
-    sys.exit(128 + signum)
+    torch.set_num_threads(1)
+    started = time.monotonic()
+    dist.init_process_group(
+        "gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
+        world_size=world, timeout=datetime.timedelta(seconds=opts.deadline))
+    init_ms = (time.monotonic() - started) * 1e3
+    measure = set(opts.measure)
+    if "init" in measure:
+        record("init_process_group", {}, init_ms, "ms")
+    if "barrier" in measure:
+        ns = time_iterations(dist.barrier, 20, opts.iters)
+        for p in (50, 99):
+            record("barrier_p%d" % p, {}, percentile(ns, p) / 1e3, "us")
+    if "all_gather_object" in measure:
+        mine = ("%d" % rank).rjust(64, "o")  # a 64-character str
+        out = [None] * world
+        ns = time_iterations(lambda: dist.all_gather_object(out, mine), 10,
+                             opts.gather_iters)
+        want = [("%d" % r).rjust(64, "o") for r in range(world)]
+        if out != want:
+            raise RuntimeError("all_gather_object gathered %r" % out)
+        for p in (50, 99):
+            record("all_gather_object_p%d" % p, {"bytes": 64},
+                   percentile(ns, p) / 1e3, "us")
+    if "all_gather" in measure:
+        mine = torch.full((16,), float(rank), dtype=torch.float32)
+        out = [torch.empty(16, dtype=torch.float32) for _ in range(world)]
+        ns = time_iterations(lambda: dist.all_gather(out, mine), 20,
+                             opts.iters)
+        for r, t in enumerate(out):
+            if not bool((t == float(r)).all()):
+                raise RuntimeError("all_gather: rank %d's slot is %r" %
+                                   (r, t[:4].tolist()))
+        for p in (50, 99):
+            record("all_gather_p%d" % p, {"bytes": 64},
+                   percentile(ns, p) / 1e3, "us")
+    if "allreduce" in measure:
+        for mib in opts.mib:
+            data = torch.ones(mib * MIB // 4, dtype=torch.float32)
+            warmup, iters = 2, iterations_for(mib)
+            ns = time_iterations(lambda: dist.all_reduce(data), warmup,
+                                 iters)
+            want = float(world) ** (warmup + iters)
+            if not bool(torch.isclose(data, torch.tensor(want),
+                                      rtol=1e-5).all()):
+                raise RuntimeError(
+                    "all_reduce of %d MiB: %r where %r is due" %
+                    (mib, data[0].item(), want))
+            seconds = percentile(ns, 50) / 1e9
+            algbw = mib * MIB / seconds / 1e9
+            record("allreduce_time_p50", {"MiB": mib}, seconds * 1e3, "ms")
+            record("allreduce_busbw", {"MiB": mib},
+                   algbw * 2 * (world - 1) / world, "GB/s",
+                   algbw=round(algbw, 3))
+    dist.barrier()
+    dist.destroy_process_group()
+    return lines if rank == 0 else []
 
 
 def main():
@@ -246,11 +174,11 @@ def main():
                      (",".join(unknown), ",".join(ALL_MEASURES)))
     if opts.iters < 1 or opts.gather_iters < 1 or opts.reps < 1:
         parser.error("--iters, --gather-iters and --reps must be positive")
-    signal.signal(signal.SIGTERM, on_sigterm)
+    kill_forked_on_sigterm()
     status = 0
     for world in opts.world_sizes:
         for rep in range(opts.reps):
-            lines, error = run_group(world, rep, opts)
+            lines, error = run_group(rank_main, world, rep, opts)
             for line in lines:
                 print(json.dumps(line), flush=True)
             if error is not None:

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "bench/common/flags.h"
 #include "bench/common/gang.h"
 #include "bench/common/peer.h"
@@ -25,6 +26,8 @@ struct Flags {
   int features = 512;
   int hidden = 2048;
   std::string transport = "shm";
+  std::string peer_script;
+  bool no_peer = false;
   bool child = false;
 };
 
@@ -32,7 +35,8 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
                 std::string& error) {
   FlagReader flags(args,
                    "flags: --tasks 1,2 --reps 3 --steps 60 --batch 256 "
-                   "--features 512 --hidden 2048 --transport shm|tcp");
+                   "--features 512 --hidden 2048 --transport shm|tcp "
+                   "--peer-script PATH --no-peer");
   while (flags.Next()) {
     if (flags.Is("--child")) {
       flags.Switch(f.child);
@@ -50,6 +54,10 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
       flags.PositiveIntList(f.tasks);
     } else if (flags.Is("--transport")) {
       flags.OneOf({"shm", "tcp"}, f.transport);
+    } else if (flags.Is("--no-peer")) {
+      flags.Switch(f.no_peer);
+    } else if (flags.Is("--peer-script")) {
+      flags.Value(f.peer_script);
     } else {
       flags.Unknown();
     }
@@ -116,6 +124,42 @@ int RunChild(const Flags& f) {
 
 }  // namespace
 
+// The peer's flags: the same model, data sizes and steps, each task count.
+std::vector<std::string> PeerArgs(const Flags& f) {
+  std::vector<std::string> tasks;
+  for (int t : f.tasks) tasks.push_back(std::to_string(t));
+  return {"--tasks",    absl::StrJoin(tasks, ","),
+          "--reps",     "1",
+          "--steps",    std::to_string(f.steps),
+          "--batch",    std::to_string(f.batch),
+          "--features", std::to_string(f.features),
+          "--hidden",   std::to_string(f.hidden)};
+}
+
+// One ratio line per task count: cohort's examples/s over PyTorch DDP's.
+int PrintRatios(const Flags& f, const MeasurementLog& ours,
+                const MeasurementLog& torch) {
+  int rc = 0;
+  for (int tasks : f.tasks) {
+    RatioSpec spec{"examples_per_second",
+                   {{"tasks", tasks}},
+                   "examples_per_second",
+                   Json::object(),
+                   /*lower_is_better=*/false,
+                   "the same classifier, data sizes and steps; PyTorch: "
+                   "DistributedDataParallel on gloo (one process: the plain "
+                   "model), one thread per process",
+                   {{"transport", f.transport}}};
+    absl::Status s = PrintRatio("training", "torch_ddp", ours, torch, spec);
+    if (!s.ok()) {
+      PrintErrorLine("training", "no ratio for examples_per_second: " +
+                                     std::string(s.message()));
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
 int RunTrainingBench(const std::vector<std::string>& args) {
   Flags flags;
   std::string error;
@@ -126,7 +170,16 @@ int RunTrainingBench(const std::vector<std::string>& args) {
   if (flags.child) return RunChild(flags);
   int rc = 0;
   PrintEnvLine("training", "start");
-  MeasurementLog log;
+  PeerRunner peer("torch_ddp", "torch_ddp_peer.py", flags.peer_script);
+  bool use_peer = !flags.no_peer;
+  if (use_peer) {
+    if (absl::Status s = peer.Check(); !s.ok()) {
+      PrintErrorLine("torch_ddp", std::string(s.message()));
+      rc = 1;
+      use_peer = false;
+    }
+  }
+  MeasurementLog log, torch;
   for (int rep = 0; rep < flags.reps; ++rep) {
     for (int tasks : flags.tasks) {
       GangRun run;
@@ -149,7 +202,14 @@ int RunTrainingBench(const std::vector<std::string>& args) {
       run.error_params = {{"tasks", tasks}};
       if (!RunGang(run, &log)) rc = 1;
     }
+    if (!use_peer) continue;
+    absl::Status s = peer.Run(PeerArgs(flags), absl::Minutes(20), rep, &torch);
+    if (!s.ok()) {
+      PrintErrorLine("torch_ddp", std::string(s.message()), {{"rep", rep}});
+      rc = 1;
+    }
   }
+  if (use_peer && PrintRatios(flags, log, torch) != 0) rc = 1;
   // Scaling: the most tasks against one task, same run.
   int most = 1;
   for (int t : flags.tasks) most = std::max(most, t);

@@ -15,10 +15,17 @@
 // checks that the tasks' parameters are bit-identical at the end (the
 // training fails otherwise).
 //
+// Peer: after each repetition, bench/peers/torch_ddp_peer.py trains the same
+// classifier with PyTorch for the same task counts (DistributedDataParallel
+// on gloo; one process: the plain model), and the suite ends with one ratio
+// line per task count, examples_per_second_ratio (cohort / PyTorch, better
+// "higher"). --no-peer skips it; a peer that cannot run is an error.
+//
 // Exit status: non-zero when any run fails (an error line says which).
 //
 //   cohort bench training [--tasks 1,2] [--reps 3] [--steps 60]
 //       [--batch 256] [--features 512] [--hidden 2048] [--transport shm|tcp]
+//       [--peer-script PATH] [--no-peer]
 #ifndef COHORT_BENCH_TRAINING_TRAINING_BENCH_H_
 #define COHORT_BENCH_TRAINING_TRAINING_BENCH_H_
 
