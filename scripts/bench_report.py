@@ -678,6 +678,44 @@ def training_scaling(q):
     return one, two, paired_ratio(two, one)
 
 
+def training_vs_torch(q, ours, tasks):
+    """(cohort's points from the runs that ran the PyTorch peer, PyTorch's
+    points, ratio, paired Stat) for `tasks` tasks; empty lists and None when
+    no run has the peer."""
+    torch = q.points("torch_ddp", "examples_per_second", {"tasks": tasks})
+    if not torch:
+        return [], [], None, None
+    with_peer = {f for f, *_ in torch}
+    ours = [p for p in ours if p[0] in with_peer]
+    med, pairs = paired_ratio(ours, torch)
+    return ours, torch, med, pairs
+
+
+def t_training_torch(ds, files=None):
+    """cohort's data-parallel training against the same training in PyTorch
+    (bench/peers/torch_ddp_peer.py), per task count, from the runs that ran
+    the peer."""
+    every = ds.files(files or TRAINING_FILES)
+    # Only the runs that ran the peer: the table names no other file.
+    q = Query([f for f in every
+               if any(m.get("suite") == "torch_ddp" for m in f.measurements)])
+    rows = []
+    for tasks in (1, 2):
+        ours = q.points("training", "examples_per_second", {"tasks": tasks})
+        ours, torch, med, pairs = training_vs_torch(q, ours, tasks)
+        if not torch:
+            raise ReportError("training-torch: no torch_ddp lines for "
+                              f"{tasks} task(s) in " + ", ".join(f.rel for f in q.files))
+        rows.append([f"{tasks} ({'DDP on gloo' if tasks > 1 else 'one process'})",
+                     spread(Stat([v for *_, v in ours]), "examples/s"),
+                     spread(Stat([v for *_, v in torch]), "examples/s"),
+                     ratio_cell(med, pairs, bold=med >= 1), verdict(med, 1, False)])
+    lines = table(["tasks", "cohort", "PyTorch", "ratio", "target"], rows)
+    return Block(lines, q.used, peer="PyTorch (torch_ddp_peer.py)",
+                 extra="ratio = cohort / PyTorch, the median of the repetitions that ran "
+                       "side by side")
+
+
 def t_training(ds, files=None):
     """One row per run, then every run together: the scaling target is
     judged on all of them, not on the run that met it."""
@@ -777,19 +815,22 @@ def t_summary(ds, files=None):
     add("graph: MatMul float32 1024² vs NumPy (OpenBLAS)", q.used, *r[1:])
     q = Query(ds.files(TRAINING_FILES))
     one, two, (med, pairs) = training_scaling(q)
-    torch = q.points("torch_ddp", "examples_per_second", {"world": 2})
-    if torch:
-        tmed, tpairs = paired_ratio(two, torch)
-        add("training: data-parallel examples/s, 2 tasks, vs PyTorch DDP", q.used,
-            spread(Stat([v for *_, v in two]), "examples/s"),
-            spread(Stat([v for *_, v in torch]), "examples/s"), ratio_cell(tmed, tpairs), "")
-    add("training: data-parallel, 2 tasks vs 1 (the suite has no PyTorch peer yet)", q.used,
+    for tasks, ours in ((1, one), (2, two)):
+        ours, torch, tmed, tpairs = training_vs_torch(q, ours, tasks)
+        if torch:
+            peer_files = [f for f in q.files if f.rel in {p[0] for p in torch}]
+            add(f"training: {tasks} task{'s' if tasks > 1 else ''}, examples/s vs PyTorch "
+                f"({'DDP on gloo' if tasks > 1 else 'one process'})", peer_files,
+                spread(Stat([v for *_, v in ours]), "examples/s"),
+                spread(Stat([v for *_, v in torch]), "examples/s"),
+                ratio_cell(tmed, tpairs, bold=tmed >= 1), verdict(tmed, 1, False))
+    add("training: data-parallel scaling, 2 tasks vs 1", q.used,
         spread(Stat([v for *_, v in two]), "examples/s"),
         spread(Stat([v for *_, v in one]), "examples/s") + " (1 task)",
         ratio_cell(med, pairs, bold=med >= 1.6), verdict(med, 1.6, False))
     lines = table(["what", "cohort", "peer", "ratio", "target", "raw lines"], rows,
                   align=["---", "---:", "---:", "---:", "---", "---"])
-    return Block(lines, used, peer="TCPStore and gloo from torch, iperf3, NumPy",
+    return Block(lines, used, peer="TCPStore, gloo and PyTorch from torch, iperf3, NumPy",
                  extra="ratio = cohort / peer, both measured in the same run")
 
 
@@ -805,6 +846,7 @@ TABLES = {
     "graph-eigen": t_graph_eigen,
     "graph-kernels": t_kernels,
     "training-dp": t_training,
+    "training-torch": t_training_torch,
     "training-ps": t_ps_training,
 }
 
