@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs each libFuzzer target for FUZZ_SECONDS (default 15) from its seed
+# Runs each libFuzzer target for FUZZ_SECONDS (default 10) from its seed
 # corpus in fuzz/corpus/<name>/. The targets live in the ASan+UBSan build
 # (build-asan/, see scripts/sanitize.sh, which runs this after the sanitized
 # tests); run alone, this configures that build and builds only the fuzzers.
@@ -16,7 +16,7 @@ if [ -z "${FUZZ_BUILD_DIR:-}" ]; then
   # shellcheck disable=SC2086
   cmake --build "$build" -j"$(nproc)" --target $targets
 fi
-seconds="${FUZZ_SECONDS:-15}"
+seconds="${FUZZ_SECONDS:-10}"
 jobs="${FUZZ_JOBS:-$(nproc)}"
 
 # fuzz_one NAME: one fuzzer for $seconds from a copy of its corpus; its log
