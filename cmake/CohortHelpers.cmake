@@ -40,8 +40,8 @@ function(cohort_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   # The test code itself is compiled without optimisation: it only drives the
   # code under test (libraries keep the build's -O3, or -O1 under the
-  # sanitizers), and -O0 halves the compile time of gtest-heavy files, which
-  # are 40% of each of CI's three builds.
+  # sanitizers), and optimising gtest-heavy files costs compile time in each
+  # of CI's three builds for nothing a test measures.
   target_compile_options(${name} PRIVATE -O0)
   set(serial FALSE)
   if(ARG_SERIAL)
