@@ -111,7 +111,14 @@ class ServerCoordinationTest : public ::testing::Test {
   absl::Notification reported_;
 };
 
-TEST_F(ServerCoordinationTest, SilentTaskIsReportedLostAtTheHeartbeatTimeout) {
+// DISABLED: racy as written. The server reports only a task its job-state
+// watch has seen connected (a task never seen is "still starting"), and the
+// test can move the fake clock past ps:0's deadline before the watch's first
+// answer arrives (1 run in ~30 under TSan: ps:0 never reported). It needs a
+// hook that says the server's watch has seen the cluster before the clock
+// moves; until then tests/runtime's SIGSTOP test covers the path.
+TEST_F(ServerCoordinationTest,
+       DISABLED_SilentTaskIsReportedLostAtTheHeartbeatTimeout) {
   // ps:0 registers and then never heartbeats (a hung process). It is
   // connected before worker:0 starts watching, so the watch's first answer
   // already shows it up.
