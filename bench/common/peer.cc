@@ -2,7 +2,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "cohort/base/subprocess.h"
 
 #ifndef COHORT_BENCH_SOURCE_DIR
 #define COHORT_BENCH_SOURCE_DIR "."
@@ -190,9 +192,11 @@ absl::Status PeerRunner::Check() {
         ", beside this binary and under the working directory); pass "
         "--peer-script PATH, or --no-peer to run without the peer"));
   }
-  const std::string probe =
-      absl::StrCat(kPython, " -c 'import torch.distributed' >/dev/null 2>&1");
-  if (system(probe.c_str()) != 0) {
+  RunProgramOptions probe;
+  probe.stderr_to = Subprocess::Stderr::kDiscard;
+  probe.deadline = absl::Minutes(1);  // importing torch takes seconds
+  if (!RunProgram({kPython, "-c", "import torch.distributed"}, probe)
+           .status.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("torch is not installed for ", kPython,
                      " (apt-get install python3-torch), so the ", suite_,
@@ -210,19 +214,24 @@ absl::Status PeerRunner::Run(const std::vector<std::string>& args,
     return absl::InternalError("cannot create a temporary file for stderr");
   }
   close(stderr_fd);
-  std::vector<std::string> quoted;
-  for (const std::string& a : args) quoted.push_back(ShellQuote(a));
-  const int64_t seconds = std::max<int64_t>(
-      1, absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1))));
-  const std::string command = absl::StrCat(
-      "exec timeout -k 10 ", seconds, " ", kPython, " ", ShellQuote(path_), " ",
-      absl::StrJoin(quoted, " "), " 2>", ShellQuote(stderr_path));
+  // stdout carries the measurements and stderr the diagnostics, read apart:
+  // the explicit shell only sends stderr to the file.
+  std::vector<std::string> argv = {
+      "/bin/sh", "-c",
+      absl::StrCat("exec \"$0\" \"$@\" 2>", ShellQuote(stderr_path)), kPython,
+      path_};
+  argv.insert(argv.end(), args.begin(), args.end());
   const std::string shown =
       absl::StrCat(script_, " ", absl::StrJoin(args, " "));
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
+  const int64_t seconds = std::max<int64_t>(
+      1, absl::ToInt64Seconds(absl::Ceil(timeout, absl::Seconds(1))));
+  RunProgramOptions options;
+  options.deadline = absl::Seconds(seconds);
+  ProgramRun run = RunProgram(argv, options);
+  if (!run.exit.has_value() &&
+      run.status.code() != absl::StatusCode::kDeadlineExceeded) {
     unlink(stderr_path);
-    return absl::InternalError("cannot run " + command);
+    return run.status;  // it did not start: names the command
   }
   int measurements = 0;
   std::vector<std::string> errors;
@@ -244,18 +253,9 @@ absl::Status PeerRunner::Run(const std::vector<std::string>& args,
     if (keep_ && !keep_(*line)) return;
     log->Print(*line);
   };
-  char* buf = nullptr;
-  size_t cap = 0;
-  ssize_t len;
-  while ((len = getline(&buf, &cap, pipe)) > 0) {
-    std::string text(buf, static_cast<size_t>(len));
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
-      text.pop_back();
-    }
-    handle_line(text, false);
+  for (absl::string_view text : absl::StrSplit(run.output, '\n')) {
+    handle_line(std::string(absl::StripSuffix(text, "\r")), false);
   }
-  free(buf);
-  const int status = pclose(pipe);
   std::vector<std::string> tail;
   {
     std::ifstream err(stderr_path);
@@ -268,10 +268,9 @@ absl::Status PeerRunner::Run(const std::vector<std::string>& args,
     }
   }
   unlink(stderr_path);
-  const int code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const int code = run.exit.has_value() ? run.exit->ShellCode() : -1;
   std::string why;
-  const bool timed_out = code == 124 || code == 137;
+  const bool timed_out = !run.exit.has_value();
   if (timed_out) {
     why = absl::StrCat("timed out after ", seconds, " s");
   } else if (code != 0) {

@@ -1,7 +1,5 @@
 #include "bench/graph/graph_bench.h"
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,9 +17,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bench/common/flags.h"
 #include "bench/common/peer.h"
 #include "cohort/base/json.h"
+#include "cohort/base/subprocess.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/blas.h"
@@ -189,30 +189,35 @@ absl::StatusOr<std::map<int, std::vector<double>>> RunNumpy(const Flags& f) {
   // NumPy's OpenBLAS gets the core type that this CPU supports, as ours
   // does (kernels/blas.h): the peer is OpenBLAS's best kernel, not the one
   // its 0.3.21 detection picks.
-  std::string env;
+  RunProgramOptions options;
   const char* user_core = std::getenv("OPENBLAS_CORETYPE");
   const std::string core = user_core != nullptr && *user_core != '\0'
                                ? std::string(user_core)
                                : Blas::CoreTypeForThisCpu();
-  if (!core.empty()) env = absl::StrCat("OPENBLAS_CORETYPE=", core, " ");
-  std::string cmd =
-      absl::StrCat(env, "'", f.python, "' '", f.numpy_script, "' --sizes ",
-                   sizes, " --reps ", f.reps, " --min-seconds ", f.min_seconds);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return absl::InternalError("cannot run '" + cmd + "'");
-  char buf[4096];
-  while (fgets(buf, sizeof(buf), p) != nullptr) {
-    auto j = ParseJson(buf, "numpy_matmul.py output");
+  if (!core.empty()) {
+    options.env_overrides.push_back(absl::StrCat("OPENBLAS_CORETYPE=", core));
+  }
+  // Far above any --min-seconds a run asks for per size; a wedged Python
+  // must still end the suite.
+  options.deadline = absl::Hours(1);
+  const std::vector<std::string> argv = {
+      f.python,        f.numpy_script,
+      "--sizes",       sizes,
+      "--reps",        absl::StrCat(f.reps),
+      "--min-seconds", absl::StrCat(f.min_seconds)};
+  ProgramRun run = RunProgram(argv, options);
+  // Python's own errors share the pipe; only JSON lines are NumPy's.
+  for (absl::string_view text : absl::StrSplit(run.output, '\n')) {
+    auto j = ParseJson(text, "numpy_matmul.py output");
     if (!j.ok() || !j->contains("value")) continue;
     std::cout << j->dump() << std::endl;  // Pass NumPy's line through.
     out[(*j)["params"]["n"].get<int>()].push_back((*j)["value"].get<double>());
   }
-  const int status = pclose(p);
-  const int rc =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (rc != 0 || out.empty()) {
+  if (!run.status.ok() || out.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        cmd, " exited with status ", rc, " and printed ", out.size(),
+        run.status.ok() ? DescribeCommand(argv) + " succeeded"
+                        : std::string(run.status.message()),
+        " and printed ", out.size(),
         " sizes (is python3-numpy installed? check --python); pass --no-peer "
         "to run without NumPy"));
   }

@@ -2,30 +2,24 @@
 // process with its TF_CONFIG, each starts a real standard server, and the
 // chief and workers pass the coordination-service barrier (the binaries
 // next to this test in <build>/bin).
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cohort/base/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/launch/command_run.h"
 
 namespace cohort {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string BinDir() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
-  return path.substr(0, path.rfind('/'));
-}
+using launch::launch_testing::BinDir;
 
 struct Job {
   int exit_code = -1;
@@ -35,18 +29,23 @@ struct Job {
 };
 
 Job Launch(const std::string& flags, const std::string& program_flags) {
-  const std::string command = absl::StrCat(
-      "timeout 120 ", BinDir(), "/cohort launch --quiet ", flags, " -- ",
-      BinDir(), "/distribute_context ", program_flags, " 2>&1");
-  Job job;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return job;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) {
-    job.output.append(buf, n);
+  std::vector<std::string> argv = {BinDir() + "/cohort", "launch", "--quiet"};
+  for (absl::string_view flag : absl::StrSplit(flags, ' ', absl::SkipEmpty())) {
+    argv.emplace_back(flag);
   }
-  const int status = pclose(pipe);
-  job.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  argv.push_back("--");
+  argv.push_back(BinDir() + "/distribute_context");
+  for (absl::string_view flag :
+       absl::StrSplit(program_flags, ' ', absl::SkipEmpty())) {
+    argv.emplace_back(flag);
+  }
+  launch::launch_testing::CommandRun run =
+      launch::launch_testing::RunCommand(argv, {}, absl::Seconds(120));
+  Job job;
+  job.exit_code = run.exit_code;
+  job.output = run.status.ok() || run.exit_code > 0
+                   ? run.output
+                   : absl::StrCat(run.status.message(), "\n", run.output);
   for (absl::string_view line : absl::StrSplit(job.output, '\n')) {
     const size_t close = line.find("] ");
     if (line.empty() || line[0] != '[' || close == absl::string_view::npos) {

@@ -12,10 +12,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "cohort/launch/process.h"
 #include "cohort/training/data_parallel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/launch/command_run.h"
 
 namespace cohort::training {
 namespace {
@@ -94,25 +94,17 @@ TEST(DataParallelTest, MirroredGangTrains) {
   EXPECT_LT(r->final_train_loss, r->initial_loss);
 }
 
-std::string BinDir() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
-  return path.substr(0, path.rfind('/'));
-}
+using launch::launch_testing::BinDir;
 
-// Runs argv to completion; returns (shell exit code, stdout + stderr).
+// Runs argv to completion (at most 50 s, under the test's 60 s timeout);
+// returns (shell exit code, stdout + stderr).
 std::pair<int, std::string> RunToEnd(const std::vector<std::string>& argv,
                                      const std::vector<std::string>& env = {}) {
-  auto p = launch::Subprocess::Spawn(argv, launch::EnvironmentWith(env));
-  EXPECT_TRUE(p.ok()) << p.status();
-  if (!p.ok()) return {-1, ""};
-  std::string output;
-  char buf[4096];
-  for (ssize_t n; (n = read((*p)->output_fd(), buf, sizeof(buf))) > 0;) {
-    output.append(buf, static_cast<size_t>(n));
-  }
-  return {(*p)->Wait().ShellCode(), output};
+  launch::launch_testing::CommandRun r =
+      launch::launch_testing::RunCommand(argv, env, absl::Seconds(50));
+  return {r.exit_code, r.status.ok() || r.exit_code > 0
+                           ? r.output
+                           : absl::StrCat(r.status.message(), "\n", r.output)};
 }
 
 // The value after `key` on the chief's "final:" line, or -1.

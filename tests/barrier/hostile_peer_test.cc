@@ -29,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/launch/command_run.h"
 
 namespace cohort::barrier {
 namespace {
@@ -36,16 +37,10 @@ namespace {
 using launch::EnvironmentWith;
 using launch::ExitInfo;
 using launch::Subprocess;
+using launch::launch_testing::BinDir;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
-
-std::string BinDir() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
-  return path.substr(0, path.rfind('/'));
-}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
@@ -71,14 +66,9 @@ int64_t RssKib(int pid) {
 // Runs a command to completion; returns its exit code and output.
 std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,
                                        const std::vector<std::string>& env) {
-  auto p = Subprocess::Spawn(argv, EnvironmentWith(env));
-  if (!p.ok()) return {-1, std::string(p.status().message())};
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read((*p)->output_fd(), buf, sizeof(buf))) > 0;) {
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return {(*p)->Wait().ShellCode(), out};
+  launch::launch_testing::CommandRun r =
+      launch::launch_testing::RunCommand(argv, env, kWait);
+  return {r.exit_code, r.output};
 }
 
 // True once the server closed `fd` (EOF or reset) within the deadline.
@@ -211,13 +201,10 @@ TEST(HostilePeerTest, AttacksOnALiveLaunchChangeNothingAndTheJobSucceeds) {
   // either way, so the launcher always ends.
   Attack(cohort, dir, (*launcher)->pid());
   ASSERT_TRUE(std::ofstream(dir + "/go").good());
-  std::string output;
-  char buf[4096];
-  for (ssize_t n; (n = read((*launcher)->output_fd(), buf, sizeof(buf))) > 0;) {
-    output.append(buf, static_cast<size_t>(n));
-  }
-  EXPECT_EQ((*launcher)->Wait().ShellCode(), 0) << output;
-  EXPECT_THAT(output, HasSubstr(R"([worker:1] ["0","1"])"));
+  launch::launch_testing::CommandRun r =
+      launch::launch_testing::FinishCommand(**launcher, absl::Now());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(R"([worker:1] ["0","1"])"));
 }
 
 }  // namespace

@@ -23,28 +23,17 @@
 #include "cohort/launch/process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/launch/command_run.h"
 
 namespace cohort::barrier {
 namespace {
 
-using launch::EnvironmentWith;
 using launch::ExitInfo;
 using launch::Subprocess;
+using launch::launch_testing::BinDir;
+using LaunchRun = launch::launch_testing::CommandRun;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string BinDir() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
-  return path.substr(0, path.rfind('/'));
-}
-
-struct LaunchRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr of `cohort launch`
-  absl::Duration elapsed;
-};
 
 class LaunchTest : public ::testing::Test {
  protected:
@@ -73,20 +62,11 @@ class LaunchTest : public ::testing::Test {
     return Launch(argv);
   }
   std::unique_ptr<Subprocess> Launch(const std::vector<std::string>& argv) {
-    auto p = Subprocess::Spawn(argv, EnvironmentWith({}));
-    EXPECT_TRUE(p.ok()) << p.status();
-    return p.ok() ? std::move(p).value() : nullptr;
+    return launch::launch_testing::StartCommand(argv, {});
   }
   // Collects the output until EOF, then the exit code.
   LaunchRun Finish(Subprocess& p, absl::Time start) {
-    LaunchRun r;
-    char buf[4096];
-    for (ssize_t n; (n = read(p.output_fd(), buf, sizeof(buf))) > 0;) {
-      r.output.append(buf, static_cast<size_t>(n));
-    }
-    r.exit_code = p.Wait().ShellCode();
-    r.elapsed = absl::Now() - start;
-    return r;
+    return launch::launch_testing::FinishCommand(p, start);
   }
   LaunchRun Launch(const std::vector<std::string>& flags,
                    const std::string& script) {

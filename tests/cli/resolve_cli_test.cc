@@ -1,15 +1,18 @@
 // Runs `cohort resolve` as a child process with a prepared environment and
 // checks its output, exit code and error messages.
-#include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cohort/base/json.h"
+#include "cohort/base/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,35 +34,44 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-// Runs `cohort <args>` with exactly the variables in `env` from the cluster
-// environments the resolvers detect (everything else of ours is cleared).
+// Runs `cohort <args>` (space-separated words) with exactly the variables
+// in `env` from the cluster environments the resolvers detect (everything
+// else of ours is cleared), stdout and stderr apart: a shell sends stderr
+// to a file, as stdout alone must parse as JSON.
 Result RunCohort(const std::string& args,
                  const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<std::string> overrides;
   for (const char* var :
        {"TF_CONFIG", "SM_HOSTS", "SM_CURRENT_HOST", "SLURM_PROCID",
         "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
         "SLURM_STEP_TASKS_PER_NODE", "KUBERNETES_SERVICE_HOST",
         "KUBERNETES_SERVICE_PORT"}) {
-    unsetenv(var);
+    overrides.push_back(var);
   }
-  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  for (const auto& [name, value] : env) {
+    overrides.push_back(absl::StrCat(name, "=", value));
+  }
   char err_path[] = "/tmp/cohort_resolve_cli_XXXXXX";
   int fd = mkstemp(err_path);
   close(fd);
-  std::string command =
-      std::string(COHORT_BINARY) + " " + args + " 2>" + err_path;
+  std::vector<std::string> argv = {
+      "/bin/sh", "-c", absl::StrCat("exec \"$0\" \"$@\" 2>", err_path),
+      COHORT_BINARY};
+  for (absl::string_view arg : absl::StrSplit(args, ' ', absl::SkipEmpty())) {
+    argv.emplace_back(arg);
+  }
+  RunProgramOptions options;
+  options.env_overrides = overrides;
+  options.deadline = absl::Seconds(30);
+  ProgramRun run = RunProgram(argv, options);
   Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0)
-    result.out.append(buffer, n);
-  int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.exit_code = run.exit.has_value() ? run.exit->ShellCode() : -1;
+  result.out = std::move(run.output);
   result.err = ReadAll(err_path);
+  if (!run.exit.has_value()) {
+    result.err = absl::StrCat(run.status.message(), "\n", result.err);
+  }
   unlink(err_path);
-  for (const auto& [name, value] : env) unsetenv(name.c_str());
   return result;
 }
 

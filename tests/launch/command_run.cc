@@ -33,10 +33,24 @@ CommandRun FinishCommand(Subprocess& process, absl::Time started) {
 }
 
 CommandRun RunCommand(const std::vector<std::string>& argv,
-                      const std::vector<std::string>& env) {
+                      const std::vector<std::string>& env,
+                      absl::Duration deadline, Subprocess::Stderr stderr_to) {
   const absl::Time started = absl::Now();
-  std::unique_ptr<Subprocess> p = StartCommand(argv, env);
-  return p == nullptr ? CommandRun{} : FinishCommand(*p, started);
+  RunProgramOptions options;
+  options.env_overrides = env;
+  options.deadline = deadline;
+  options.stderr_to = stderr_to;
+  ProgramRun run = RunProgram(argv, options);
+  // A command that did not start is a broken test setup, not an outcome.
+  EXPECT_TRUE(run.exit.has_value() ||
+              run.status.code() == absl::StatusCode::kDeadlineExceeded)
+      << run.status;
+  CommandRun r;
+  r.exit_code = run.exit.has_value() ? run.exit->ShellCode() : -1;
+  r.output = std::move(run.output);
+  r.elapsed = absl::Now() - started;
+  r.status = std::move(run.status);
+  return r;
 }
 
 }  // namespace cohort::launch::launch_testing

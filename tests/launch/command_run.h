@@ -1,6 +1,9 @@
-// Running `cohort` (or srun around it) from the tests of tests/launch/: start
-// a command with extra environment, collect its stdout and stderr until EOF,
-// then its exit code.
+// Test support for every test that runs a program of the build (cohort,
+// example binaries) as a child process: tests/launch, tests/barrier,
+// tests/cli and the examples' tests link it (cohort_command_run). Starts a
+// command with extra environment, collects its stdout and stderr until EOF,
+// then its exit code; RunCommand does all of that with a deadline
+// (base/subprocess.h's RunProgram).
 #ifndef COHORT_TESTS_LAUNCH_COMMAND_RUN_H_
 #define COHORT_TESTS_LAUNCH_COMMAND_RUN_H_
 
@@ -8,18 +11,23 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "cohort/launch/process.h"
+#include "cohort/base/subprocess.h"
 
 namespace cohort::launch::launch_testing {
 
-// The directory of the running test binary (build/bin: cohort is there).
+// The directory of the running test binary (build/bin: cohort and the
+// example binaries are there).
 std::string BinDir();
 
 struct CommandRun {
-  int exit_code = -1;  // the shell convention (128 + signal)
-  std::string output;  // stdout and stderr
+  int exit_code = -1;  // the shell convention (128 + signal); -1: no exit
+  std::string output;  // stdout and stderr (stdout only where asked)
   absl::Duration elapsed;
+  // RunCommand: OK, or what went wrong, naming the command (a non-zero exit
+  // is in exit_code and here).
+  absl::Status status;
 };
 
 // Starts `argv` with this process's environment plus `env` ("KEY=VALUE").
@@ -30,8 +38,14 @@ std::unique_ptr<Subprocess> StartCommand(const std::vector<std::string>& argv,
 // Reads the output until EOF, then waits for the exit.
 CommandRun FinishCommand(Subprocess& process, absl::Time started);
 
-CommandRun RunCommand(const std::vector<std::string>& argv,
-                      const std::vector<std::string>& env);
+// Runs `argv` to its end with this process's environment plus `env`: its
+// output, exit code and time taken. Past `deadline` the command's process
+// group is killed; the run then has exit_code -1 and a DeadlineExceeded
+// status naming it. Fails the current test when the program cannot start.
+CommandRun RunCommand(
+    const std::vector<std::string>& argv, const std::vector<std::string>& env,
+    absl::Duration deadline = absl::Minutes(2),
+    Subprocess::Stderr stderr_to = Subprocess::Stderr::kIntoOutput);
 
 }  // namespace cohort::launch::launch_testing
 

@@ -1,8 +1,6 @@
 #include "cohort/base/env.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "cohort/base/subprocess.h"
 
 namespace cohort {
 namespace {
@@ -73,44 +72,16 @@ class RealEnv : public Env {
       const std::vector<std::string>& argv) override {
     if (argv.empty())
       return absl::InvalidArgumentError("RunCommand: empty argv");
-    // popen goes through the shell; quote every argument.
-    std::string command;
-    for (const std::string& arg : argv) {
-      std::string quoted = "'";
-      for (char c : arg) {
-        if (c == '\'')
-          quoted += "'\\''";
-        else
-          quoted += c;
-      }
-      absl::StrAppend(&command, command.empty() ? "" : " ", quoted, "'");
-    }
+    RunProgramOptions options;
     // Only stdout is the answer; a tool's warnings on stderr would otherwise
     // interleave with cohort's own output.
-    absl::StrAppend(&command, " 2>/dev/null");
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (pipe == nullptr) {
-      return absl::InternalError(
-          absl::StrCat("cannot run ", argv[0], ": ", std::strerror(errno)));
-    }
-    std::string output;
-    char buffer[4096];
-    size_t n;
-    while ((n = ::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-      output.append(buffer, n);
-    }
-    const int rc = ::pclose(pipe);
-    // The shell exits 127 when it cannot find the program: NotFound, so a
-    // resolver can say which tool is missing rather than that it failed.
-    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127) {
-      return absl::NotFoundError(
-          absl::StrCat("program not found: ", argv[0], " (is it in PATH?)"));
-    }
-    if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
-      return absl::InternalError(absl::StrCat("`", absl::StrJoin(argv, " "),
-                                              "` failed with status ", rc));
-    }
-    return output;
+    options.stderr_to = Subprocess::Stderr::kDiscard;
+    // The tools asked (nvidia-smi) answer in well under a second; one that
+    // hangs (a wedged driver) must not hang the resolver with it.
+    options.deadline = kRunCommandDeadline;
+    ProgramRun run = RunProgram(argv, options);
+    if (!run.status.ok()) return run.status;
+    return std::move(run.output);
   }
 
  private:

@@ -21,6 +21,9 @@
 
 namespace cohort {
 
+// How long Env::RunCommand lets a command run.
+inline constexpr absl::Duration kRunCommandDeadline = absl::Seconds(30);
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -49,8 +52,11 @@ class Env {
   // --- Files and commands -------------------------------------------------
   // NotFound when the file does not exist; other failures name the path.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
-  // Runs argv[0] (searched in PATH) and returns its standard output. NotFound
-  // when the program does not exist, Internal when it exits non-zero.
+  // Runs argv[0] (searched in PATH, no shell) and returns its standard
+  // output (stderr is discarded). NotFound when the program does not exist,
+  // Internal when it exits non-zero or is killed, DeadlineExceeded when it
+  // still runs after kRunCommandDeadline (its process group is then
+  // killed); each names the command.
   virtual absl::StatusOr<std::string> RunCommand(
       const std::vector<std::string>& argv) = 0;
 };

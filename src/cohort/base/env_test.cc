@@ -4,6 +4,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -30,6 +31,20 @@ TEST(RealEnv, RunCommandCapturesOutputAndMissingProgram) {
   EXPECT_EQ(*out, "it's\n");
   auto missing = Env::Default()->RunCommand({"cohort-no-such-program"});
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(),
+              testing::HasSubstr("cohort-no-such-program"));
+}
+
+// Only stdout is the answer; a failure names the command and its exit.
+TEST(RealEnv, RunCommandDropsStderrAndNamesAFailedCommand) {
+  auto out =
+      Env::Default()->RunCommand({"sh", "-c", "echo out; echo warn >&2"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "out\n");
+  auto failed = Env::Default()->RunCommand({"sh", "-c", "exit 4"});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(failed.status().message(),
+              testing::HasSubstr("`sh -c 'exit 4'` exited with code 4"));
 }
 
 TEST(FakeEnv, SleepForWaitsForAdvance) {

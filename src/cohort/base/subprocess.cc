@@ -1,6 +1,7 @@
-#include "cohort/launch/process.h"
+#include "cohort/base/subprocess.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -8,17 +9,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "cohort/base/status.h"
 
 extern char** environ;
 
-namespace cohort::launch {
+namespace cohort {
 
 std::string ExitInfo::Describe() const {
   if (!signaled) return absl::StrCat("exited with code ", value);
@@ -60,7 +65,8 @@ struct ChildArgs {
   // /bin/sh, a slot for the path, then argv[1...]: for files without "#!".
   char** sh_argv;
   int output_fd;
-  int status_fd;  // the child writes errno here when it cannot exec
+  bool discard_stderr;  // stderr to /dev/null instead of the pipe
+  int status_fd;        // the child writes errno here when it cannot exec
   pid_t launcher;
 };
 
@@ -130,14 +136,18 @@ COHORT_CHILD_CODE bool MoveFd(long from, long to) {
               nullptr, 8L) != 0) {
     ChildFails(a, errno);
   }
-  // stdin from /dev/null; stdout and stderr into the pipe.
+  // stdin from /dev/null; stdout and stderr (unless discarded: then
+  // /dev/null too) into the pipe.
   const long null_fd = syscall(SYS_openat, static_cast<long>(AT_FDCWD),
-                               "/dev/null", static_cast<long>(O_RDONLY));
+                               "/dev/null", static_cast<long>(O_RDWR));
   if (null_fd < 0 || !MoveFd(null_fd, 0)) ChildFails(a, errno);
-  if (null_fd != 0) syscall(SYS_close, null_fd);
-  if (!MoveFd(a.output_fd, 1) || !MoveFd(a.output_fd, 2)) {
+  // stderr first: should /dev/null have opened as 1, moving the pipe onto 1
+  // would close it.
+  if (!MoveFd(a.discard_stderr ? null_fd : a.output_fd, 2) ||
+      !MoveFd(a.output_fd, 1)) {
     ChildFails(a, errno);
   }
+  if (null_fd > 2) syscall(SYS_close, null_fd);
   // execvp's search: past paths that do not exist, remembering one that
   // was not permitted; any other error ends it.
   int error = ENOENT;
@@ -162,7 +172,8 @@ COHORT_CHILD_CODE bool MoveFd(long from, long to) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
-    const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    const std::vector<std::string>& argv, const std::vector<std::string>& env,
+    Stderr stderr_to) {
   if (argv.empty()) {
     return absl::InvalidArgumentError("cannot spawn an empty command");
   }
@@ -190,13 +201,10 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
     return absl::InternalError(
         absl::StrCat("pipe for ", argv[0], " failed: ", strerror(e)));
   }
-  const ChildArgs child{c_candidates.data(),
-                        c_argv.data(),
-                        c_env.data(),
-                        c_sh_argv.data(),
-                        out[1],
-                        status[1],
-                        getpid()};
+  const ChildArgs child{
+      c_candidates.data(), c_argv.data(), c_env.data(),
+      c_sh_argv.data(),    out[1],        stderr_to == Stderr::kDiscard,
+      status[1],           getpid()};
   // No handler of this process may run in the child before exec: every
   // signal stays blocked until the child has reset them.
   sigset_t all, old;
@@ -268,4 +276,93 @@ std::vector<std::string> EnvironmentWith(
   return out;
 }
 
-}  // namespace cohort::launch
+std::string DescribeCommand(const std::vector<std::string>& argv) {
+  std::vector<std::string> words;
+  for (const std::string& arg : argv) {
+    const bool plain =
+        !arg.empty() &&
+        arg.find_first_of(" \t\n'\"\\$`;&|<>()*?[]#~") == std::string::npos;
+    words.push_back(plain ? arg : absl::StrCat("'", arg, "'"));
+  }
+  return absl::StrCat("`", absl::StrJoin(words, " "), "`");
+}
+
+namespace {
+
+// The last few lines of `output`, for a message about a failed program
+// (its own error is usually at the end).
+std::string OutputTail(const std::string& output) {
+  constexpr size_t kTail = 2000;
+  absl::string_view tail = output;
+  tail = absl::StripTrailingAsciiWhitespace(tail);
+  if (tail.empty()) return "no output";
+  if (tail.size() > kTail) {
+    tail = tail.substr(tail.size() - kTail);
+    return absl::StrCat("output ends: ...", tail);
+  }
+  return absl::StrCat("output: ", tail);
+}
+
+}  // namespace
+
+ProgramRun RunProgram(const std::vector<std::string>& argv,
+                      const RunProgramOptions& options) {
+  ProgramRun run;
+  if (argv.empty()) {
+    run.status = absl::InvalidArgumentError("RunProgram: empty argv");
+    return run;
+  }
+  const std::string command = DescribeCommand(argv);
+  absl::StatusOr<std::unique_ptr<Subprocess>> child = Subprocess::Spawn(
+      argv, EnvironmentWith(options.env_overrides), options.stderr_to);
+  if (!child.ok()) {
+    run.status = absl::Status(
+        child.status().code(),
+        absl::StrCat("cannot run ", command, ": ", child.status().message()));
+    return run;
+  }
+  // A wall-clock deadline: the program runs in real time, whatever clock
+  // the caller's Env injects.
+  const absl::Time deadline = absl::Now() + options.deadline;
+  const int fd = (*child)->output_fd();
+  bool timed_out = false;
+  char buffer[16384];
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int ms = static_cast<int>(
+        std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+    const int ready = poll(&p, 1, ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) continue;  // the loop's check ends it at the deadline
+    const ssize_t n = ready < 0 ? -1 : read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the program and its children closed the pipe
+    const size_t room = options.max_output_bytes - run.output.size();
+    const size_t keep = std::min(room, static_cast<size_t>(n));
+    run.output.append(buffer, keep);
+    if (keep < static_cast<size_t>(n)) run.truncated = true;
+  }
+  if (timed_out) {
+    (*child)->SignalGroup(SIGKILL);
+    (*child)->Wait();
+    run.status = absl::DeadlineExceededError(absl::StrCat(
+        command, " was still running after ",
+        absl::FormatDuration(options.deadline),
+        " and was killed; check why it hangs (", OutputTail(run.output), ")"));
+    return run;
+  }
+  const ExitInfo exit = (*child)->Wait();
+  run.exit = exit;
+  if (!exit.ok()) {
+    run.status = absl::InternalError(absl::StrCat(
+        command, " ", exit.Describe(), " (", OutputTail(run.output), ")"));
+  }
+  return run;
+}
+
+}  // namespace cohort

@@ -1,7 +1,7 @@
-// Subprocess (process.h): what the program sees (its argv, exactly the
+// Subprocess (subprocess.h): what the program sees (its argv, exactly the
 // given environment, one pipe for its output), how spawning fails, and that
 // the program never outlives the thread that started it.
-#include "cohort/launch/process.h"
+#include "cohort/base/subprocess.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace cohort::launch {
+namespace cohort {
 namespace {
 
 using ::testing::HasSubstr;
@@ -240,5 +240,85 @@ TEST(SubprocessTest, SignalGroupReachesTheProgramsChildren) {
   unlink(pid_file.c_str());
 }
 
+// RunProgram: the output of a program that exits 0, and for every other
+// ending a status that names the command and says how it ended.
+TEST(RunProgramTest, CollectsOutputOfASuccessfulRun) {
+  RunProgramOptions options;
+  options.env_overrides = {"COHORT_RUN_PROGRAM_TEST=seen"};
+  ProgramRun run = RunProgram(
+      {"sh", "-c", "echo out $COHORT_RUN_PROGRAM_TEST; echo err >&2"}, options);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  ASSERT_TRUE(run.exit.has_value());
+  EXPECT_TRUE(run.exit->ok());
+  EXPECT_EQ(run.output, "out seen\nerr\n");
+  EXPECT_FALSE(run.truncated);
+
+  options.stderr_to = Subprocess::Stderr::kDiscard;
+  run = RunProgram({"sh", "-c", "echo out; echo err >&2"}, options);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.output, "out\n");
+}
+
+TEST(RunProgramTest, NonZeroExitNamesTheCommandCodeAndOutput) {
+  ProgramRun run = RunProgram({"sh", "-c", "echo the reason >&2; exit 3"});
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(run.status.message(), HasSubstr("`sh -c 'echo the reason >&2; "
+                                              "exit 3'` exited with code 3"));
+  EXPECT_THAT(run.status.message(), HasSubstr("output: the reason"));
+  ASSERT_TRUE(run.exit.has_value());
+  EXPECT_EQ(run.exit->ShellCode(), 3);
+}
+
+TEST(RunProgramTest, SignalNamesTheSignal) {
+  ProgramRun run = RunProgram({"sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(run.status.message(),
+              HasSubstr("killed by signal 15 (SIGTERM) (no output)"));
+  ASSERT_TRUE(run.exit.has_value());
+  EXPECT_EQ(run.exit->ShellCode(), 128 + SIGTERM);
+}
+
+TEST(RunProgramTest, MissingProgramIsNotFoundNamingIt) {
+  ProgramRun run = RunProgram({"cohort-no-such-program", "--flag"});
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(run.status.message(),
+              HasSubstr("cannot run `cohort-no-such-program --flag`"));
+  EXPECT_FALSE(run.exit.has_value());
+}
+
+// A program still running at the deadline is killed with everything it
+// started in its group (here a background sleep that keeps the pipe open,
+// which would otherwise hold the reader until it ends).
+TEST(RunProgramTest, DeadlineKillsTheGroupAndSaysSo) {
+  RunProgramOptions options;
+  options.deadline = absl::Milliseconds(300);
+  const absl::Time start = absl::Now();
+  ProgramRun run =
+      RunProgram({"sh", "-c", "echo started; sleep 600 & wait"}, options);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(run.status.message(),
+              HasSubstr("`sh -c 'echo started; sleep 600 & wait'` was still "
+                        "running after 300ms and was killed"));
+  EXPECT_THAT(run.status.message(), HasSubstr("output: started"));
+  EXPECT_FALSE(run.exit.has_value());
+  EXPECT_EQ(run.output, "started\n");
+}
+
+TEST(RunProgramTest, OutputPastTheCapIsDroppedAndFlagged) {
+  RunProgramOptions options;
+  options.max_output_bytes = 10;
+  ProgramRun run = RunProgram({"sh", "-c", "printf 0123456789abcdef"}, options);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.output, "0123456789");
+  EXPECT_TRUE(run.truncated);
+}
+
+TEST(DescribeCommandTest, QuotesWordsTheShellWouldSplit) {
+  EXPECT_EQ(DescribeCommand({"nvidia-smi", "--list-gpus"}),
+            "`nvidia-smi --list-gpus`");
+  EXPECT_EQ(DescribeCommand({"sh", "-c", "a b", ""}), "`sh -c 'a b' ''`");
+}
+
 }  // namespace
-}  // namespace cohort::launch
+}  // namespace cohort
