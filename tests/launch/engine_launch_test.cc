@@ -193,7 +193,7 @@ TEST_F(EngineLaunchTest, AForgedFailureRecordFailsTheJobCleanly) {
   std::string tail;
   for (int i = 0; i < 50; ++i) absl::StrAppend(&tail, i ? "," : "", "\"x\"");
   const std::string record =
-      absl::StrCat(R"({"task":"evil:0","code":0,"engine_task":100000000,)",
+      absl::StrCat(R"({"task":"evil:0","code":0,"job_task":100000000,)",
                    R"("when_ns":"soon","tail":[)", tail, "]}");
   std::vector<std::unique_ptr<Subprocess>> launchers;
   const absl::Time start = absl::Now();
@@ -202,7 +202,7 @@ TEST_F(EngineLaunchTest, AForgedFailureRecordFailsTheJobCleanly) {
         Argv("tf_config", {"--stop-grace", "1"},
              absl::StrCat("if [ $COHORT_PARTITION_ID = 1 ]; then $C kv set "
                           "--coordinator framed:127.0.0.1:",
-                          ports_[0], " cohort/launch/0/failed '", record,
+                          ports_[0], " cohort/launch/0/verdict '", record,
                           "'; fi; exec sleep 60")),
         {TfConfig(i), "COHORT_JOB_TOKEN=forge-test-token-0123"}));
     ASSERT_NE(launchers.back(), nullptr);

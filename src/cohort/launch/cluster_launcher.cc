@@ -20,7 +20,9 @@
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/coordination_server.h"
 #include "cohort/coord/framed_coordination.h"
+#include "cohort/launch/attempt_supervisor.h"
 #include "cohort/launch/launch_support.h"
+#include "cohort/launch/task_failure_watch.h"
 #include "cohort/launch/task_process.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/rpc/transport.h"
@@ -31,15 +33,13 @@ namespace {
 // Control-plane keys: cohort/launch/<attempt>/...
 //   address/<k>   "host:port" of engine task k's program
 //   services      {"coordination", "barrier", "barrier_tcp"} (task 0)
-//   failed        the attempt's first failure (FailureRecord)
-//   done/<k>      engine task k's program exited 0
-//   succeeded     every chief/worker/evaluator program exited 0 (task 0)
+//   verdict, done/<k>   the attempt's ledger (attempt_ledger.h)
 //   ended/<k>     "stopped" when k stopped a running program for the verdict
 constexpr char kStartBarrier[] = "cohort/launch/start";
 constexpr char kEndBarrier[] = "cohort/launch/end";
 
 std::string Key(int attempt, const std::string& rest) {
-  return absl::StrCat("cohort/launch/", attempt, "/", rest);
+  return ControlPlaneLedger::Key(attempt, rest);
 }
 
 // "0.0.0.0:41234" bound by a server -> "node-1:41234" for its peers.
@@ -55,89 +55,11 @@ int PortOf(const std::string& address) {
   return hp.ok() ? hp->second : 0;
 }
 
-// The first failure of an attempt, as every launcher reads it.
-struct FailureRecord {
-  std::string task;  // "worker:1"
-  int engine_task = 0;
-  std::string where;  // "pid 123 on node-2"
-  std::string reason;
-  int code = 1;
-  bool interrupted = false;
-  absl::Time when;
-  absl::Duration after_start;
-  std::string log_path;
-  std::vector<std::string> tail;
-
-  std::string Encode() const {
-    return JsonDump(Json{{"task", task},
-                         {"engine_task", engine_task},
-                         {"where", where},
-                         {"reason", reason},
-                         {"code", code},
-                         {"interrupted", interrupted},
-                         {"when_ns", absl::ToUnixNanos(when)},
-                         {"after_ms", absl::ToInt64Milliseconds(after_start)},
-                         {"log_path", log_path},
-                         {"tail", tail}});
-  }
-  // Anything in the control plane may have been written by any holder of
-  // the job token: a record that is not one becomes "unreadable" (code 1),
-  // and every field is bounded before use.
-  static FailureRecord Decode(const std::string& text, int num_tasks,
-                              int tail_lines) {
-    FailureRecord r;
-    r.task = "?";
-    r.reason = "failed (its failure record is unreadable)";
-    absl::StatusOr<Json> j = ParseJson(text, "the failure record");
-    if (!j.ok() || !j->is_object()) return r;
-    auto text_of = [&](const char* key, size_t cap) -> std::string {
-      auto it = j->find(key);
-      if (it == j->end() || !it->is_string()) return "";
-      return it->get<std::string>().substr(0, cap);
-    };
-    auto int_of = [&](const char* key, int64_t fallback) -> int64_t {
-      auto it = j->find(key);
-      return it != j->end() && it->is_number_integer() ? it->get<int64_t>()
-                                                       : fallback;
-    };
-    constexpr size_t kFieldCap = 4096;
-    if (std::string task = text_of("task", 64); !task.empty()) r.task = task;
-    if (std::string reason = text_of("reason", kFieldCap); !reason.empty()) {
-      r.reason = reason;
-    }
-    r.where = text_of("where", 256);
-    r.log_path = text_of("log_path", kFieldCap);
-    const int64_t engine_task = int_of("engine_task", 0);
-    r.engine_task = engine_task >= 0 && engine_task < num_tasks
-                        ? static_cast<int>(engine_task)
-                        : 0;
-    // A failed job never exits 0: codes outside 1..255 become 1.
-    const int64_t code = int_of("code", 1);
-    r.code = code >= 1 && code <= 255 ? static_cast<int>(code) : 1;
-    auto interrupted = j->find("interrupted");
-    r.interrupted = interrupted != j->end() && interrupted->is_boolean() &&
-                    interrupted->get<bool>();
-    r.when = absl::FromUnixNanos(int_of("when_ns", 0));
-    r.after_start = absl::Milliseconds(
-        std::clamp<int64_t>(int_of("after_ms", 0), 0, int64_t{1} << 40));
-    if (auto tail = j->find("tail"); tail != j->end() && tail->is_array()) {
-      for (const Json& line : *tail) {
-        if (static_cast<int>(r.tail.size()) >= std::max(1, tail_lines)) break;
-        if (line.is_string()) {
-          r.tail.push_back(line.get<std::string>().substr(0, kFieldCap));
-        }
-      }
-    }
-    return r;
-  }
-};
-
 }  // namespace
 
 struct ClusterLauncher::Impl {
-  enum class Outcome { kSucceeded, kFailed, kStopped, kLost };
-
-  Impl(Env* e, ClusterLaunchOptions o) : env(e), options(std::move(o)) {
+  Impl(Env* e, ClusterLaunchOptions o)
+      : env(e), options(std::move(o)), events(e) {
     if (!options.output) options.output = LineWriter(stdout);
     if (!options.messages) options.messages = LineWriter(stderr);
   }
@@ -156,13 +78,15 @@ struct ClusterLauncher::Impl {
   absl::Status Validate();
   absl::Status StartControlPlane();  // task 0
   absl::Status Connect();
-  absl::StatusOr<Outcome> RunAttempt(int attempt, AttemptTracker& tracker,
-                                     LaunchResult& result);
-  // Task 0: fails the attempt for programs the coordination service failed,
-  // and declares success once every non-ps program is done.
-  void JudgeAttempt(int attempt, coord::CoordinationServer* programs);
-  // Records `record` as the attempt's failure unless one is there already.
-  void PublishFailure(int attempt, const FailureRecord& record);
+  absl::StatusOr<AttemptEnd> RunAttempt(int attempt, LaunchResult& result);
+  // Agrees on the attempt's addresses and services with every launcher;
+  // task 0 also starts the programs' coordination service.
+  absl::StatusOr<TaskEnvironmentInputs> Rendezvous(
+      int attempt, std::unique_ptr<coord::CoordinationServer>& programs);
+  // The attempt's end as this launcher says it: task 0 the root-cause
+  // summary, the others one line naming it.
+  void Summarize(int attempt, const AttemptEnd& end,
+                 const std::string& barrier_failure, LaunchResult& result);
   // The agent's WaitAtBarrier, cancelled for every launcher (Cancelled) when
   // Stop() is called while it waits.
   absl::Status WaitAtBarrierOrStop(const std::string& id,
@@ -174,15 +98,9 @@ struct ClusterLauncher::Impl {
   int me = 0;
   int must_finish = 0;  // chief, worker and evaluator tasks
   rpc::TransportSecurity security;
+  AttemptEvents events;
 
   absl::Mutex out_mu;
-  absl::Mutex mu;
-  bool stop_requested ABSL_GUARDED_BY(mu) = false;
-  absl::Status agent_error ABSL_GUARDED_BY(mu);
-  std::optional<ExitInfo> exit ABSL_GUARDED_BY(mu);
-  absl::Time exit_when ABSL_GUARDED_BY(mu);
-  // Bumped by each of the above; the attempt loop waits for a change.
-  int64_t wakeups ABSL_GUARDED_BY(mu) = 0;
 
   // Task 0 only.
   std::unique_ptr<coord::CoordinationServer> control;
@@ -191,8 +109,6 @@ struct ClusterLauncher::Impl {
   std::unique_ptr<barrier::BarrierTcpServer> barrier_tcp;
 
   std::unique_ptr<coord::CoordinationAgent> agent;
-  // The attempt loop acted on Stop(); the barriers no longer cancel for it.
-  bool stop_handled ABSL_GUARDED_BY(mu) = false;
 };
 
 ClusterLauncher::ClusterLauncher(Env* env, ClusterLaunchOptions options)
@@ -202,11 +118,7 @@ ClusterLauncher::~ClusterLauncher() = default;
 
 absl::StatusOr<LaunchResult> ClusterLauncher::Run() { return impl_->Run(); }
 
-void ClusterLauncher::Stop() {
-  absl::MutexLock lock(&impl_->mu);
-  impl_->stop_requested = true;
-  ++impl_->wakeups;
-}
+void ClusterLauncher::Stop() { impl_->events.Stop(); }
 
 absl::Status ClusterLauncher::Impl::Validate() {
   const EngineTask& e = options.engine;
@@ -298,9 +210,7 @@ absl::Status ClusterLauncher::Impl::Connect() {
   ao.shutdown_timeout = options.rendezvous_timeout;
   ao.env = env;
   ao.error_callback = [this](const absl::Status& error) {
-    absl::MutexLock lock(&mu);
-    agent_error = error;
-    ++wakeups;
+    events.ControlPlaneLost(error);
   };
   COHORT_ASSIGN_OR_RETURN(agent, coord::CoordinationAgent::Create(
                                      std::move(ao), std::move(client)));
@@ -321,104 +231,32 @@ absl::Status ClusterLauncher::Impl::Connect() {
                                   options.engine.rendezvous));
 }
 
-void ClusterLauncher::Impl::PublishFailure(int attempt,
-                                           const FailureRecord& record) {
-  absl::Status s =
-      agent->InsertKeyValue(Key(attempt, "failed"), record.Encode(), false);
-  if (!s.ok() && !absl::IsAlreadyExists(s)) {
-    Message(absl::StrCat("could not record the failure of ", record.task,
-                         " in the control plane: ", s.ToString()));
-  }
-}
-
-void ClusterLauncher::Impl::JudgeAttempt(int attempt,
-                                         coord::CoordinationServer* programs) {
-  absl::StatusOr<std::vector<coord::TaskStateSnapshot>> states =
-      programs->service()->GetTaskState({});
-  if (states.ok()) {
-    for (const coord::TaskStateSnapshot& st : *states) {
-      if (st.state != coord::TaskState::kError) continue;
-      for (size_t k = 0; k < tasks.size(); ++k) {
-        if (tasks[k].job != st.task.job || tasks[k].index != st.task.index) {
-          continue;
-        }
-        FailureRecord r;
-        r.task = tasks[k].Name();
-        r.engine_task = static_cast<int>(k);
-        r.where = absl::StrCat("on ", options.engine.hosts[k]);
-        r.reason = absl::StrCat("was failed by the coordination service: ",
-                                st.error.message());
-        r.when = st.error_time;
-        PublishFailure(attempt, r);
-        return;
-      }
-    }
-  }
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> done =
-      agent->GetKeyValueDir(Key(attempt, "done"));
-  if (done.ok() && static_cast<int>(done->size()) >= must_finish) {
-    agent->InsertKeyValue(Key(attempt, "succeeded"), "1", false).IgnoreError();
-  }
-}
-
 absl::Status ClusterLauncher::Impl::WaitAtBarrierOrStop(
     const std::string& id, absl::Duration timeout) {
-  std::optional<absl::Status> result;  // guarded by mu
+  std::atomic<bool> finished{false};
+  absl::Status result;
   std::thread waiter([&] {
-    absl::Status s = agent->WaitAtBarrier(id, timeout);
-    absl::MutexLock lock(&mu);
-    result = s;
-    ++wakeups;
+    result = agent->WaitAtBarrier(id, timeout);
+    finished = true;
+    events.Changed();  // wakes AwaitStopOr
   });
-  bool stopped = false;
-  {
-    absl::MutexLock lock(&mu);
-    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-      return result.has_value() || (stop_requested && !stop_handled);
-    };
-    mu.Await(absl::Condition(&done));
-    stopped = !result.has_value();
-  }
+  const bool stopped = events.AwaitStopOr(finished);
   if (stopped) agent->CancelBarrier(id).IgnoreError();
   waiter.join();
-  absl::MutexLock lock(&mu);
-  if (stopped && !result->ok()) {
+  if (stopped && !result.ok()) {
     return absl::CancelledError(absl::StrCat("interrupted while waiting at ",
                                              id, " (SIGINT or SIGTERM)"));
   }
-  return *result;
+  return result;
 }
 
-absl::StatusOr<ClusterLauncher::Impl::Outcome>
-ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
-                                  LaunchResult& result) {
+absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
+    int attempt, std::unique_ptr<coord::CoordinationServer>& programs) {
   const EngineTask& e = options.engine;
-  const TaskSpec& spec = tasks[me];
-  {
-    absl::MutexLock lock(&mu);
-    exit.reset();
-  }
   COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(options.bind_host));
   COHORT_RETURN_IF_ERROR(agent->InsertKeyValue(
       Key(attempt, absl::StrCat("address/", me)), OnHost(e.hosts[me], port)));
-
-  std::unique_ptr<coord::CoordinationServer> programs;
-  struct CloseGangOnExit {
-    barrier::BarrierCoordinator* coordinator;
-    int attempt;
-    ~CloseGangOnExit() {
-      if (coordinator != nullptr) {
-        coordinator->CloseGang(kStageId, attempt,
-                               absl::StrCat("attempt ", attempt, " ended"));
-      }
-    }
-  } close_gang{nullptr, attempt};
   if (me == 0) {
-    const int gang_size = static_cast<int>(
-        std::count_if(tasks.begin(), tasks.end(),
-                      [](const TaskSpec& t) { return t.partition_id >= 0; }));
-    COHORT_RETURN_IF_ERROR(coordinator->OpenGang(kStageId, attempt, gang_size));
-    close_gang.coordinator = coordinator.get();
     coord::CoordinationServerOptions co;
     co.address = OnHost(options.bind_host, 0);
     co.service.env = env;
@@ -436,20 +274,12 @@ ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
   }
   absl::Status at_start =
       WaitAtBarrierOrStop(kStartBarrier, options.rendezvous_timeout);
-  if (absl::IsCancelled(at_start)) {
-    // A launcher (this one or another) was interrupted before the start.
-    result.exit_code = 130;
-    result.failure_summary =
-        absl::StrCat("attempt ", attempt,
-                     " interrupted before it started: ", at_start.message());
-    Message(result.failure_summary);
-    return Outcome::kStopped;
-  }
-  if (!at_start.ok()) {
+  if (!at_start.ok() && !absl::IsCancelled(at_start)) {
     return Annotate(at_start, absl::StrCat("waiting for every launcher at the "
                                            "start of attempt ",
                                            attempt));
   }
+  COHORT_RETURN_IF_ERROR(at_start);
 
   TaskEnvironmentInputs inputs;
   inputs.tasks = tasks;
@@ -471,186 +301,114 @@ ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
   inputs.barrier_tcp_address = services.value("barrier_tcp", "");
   inputs.barrier_timeout = options.barrier_timeout;
   inputs.extra_env = options.extra_env;
+  return inputs;
+}
+
+absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
+    int attempt, LaunchResult& result) {
+  const EngineTask& e = options.engine;
+  const TaskSpec& spec = tasks[me];
+  struct CloseGangOnExit {
+    barrier::BarrierCoordinator* coordinator;
+    int attempt;
+    ~CloseGangOnExit() {
+      if (coordinator != nullptr) {
+        coordinator->CloseGang(kStageId, attempt,
+                               absl::StrCat("attempt ", attempt, " ended"));
+      }
+    }
+  } close_gang{nullptr, attempt};
+  if (me == 0) {
+    const int gang_size = static_cast<int>(
+        std::count_if(tasks.begin(), tasks.end(),
+                      [](const TaskSpec& t) { return t.partition_id >= 0; }));
+    COHORT_RETURN_IF_ERROR(coordinator->OpenGang(kStageId, attempt, gang_size));
+    close_gang.coordinator = coordinator.get();
+  }
+  std::unique_ptr<coord::CoordinationServer> programs;
+  absl::StatusOr<TaskEnvironmentInputs> inputs = Rendezvous(attempt, programs);
+  if (absl::IsCancelled(inputs.status())) {
+    // A launcher (this one or another) was interrupted before the start.
+    AttemptEnd end;
+    end.outcome = AttemptEnd::Outcome::kStopped;
+    result.exit_code = 130;
+    result.failure_summary = absl::StrCat(
+        "attempt ", attempt,
+        " interrupted before it started: ", inputs.status().message());
+    Message(result.failure_summary);
+    return end;
+  }
+  if (!inputs.ok()) return inputs.status();
+
   const std::string stem = absl::StrCat(result.log_dir, "/", spec.job, "-",
                                         spec.index, ".attempt-", attempt);
-  inputs.epoch_file = stem + ".epoch";
-  unlink(inputs.epoch_file.c_str());
-
-  TaskProcess::Options to;
-  to.spec = spec;
-  to.command = options.command;
-  to.env = EnvironmentWith(TaskEnvironment(inputs));
-  to.log_path = stem + ".log";
-  to.tail_lines = options.summary_lines;
-  to.output = [this](const std::string& line) { Output(line); };
-  to.messages = [this](const std::string& line) { Message(line); };
-  to.on_exit = [this](ExitInfo info, absl::Time when) {
-    absl::MutexLock lock(&mu);
-    exit = info;
-    exit_when = when;
-    ++wakeups;
-  };
-  absl::StatusOr<std::unique_ptr<TaskProcess>> started =
-      TaskProcess::Start(env, std::move(to));
-  std::unique_ptr<TaskProcess> process;
-  bool exited = false;
-  if (started.ok()) {
-    process = std::move(started).value();
-    if (options.progress) {
-      Message(absl::StrCat("attempt ", attempt, ": started ", spec.Name(),
-                           " (pid ", process->pid(), ") at ",
-                           inputs.addresses[me], "; log ", stem, ".log"));
-    }
-  } else {
-    FailureRecord r;
-    r.task = spec.Name();
-    r.engine_task = me;
-    r.where = absl::StrCat("on ", e.hosts[me]);
-    r.reason = absl::StrCat("could not start: ", started.status().message());
-    r.when = env->Now();
-    PublishFailure(attempt, r);
-    exited = true;
+  inputs->epoch_file = stem + ".epoch";
+  unlink(inputs->epoch_file.c_str());  // a reused --log-dir starts at epoch 0
+  AttemptPlan plan;
+  plan.attempt = attempt;
+  plan.job_size = e.count;
+  plan.host = e.hosts[me];
+  plan.log_dir = result.log_dir;
+  plan.announce = options.progress;
+  plan.stop_grace = options.stop_grace;
+  plan.messages = [this](const std::string& line) { Message(line); };
+  std::string barrier_failure;
+  if (me == 0) {
+    plan.on_failure = [&](const FailureRecord& failure) {
+      std::optional<barrier::GangSnapshot> gang =
+          coordinator->Snapshot(kStageId, attempt);
+      if (gang.has_value() && !gang->failure.ok()) {
+        barrier_failure = absl::StrCat("barrier: ", gang->failure.message());
+      }
+      // Tasks waiting at a barrier learn why the attempt ended.
+      coordinator->ClearStage(
+          kStageId, attempt,
+          absl::StrCat("task ", failure.task, " ", failure.reason));
+    };
   }
+  AttemptPlan::Task task;
+  task.job_task = me;
+  task.options.spec = spec;
+  task.options.command = options.command;
+  task.options.env = EnvironmentWith(TaskEnvironment(*inputs));
+  task.options.log_path = stem + ".log";
+  task.options.tail_lines = options.summary_lines;
+  task.options.output = [this](const std::string& line) { Output(line); };
+  task.options.messages = [this](const std::string& line) { Message(line); };
+  plan.tasks.push_back(std::move(task));
 
-  std::optional<FailureRecord> failure;
-  bool succeeded = false;
-  bool stopping = false;
-  bool stopped_running = false;  // this launcher stopped a live program
-  bool lost = false;
-  absl::Status lost_error;
-  bool interrupted_here = false;
-  absl::Time kill_at = absl::InfiniteFuture();
-  absl::Time next_poll = env->Now();
-  int64_t seen = 0;
+  ControlPlaneLedger::Options lo;
+  lo.agent = agent.get();
+  lo.attempt = attempt;
+  lo.num_tasks = e.count;
+  lo.must_finish = must_finish;
+  lo.tail_lines = options.summary_lines;
+  lo.changed = [this] { events.Changed(); };
+  lo.messages = [this](const std::string& line) { Message(line); };
+  AttemptEnd end;
   {
-    absl::MutexLock lock(&mu);
-    seen = wakeups;
+    ControlPlaneLedger ledger(std::move(lo));
+    std::optional<TaskFailureWatch> watch;
+    if (programs != nullptr) {
+      watch.emplace(programs->service(), tasks, e.hosts, attempt, &events);
+    }
+    end = AttemptSupervisor(env, &events, &ledger, std::move(plan)).Run();
   }
-  auto begin_stop = [&] {
-    if (stopping || process == nullptr) return;
-    stopping = true;
-    if (!exited) {
-      stopped_running = true;
-      process->SignalGroup(SIGTERM);
-      kill_at = env->Now() + options.stop_grace;
-    }
-  };
 
-  while (!(exited && (failure.has_value() || succeeded || lost))) {
-    std::optional<ExitInfo> exit_now;
-    absl::Time exit_time;
-    bool stop_now = false;
-    absl::Status agent_now;
-    {
-      absl::MutexLock lock(&mu);
-      auto woken = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-        return wakeups != seen;
-      };
-      env->AwaitWithDeadline(&mu, absl::Condition(&woken),
-                             std::min(next_poll, kill_at));
-      seen = wakeups;
-      if (!exited && exit.has_value()) {
-        exit_now = exit;
-        exit_time = exit_when;
-      }
-      stop_now = stop_requested && !stop_handled;
-      if (stop_now) stop_handled = true;
-      agent_now = agent_error;
-    }
-    if (!agent_now.ok() && !lost) {
-      lost = true;
-      lost_error = agent_now;
-      begin_stop();
-    }
-    if (stop_now && !interrupted_here) {
-      interrupted_here = true;
-      FailureRecord r;
-      r.task = spec.Name();
-      r.engine_task = me;
-      r.where = absl::StrCat("on ", e.hosts[me]);
-      r.reason = "was interrupted: its launcher got SIGINT or SIGTERM";
-      r.code = 130;
-      r.interrupted = true;
-      r.when = env->Now();
-      if (!lost) PublishFailure(attempt, r);
-      begin_stop();
-    }
-    if (exit_now.has_value()) {
-      exited = true;
-      kill_at = absl::InfiniteFuture();
-      if (exit_now->ok()) {
-        if (spec.job != "ps" && !lost) {
-          // Without this key task 0 would wait for this program forever:
-          // when it cannot be written, the attempt fails instead.
-          absl::Status done = agent->InsertKeyValue(
-              Key(attempt, absl::StrCat("done/", me)), "1", false);
-          if (!done.ok() && !absl::IsAlreadyExists(done)) {
-            FailureRecord r;
-            r.task = spec.Name();
-            r.engine_task = me;
-            r.where = absl::StrCat("on ", e.hosts[me]);
-            r.reason = absl::StrCat(
-                "finished, but its launcher could not record that: ",
-                done.message());
-            r.when = env->Now();
-            PublishFailure(attempt, r);
-          }
-        }
-      } else if (!stopping && !lost) {
-        // The record carries the last lines: read what is left in the pipe.
-        process->Finish(env->Now() + absl::Seconds(2));
-        FailureRecord r;
-        r.task = spec.Name();
-        r.engine_task = me;
-        r.where = absl::StrCat("pid ", process->pid(), " on ", e.hosts[me]);
-        r.reason = exit_now->Describe();
-        r.code = exit_now->ShellCode() != 0 ? exit_now->ShellCode() : 1;
-        r.when = exit_time;
-        r.after_start = exit_time - process->started();
-        r.log_path = process->log_path();
-        r.tail = process->Tail();
-        PublishFailure(attempt, r);
-      }
-    }
-    const absl::Time now = env->Now();
-    if (!lost && now >= next_poll) {
-      next_poll = now + kPollInterval;
-      if (me == 0 && !failure.has_value() && !succeeded) {
-        JudgeAttempt(attempt, programs.get());
-      }
-      if (!failure.has_value()) {
-        absl::StatusOr<std::string> f =
-            agent->TryGetKeyValue(Key(attempt, "failed"));
-        if (f.ok()) {
-          failure = FailureRecord::Decode(*f, e.count, options.summary_lines);
-          begin_stop();
-        }
-      }
-      if (!failure.has_value() && !succeeded) {
-        succeeded = agent->TryGetKeyValue(Key(attempt, "succeeded")).ok();
-        if (succeeded) begin_stop();  // only a ps program can be left
-      }
-    }
-    if (stopping && !exited && now >= kill_at) {
-      process->SignalGroup(SIGKILL);
-      kill_at = absl::InfiniteFuture();
-    }
-  }
-  if (process != nullptr) process->Finish(env->Now() + absl::Seconds(2));
-
-  if (lost) {
+  if (end.outcome == AttemptEnd::Outcome::kLost) {
     result.exit_code = 1;
     result.failure_summary = absl::StrCat(
         "the launchers lost each other (control plane at ", e.rendezvous,
-        ", served by engine task 0): ", lost_error.message());
+        ", served by engine task 0): ", end.lost.message());
     Message(result.failure_summary);
     Message(absl::StrCat("stopped ", spec.Name(), "; the job failed"));
-    return Outcome::kLost;
+    return end;
   }
+  const bool succeeded = end.outcome == AttemptEnd::Outcome::kSucceeded;
   agent
-      ->InsertKeyValue(Key(attempt, absl::StrCat("ended/", me)),
-                       stopped_running && !succeeded ? "stopped" : "exited",
-                       false)
+      ->InsertKeyValue(
+          Key(attempt, absl::StrCat("ended/", me)),
+          end.stopped_others > 0 && !succeeded ? "stopped" : "exited", false)
       .IgnoreError();
   absl::Status at_end = WaitAtBarrierOrStop(
       kEndBarrier, options.rendezvous_timeout + options.stop_grace);
@@ -660,48 +418,48 @@ ClusterLauncher::Impl::RunAttempt(int attempt, AttemptTracker& tracker,
                                          "end of attempt ",
                                          attempt));
   }
-  if (succeeded) return Outcome::kSucceeded;
+  if (!succeeded) Summarize(attempt, end, barrier_failure, result);
+  return end;
+}
 
-  const FailureRecord& r = *failure;
-  tracker.ReportFailure(attempt);
+void ClusterLauncher::Impl::Summarize(int attempt, const AttemptEnd& end,
+                                      const std::string& barrier_failure,
+                                      LaunchResult& result) {
+  const EngineTask& e = options.engine;
+  const FailureRecord& r = end.failure;
   result.exit_code = r.code;
-  if (me == 0) {
-    FailureReport report;
-    report.attempt = attempt;
-    report.task = r.task;
-    report.where = r.where;
-    report.reason = r.reason;
-    report.when = r.when;
-    report.after_start = r.after_start;
-    if (std::optional<barrier::GangSnapshot> gang =
-            coordinator->Snapshot(kStageId, attempt);
-        gang.has_value() && !gang->failure.ok()) {
-      report.barrier = absl::StrCat("barrier: ", gang->failure.message());
-    }
-    report.log_path =
-        r.log_path.empty()
-            ? absl::StrCat("its log on ", e.hosts[r.engine_task])
-            : absl::StrCat(r.log_path, " on ", e.hosts[r.engine_task]);
-    report.tail = r.tail;
-    absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ended =
-        agent->GetKeyValueDir(Key(attempt, "ended"));
-    if (ended.ok()) {
-      report.stopped_others = static_cast<int>(
-          std::count_if(ended->begin(), ended->end(),
-                        [](const auto& kv) { return kv.second == "stopped"; }));
-    }
-    const std::vector<std::string> lines = FailureSummaryLines(report);
-    result.failure_summary = absl::StrJoin(lines, "\n");
-    for (const std::string& l : lines) Message(l);
-  } else {
+  if (me != 0) {
     result.failure_summary = absl::StrCat(
         "attempt ", attempt, " failed: task ", r.task, " (", r.where, ") ",
         r.reason, "; task 0's launcher prints the summary");
-    Message(absl::StrCat(
-        result.failure_summary,
-        stopped_running ? absl::StrCat("; stopped ", spec.Name()) : ""));
+    Message(absl::StrCat(result.failure_summary,
+                         end.stopped_running > 0
+                             ? absl::StrCat("; stopped ", tasks[me].Name())
+                             : ""));
+    return;
   }
-  return r.interrupted ? Outcome::kStopped : Outcome::kFailed;
+  FailureReport report;
+  report.attempt = attempt;
+  report.task = r.task;
+  report.where = r.where;
+  report.reason = r.reason;
+  report.when = r.when;
+  report.after_start = r.after_start;
+  report.barrier = barrier_failure;
+  report.log_path = r.log_path.empty()
+                        ? absl::StrCat("its log on ", e.hosts[r.job_task])
+                        : absl::StrCat(r.log_path, " on ", e.hosts[r.job_task]);
+  report.tail = r.tail;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ended =
+      agent->GetKeyValueDir(Key(attempt, "ended"));
+  if (ended.ok()) {
+    report.stopped_others = static_cast<int>(
+        std::count_if(ended->begin(), ended->end(),
+                      [](const auto& kv) { return kv.second == "stopped"; }));
+  }
+  const std::vector<std::string> lines = FailureSummaryLines(report);
+  result.failure_summary = absl::StrJoin(lines, "\n");
+  for (const std::string& l : lines) Message(l);
 }
 
 absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
@@ -717,11 +475,10 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
                          ")"));
   }
 
-  AttemptTracker tracker(options.max_restarts);
-  while (true) {
-    const int attempt = tracker.current();
+  GangRestartPolicy policy(options.max_restarts);
+  for (int attempt = 0;; ++attempt) {
     result.attempts = attempt + 1;
-    absl::StatusOr<Outcome> ran = RunAttempt(attempt, tracker, result);
+    absl::StatusOr<AttemptEnd> ran = RunAttempt(attempt, result);
     if (!ran.ok()) {
       // Fail every other launcher now rather than at their deadlines.
       agent
@@ -731,8 +488,9 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
           .IgnoreError();
       return ran.status();
     }
-    const Outcome outcome = *ran;
-    if (outcome == Outcome::kSucceeded) {
+    if (ran->outcome == AttemptEnd::Outcome::kLost) return result;
+    const RestartPolicy::Decision decision = policy.Decide(*ran);
+    if (ran->outcome == AttemptEnd::Outcome::kSucceeded) {
       result.succeeded = true;
       result.exit_code = 0;
       result.failure_summary.clear();
@@ -740,25 +498,15 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
         Message(absl::StrCat("job succeeded: all ", tasks.size(),
                              " task(s) of attempt ", attempt, " finished"));
       }
-      break;
     }
-    if (outcome == Outcome::kLost) return result;
-    if (outcome == Outcome::kStopped) {
-      result.exit_code = 130;
-      break;
-    }
-    if (tracker.restarts_left() <= 0) {
+    if (ran->outcome == AttemptEnd::Outcome::kStopped) result.exit_code = 130;
+    if (decision == RestartPolicy::Decision::kGiveUp) {
       Message(absl::StrCat("giving up after ", attempt + 1,
                            " attempt(s) (--max-restarts ", options.max_restarts,
                            "); logs in ", result.log_dir));
-      break;
     }
-    const int next = tracker.StartNextAttempt();
-    if (me == 0) {
-      Message(absl::StrCat("restarting the whole gang as attempt ", next, " (",
-                           tracker.restarts_left(),
-                           " restart(s) left after this)"));
-    }
+    if (decision != RestartPolicy::Decision::kRestart) break;
+    if (me == 0) Message(policy.RestartMessage(attempt + 1));
   }
   // Every launcher waits at the service's shutdown barrier, so task 0's
   // control plane stays up until the last launcher knows the outcome.

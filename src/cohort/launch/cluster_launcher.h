@@ -26,8 +26,9 @@
 // Gang semantics: the first failure of an attempt (a program that exits
 // non-zero or by a signal, a program failed by the coordination service for
 // lost heartbeats, or an interrupted launcher) is recorded once, first
-// writer wins, in the control plane; every launcher sees it within
-// kPollInterval, stops its program (SIGTERM, SIGKILL after stop_grace), and
+// writer wins, in the control plane (attempt_ledger.h); every launcher
+// watches that key, so it sees the verdict as soon as it is written, stops
+// its program (SIGTERM, SIGKILL after stop_grace), and
 // waits for all launchers at the end of the attempt. Task 0 prints the
 // root-cause summary; the others print one line naming it. While restarts
 // remain (and the failure was not an interruption) all start the next
@@ -57,9 +58,6 @@
 #include "cohort/launch/launcher.h"
 
 namespace cohort::launch {
-
-// How often each launcher looks for the attempt's verdict.
-inline constexpr absl::Duration kPollInterval = absl::Milliseconds(200);
 
 struct ClusterLaunchOptions {
   EngineTask engine;

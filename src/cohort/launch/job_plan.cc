@@ -164,17 +164,4 @@ std::vector<std::string> TaskEnvironment(const TaskEnvironmentInputs& in) {
   return vars;
 }
 
-AttemptTracker::Decision AttemptTracker::ReportFailure(int attempt) {
-  if (attempt != current_) return Decision::kIgnoreOldAttempt;
-  if (current_failed_) return Decision::kAlreadyFailing;
-  current_failed_ = true;
-  return current_ < max_restarts_ ? Decision::kRetry : Decision::kGiveUp;
-}
-
-int AttemptTracker::StartNextAttempt() {
-  ++current_;
-  current_failed_ = false;
-  return current_;
-}
-
 }  // namespace cohort::launch

@@ -4,7 +4,7 @@
 // Shared by the single-machine launcher (launcher.h) and the launcher that
 // runs one task per cluster-engine task (cluster_launcher.h).
 //
-// Thread safety: functions are pure; AttemptTracker is thread-compatible.
+// Thread safety: functions are pure.
 #ifndef COHORT_LAUNCH_JOB_PLAN_H_
 #define COHORT_LAUNCH_JOB_PLAN_H_
 
@@ -87,31 +87,6 @@ struct TaskEnvironmentInputs {
 // for gang members, BarrierTaskContext's variables (barrier_task_context.h).
 // A task outside the gang gets those removed, so inherited values never leak.
 std::vector<std::string> TaskEnvironment(const TaskEnvironmentInputs& in);
-
-// Which attempt is current and whether a failure report starts a retry.
-// Spark's rules: only the first failure of the current attempt counts; a
-// report for an older attempt is ignored. Thread-compatible.
-class AttemptTracker {
- public:
-  enum class Decision {
-    kIgnoreOldAttempt,  // the report is about an earlier attempt
-    kAlreadyFailing,    // the current attempt already failed once
-    kRetry,             // stop this attempt and start the next
-    kGiveUp,            // stop this attempt; no restarts left
-  };
-  explicit AttemptTracker(int max_restarts) : max_restarts_(max_restarts) {}
-
-  int current() const { return current_; }
-  int restarts_left() const { return max_restarts_ - (current_); }
-  Decision ReportFailure(int attempt);
-  // Starts the next attempt (after kRetry) and returns its number.
-  int StartNextAttempt();
-
- private:
-  const int max_restarts_;
-  int current_ = 0;
-  bool current_failed_ = false;
-};
 
 }  // namespace cohort::launch
 

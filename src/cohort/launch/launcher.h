@@ -31,7 +31,8 @@
 // number. Failures reported for an older attempt, and further failures of an
 // attempt that is already failing, never cause another retry. The job succeeds
 // when every chief, worker and evaluator task exits 0 (ps tasks are then
-// stopped).
+// stopped). Each attempt runs through the attempt supervisor the cluster
+// launcher runs too (attempt_supervisor.h), with an in-memory ledger.
 //
 // Thread safety: Run() is called once, from one thread; Stop() may be called
 // from any thread (e.g. a signal-watching thread) at any time.

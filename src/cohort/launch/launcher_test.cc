@@ -1,4 +1,4 @@
-// Launcher unit tests: job planning, TF_CONFIG, the retry rules, and the
+// Launcher unit tests: job planning, TF_CONFIG, and the
 // supervision of real /bin/sh tasks (exit codes, signals, retries, Stop).
 // Barrier syncs across launched processes are tested in tests/barrier/.
 #include "cohort/launch/launcher.h"
@@ -23,36 +23,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using Decision = AttemptTracker::Decision;
-
-TEST(AttemptTrackerTest, FirstFailureRetriesWhileRestartsRemain) {
-  AttemptTracker t(/*max_restarts=*/1);
-  EXPECT_EQ(t.current(), 0);
-  EXPECT_EQ(t.ReportFailure(0), Decision::kRetry);
-  EXPECT_EQ(t.StartNextAttempt(), 1);
-  EXPECT_EQ(t.ReportFailure(1), Decision::kGiveUp);
-}
-
-// Spark #28: two failures of the same attempt cause one resubmission.
-TEST(AttemptTrackerTest, TwoFailuresInOneAttemptCauseOneRetry) {
-  AttemptTracker t(/*max_restarts=*/5);
-  EXPECT_EQ(t.ReportFailure(0), Decision::kRetry);
-  EXPECT_EQ(t.ReportFailure(0), Decision::kAlreadyFailing);
-  EXPECT_EQ(t.StartNextAttempt(), 1);
-  EXPECT_EQ(t.restarts_left(), 4);
-}
-
-// Spark #29: a failure reported by a previous attempt after the retry
-// started does not trigger another retry.
-TEST(AttemptTrackerTest, OldAttemptFailureIsIgnored) {
-  AttemptTracker t(/*max_restarts=*/5);
-  EXPECT_EQ(t.ReportFailure(0), Decision::kRetry);
-  t.StartNextAttempt();
-  EXPECT_EQ(t.ReportFailure(0), Decision::kIgnoreOldAttempt);
-  EXPECT_EQ(t.current(), 1);
-  // The current attempt's first failure still counts.
-  EXPECT_EQ(t.ReportFailure(1), Decision::kRetry);
-}
 
 TEST(PlanTasksTest, NumTasksGivesWorkers) {
   LaunchOptions o;

@@ -1,0 +1,368 @@
+#include "cohort/launch/attempt_supervisor.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cohort/base/status.h"
+
+namespace cohort::launch {
+namespace {
+
+// How long a task's output is read after it exited: a descendant that left
+// its process group can hold the pipe open.
+constexpr absl::Duration kDrain = absl::Seconds(2);
+
+}  // namespace
+
+// --- AttemptEvents ---------------------------------------------------------
+
+void AttemptEvents::Push(Event e) {
+  absl::MutexLock lock(&mu_);
+  events_.push_back(std::move(e));
+}
+
+void AttemptEvents::TaskExited(int attempt, int task, ExitInfo exit,
+                               absl::Time when) {
+  Event e{Event::kExit};
+  e.attempt = attempt;
+  e.task = task;
+  e.exit = exit;
+  e.when = when;
+  Push(std::move(e));
+}
+
+void AttemptEvents::TaskFailed(int attempt, FailureRecord record) {
+  Event e{Event::kTaskFailed};
+  e.attempt = attempt;
+  e.record = std::move(record);
+  Push(std::move(e));
+}
+
+void AttemptEvents::Changed() { Push(Event{Event::kChanged}); }
+
+void AttemptEvents::ControlPlaneLost(const absl::Status& error) {
+  Event e{Event::kLost};
+  e.error = error;
+  Push(std::move(e));
+}
+
+void AttemptEvents::Stop() {
+  absl::MutexLock lock(&mu_);
+  stop_requested_ = true;
+  events_.push_back(Event{Event::kStop});
+}
+
+bool AttemptEvents::stop_requested() {
+  absl::MutexLock lock(&mu_);
+  return stop_requested_;
+}
+
+bool AttemptEvents::AwaitStopOr(const std::atomic<bool>& done) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return done.load() || (stop_requested_ && !stop_taken_);
+  };
+  mu_.Await(absl::Condition(&ready));
+  return stop_requested_ && !stop_taken_;
+}
+
+std::deque<AttemptEvents::Event> AttemptEvents::Wait(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto has_events = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !events_.empty();
+  };
+  env_->AwaitWithDeadline(&mu_, absl::Condition(&has_events), deadline);
+  std::deque<Event> batch;
+  batch.swap(events_);
+  for (const Event& e : batch) {
+    if (e.kind == Event::kStop) stop_taken_ = true;
+  }
+  return batch;
+}
+
+// --- AttemptSupervisor -----------------------------------------------------
+
+struct AttemptSupervisor::State {
+  struct Running {
+    std::unique_ptr<TaskProcess> process;
+    bool exited = false;
+  };
+  std::vector<Running> running;  // the plan's tasks that started, in order
+  int exited = 0;
+  int done = 0;  // chief/worker/evaluator tasks of this launcher that exited 0
+  std::optional<AttemptVerdict> verdict;
+  bool stopping = false;
+  bool killed = false;
+  bool interrupted_here = false;
+  bool lost = false;
+  absl::Status lost_error;
+  absl::Status spawn_error;
+  int stopped_running = 0;
+  int stopped_others = 0;
+  absl::Time kill_at = absl::InfiniteFuture();
+  absl::Time next_progress;
+  std::string last_progress;
+};
+
+AttemptSupervisor::AttemptSupervisor(Env* env, AttemptEvents* events,
+                                     AttemptLedger* ledger, AttemptPlan plan)
+    : env_(env), events_(events), ledger_(ledger), plan_(std::move(plan)) {}
+
+AttemptSupervisor::~AttemptSupervisor() = default;
+
+void AttemptSupervisor::Message(const std::string& line) {
+  if (plan_.messages) plan_.messages(line);
+}
+
+AttemptEnd AttemptSupervisor::Run() {
+  State s;
+  Start(s);
+  Watch(s);
+  return Decide(s);
+}
+
+FailureRecord AttemptSupervisor::RecordFor(State& s, int task,
+                                           const std::string& reason,
+                                           absl::Time when, int code) {
+  const AttemptPlan::Task& planned = plan_.tasks[task];
+  FailureRecord r;
+  r.task = planned.options.spec.Name();
+  r.job_task = planned.job_task;
+  r.reason = reason;
+  r.code = code != 0 ? code : 1;
+  r.when = when;
+  const std::string on_host = plan_.host.empty() ? "" : " on " + plan_.host;
+  if (task < static_cast<int>(s.running.size())) {
+    TaskProcess& p = *s.running[task].process;
+    r.where = absl::StrCat("pid ", p.pid(), on_host);
+    r.after_start = when - p.started();
+    r.log_path = p.log_path();
+    r.tail = p.Tail();
+  } else {
+    r.where = plan_.host.empty() ? "on this machine" : "on " + plan_.host;
+  }
+  return r;
+}
+
+void AttemptSupervisor::Start(State& s) {
+  const int attempt = plan_.attempt;
+  for (int i = 0; i < static_cast<int>(plan_.tasks.size()); ++i) {
+    TaskProcess::Options o = plan_.tasks[i].options;
+    o.on_exit = [events = events_, attempt, i](ExitInfo exit, absl::Time when) {
+      events->TaskExited(attempt, i, exit, when);
+    };
+    absl::StatusOr<std::unique_ptr<TaskProcess>> process =
+        TaskProcess::Start(env_, std::move(o));
+    if (!process.ok()) {
+      s.spawn_error =
+          Annotate(process.status(), absl::StrCat("of attempt ", attempt));
+      ledger_->RecordFailure(RecordFor(
+          s, i, absl::StrCat("could not start: ", process.status().message()),
+          env_->Now(), 1));
+      return;
+    }
+    s.running.push_back({std::move(process).value(), false});
+  }
+  if (plan_.announce) {
+    Message(absl::StrCat(
+        "attempt ", attempt, ": started ",
+        absl::StrJoin(s.running, ", ",
+                      [](std::string* out, const State::Running& r) {
+                        absl::StrAppend(out, r.process->spec().Name(), " (pid ",
+                                        r.process->pid(), ")");
+                      }),
+        plan_.host.empty() ? "" : " on " + plan_.host, "; logs in ",
+        plan_.log_dir));
+  }
+}
+
+void AttemptSupervisor::Watch(State& s) {
+  s.next_progress = env_->Now();
+  const int started = static_cast<int>(s.running.size());
+  while (!(s.exited == started && (s.verdict.has_value() || s.lost))) {
+    absl::Time deadline = s.kill_at;
+    if (plan_.progress_interval != absl::InfiniteDuration()) {
+      deadline = std::min(deadline, s.next_progress);
+    }
+    std::deque<AttemptEvents::Event> batch = events_->Wait(deadline);
+    for (AttemptEvents::Event& e : batch) Handle(s, e);
+    if (!s.verdict.has_value()) {
+      s.verdict = ledger_->Verdict();
+      if (s.verdict.has_value()) {
+        if (!s.verdict->succeeded && plan_.on_failure) {
+          plan_.on_failure(s.verdict->failure);
+        }
+        // A success leaves only ps tasks running: they are stopped too.
+        BeginStop(s);
+      }
+    }
+    Tick(s, env_->Now());
+  }
+}
+
+void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
+  using Event = AttemptEvents::Event;
+  switch (e.kind) {
+    case Event::kExit:
+      // Attempts never overlap (each ends when its tasks have exited), but
+      // the rule stands: an older attempt's event changes nothing.
+      if (e.attempt == plan_.attempt) OnExit(s, e.task, e.exit, e.when);
+      return;
+    case Event::kTaskFailed: {
+      if (e.attempt != plan_.attempt || s.stopping) return;
+      // Where the service saw it fail, told with what this launcher knows
+      // of the task (pid, log, last lines).
+      FailureRecord r = e.record;
+      for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
+        if (plan_.tasks[i].job_task == r.job_task) {
+          r = RecordFor(s, i, e.record.reason, e.record.when, e.record.code);
+        }
+      }
+      ledger_->RecordFailure(r);
+      return;
+    }
+    case Event::kChanged:
+      return;  // the verdict is read after every batch
+    case Event::kLost:
+      if (!s.lost) {
+        s.lost = true;
+        s.lost_error = e.error;
+        BeginStop(s);
+      }
+      return;
+    case Event::kStop: {
+      if (s.interrupted_here) return;
+      s.interrupted_here = true;
+      Message(absl::StrCat("interrupted: stopping every task of attempt ",
+                           plan_.attempt));
+      if (!s.lost && !plan_.tasks.empty()) {
+        FailureRecord r = RecordFor(
+            s, 0, "was interrupted: its launcher got SIGINT or SIGTERM",
+            env_->Now(), 130);
+        r.where = plan_.host.empty() ? "on this machine" : "on " + plan_.host;
+        r.tail.clear();
+        r.log_path.clear();
+        r.interrupted = true;
+        ledger_->RecordFailure(r);
+      }
+      BeginStop(s);
+      return;
+    }
+  }
+}
+
+void AttemptSupervisor::OnExit(State& s, int task, const ExitInfo& exit,
+                               absl::Time when) {
+  State::Running& r = s.running[task];
+  if (r.exited) return;
+  r.exited = true;
+  ++s.exited;
+  const TaskProcess& p = *r.process;
+  if (exit.ok()) {
+    if (p.spec().job == "ps" || s.lost) return;
+    ++s.done;
+    // Without this record nobody learns that the task finished and the
+    // job would wait for it forever: when it cannot be written, the
+    // attempt fails instead.
+    absl::Status recorded = ledger_->RecordDone(plan_.tasks[task].job_task);
+    if (!recorded.ok()) {
+      ledger_->RecordFailure(RecordFor(
+          s, task,
+          absl::StrCat("finished, but its launcher could not record that: ",
+                       recorded.message()),
+          env_->Now(), 1));
+    }
+    return;
+  }
+  // Exits after the verdict (often caused by the stop) change nothing.
+  if (s.stopping || s.lost) return;
+  // The record carries the last lines: read what is left in the pipe.
+  r.process->Finish(env_->Now() + kDrain);
+  ledger_->RecordFailure(
+      RecordFor(s, task, exit.Describe(), when, exit.ShellCode()));
+}
+
+void AttemptSupervisor::BeginStop(State& s) {
+  if (s.stopping) return;
+  s.stopping = true;
+  std::optional<int> root;
+  if (s.verdict.has_value() && !s.verdict->succeeded) {
+    root = s.verdict->failure.job_task;
+  }
+  for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
+    if (s.running[i].exited) continue;
+    ++s.stopped_running;
+    if (root != plan_.tasks[i].job_task) ++s.stopped_others;
+    s.running[i].process->SignalGroup(SIGTERM);
+  }
+  s.kill_at = env_->Now() + plan_.stop_grace;
+}
+
+void AttemptSupervisor::Tick(State& s, absl::Time now) {
+  if (s.stopping && !s.killed && now >= s.kill_at) {
+    for (State::Running& r : s.running) {
+      if (!r.exited) r.process->SignalGroup(SIGKILL);
+    }
+    s.killed = true;
+    s.kill_at = absl::InfiniteFuture();
+  }
+  if (plan_.progress_interval == absl::InfiniteDuration() ||
+      now < s.next_progress) {
+    return;
+  }
+  s.next_progress = now + plan_.progress_interval;
+  const int up = static_cast<int>(s.running.size()) - s.exited;
+  const std::string line = absl::StrCat(
+      "attempt ", plan_.attempt, ": ", up, "/", plan_.job_size, " task(s) up, ",
+      plan_.waiting_at_barrier ? plan_.waiting_at_barrier() : 0,
+      " waiting at a barrier, ", s.done, " done");
+  if (line != s.last_progress && up > 0) {
+    Message(line);
+    s.last_progress = line;
+  }
+}
+
+AttemptEnd AttemptSupervisor::Decide(State& s) {
+  const absl::Time drain_until = env_->Now() + kDrain;
+  for (State::Running& r : s.running) r.process->Finish(drain_until);
+  AttemptEnd end;
+  end.spawn_error = s.spawn_error;
+  end.stopped_running = s.stopped_running;
+  end.stopped_others = s.stopped_others;
+  if (s.lost) {
+    end.outcome = AttemptEnd::Outcome::kLost;
+    end.lost = s.lost_error;
+    return end;
+  }
+  if (s.verdict->succeeded) {
+    end.outcome = AttemptEnd::Outcome::kSucceeded;
+    return end;
+  }
+  end.failure = s.verdict->failure;
+  // An interrupted launcher ends the job, whichever failure came first.
+  end.outcome = s.interrupted_here || end.failure.interrupted
+                    ? AttemptEnd::Outcome::kStopped
+                    : AttemptEnd::Outcome::kFailed;
+  return end;
+}
+
+// --- GangRestartPolicy -----------------------------------------------------
+
+RestartPolicy::Decision GangRestartPolicy::Decide(const AttemptEnd& end) {
+  if (end.outcome != AttemptEnd::Outcome::kFailed) return Decision::kFinish;
+  if (restarts_ >= max_restarts_) return Decision::kGiveUp;
+  ++restarts_;
+  return Decision::kRestart;
+}
+
+std::string GangRestartPolicy::RestartMessage(int next_attempt) const {
+  return absl::StrCat("restarting the whole gang as attempt ", next_attempt,
+                      " (", restarts_left(), " restart(s) left after this)");
+}
+
+}  // namespace cohort::launch

@@ -1,0 +1,194 @@
+// The attempt supervisor both launchers run: `cohort launch -n N` (one
+// launcher, every task of the job) and `cohort launch --engine ...` (one
+// launcher per task). One attempt goes through four steps on one state:
+//
+//   start   spawn this launcher's tasks (a task that cannot start fails the
+//           attempt, naming it);
+//   watch   wait for what changes the attempt: a task's exit, a failure the
+//           coordination service saw, the verdict in the ledger, a stop
+//           request, the loss of the control plane; record what this
+//           launcher's tasks did in the ledger (attempt_ledger.h);
+//   stop    once the verdict is in (or the launcher is stopped or lost),
+//           SIGTERM every task still running, SIGKILL after the grace;
+//   decide  how the attempt ended (AttemptEnd), and, across attempts, the
+//           restart policy says whether another one starts.
+//
+//   AttemptEvents events(env);                  // for the whole run
+//   LocalAttemptLedger ledger(must_finish, [&] { events.Changed(); });
+//   AttemptPlan plan = ...;                     // tasks, grace, sinks
+//   AttemptEnd end = AttemptSupervisor(env, &events, &ledger, plan).Run();
+//
+// Thread safety: AttemptEvents is thread-safe (tasks' threads, the
+// coordination service's callbacks, signal threads and ledgers feed it);
+// an AttemptSupervisor runs on one thread.
+#ifndef COHORT_LAUNCH_ATTEMPT_SUPERVISOR_H_
+#define COHORT_LAUNCH_ATTEMPT_SUPERVISOR_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cohort/base/env.h"
+#include "cohort/launch/attempt_ledger.h"
+#include "cohort/launch/process.h"
+#include "cohort/launch/task_process.h"
+
+namespace cohort::launch {
+
+// What wakes an attempt's watch step. One per launcher, for its whole run:
+// a stop request made between attempts is seen by the next one.
+class AttemptEvents {
+ public:
+  explicit AttemptEvents(Env* env) : env_(env) {}
+
+  // Task `task` (index in the attempt's plan) of `attempt` exited.
+  void TaskExited(int attempt, int task, ExitInfo exit, absl::Time when);
+  // Something outside the task's process failed it (the coordination
+  // service after lost heartbeats or a reported error).
+  void TaskFailed(int attempt, FailureRecord record);
+  // The ledger's verdict may have changed.
+  void Changed();
+  // The launcher lost its control plane: `error` says how.
+  void ControlPlaneLost(const absl::Status& error);
+  // SIGINT/SIGTERM: stop every task, no restart. Never blocks.
+  void Stop();
+  bool stop_requested();
+  // Blocks until `done` is true (its writer then calls Changed()) or a stop
+  // was requested that no attempt has acted on yet; returns whether such a
+  // stop is pending. For the waits between attempts (the launchers'
+  // start and end barriers).
+  bool AwaitStopOr(const std::atomic<bool>& done);
+
+ private:
+  friend class AttemptSupervisor;
+  struct Event {
+    enum Kind { kExit, kTaskFailed, kChanged, kLost, kStop } kind;
+    int attempt = 0;
+    int task = 0;
+    ExitInfo exit;
+    absl::Time when;
+    FailureRecord record;
+    absl::Status error;
+  };
+  void Push(Event e);
+  // The events since the last call, once there is one or at `deadline`.
+  std::deque<Event> Wait(absl::Time deadline);
+
+  Env* const env_;
+  absl::Mutex mu_;
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_taken_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+struct AttemptPlan {
+  int attempt = 0;
+  struct Task {
+    int job_task = 0;  // index among the job's tasks (FailureRecord)
+    // on_exit is the supervisor's; the rest is the launcher's.
+    TaskProcess::Options options;
+  };
+  std::vector<Task> tasks;
+  int job_size = 0;  // tasks of the whole job, for the progress line
+  std::string host;  // where the tasks run, named in records; empty: here
+  std::string log_dir;
+  // Say which tasks started (pids, log directory).
+  bool announce = true;
+  absl::Duration stop_grace = absl::Seconds(5);
+  // A "k/N task(s) up, W waiting at a barrier, D done" line at most this
+  // often, when it changed; InfiniteDuration: none.
+  absl::Duration progress_interval = absl::InfiniteDuration();
+  std::function<int()> waiting_at_barrier;  // for the progress line
+  std::function<void(const std::string&)> messages;
+  // Runs once, on the supervisor's thread, when the attempt's failure is
+  // first known, before any task is stopped (the launcher clears the
+  // attempt's barriers so tasks waiting there learn why).
+  std::function<void(const FailureRecord&)> on_failure;
+};
+
+struct AttemptEnd {
+  enum class Outcome { kSucceeded, kFailed, kStopped, kLost };
+  Outcome outcome = Outcome::kFailed;
+  // kFailed, kStopped: the attempt's first failure, possibly of another
+  // launcher's task.
+  FailureRecord failure;
+  // A task of this launcher could not be started (it is also the failure).
+  absl::Status spawn_error;
+  absl::Status lost;  // kLost: how the control plane was lost
+  // This launcher's tasks that were still running when it stopped them;
+  // `stopped_others` leaves out the failed task itself (a task the
+  // coordination service failed can still be running).
+  int stopped_running = 0;
+  int stopped_others = 0;
+};
+
+class AttemptSupervisor {
+ public:
+  // `events` and `ledger` must outlive Run().
+  AttemptSupervisor(Env* env, AttemptEvents* events, AttemptLedger* ledger,
+                    AttemptPlan plan);
+  ~AttemptSupervisor();
+  AttemptSupervisor(const AttemptSupervisor&) = delete;
+  AttemptSupervisor& operator=(const AttemptSupervisor&) = delete;
+
+  // Runs the attempt to its end: every task of this launcher has exited and
+  // the verdict is known (or the control plane was lost). Blocks.
+  AttemptEnd Run();
+
+ private:
+  struct State;
+  void Start(State& s);
+  void Watch(State& s);
+  void Handle(State& s, AttemptEvents::Event& e);
+  void OnExit(State& s, int task, const ExitInfo& exit, absl::Time when);
+  void BeginStop(State& s);
+  void Tick(State& s, absl::Time now);
+  AttemptEnd Decide(State& s);
+  // A record naming plan task `task` of this launcher.
+  FailureRecord RecordFor(State& s, int task, const std::string& reason,
+                          absl::Time when, int code);
+  void Message(const std::string& line);
+
+  Env* const env_;
+  AttemptEvents* const events_;
+  AttemptLedger* const ledger_;
+  const AttemptPlan plan_;
+};
+
+// Across attempts: whether a finished attempt is followed by another.
+class RestartPolicy {
+ public:
+  enum class Decision { kFinish, kRestart, kGiveUp };
+  virtual ~RestartPolicy() = default;
+  virtual Decision Decide(const AttemptEnd& end) = 0;
+  // What the launcher says when it restarts ("restarting the whole gang as
+  // attempt 2 (1 restart(s) left after this)").
+  virtual std::string RestartMessage(int next_attempt) const = 0;
+  virtual int restarts_left() const = 0;
+};
+
+// Spark's barrier-stage rule: any failure restarts every task of the job,
+// up to `max_restarts` times; a stop or a lost control plane never does.
+class GangRestartPolicy : public RestartPolicy {
+ public:
+  explicit GangRestartPolicy(int max_restarts) : max_restarts_(max_restarts) {}
+  Decision Decide(const AttemptEnd& end) override;
+  std::string RestartMessage(int next_attempt) const override;
+  int restarts_left() const override { return max_restarts_ - restarts_; }
+
+ private:
+  const int max_restarts_;
+  int restarts_ = 0;
+};
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_LAUNCH_ATTEMPT_SUPERVISOR_H_

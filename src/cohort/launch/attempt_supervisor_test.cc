@@ -1,0 +1,364 @@
+// The attempt supervisor's rules, one at a time: the ledgers' first writer
+// wins, the restart policy, and one attempt of real /bin/sh tasks under the
+// supervisor (exits, a failure the service saw, a stop, a lost control
+// plane, a program that cannot start). The launchers' end-to-end behaviour
+// is in launcher_test.cc and cluster_launcher_test.cc.
+#include "cohort/launch/attempt_supervisor.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cohort/coord/in_process_cluster.h"
+#include "cohort/launch/task_failure_watch.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::launch {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Outcome = AttemptEnd::Outcome;
+
+FailureRecord Failure(const std::string& task, int job_task, int code) {
+  FailureRecord r;
+  r.task = task;
+  r.job_task = job_task;
+  r.reason = absl::StrCat("exited with code ", code);
+  r.code = code;
+  return r;
+}
+
+// --- Ledgers --------------------------------------------------------------
+
+// Spark #28: two failures of one attempt are one failure: the first.
+TEST(LocalAttemptLedgerTest, TheFirstFailureIsTheVerdict) {
+  int changes = 0;
+  LocalAttemptLedger ledger(2, [&] { ++changes; });
+  EXPECT_FALSE(ledger.Verdict().has_value());
+  ledger.RecordFailure(Failure("worker:1", 1, 3));
+  ledger.RecordFailure(Failure("worker:0", 0, 4));
+  ASSERT_TRUE(ledger.Verdict().has_value());
+  EXPECT_FALSE(ledger.Verdict()->succeeded);
+  EXPECT_EQ(ledger.Verdict()->failure.task, "worker:1");
+  EXPECT_EQ(ledger.Verdict()->failure.code, 3);
+  EXPECT_EQ(changes, 1);
+}
+
+TEST(LocalAttemptLedgerTest, SuccessNeedsEveryTaskThatMustFinishOnce) {
+  int changes = 0;
+  LocalAttemptLedger ledger(2, [&] { ++changes; });
+  ASSERT_TRUE(ledger.RecordDone(0).ok());
+  ASSERT_TRUE(ledger.RecordDone(0).ok());  // the same task twice is once
+  EXPECT_FALSE(ledger.Verdict().has_value());
+  ASSERT_TRUE(ledger.RecordDone(1).ok());
+  ASSERT_TRUE(ledger.Verdict().has_value());
+  EXPECT_TRUE(ledger.Verdict()->succeeded);
+  // A failure after the verdict (the ps stopped by it) changes nothing.
+  ledger.RecordFailure(Failure("ps:0", 2, 143));
+  EXPECT_TRUE(ledger.Verdict()->succeeded);
+  EXPECT_EQ(changes, 1);
+}
+
+TEST(FailureRecordTest, RoundTripsAndBoundsWhatItReads) {
+  FailureRecord r = Failure("worker:1", 1, 3);
+  r.where = "pid 12 on node-1";
+  r.tail = {"a", "b", "c"};
+  r.after_start = absl::Milliseconds(1500);
+  FailureRecord back = FailureRecord::Decode(r.Encode(), 2, 2);
+  EXPECT_EQ(back.task, "worker:1");
+  EXPECT_EQ(back.job_task, 1);
+  EXPECT_EQ(back.where, "pid 12 on node-1");
+  EXPECT_EQ(back.code, 3);
+  EXPECT_EQ(back.after_start, absl::Milliseconds(1500));
+  EXPECT_THAT(back.tail, ElementsAre("a", "b"));  // at most tail_lines
+  // Written by any token holder: out-of-range fields are bounded.
+  FailureRecord hostile = FailureRecord::Decode(
+      R"({"task":"x","job_task":99,"code":0,"tail":"no"})", 2, 10);
+  EXPECT_EQ(hostile.job_task, 0);
+  EXPECT_EQ(hostile.code, 1);  // a failed job never exits 0
+  EXPECT_TRUE(hostile.tail.empty());
+  EXPECT_THAT(FailureRecord::Decode("not json", 2, 10).reason,
+              HasSubstr("unreadable"));
+}
+
+class ControlPlaneLedgerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coord::CoordinationServiceOptions so;
+    so.jobs = {{"launcher", 2}};
+    absl::StatusOr<std::unique_ptr<coord::InProcessCluster>> cluster =
+        coord::InProcessCluster::Create(so);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(cluster).value();
+    for (int k = 0; k < 2; ++k) {
+      coord::CoordinationAgentOptions ao;
+      ao.task = {"launcher", k};
+      absl::StatusOr<std::unique_ptr<coord::CoordinationAgent>> agent =
+          cluster_->NewAgent(ao);
+      ASSERT_TRUE(agent.ok()) << agent.status();
+      agents_.push_back(std::move(agent).value());
+      ASSERT_TRUE(agents_.back()->Connect().ok());
+    }
+  }
+
+  std::unique_ptr<ControlPlaneLedger> Ledger(int k, int must_finish) {
+    ControlPlaneLedger::Options o;
+    o.agent = agents_[k].get();
+    o.attempt = 4;
+    o.num_tasks = 2;
+    o.must_finish = must_finish;
+    o.changed = [this, k] {
+      absl::MutexLock lock(&mu_);
+      ++changes_[k];
+    };
+    o.messages = [](const std::string&) {};
+    return std::make_unique<ControlPlaneLedger>(std::move(o));
+  }
+  // Waits (on the ledger's own watch, no polling) for ledger k's change.
+  void AwaitChange(int k) {
+    absl::MutexLock lock(&mu_);
+    auto changed = [this, k]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return changes_[k] > 0;
+    };
+    ASSERT_TRUE(
+        mu_.AwaitWithTimeout(absl::Condition(&changed), absl::Seconds(30)))
+        << "ledger " << k << " never saw the verdict";
+  }
+
+  std::unique_ptr<coord::InProcessCluster> cluster_;
+  std::vector<std::unique_ptr<coord::CoordinationAgent>> agents_;
+  absl::Mutex mu_;
+  int changes_[2] ABSL_GUARDED_BY(mu_) = {0, 0};
+};
+
+TEST_F(ControlPlaneLedgerTest, EveryLauncherSeesTheFirstFailure) {
+  auto a = Ledger(0, 2);
+  auto b = Ledger(1, 2);
+  b->RecordFailure(Failure("worker:1", 1, 3));
+  a->RecordFailure(Failure("worker:0", 0, 4));  // second: loses
+  AwaitChange(0);
+  AwaitChange(1);
+  for (auto* l : {a.get(), b.get()}) {
+    ASSERT_TRUE(l->Verdict().has_value());
+    EXPECT_FALSE(l->Verdict()->succeeded);
+    EXPECT_EQ(l->Verdict()->failure.task, "worker:1");
+    EXPECT_EQ(l->Verdict()->failure.code, 3);
+  }
+  EXPECT_THAT(
+      *agents_[0]->TryGetKeyValue(ControlPlaneLedger::Key(4, "verdict")),
+      HasSubstr("worker:1"));
+}
+
+TEST_F(ControlPlaneLedgerTest, TheLastDoneRecordMakesTheSuccess) {
+  auto a = Ledger(0, 2);
+  auto b = Ledger(1, 2);
+  ASSERT_TRUE(a->RecordDone(0).ok());
+  // Not yet: only one of two is done, and no verdict key exists.
+  EXPECT_TRUE(absl::IsNotFound(
+      agents_[0]
+          ->TryGetKeyValue(ControlPlaneLedger::Key(4, "verdict"))
+          .status()));
+  ASSERT_TRUE(b->RecordDone(1).ok());
+  AwaitChange(0);
+  AwaitChange(1);
+  EXPECT_TRUE(a->Verdict()->succeeded);
+  EXPECT_TRUE(b->Verdict()->succeeded);
+  // A failure after the success is not the verdict.
+  a->RecordFailure(Failure("ps:0", 1, 143));
+  EXPECT_EQ(*agents_[0]->TryGetKeyValue(ControlPlaneLedger::Key(4, "verdict")),
+            "succeeded");
+}
+
+// --- Restart policy ---------------------------------------------------------
+
+TEST(GangRestartPolicyTest, RestartsFailuresWhileRestartsRemain) {
+  GangRestartPolicy policy(1);
+  AttemptEnd failed;
+  failed.outcome = Outcome::kFailed;
+  EXPECT_EQ(policy.Decide(failed), RestartPolicy::Decision::kRestart);
+  EXPECT_EQ(policy.RestartMessage(1),
+            "restarting the whole gang as attempt 1 (0 restart(s) left after "
+            "this)");
+  EXPECT_EQ(policy.Decide(failed), RestartPolicy::Decision::kGiveUp);
+}
+
+TEST(GangRestartPolicyTest, StopsAndLossesAndSuccessesNeverRestart) {
+  GangRestartPolicy policy(5);
+  for (Outcome o : {Outcome::kSucceeded, Outcome::kStopped, Outcome::kLost}) {
+    AttemptEnd end;
+    end.outcome = o;
+    EXPECT_EQ(policy.Decide(end), RestartPolicy::Decision::kFinish);
+  }
+  EXPECT_EQ(policy.restarts_left(), 5);
+}
+
+// --- One attempt of real processes ----------------------------------------
+
+class AttemptSupervisorTest : public ::testing::Test {
+ protected:
+  // One /bin/sh task per script; the first `must_finish` are workers, the
+  // rest ps.
+  AttemptPlan Plan(const std::vector<std::string>& scripts, int attempt = 0) {
+    AttemptPlan plan;
+    plan.attempt = attempt;
+    plan.job_size = static_cast<int>(scripts.size());
+    plan.announce = false;
+    plan.stop_grace = absl::Seconds(30);  // SIGTERM is enough for sh
+    plan.messages = [this](const std::string& line) {
+      absl::MutexLock lock(&mu_);
+      messages_ += line + "\n";
+    };
+    for (int i = 0; i < static_cast<int>(scripts.size()); ++i) {
+      AttemptPlan::Task t;
+      t.job_task = i;
+      t.options.spec = {"worker", i};
+      t.options.command = {"/bin/sh", "-c", scripts[i]};
+      t.options.env = {"PATH=/usr/bin:/bin"};
+      t.options.output = [](const std::string&) {};
+      t.options.messages = [](const std::string&) {};
+      plan.tasks.push_back(std::move(t));
+    }
+    return plan;
+  }
+  AttemptEnd Run(AttemptPlan plan, int must_finish) {
+    LocalAttemptLedger ledger(must_finish, [this] { events_.Changed(); });
+    return AttemptSupervisor(Env::Default(), &events_, &ledger, std::move(plan))
+        .Run();
+  }
+
+  AttemptEvents events_{Env::Default()};
+  absl::Mutex mu_;
+  std::string messages_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(AttemptSupervisorTest, EveryTaskExitingZeroIsASuccess) {
+  AttemptEnd end = Run(Plan({"exit 0", "exit 0"}), 2);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(end.stopped_running, 0);
+}
+
+// The failing task is the verdict; the sleeping one is stopped by SIGTERM,
+// and its own non-zero exit (caused by the stop) is not a second failure.
+TEST_F(AttemptSupervisorTest, AFailureStopsTheOthersAndIsTheOnlyFailure) {
+  AttemptEnd end = Run(Plan({"exec sleep 60", "echo last words; exit 3"}), 2);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_EQ(end.failure.task, "worker:1");
+  EXPECT_EQ(end.failure.reason, "exited with code 3");
+  EXPECT_EQ(end.failure.code, 3);
+  EXPECT_THAT(end.failure.where, HasSubstr("pid "));
+  EXPECT_THAT(end.failure.tail, ElementsAre("last words"));
+  EXPECT_EQ(end.stopped_running, 1);
+  EXPECT_EQ(end.stopped_others, 1);
+}
+
+// Spark #29: an event of an earlier attempt never fails the current one.
+TEST_F(AttemptSupervisorTest, AnEarlierAttemptsExitIsIgnored) {
+  events_.TaskExited(/*attempt=*/0, 0, ExitInfo{false, 3}, absl::Now());
+  AttemptEnd end = Run(Plan({"exit 0"}, /*attempt=*/1), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+}
+
+// Only chief/worker/evaluator tasks make the success; a ps still running is
+// then stopped, and its SIGTERM exit is not a failure.
+TEST_F(AttemptSupervisorTest, PsTasksAreStoppedOnceTheGangSucceeds) {
+  AttemptPlan plan = Plan({"exit 0", "exec sleep 60"});
+  plan.tasks[1].options.spec = {"ps", 0};
+  AttemptEnd end = Run(std::move(plan), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+}
+
+TEST_F(AttemptSupervisorTest, AStopEndsTheAttemptAsInterrupted) {
+  events_.Stop();
+  AttemptEnd end = Run(Plan({"exec sleep 60"}), 1);
+  EXPECT_EQ(end.outcome, Outcome::kStopped);
+  EXPECT_TRUE(end.failure.interrupted);
+  EXPECT_EQ(end.failure.code, 130);
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_, HasSubstr("interrupted: stopping every task"));
+}
+
+// A failure the coordination service saw is told with what the supervisor
+// knows of the task: its pid and log.
+TEST_F(AttemptSupervisorTest, AFailureTheServiceSawNamesTheTask) {
+  FailureRecord seen;
+  seen.task = "worker:0";
+  seen.job_task = 0;
+  seen.reason = "was failed by the coordination service: no heartbeat";
+  events_.TaskFailed(0, seen);
+  AttemptEnd end = Run(Plan({"exec sleep 60"}), 1);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_EQ(end.failure.reason, seen.reason);
+  EXPECT_THAT(end.failure.where, HasSubstr("pid "));
+  // It was still running: stopped, but not one of the "others".
+  EXPECT_EQ(end.stopped_running, 1);
+  EXPECT_EQ(end.stopped_others, 0);
+}
+
+TEST_F(AttemptSupervisorTest, ALostControlPlaneStopsTheTasks) {
+  events_.ControlPlaneLost(absl::UnavailableError("task 0's launcher died"));
+  AttemptEnd end = Run(Plan({"exec sleep 60"}), 1);
+  EXPECT_EQ(end.outcome, Outcome::kLost);
+  EXPECT_THAT(end.lost.message(), HasSubstr("task 0's launcher died"));
+  EXPECT_EQ(end.stopped_running, 1);
+}
+
+TEST_F(AttemptSupervisorTest, AProgramThatCannotStartFailsTheAttempt) {
+  AttemptPlan plan = Plan({"exec sleep 60", "exit 0"});
+  plan.tasks[1].options.command = {"/nonexistent/cohort-test-program"};
+  AttemptEnd end = Run(std::move(plan), 2);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_TRUE(absl::IsNotFound(end.spawn_error)) << end.spawn_error;
+  EXPECT_EQ(end.failure.task, "worker:1");
+  EXPECT_THAT(end.failure.reason, HasSubstr("could not start"));
+  EXPECT_EQ(end.stopped_running, 1);  // worker:0 had started
+}
+
+// --- The service's failures reach the attempt -------------------------------
+
+TEST(TaskFailureWatchTest, AFailureTheServiceSeesEndsTheAttempt) {
+  coord::CoordinationServiceOptions so;
+  so.jobs = {{"worker", 2}};
+  auto cluster = coord::InProcessCluster::Create(so);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  AttemptEvents events(Env::Default());
+  std::vector<TaskSpec> tasks = {{"worker", 0}, {"worker", 1}};
+  TaskFailureWatch watch((*cluster)->service(), tasks, {"h0", "h1"}, 7,
+                         &events);
+  coord::CoordinationAgentOptions ao;
+  ao.task = {"worker", 1};
+  auto agent = (*cluster)->NewAgent(ao);
+  ASSERT_TRUE(agent.ok());
+  ASSERT_TRUE((*agent)->Connect().ok());
+  ASSERT_TRUE((*agent)->ReportError(absl::InternalError("disk full")).ok());
+  // The watch answered on the change, so the failure is queued: an attempt
+  // whose only task sleeps must end with it.
+  LocalAttemptLedger ledger(2, [&] { events.Changed(); });
+  AttemptPlan plan;
+  plan.attempt = 7;
+  plan.announce = false;
+  AttemptPlan::Task t;
+  t.job_task = 1;
+  t.options.spec = {"worker", 1};
+  t.options.command = {"/bin/sh", "-c", "exec sleep 60"};
+  t.options.env = {"PATH=/usr/bin:/bin"};
+  t.options.output = [](const std::string&) {};
+  t.options.messages = [](const std::string&) {};
+  plan.tasks.push_back(std::move(t));
+  AttemptEnd end =
+      AttemptSupervisor(Env::Default(), &events, &ledger, std::move(plan))
+          .Run();
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_EQ(end.failure.task, "worker:1");
+  EXPECT_THAT(end.failure.reason,
+              HasSubstr("was failed by the coordination service"));
+  EXPECT_THAT(end.failure.reason, HasSubstr("disk full"));
+}
+
+}  // namespace
+}  // namespace cohort::launch
