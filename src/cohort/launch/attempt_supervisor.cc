@@ -1,6 +1,7 @@
 #include "cohort/launch/attempt_supervisor.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <optional>
@@ -86,6 +87,28 @@ std::deque<AttemptEvents::Event> AttemptEvents::Wait(absl::Time deadline) {
 }
 
 // --- AttemptSupervisor -----------------------------------------------------
+
+AttemptPlan::Task PlanTask(TaskEnvironmentInputs inputs,
+                           const std::vector<std::string>& command,
+                           const std::string& log_dir, int tail_lines,
+                           std::function<void(const std::string&)> output,
+                           std::function<void(const std::string&)> messages) {
+  const TaskSpec& spec = inputs.tasks[inputs.task];
+  const std::string stem = absl::StrCat(log_dir, "/", spec.job, "-", spec.index,
+                                        ".attempt-", inputs.attempt);
+  inputs.epoch_file = stem + ".epoch";
+  unlink(inputs.epoch_file.c_str());
+  AttemptPlan::Task task;
+  task.job_task = inputs.task;
+  task.options.spec = spec;
+  task.options.command = command;
+  task.options.env = EnvironmentWith(TaskEnvironment(inputs));
+  task.options.log_path = stem + ".log";
+  task.options.tail_lines = tail_lines;
+  task.options.output = std::move(output);
+  task.options.messages = std::move(messages);
+  return task;
+}
 
 struct AttemptSupervisor::State {
   struct Running {

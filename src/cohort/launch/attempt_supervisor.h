@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 #include "cohort/launch/attempt_ledger.h"
+#include "cohort/launch/job_plan.h"
 #include "cohort/launch/process.h"
 #include "cohort/launch/task_process.h"
 
@@ -113,6 +114,16 @@ struct AttemptPlan {
   // attempt's barriers so tasks waiting there learn why).
   std::function<void(const FailureRecord&)> on_failure;
 };
+
+// The plan entry both launchers make for job task `inputs.task`: its
+// environment (TaskEnvironment), its log <log_dir>/<job>-<index>.attempt-<A>
+// .log, and a fresh epoch file beside it (a reused --log-dir starts at epoch
+// 0).
+AttemptPlan::Task PlanTask(TaskEnvironmentInputs inputs,
+                           const std::vector<std::string>& command,
+                           const std::string& log_dir, int tail_lines,
+                           std::function<void(const std::string&)> output,
+                           std::function<void(const std::string&)> messages);
 
 struct AttemptEnd {
   enum class Outcome { kSucceeded, kFailed, kStopped, kLost };

@@ -340,10 +340,6 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   }
   if (!inputs.ok()) return inputs.status();
 
-  const std::string stem = absl::StrCat(result.log_dir, "/", spec.job, "-",
-                                        spec.index, ".attempt-", attempt);
-  inputs->epoch_file = stem + ".epoch";
-  unlink(inputs->epoch_file.c_str());  // a reused --log-dir starts at epoch 0
   AttemptPlan plan;
   plan.attempt = attempt;
   plan.job_size = e.count;
@@ -354,28 +350,13 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   plan.messages = [this](const std::string& line) { Message(line); };
   std::string barrier_failure;
   if (me == 0) {
-    plan.on_failure = [&](const FailureRecord& failure) {
-      std::optional<barrier::GangSnapshot> gang =
-          coordinator->Snapshot(kStageId, attempt);
-      if (gang.has_value() && !gang->failure.ok()) {
-        barrier_failure = absl::StrCat("barrier: ", gang->failure.message());
-      }
-      // Tasks waiting at a barrier learn why the attempt ended.
-      coordinator->ClearStage(
-          kStageId, attempt,
-          absl::StrCat("task ", failure.task, " ", failure.reason));
-    };
+    plan.on_failure =
+        GangFailureHook(coordinator.get(), attempt, &barrier_failure);
   }
-  AttemptPlan::Task task;
-  task.job_task = me;
-  task.options.spec = spec;
-  task.options.command = options.command;
-  task.options.env = EnvironmentWith(TaskEnvironment(*inputs));
-  task.options.log_path = stem + ".log";
-  task.options.tail_lines = options.summary_lines;
-  task.options.output = [this](const std::string& line) { Output(line); };
-  task.options.messages = [this](const std::string& line) { Message(line); };
-  plan.tasks.push_back(std::move(task));
+  plan.tasks.push_back(PlanTask(
+      *std::move(inputs), options.command, result.log_dir,
+      options.summary_lines, [this](const std::string& line) { Output(line); },
+      [this](const std::string& line) { Message(line); }));
 
   ControlPlaneLedger::Options lo;
   lo.agent = agent.get();

@@ -7,8 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/launch/job_plan.h"
 
 namespace cohort::launch {
 namespace {
@@ -90,6 +92,23 @@ std::vector<std::string> FailureSummaryLines(const FailureReport& r) {
   lines.push_back(absl::StrCat("stopped ", r.stopped_others,
                                " other task(s) of attempt ", r.attempt));
   return lines;
+}
+
+std::function<void(const FailureRecord&)> GangFailureHook(
+    barrier::BarrierCoordinator* coordinator, int attempt,
+    std::string* barrier_failure) {
+  return [=](const FailureRecord& failure) {
+    std::optional<barrier::GangSnapshot> gang =
+        coordinator->Snapshot(kStageId, attempt);
+    if (gang.has_value() && !gang->failure.ok()) {
+      *barrier_failure = absl::StrCat("barrier: ", gang->failure.message());
+    }
+    coordinator->ClearStage(
+        kStageId, attempt,
+        failure.interrupted
+            ? std::string("the launcher was interrupted")
+            : absl::StrCat("task ", failure.task, " ", failure.reason));
+  };
 }
 
 }  // namespace cohort::launch

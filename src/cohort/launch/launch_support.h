@@ -1,6 +1,6 @@
 // Files and messages both launchers (launcher.h, cluster_launcher.h) write:
-// the log directory, private files (the job token), and the root-cause
-// summary of a failed attempt.
+// the log directory, private files (the job token), the root-cause summary
+// of a failed attempt, and what a failure tells the gang's barriers.
 #ifndef COHORT_LAUNCH_LAUNCH_SUPPORT_H_
 #define COHORT_LAUNCH_LAUNCH_SUPPORT_H_
 
@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cohort/barrier/barrier_coordinator.h"
+#include "cohort/launch/attempt_ledger.h"
 
 namespace cohort::launch {
 
@@ -49,6 +51,15 @@ struct FailureReport {
 // The summary's lines, first "attempt A failed: task T (WHERE) REASON at
 // TIME, D after it started", last "stopped N other task(s) of attempt A".
 std::vector<std::string> FailureSummaryLines(const FailureReport& report);
+
+// The attempt supervisor's on_failure hook for a launcher that serves the
+// job's barriers: keeps the gang's own barrier failure, if any, for the
+// summary ("barrier: ..." into `*barrier_failure`), then clears the
+// attempt's stage so tasks waiting at a barrier learn why the attempt ended.
+// `coordinator` and `barrier_failure` must outlive the hook.
+std::function<void(const FailureRecord&)> GangFailureHook(
+    barrier::BarrierCoordinator* coordinator, int attempt,
+    std::string* barrier_failure);
 
 }  // namespace cohort::launch
 

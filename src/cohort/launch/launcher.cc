@@ -142,35 +142,14 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   };
   plan.messages = [this](const std::string& line) { Message(line); };
   std::string barrier_failure;
-  plan.on_failure = [&](const FailureRecord& failure) {
-    std::optional<GangSnapshot> gang = coordinator->Snapshot(kStageId, attempt);
-    if (gang.has_value() && !gang->failure.ok()) {
-      barrier_failure = absl::StrCat("barrier: ", gang->failure.message());
-    }
-    // Tasks waiting at a barrier learn why the attempt ended.
-    coordinator->ClearStage(
-        kStageId, attempt,
-        failure.interrupted
-            ? std::string("the launcher was interrupted")
-            : absl::StrCat("task ", failure.task, " ", failure.reason));
-  };
+  plan.on_failure =
+      GangFailureHook(coordinator.get(), attempt, &barrier_failure);
   for (int i = 0; i < static_cast<int>(tasks.size()); ++i) {
-    const TaskSpec& spec = tasks[i];
-    const std::string stem = absl::StrCat(result.log_dir, "/", spec.job, "-",
-                                          spec.index, ".attempt-", attempt);
     inputs.task = i;
-    inputs.epoch_file = stem + ".epoch";
-    unlink(inputs.epoch_file.c_str());  // a reused --log-dir starts at epoch 0
-    AttemptPlan::Task task;
-    task.job_task = i;
-    task.options.spec = spec;
-    task.options.command = options.command;
-    task.options.env = EnvironmentWith(TaskEnvironment(inputs));
-    task.options.log_path = stem + ".log";
-    task.options.tail_lines = options.summary_lines;
-    task.options.output = [this](const std::string& line) { Output(line); };
-    task.options.messages = [this](const std::string& line) { Message(line); };
-    plan.tasks.push_back(std::move(task));
+    plan.tasks.push_back(PlanTask(
+        inputs, options.command, result.log_dir, options.summary_lines,
+        [this](const std::string& line) { Output(line); },
+        [this](const std::string& line) { Message(line); }));
   }
 
   LocalAttemptLedger ledger(must_finish, [this] { events.Changed(); });
