@@ -7,19 +7,19 @@
 #ifndef COHORT_BENCH_COORD_CHILD_CLIENTS_H_
 #define COHORT_BENCH_COORD_CHILD_CLIENTS_H_
 
-#include <sys/types.h>
-
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "cohort/base/json.h"
+#include "cohort/base/subprocess.h"
 
 namespace cohort::bench {
 
+// Move-only: owns the process (killed if the spawning thread ends).
 struct Child {
-  pid_t pid = -1;
-  int out_fd = -1;
+  std::unique_ptr<Subprocess> process;
 };
 
 // Starts `/proc/self/exe bench coord ARGS` with COHORT_JOB_TOKEN=`token`.

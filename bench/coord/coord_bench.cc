@@ -258,7 +258,7 @@ absl::StatusOr<std::vector<Json>> RunClients(
                   {"--coordinator", target, "--task", std::to_string(i)});
       auto child = SpawnChild(args, b.security.job_token);
       if (child.ok()) {
-        children.push_back(*child);
+        children.push_back(*std::move(child));
       } else {
         first = child.status();
         server.Stop();
@@ -502,7 +502,7 @@ absl::Status BenchRegisterSimulated(Bench& b, int n, int rep) {
          std::to_string(f.cpu_window_s + 2)},
         b.security.job_token);
     if (child.ok()) {
-      children.push_back(*child);
+      children.push_back(*std::move(child));
     } else {
       fail(child.status());
     }

@@ -1,44 +1,28 @@
 #include "tests/coord/test_process.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
 
-extern char** environ;
-
 namespace cohort::testing {
 
 TestProcess::TestProcess(const std::vector<std::string>& argv) {
-  int in[2], out[2];
-  if (pipe(in) != 0 || pipe(out) != 0) std::abort();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, in[1]);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  std::vector<std::string> copy = argv;
-  std::vector<char*> args;
-  for (auto& a : copy) args.push_back(a.data());
-  args.push_back(nullptr);
-  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) !=
-      0) {
-    std::cerr << "cannot start " << argv[0] << "\n";
+  Subprocess::SpawnOptions options;
+  options.stderr_to = Subprocess::Stderr::kInherit;  // in the test's log
+  options.input_pipe = true;
+  auto spawned = Subprocess::Spawn(argv, EnvironmentWith({}), options);
+  if (!spawned.ok()) {
+    std::cerr << spawned.status() << "\n";
     std::abort();
   }
-  posix_spawn_file_actions_destroy(&actions);
-  close(in[0]);
-  close(out[1]);
-  stdin_fd_ = in[1];
-  stdout_fd_ = out[0];
+  process_ = *std::move(spawned);
+  pid_ = process_->pid();
+  stdout_fd_ = process_->output_fd();
 }
 
 TestProcess::~TestProcess() {
@@ -47,37 +31,24 @@ TestProcess::~TestProcess() {
     Kill9();
     Wait(absl::Seconds(5));
   }
-  if (stdout_fd_ >= 0) close(stdout_fd_);
 }
 
-void TestProcess::CloseStdin() {
-  if (stdin_fd_ >= 0) {
-    close(stdin_fd_);
-    stdin_fd_ = -1;
-  }
-}
+void TestProcess::CloseStdin() { process_->CloseInput(); }
 
 void TestProcess::Kill9() {
-  if (!exited_ && pid_ > 0) kill(pid_, SIGKILL);
+  if (!exited_) process_->SignalGroup(SIGKILL);
 }
 
 void TestProcess::Terminate() {
-  if (!exited_ && pid_ > 0) kill(pid_, SIGTERM);
+  if (!exited_) kill(pid_, SIGTERM);
 }
 
 int TestProcess::Wait(absl::Duration timeout) {
-  if (exited_) return 0;
-  const absl::Time end = absl::Now() + timeout;
-  int status = 0;
-  while (true) {
-    pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      exited_ = true;
-      return status;
-    }
-    if (absl::Now() >= end) return -1;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  std::optional<ExitInfo> exit = process_->WaitFor(timeout);
+  if (!exit.has_value()) return -1;
+  exited_ = true;
+  // The wait status the callers decode with WIFEXITED and friends.
+  return exit->signaled ? exit->value : (exit->value & 0xff) << 8;
 }
 
 bool TestProcess::SawLineContaining(const std::string& needle) const {
@@ -113,8 +84,7 @@ std::string TestProcess::WaitForLine(const std::string& needle,
     char buf[4096];
     ssize_t n = read(stdout_fd_, buf, sizeof(buf));
     if (n <= 0) {
-      close(stdout_fd_);
-      stdout_fd_ = -1;
+      stdout_fd_ = -1;  // at EOF; the Subprocess closes the pipe
       continue;
     }
     buffer_.append(buf, n);

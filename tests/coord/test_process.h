@@ -13,14 +13,17 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cohort/base/subprocess.h"
 
 namespace cohort::testing {
 
-// A child process whose stdin and stdout are pipes to this process.
-// Thread-compatible.
+// A child process whose stdin and stdout are pipes to this process (a
+// Subprocess: its own process group, killed if the test thread ends; stderr
+// goes to the test's). Thread-compatible.
 class TestProcess {
  public:
-  // Starts argv[0] with argv. Aborts the test binary on failure (a bug).
+  // Starts argv[0] (a path, or searched in PATH) with argv. Aborts the test
+  // binary on failure (a bug).
   explicit TestProcess(const std::vector<std::string>& argv);
   // Closes stdin, waits up to 5 s for exit, then kills it.
   ~TestProcess();
@@ -41,13 +44,13 @@ class TestProcess {
   void Kill9();
   // Sends SIGTERM.
   void Terminate();
-  // Waits for exit; returns the wait status or -1 on timeout.
+  // Waits for exit; returns the wait status (WIFEXITED...) or -1 on timeout.
   int Wait(absl::Duration timeout = absl::Seconds(10));
 
  private:
+  std::unique_ptr<Subprocess> process_;
   pid_t pid_ = -1;
-  int stdin_fd_ = -1;
-  int stdout_fd_ = -1;
+  int stdout_fd_ = -1;  // process_'s, or -1 once at EOF
   bool exited_ = false;
   std::string buffer_;
   std::vector<std::string> lines_;

@@ -65,8 +65,9 @@ struct ChildArgs {
   // /bin/sh, a slot for the path, then argv[1...]: for files without "#!".
   char** sh_argv;
   int output_fd;
-  bool discard_stderr;  // stderr to /dev/null instead of the pipe
-  int status_fd;        // the child writes errno here when it cannot exec
+  int stderr_mode;  // a Subprocess::Stderr
+  int input_fd;     // the stdin pipe's read end, or -1 for /dev/null
+  int status_fd;    // the child writes errno here when it cannot exec
   pid_t launcher;
 };
 
@@ -136,15 +137,24 @@ COHORT_CHILD_CODE bool MoveFd(long from, long to) {
               nullptr, 8L) != 0) {
     ChildFails(a, errno);
   }
-  // stdin from /dev/null; stdout and stderr (unless discarded: then
-  // /dev/null too) into the pipe.
+  // stdin from the input pipe or /dev/null; stdout into the output pipe;
+  // stderr as asked (the output pipe, /dev/null, or left as it is). The
+  // pipe ends in the parent all have O_CLOEXEC, so they are no more than
+  // the fds 0 to 2 are made of.
   const long null_fd = syscall(SYS_openat, static_cast<long>(AT_FDCWD),
                                "/dev/null", static_cast<long>(O_RDWR));
-  if (null_fd < 0 || !MoveFd(null_fd, 0)) ChildFails(a, errno);
-  // stderr first: should /dev/null have opened as 1, moving the pipe onto 1
-  // would close it.
-  if (!MoveFd(a.discard_stderr ? null_fd : a.output_fd, 2) ||
-      !MoveFd(a.output_fd, 1)) {
+  if (null_fd < 0) ChildFails(a, errno);
+  const int mode = a.stderr_mode;
+  if (mode != static_cast<int>(Subprocess::Stderr::kInherit)) {
+    // stderr first: should /dev/null have opened as 1, moving the pipe
+    // onto 1 would close it.
+    const long err = mode == static_cast<int>(Subprocess::Stderr::kDiscard)
+                         ? null_fd
+                         : a.output_fd;
+    if (!MoveFd(err, 2)) ChildFails(a, errno);
+  }
+  if (!MoveFd(a.output_fd, 1)) ChildFails(a, errno);
+  if (!MoveFd(a.input_fd >= 0 ? a.input_fd : null_fd, 0)) {
     ChildFails(a, errno);
   }
   if (null_fd > 2) syscall(SYS_close, null_fd);
@@ -173,7 +183,7 @@ COHORT_CHILD_CODE bool MoveFd(long from, long to) {
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
     const std::vector<std::string>& argv, const std::vector<std::string>& env,
-    Stderr stderr_to) {
+    const SpawnOptions& options) {
   if (argv.empty()) {
     return absl::InvalidArgumentError("cannot spawn an empty command");
   }
@@ -188,23 +198,28 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   std::vector<char*> c_sh_argv = CStrings(sh_args);
 
   // `out` carries the program's output; `status` its exec error, closed
-  // unread by a good exec.
-  int out[2], status[2];
+  // unread by a good exec; `in`, when asked for, its input.
+  int out[2], status[2], in[2] = {-1, -1};
   if (pipe2(out, O_CLOEXEC) != 0) {
     return absl::InternalError(
         absl::StrCat("pipe for ", argv[0], " failed: ", strerror(errno)));
   }
-  if (pipe2(status, O_CLOEXEC) != 0) {
+  if (pipe2(status, O_CLOEXEC) != 0 ||
+      (options.input_pipe && pipe2(in, O_CLOEXEC) != 0)) {
     const int e = errno;
-    close(out[0]);
-    close(out[1]);
+    for (int fd : {out[0], out[1], status[0], status[1]}) close(fd);
     return absl::InternalError(
         absl::StrCat("pipe for ", argv[0], " failed: ", strerror(e)));
   }
-  const ChildArgs child{
-      c_candidates.data(), c_argv.data(), c_env.data(),
-      c_sh_argv.data(),    out[1],        stderr_to == Stderr::kDiscard,
-      status[1],           getpid()};
+  const ChildArgs child{c_candidates.data(),
+                        c_argv.data(),
+                        c_env.data(),
+                        c_sh_argv.data(),
+                        out[1],
+                        static_cast<int>(options.stderr_to),
+                        in[0],
+                        status[1],
+                        getpid()};
   // No handler of this process may run in the child before exec: every
   // signal stays blocked until the child has reset them.
   sigset_t all, old;
@@ -218,6 +233,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   close(out[1]);
   close(status[1]);
+  if (in[0] >= 0) close(in[0]);
   int error = 0;
   if (pid < 0) {
     error = fork_errno;
@@ -235,24 +251,69 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
   close(status[0]);
   if (error != 0) {
     close(out[0]);
+    if (in[1] >= 0) close(in[1]);
     const std::string msg =
         absl::StrCat("cannot start ", argv[0], ": ", strerror(error),
                      "; check the program path and PATH");
     if (error == ENOENT) return absl::NotFoundError(msg);
     return absl::InternalError(msg);
   }
-  return std::unique_ptr<Subprocess>(new Subprocess(pid, out[0]));
+  return std::unique_ptr<Subprocess>(new Subprocess(pid, out[0], in[1]));
 }
 
-Subprocess::~Subprocess() { close(output_fd_); }
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(
+    const std::vector<std::string>& argv, const std::vector<std::string>& env,
+    Stderr stderr_to) {
+  SpawnOptions options;
+  options.stderr_to = stderr_to;
+  return Spawn(argv, env, options);
+}
+
+Subprocess::~Subprocess() {
+  close(output_fd_);
+  CloseInput();
+}
+
+void Subprocess::CloseInput() {
+  if (input_fd_ >= 0) close(input_fd_);
+  input_fd_ = -1;
+}
+
+namespace {
+
+ExitInfo FromWaitStatus(int status) {
+  if (WIFSIGNALED(status)) return ExitInfo{true, WTERMSIG(status)};
+  return ExitInfo{false, WEXITSTATUS(status)};
+}
+
+}  // namespace
 
 ExitInfo Subprocess::Wait() {
+  if (exit_.has_value()) return *exit_;
   int status = 0;
   while (waitpid(pid_, &status, 0) < 0) {
     if (errno != EINTR) return ExitInfo{false, 255};
   }
-  if (WIFSIGNALED(status)) return ExitInfo{true, WTERMSIG(status)};
-  return ExitInfo{false, WEXITSTATUS(status)};
+  exit_ = FromWaitStatus(status);
+  return *exit_;
+}
+
+std::optional<ExitInfo> Subprocess::WaitFor(absl::Duration timeout) {
+  if (exit_.has_value()) return exit_;
+  // Polled: waitpid has no timeout, and a SIGCHLD handler would be
+  // process-wide state. 2 ms steps cost nothing next to a process's life.
+  const absl::Time end = absl::Now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_ = FromWaitStatus(status);
+      return exit_;
+    }
+    if (r < 0 && errno != EINTR) return ExitInfo{false, 255};
+    if (absl::Now() >= end) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
 }
 
 void Subprocess::SignalGroup(int sig) { kill(-pid_, sig); }

@@ -11,7 +11,8 @@
 // launcher's name for it, launch/process.h, forwards here.
 //
 // Thread safety: a Subprocess may be signalled from any thread while another
-// thread waits for it; Wait() must be called by one thread only. RunProgram
+// thread waits for it; Wait(), WaitFor() and CloseInput() must be called by
+// one thread only. RunProgram
 // may be called from any thread.
 #ifndef COHORT_BASE_SUBPROCESS_H_
 #define COHORT_BASE_SUBPROCESS_H_
@@ -49,11 +50,20 @@ class Subprocess {
   enum class Stderr {
     kIntoOutput,  // the same pipe as stdout, interleaved as written
     kDiscard,     // /dev/null: only stdout is read (a tool's answer)
+    kInherit,     // this process's stderr (a helper's diagnostics)
+  };
+
+  struct SpawnOptions {
+    Stderr stderr_to = Stderr::kIntoOutput;
+    // Gives the program a pipe as stdin, written through input_fd(), instead
+    // of /dev/null (a helper that runs until its input closes).
+    bool input_pipe = false;
   };
 
   // Starts argv[0] (searched in PATH) with exactly `env` ("KEY=VALUE") as its
-  // environment, in a new process group, stdin from /dev/null, stdout (and
-  // stderr, as `stderr_to` says) into a pipe whose read end is output_fd().
+  // environment, in a new process group, stdin from /dev/null (or the input
+  // pipe), stdout (and stderr, as options.stderr_to says) into a pipe whose
+  // read end is output_fd().
   // Handled signals and SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT and SIGCHLD
   // start at their defaults (other ignored ones stay ignored) and none is
   // blocked. NotFound when the program does not exist, Internal on other
@@ -72,9 +82,12 @@ class Subprocess {
   // file without "#!"); no fork handler runs.
   static absl::StatusOr<std::unique_ptr<Subprocess>> Spawn(
       const std::vector<std::string>& argv, const std::vector<std::string>& env,
+      const SpawnOptions& options);
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Spawn(
+      const std::vector<std::string>& argv, const std::vector<std::string>& env,
       Stderr stderr_to = Stderr::kIntoOutput);
 
-  // Closes the pipe. Does not kill or wait for the process.
+  // Closes the pipes. Does not kill or wait for the process.
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
@@ -82,18 +95,29 @@ class Subprocess {
   pid_t pid() const { return pid_; }
   // Read end of the child's output pipe (owned by this object).
   int output_fd() const { return output_fd_; }
+  // Write end of the child's stdin pipe (owned by this object); -1 without
+  // SpawnOptions::input_pipe or after CloseInput().
+  int input_fd() const { return input_fd_; }
+  // Closes the stdin pipe: the program reads end of file.
+  void CloseInput();
 
-  // Blocks until the process exits and reaps it.
+  // Blocks until the process exits and reaps it. Once reaped, returns the
+  // same ExitInfo again.
   ExitInfo Wait();
+  // Waits at most `timeout`: how it ended, or nullopt while it still runs.
+  std::optional<ExitInfo> WaitFor(absl::Duration timeout);
 
   // Sends `sig` to the process group (the child and its descendants that
   // stayed in the group). Never blocks; harmless after the group is gone.
   void SignalGroup(int sig);
 
  private:
-  Subprocess(pid_t pid, int output_fd) : pid_(pid), output_fd_(output_fd) {}
+  Subprocess(pid_t pid, int output_fd, int input_fd)
+      : pid_(pid), output_fd_(output_fd), input_fd_(input_fd) {}
   const pid_t pid_;
   const int output_fd_;
+  int input_fd_;
+  std::optional<ExitInfo> exit_;  // once reaped
 };
 
 // The current process's environment as "KEY=VALUE" strings, with the

@@ -240,6 +240,39 @@ TEST(SubprocessTest, SignalGroupReachesTheProgramsChildren) {
   unlink(pid_file.c_str());
 }
 
+// With an input pipe the program reads what is written and then end of
+// file; WaitFor gives nothing while it still runs (here it cannot end
+// before its input closes) and the exit after.
+TEST(SubprocessTest, InputPipeFeedsStdinAndWaitForTimesOut) {
+  Subprocess::SpawnOptions options;
+  options.input_pipe = true;
+  auto p = Subprocess::Spawn(
+      {"sh", "-c", "read line; echo got $line; cat >/dev/null; echo eof"},
+      {"PATH=/usr/bin:/bin"}, options);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_GE((*p)->input_fd(), 0);
+  const std::string line = "hello\n";
+  ASSERT_EQ(write((*p)->input_fd(), line.data(), line.size()),
+            static_cast<ssize_t>(line.size()));
+  EXPECT_FALSE((*p)->WaitFor(absl::Milliseconds(20)).has_value());
+  (*p)->CloseInput();
+  EXPECT_EQ((*p)->input_fd(), -1);
+  EXPECT_EQ(ReadAll(**p), "got hello\neof\n");
+  const std::optional<ExitInfo> exit = (*p)->WaitFor(absl::Seconds(30));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->ok());
+  EXPECT_TRUE((*p)->Wait().ok());  // reaped once, reported again
+}
+
+TEST(SubprocessTest, WithoutAnInputPipeStdinIsEmpty) {
+  auto p =
+      Subprocess::Spawn({"sh", "-c", "cat; echo done"}, {"PATH=/usr/bin:/bin"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->input_fd(), -1);
+  EXPECT_EQ(ReadAll(**p), "done\n");
+  EXPECT_TRUE((*p)->Wait().ok());
+}
+
 // RunProgram: the output of a program that exits 0, and for every other
 // ending a status that names the command and says how it ended.
 TEST(RunProgramTest, CollectsOutputOfASuccessfulRun) {
