@@ -39,15 +39,16 @@ BarrierCoordinator::BarrierCoordinator(Env* env, absl::Duration sync_timeout,
     : env_(env), sync_timeout_(sync_timeout), max_sync_bytes_(max_sync_bytes) {
   COHORT_CHECK(sync_timeout > absl::ZeroDuration())
       << "barrier sync timeout must be positive";
-  timer_thread_ = std::thread([this] { TimerLoop(); });
+  timer_ = std::make_unique<DeadlineTimer>(env);
 }
 
 BarrierCoordinator::~BarrierCoordinator() {
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
+    // From here no sync starts a timer, and a timeout that fires finds
+    // nothing to do.
     shutting_down_ = true;
-    ++timer_generation_;
     for (auto& [key, gang] : gangs_) {
       for (Pending& p : gang.requesters) {
         replies.emplace_back(
@@ -62,7 +63,8 @@ BarrierCoordinator::~BarrierCoordinator() {
     pending_.clear();
   }
   for (auto& [done, result] : replies) done(std::move(result));
-  timer_thread_.join();
+  // Joins the timer's thread: no timeout callback runs once this returns.
+  timer_.reset();
 }
 
 absl::Status BarrierCoordinator::OpenGang(int64_t stage_id, int stage_attempt,
@@ -105,6 +107,12 @@ uint64_t BarrierCoordinator::NewRequestId() {
   return next_request_id_++;
 }
 
+void BarrierCoordinator::CancelTimerLocked(Gang& gang) {
+  if (gang.timer != 0) timer_->Cancel(gang.timer);
+  gang.timer = 0;
+  gang.deadline = absl::InfiniteFuture();
+}
+
 void BarrierCoordinator::FailGangLocked(Gang& gang, const absl::Status& status,
                                         std::vector<Reply>& replies) {
   for (Pending& p : gang.requesters) {
@@ -115,7 +123,7 @@ void BarrierCoordinator::FailGangLocked(Gang& gang, const absl::Status& status,
   gang.methods.clear();
   std::fill(gang.messages.begin(), gang.messages.end(), std::string());
   gang.message_bytes = 0;
-  gang.deadline = absl::InfiniteFuture();
+  CancelTimerLocked(gang);
   gang.epoch = -1;
   gang.failure = status;
 }
@@ -186,7 +194,7 @@ void BarrierCoordinator::CompleteSyncLocked(Gang& gang,
   gang.methods.clear();
   std::fill(gang.messages.begin(), gang.messages.end(), std::string());
   gang.message_bytes = 0;
-  gang.deadline = absl::InfiniteFuture();
+  CancelTimerLocked(gang);
   ++gang.epoch;
 }
 
@@ -232,13 +240,12 @@ void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
         replies.emplace_back(std::move(done), status);
       } else {
         if (gang.requesters.empty()) {
+          // The sync's timeout, measured from its first request. The
+          // timer wakes its thread only when this deadline is its earliest,
+          // so the common path (a long timeout) costs no thread wake-up.
           gang.deadline = env_->Now() + sync_timeout_;
-          // Wake the timer thread only when it would sleep past this
-          // deadline (keeps the common path free of a thread wake-up).
-          if (gang.deadline < timer_wake_) {
-            timer_wake_ = gang.deadline;
-            ++timer_generation_;
-          }
+          gang.timer = timer_->Schedule(gang.deadline,
+                                        [this, key] { SyncTimedOut(key); });
         }
         gang.message_bytes += request.message.size();
         gang.messages[request.partition_id] = std::move(request.message);
@@ -319,50 +326,38 @@ std::optional<GangSnapshot> BarrierCoordinator::Snapshot(int64_t stage_id,
   return s;
 }
 
-void BarrierCoordinator::TimerLoop() {
-  while (true) {
-    std::vector<Reply> replies;
-    {
-      absl::MutexLock lock(&mu_);
-      if (shutting_down_) return;
-      absl::Time next = absl::InfiniteFuture();
-      for (const auto& [key, gang] : gangs_) {
-        next = std::min(next, gang.deadline);
-      }
-      timer_wake_ = next;
-      const uint64_t generation = timer_generation_;
-      auto changed = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return shutting_down_ || timer_generation_ != generation;
-      };
-      if (env_->AwaitWithDeadline(&mu_, absl::Condition(&changed), next)) {
-        continue;
-      }
-      // A deadline passed: fail every gang whose sync timed out.
-      const absl::Time now = env_->Now();
-      for (auto& [key, gang] : gangs_) {
-        if (gang.deadline > now) continue;
-        std::vector<bool> arrived(gang.num_tasks, false);
-        for (const Pending& p : gang.requesters) arrived[p.partition_id] = true;
-        std::vector<int> missing;
-        for (int i = 0; i < gang.num_tasks; ++i) {
-          if (!arrived[i]) missing.push_back(i);
-        }
-        const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
-            "The coordinator didn't get all barrier sync requests for barrier "
-            "epoch ",
-            gang.epoch, " from ", GangName(key.first, key.second), " within ",
-            FormatSeconds(sync_timeout_),
-            " second(s). Partitions that did not arrive: [",
-            absl::StrJoin(missing, ", "), "] of ", gang.num_tasks,
-            "; check that every task calls the same sequence of barrier()/"
-            "allGather() and that none is stuck or too slow (raise "
-            "--barrier-timeout)."));
-        COHORT_LOG(WARNING) << status.message();
-        FailGangLocked(gang, status, replies);
-      }
+void BarrierCoordinator::SyncTimedOut(GangKey key) {
+  std::vector<Reply> replies;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    auto it = gangs_.find(key);
+    // The gang closed, or its sync ended (and a later one, if any, is not
+    // due): nothing timed out. The entry of an ended sync is cancelled, but
+    // one may already have been taken to run.
+    if (it == gangs_.end() || it->second.deadline > env_->Now()) return;
+    Gang& gang = it->second;
+    gang.timer = 0;  // this entry has run
+    std::vector<bool> arrived(gang.num_tasks, false);
+    for (const Pending& p : gang.requesters) arrived[p.partition_id] = true;
+    std::vector<int> missing;
+    for (int i = 0; i < gang.num_tasks; ++i) {
+      if (!arrived[i]) missing.push_back(i);
     }
-    for (auto& [d, result] : replies) d(std::move(result));
+    const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
+        "The coordinator didn't get all barrier sync requests for barrier "
+        "epoch ",
+        gang.epoch, " from ", GangName(key.first, key.second), " within ",
+        FormatSeconds(sync_timeout_),
+        " second(s). Partitions that did not arrive: [",
+        absl::StrJoin(missing, ", "), "] of ", gang.num_tasks,
+        "; check that every task calls the same sequence of barrier()/"
+        "allGather() and that none is stuck or too slow (raise "
+        "--barrier-timeout)."));
+    COHORT_LOG(WARNING) << status.message();
+    FailGangLocked(gang, status, replies);
   }
+  for (auto& [d, result] : replies) d(std::move(result));
 }
 
 }  // namespace cohort::barrier

@@ -33,12 +33,14 @@
 //
 // Callbacks: Sync() takes a `done` callback that is called exactly once, on
 // the calling thread (when the request completes the sync or is rejected) or
-// on another request's thread, the timer thread, or a Cancel/ClearStage
+// on another request's thread, the timer's thread, or a Cancel/ClearStage
 // caller. `done` is never called with the coordinator's lock held, and must
 // not block (it typically finishes an RPC).
 //
-// Time: timers run on the injected Env's clock (FakeEnv in tests), through
-// one internal timer thread.
+// Time: each sync's timeout is one entry of the coordinator's DeadlineTimer
+// (base/deadline_timer.h), on the injected Env's clock (FakeEnv in tests): it
+// fires at the instant the deadline passes and is cancelled when the sync
+// ends another way.
 //
 // Thread safety: thread-safe.
 #ifndef COHORT_BARRIER_BARRIER_COORDINATOR_H_
@@ -47,10 +49,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -60,6 +62,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cohort/base/deadline_timer.h"
 #include "cohort/base/env.h"
 
 namespace cohort::barrier {
@@ -105,7 +108,8 @@ class BarrierCoordinator {
   // (Spark's spark.barrier.sync.timeout; its default is 365 days).
   BarrierCoordinator(Env* env, absl::Duration sync_timeout,
                      size_t max_sync_bytes = kDefaultMaxSyncBytes);
-  // Fails every pending request with Unavailable and joins the timer thread.
+  // Stops the timer (a timeout already firing finishes first), then fails
+  // every pending request with Unavailable.
   ~BarrierCoordinator();
 
   BarrierCoordinator(const BarrierCoordinator&) = delete;
@@ -174,6 +178,8 @@ class BarrierCoordinator {
     std::set<SyncMethod> methods;
     // When the current sync times out; InfiniteFuture when idle.
     absl::Time deadline = absl::InfiniteFuture();
+    // The timer entry of that deadline (0: none).
+    uint64_t timer = 0;
     // Bytes of `messages` together (bounded by max_sync_bytes_).
     size_t message_bytes = 0;
     // Set when the state was cleared; every later request fails with it.
@@ -195,7 +201,11 @@ class BarrierCoordinator {
   // epoch.
   void CompleteSyncLocked(Gang& gang, std::vector<Reply>& replies)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TimerLoop();
+  // Stops the gang's sync timer, if one runs.
+  void CancelTimerLocked(Gang& gang) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A sync timeout of gang `key` fired: fails the gang's current sync when
+  // its deadline has passed (a sync that ended meanwhile is left alone).
+  void SyncTimedOut(GangKey key);
 
   Env* const env_;
   const absl::Duration sync_timeout_;
@@ -206,13 +216,10 @@ class BarrierCoordinator {
   std::map<GangKey, Gang> gangs_ ABSL_GUARDED_BY(mu_);
   // request id -> gang, for Cancel().
   absl::flat_hash_map<uint64_t, GangKey> pending_ ABSL_GUARDED_BY(mu_);
-  // Bumped whenever a deadline is added, so the timer thread re-plans.
-  uint64_t timer_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  // When the timer thread plans to wake next.
-  absl::Time timer_wake_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
-  std::thread timer_thread_;
+  // Last: its thread runs SyncTimedOut, which needs everything above.
+  std::unique_ptr<DeadlineTimer> timer_;
 };
 
 }  // namespace cohort::barrier

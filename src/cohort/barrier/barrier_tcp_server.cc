@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<BarrierTcpServer>> BarrierTcpServer::Start(
   }
   options.identity = kBarrierTcpIdentity;
   absl::StatusOr<std::unique_ptr<rpc::FramedServer>> server =
-      rpc::FramedServer::Start(std::move(options), s.get());
+      rpc::FramedServer::Start(std::move(options), &s->handler_);
   if (!server.ok()) return server.status();
   s->server_ = std::move(server).value();
   return s;
@@ -28,7 +28,7 @@ BarrierTcpServer::~BarrierTcpServer() {
   server_.reset();
 }
 
-void BarrierTcpServer::OnRequest(
+void BarrierFramedHandler::OnRequest(
     const std::shared_ptr<rpc::FramedConnection>& c, std::string bytes) {
   cohort::BarrierSyncRequest proto;
   if (!proto.ParseFromString(bytes)) {
@@ -71,7 +71,7 @@ void BarrierTcpServer::OnRequest(
       });
 }
 
-void BarrierTcpServer::OnClose(
+void BarrierFramedHandler::OnClose(
     const std::shared_ptr<rpc::FramedConnection>& c) {
   uint64_t parked = 0;
   {

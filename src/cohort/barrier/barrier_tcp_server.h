@@ -18,6 +18,11 @@
 // connection (logged with the peer's address); other connections and the
 // job are untouched.
 //
+// BarrierFramedHandler is that protocol as a FramedServer handler, for a
+// server that serves more than the barrier coordinator (the job's
+// coordination server, barrier_control_plane.h); BarrierTcpServer is a
+// framed server of its own around one.
+//
 // Thread safety: thread-safe; the coordinator must outlive the server.
 #ifndef COHORT_BARRIER_BARRIER_TCP_SERVER_H_
 #define COHORT_BARRIER_BARRIER_TCP_SERVER_H_
@@ -39,30 +44,43 @@ namespace cohort::barrier {
 // barrier TCP server, which BarrierTaskContext clients expect.
 inline constexpr char kBarrierTcpIdentity[] = "barrier coordinator";
 
-class BarrierTcpServer : private rpc::FramedServer::Handler {
+// The protocol above on the connections a FramedServer hands it (those
+// whose handshake named kBarrierTcpIdentity). The coordinator must outlive
+// the handler, and the handler the server.
+class BarrierFramedHandler : public rpc::FramedServer::Handler {
+ public:
+  explicit BarrierFramedHandler(BarrierCoordinator* coordinator)
+      : coordinator_(coordinator) {}
+
+  void OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
+                 std::string request) override;
+  // Withdraws the connection's parked request from its sync.
+  void OnClose(const std::shared_ptr<rpc::FramedConnection>& c) override;
+
+ private:
+  BarrierCoordinator* const coordinator_;
+  absl::Mutex mu_;
+  // Connection id -> its parked request's id.
+  absl::flat_hash_map<uint64_t, uint64_t> parked_ ABSL_GUARDED_BY(mu_);
+};
+
+class BarrierTcpServer {
  public:
   // Listens on options.host:0 (options.job_token is required of clients).
   // Errors as rpc::FramedServer::Start.
   static absl::StatusOr<std::unique_ptr<BarrierTcpServer>> Start(
       BarrierCoordinator* coordinator, rpc::FramedServerOptions options);
   // Stops serving; parked requests are withdrawn from their syncs.
-  ~BarrierTcpServer() override;
+  ~BarrierTcpServer();
 
   // "host:port".
   const std::string& address() const { return server_->address(); }
 
  private:
   explicit BarrierTcpServer(BarrierCoordinator* coordinator)
-      : coordinator_(coordinator) {}
+      : handler_(coordinator) {}
 
-  void OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
-                 std::string request) override;
-  void OnClose(const std::shared_ptr<rpc::FramedConnection>& c) override;
-
-  BarrierCoordinator* const coordinator_;
-  absl::Mutex mu_;
-  // Connection id -> its parked request's id.
-  absl::flat_hash_map<uint64_t, uint64_t> parked_ ABSL_GUARDED_BY(mu_);
+  BarrierFramedHandler handler_;
   std::unique_ptr<rpc::FramedServer> server_;
 };
 

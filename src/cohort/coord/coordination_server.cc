@@ -19,8 +19,20 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
   server->service_ = std::move(*service);
   server->grpc_service_ = std::make_unique<GrpcCoordinationService>(
       server->service_.get(), options.security.job_token);
-  auto grpc_server = rpc::StartGrpcServer(
-      options.address, {server->grpc_service_.get()}, options.security);
+  // The job's other control-plane services share the gRPC server: same
+  // port, same credentials and token check.
+  server->extra_grpc_ = std::move(options.grpc_services);
+  server->extra_framed_ = std::move(options.framed_services);
+  std::vector<grpc::Service*> grpc_services = {server->grpc_service_.get()};
+  for (const std::shared_ptr<grpc::Service>& s : server->extra_grpc_) {
+    if (s == nullptr) {
+      return absl::InvalidArgumentError(
+          "CoordinationServerOptions.grpc_services holds a null service");
+    }
+    grpc_services.push_back(s.get());
+  }
+  auto grpc_server =
+      rpc::StartGrpcServer(options.address, grpc_services, options.security);
   if (!grpc_server.ok()) return grpc_server.status();
   server->server_ = std::move(grpc_server->server);
   server->port_ = grpc_server->port;
@@ -66,8 +78,14 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
             ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20)) / 2
             : 4096;
     framed.max_connections = std::max(64, std::min(4096, fd_room));
-    auto framed_server =
-        rpc::FramedServer::Start(framed, server->framed_service_.get());
+    // The other framed services share the listener, told apart by the
+    // identity each client proves in its handshake.
+    std::vector<rpc::FramedServer::Route> routes;
+    for (const FramedService& f : server->extra_framed_) {
+      routes.push_back({f.identity, f.handler.get()});
+    }
+    auto framed_server = rpc::FramedServer::Start(
+        framed, server->framed_service_.get(), std::move(routes));
     if (!framed_server.ok()) return framed_server.status();
     server->framed_server_ = std::move(*framed_server);
   }

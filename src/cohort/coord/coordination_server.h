@@ -11,12 +11,27 @@
 //   ...
 //   server->Stop();                               // or let it go out of scope
 //
+// Other services of the job's control plane (the barrier coordinator:
+// barrier/barrier_control_plane.h) ride on the same server: their gRPC
+// services are registered on its gRPC server and their framed handlers on
+// its framed listener, reached by the identity a client names in the framed
+// handshake (rpc/framed_server.h, "Several services, one port"). One
+// endpoint per transport, one job token, no extra listening socket.
+//
+// Why gRPC and the framed transport keep two ports: the framed handshake
+// starts with the server's greeting (its nonce), while a gRPC client starts
+// with its own preface. One port would have to wait on every connection to
+// see whether the client speaks first, charging each framed connect that
+// wait; two listeners of one server object cost one more port and nothing
+// per connection.
+//
 // Thread safety: thread-safe.
 #ifndef COHORT_COORD_COORDINATION_SERVER_H_
 #define COHORT_COORD_COORDINATION_SERVER_H_
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -27,6 +42,13 @@
 #include "cohort/rpc/transport.h"
 
 namespace cohort::coord {
+
+// A framed service served beside the coordination service on its framed
+// listener: connections whose handshake names `identity` go to `handler`.
+struct FramedService {
+  std::string identity;
+  std::shared_ptr<rpc::FramedServer::Handler> handler;
+};
 
 struct CoordinationServerOptions {
   // "host:port"; port 0 lets the OS choose (read it back with port()).
@@ -40,6 +62,17 @@ struct CoordinationServerOptions {
   // Where the framed endpoint listens ("host:port"); empty: `address`'s host
   // on a port the OS chooses.
   std::string framed_address;
+
+  // More services of the job on this server's endpoints. The server holds
+  // them until it is destroyed; whatever they point to must outlive it.
+  // gRPC services are registered before the server starts and see the same
+  // transport security (the server's token check runs before any handler;
+  // each service must still call rpc::CheckJobToken). Framed services need
+  // serve_framed (without TLS they are served, with TLS they are not, like
+  // the coordination service's own framed path); their identities must
+  // differ from kFramedCoordinationIdentity and each other.
+  std::vector<std::shared_ptr<grpc::Service>> grpc_services;
+  std::vector<FramedService> framed_services;
 };
 
 class CoordinationServer {
@@ -68,6 +101,10 @@ class CoordinationServer {
 
   std::string host_;
   int port_ = 0;
+  // The options' extra services: declared first, so released only after
+  // the servers that use them are gone.
+  std::vector<std::shared_ptr<grpc::Service>> extra_grpc_;
+  std::vector<FramedService> extra_framed_;
   std::unique_ptr<CoordinationService> service_;
   std::unique_ptr<GrpcCoordinationService> grpc_service_;
   std::unique_ptr<grpc::Server> server_;

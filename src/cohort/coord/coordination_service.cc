@@ -293,7 +293,7 @@ void CoordinationService::Stop() {
 // ---------------------------------------------------------------- membership
 
 void CoordinationService::ConnectLocked(const TaskId& task, Task& t,
-                                        uint64_t incarnation) {
+                                        uint64_t incarnation, Callbacks* out) {
   // A (re)connection starts the task afresh: a recoverable task that was in
   // error is healthy again, and ever_connected lets timeouts tell "never
   // registered" from "registered, then died".
@@ -306,6 +306,7 @@ void CoordinationService::ConnectLocked(const TaskId& task, Task& t,
   t.shut_down = false;
   t.heartbeat_timeout_error = false;
   ScheduleHeartbeatCheckLocked(task, t);
+  NotifyTaskLocked(task, t, out);
   COHORT_LOG(INFO) << "coordination: task " << task.ToString()
                    << " connected (incarnation " << incarnation << ")";
 }
@@ -366,6 +367,16 @@ void CoordinationService::RegisterTaskAsync(
     Task* t = FindTaskLocked(task);
     if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
       result = std::move(caller);
+    } else if (t->retired.count(incarnation) > 0) {
+      // A process of an attempt that ended (ResetForNextAttempt) still runs:
+      // it must not join the next attempt, whose peers never knew it.
+      result = Error(
+          absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("task ", task.ToString(), " incarnation ", incarnation,
+                       " belongs to an attempt of the job that has ended; "
+                       "this process should have been stopped (check that "
+                       "the launcher could kill it)"),
+          &task);
     } else if (t->state == TaskState::kConnected &&
                t->incarnation == incarnation) {
       // A retry of a registration that succeeded (its reply was lost):
@@ -393,7 +404,7 @@ void CoordinationService::RegisterTaskAsync(
                                       "belongs to the old one"))] { cb(e); });
           t->poll = nullptr;
         }
-        ConnectLocked(task, *t, incarnation);
+        ConnectLocked(task, *t, incarnation, &out);
         StateChangedLocked(&out);
         join_init_barrier = options_.register_with_barrier;
       } else {
@@ -415,7 +426,7 @@ void CoordinationService::RegisterTaskAsync(
       // (stalled, not dead) when the owner asks for that.
       if (t->recoverable || (options_.allow_new_incarnation_to_reconnect &&
                              t->heartbeat_timeout_error)) {
-        ConnectLocked(task, *t, incarnation);
+        ConnectLocked(task, *t, incarnation, &out);
         StateChangedLocked(&out);
         join_init_barrier = options_.register_with_barrier;
       } else {
@@ -428,7 +439,7 @@ void CoordinationService::RegisterTaskAsync(
             &task);
       }
     } else {
-      ConnectLocked(task, *t, incarnation);
+      ConnectLocked(task, *t, incarnation, &out);
       StateChangedLocked(&out);
       join_init_barrier = options_.register_with_barrier;
     }
@@ -520,6 +531,7 @@ void CoordinationService::DisconnectLocked(const TaskId& task, Task& t,
   t.state = TaskState::kDisconnected;
   t.shut_down = true;
   t.disconnect_time = env_->Now();
+  NotifyTaskLocked(task, t, out);
   LeaveBarriersLocked(task, t, "shut down", out);
   if (t.poll) {
     out->push_back([cb = std::move(t.poll),
@@ -653,6 +665,7 @@ absl::Status CoordinationService::ResetTask(const TaskId& task) {
       t->state = TaskState::kDisconnected;
       t->error = absl::OkStatus();
       t->disconnect_time = env_->Now();
+      NotifyTaskLocked(task, *t, &out);
       StateChangedLocked(&out);
     }
   }

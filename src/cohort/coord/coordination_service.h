@@ -29,12 +29,14 @@
 #define COHORT_COORD_COORDINATION_SERVICE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -42,8 +44,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cohort/base/deadline_timer.h"
 #include "cohort/base/env.h"
-#include "cohort/coord/deadline_timer.h"
 #include "cohort/coord/key_value_store.h"
 
 namespace cohort::coord {
@@ -245,6 +247,56 @@ class CoordinationService {
                           absl::Time deadline,
                           KeyValueStore::WatchCallback done);
 
+  // --- Attempts (in process only: no RPC reaches these) -------------------
+  // Ends the job's current attempt so that this service serves the next one:
+  // a launcher keeps one service (one endpoint, one token) for the whole job
+  // and starts every task afresh each attempt. In one step under the lock:
+  //   - every task goes to DISCONNECTED: its incarnation, error, heartbeat
+  //     timer and shutdown are forgotten, its parked error poll ends Aborted
+  //     naming `reason`, and the incarnation it had is retired, so that a
+  //     process of an ended attempt that registers again (one the launcher
+  //     failed to kill) is refused with FailedPrecondition instead of
+  //     joining the next attempt;
+  //   - the job's propagated error is forgotten: polls of the next attempt
+  //     do not learn the last attempt's failure;
+  //   - every barrier is forgotten (counters start at 0 again); open ones,
+  //     GetAliveTasks rounds and shutdown-barrier waits end Aborted naming
+  //     `reason`;
+  //   - every key except those under `keep_key_prefixes` (compared after
+  //     normalisation, e.g. "cohort/launch/") is deleted, with its watchers
+  //     told;
+  //   - the state version advances (job-state watchers answer) and every
+  //     task's new state goes to the task-state listeners.
+  // The service incarnation stays: clients keep their target and token.
+  // FailedPrecondition after Stop. The callbacks of the ended calls run on
+  // the caller's thread before this returns.
+  absl::Status ResetForNextAttempt(
+      const std::vector<std::string>& keep_key_prefixes,
+      absl::string_view reason);
+
+  // --- Task-state listeners (in process only) -----------------------------
+  // A listener is called with a task's new state after each of its
+  // transitions: connected (registered), error (reported, heartbeat
+  // timeout, a non-recoverable restart; a peer's failure reaching this task
+  // is not a transition of this task), disconnected (shutdown, ResetTask,
+  // ResetForNextAttempt).
+  // Calls come in the order the service made the transitions, one at a time
+  // per service, with no service lock held, on the thread whose call caused
+  // them (an RPC thread, the timer's thread for a heartbeat timeout, the
+  // caller of ResetForNextAttempt). So a listener must not block: it records
+  // or queues and returns (a launcher wakes its supervisor). It may call the
+  // service, also to change state: the transitions it causes are delivered
+  // after it returns, by the same thread.
+  using TaskStateListener = std::function<void(const TaskStateSnapshot&)>;
+  // Returns an id for RemoveTaskStateListener (never 0). Transitions before
+  // this call are not replayed: read GetTaskState after adding.
+  uint64_t AddTaskStateListener(TaskStateListener listener);
+  // Once this returns the listener is not running and never runs again
+  // (called from a listener, it returns at once; that listener's current
+  // call finishes). It waits for a delivery in progress, so the caller must
+  // not hold a lock that a listener takes. Unknown ids are ignored.
+  void RemoveTaskStateListener(uint64_t id);
+
  private:
   struct Task {
     TaskState state = TaskState::kDisconnected;
@@ -260,6 +312,8 @@ class CoordinationService {
     std::set<std::string> barriers;  // open barriers it is part of
     StatusCallback poll;
     uint64_t heartbeat_timer = 0;
+    // Incarnations of ended attempts (ResetForNextAttempt): refused.
+    std::set<uint64_t> retired;
   };
   struct Barrier {
     std::string id;
@@ -313,8 +367,15 @@ class CoordinationService {
 
   Task* FindTaskLocked(const TaskId& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsRecoverable(const TaskId& task) const;
-  void ConnectLocked(const TaskId& task, Task& t, uint64_t incarnation)
+  void ConnectLocked(const TaskId& task, Task& t, uint64_t incarnation,
+                     Callbacks* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the task's new state for the listeners, and its delivery on
+  // `out` (run after the lock is released).
+  void NotifyTaskLocked(const TaskId& task, const Task& t, Callbacks* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands queued task states to the listeners, unless another call on the
+  // stack or another thread is already doing so (it then delivers them).
+  void DeliverTaskStates();
   void ScheduleHeartbeatCheckLocked(const TaskId& task, Task& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the task to ERROR, fails its barriers and (unless recoverable)
@@ -340,7 +401,7 @@ class CoordinationService {
   void DisconnectLocked(const TaskId& task, Task& t, Callbacks* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatus JobStatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  TaskStateSnapshot SnapshotLocked(const TaskId& id, const Task& t)
+  TaskStateSnapshot SnapshotLocked(const TaskId& id, const Task& t) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::set<TaskId>> ResolveTasksLocked(
       const std::vector<TaskId>& tasks, const std::string& what)
@@ -365,6 +426,17 @@ class CoordinationService {
   std::map<TaskId, StatusCallback> shutdown_waiting_ ABSL_GUARDED_BY(mu_);
   absl::Time shutdown_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   uint64_t shutdown_timer_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Task-state listeners and the states not yet handed to them, in
+  // transition order (queued under mu_, then this lock).
+  absl::Mutex listen_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::map<uint64_t, std::shared_ptr<TaskStateListener>> listeners_
+      ABSL_GUARDED_BY(listen_mu_);
+  uint64_t next_listener_id_ ABSL_GUARDED_BY(listen_mu_) = 1;
+  std::deque<TaskStateSnapshot> task_states_ ABSL_GUARDED_BY(listen_mu_);
+  // Whether a thread is delivering (DeliverTaskStates), and which.
+  bool delivering_ ABSL_GUARDED_BY(listen_mu_) = false;
+  std::thread::id delivering_thread_ ABSL_GUARDED_BY(listen_mu_);
 
   // Last: destroyed (joined) first, so no timer callback outlives the state.
   std::unique_ptr<DeadlineTimer> timer_;

@@ -65,6 +65,7 @@ void CoordinationService::SetTaskErrorLocked(const TaskId& task, Task& t,
   t.error = error;
   t.error_time = env_->Now();
   t.heartbeat_timeout_error = false;
+  NotifyTaskLocked(task, t, out);
   LeaveBarriersLocked(task, t, absl::StrCat("failed: ", error.message()), out);
   if (t.poll) {
     out->push_back([cb = std::move(t.poll), error] { cb(error); });
@@ -145,7 +146,7 @@ void CoordinationService::PollForErrorAsync(const TaskId& task,
 }
 
 TaskStateSnapshot CoordinationService::SnapshotLocked(const TaskId& id,
-                                                      const Task& t) {
+                                                      const Task& t) const {
   TaskStateSnapshot s;
   s.task = id;
   s.state = t.state;

@@ -333,6 +333,44 @@ absl::Status KeyValueStore::Delete(absl::string_view raw_key,
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> KeyValueStore::DeleteAllExcept(
+    const std::vector<std::string>& keep) {
+  std::vector<std::string> kept;
+  for (const std::string& k : keep) kept.push_back(NormalizeKey(k));
+  // A kept prefix is a directory: "cohort/launch" keeps "cohort/launch/x",
+  // not "cohort/launcher".
+  auto is_kept = [&kept](const std::string& key) {
+    for (const std::string& k : kept) {
+      if (k.empty() || key == k ||
+          (absl::StartsWith(key, k) && key[k.size()] == '/')) {
+        return true;
+      }
+    }
+    return false;
+  };
+  Callbacks wake;
+  size_t deleted = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_.ok()) return closed_;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (is_kept(it->first)) {
+        ++it;
+        continue;
+      }
+      const std::string key = it->first;
+      total_bytes_ -= key.size() + it->second.value.size();
+      it = entries_.erase(it);
+      ++version_;
+      ++deleted;
+      RememberDeletionLocked(key);
+      CollectWakeupsLocked(key, &wake);
+    }
+  }
+  RunAll(wake);
+  return deleted;
+}
+
 uint64_t KeyValueStore::WatchAsync(absl::string_view raw_key,
                                    int64_t after_version, WatchCallback done) {
   const std::string key = NormalizeKey(raw_key);

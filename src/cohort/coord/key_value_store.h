@@ -107,6 +107,10 @@ class KeyValueStore {
   // Deletes `key` and, if `is_directory`, everything under "key/". OK when
   // nothing matched.
   absl::Status Delete(absl::string_view key, bool is_directory);
+  // Deletes every key except those equal to or under one of `keep` (each
+  // normalised; "" keeps everything), in one step: no call sees part of it.
+  // Watchers of the deleted keys are told. Returns how many keys went.
+  absl::StatusOr<size_t> DeleteAllExcept(const std::vector<std::string>& keep);
   // Calls `done` once the key's version exceeds `after_version` (inline if it
   // already does; then returns 0), else returns an id for ExpireWatch.
   uint64_t WatchAsync(absl::string_view key, int64_t after_version,

@@ -113,5 +113,33 @@ TEST(KeyValueStoreCloseTest, CloseAnswersParkedCallsAndRefusesEverything) {
   EXPECT_EQ(kv.size(), 1u) << "Close keeps the data; it only refuses calls";
 }
 
+TEST(KeyValueStoreDeleteAllExceptTest, KeepsOnlyTheKeptDirectories) {
+  KeyValueStore kv;
+  for (const char* key : {"cohort/launch", "cohort/launch/1/failed",
+                          "cohort/launcher", "app/step", "z"}) {
+    ASSERT_TRUE(kv.Insert(key, "v", false).ok()) << key;
+  }
+  std::optional<absl::StatusOr<KeyValueWatchResult>> watch;
+  // Parked until "app/step" changes.
+  ASSERT_NE(kv.WatchAsync("app/step", kv.version(), [&](auto r) { watch = r; }),
+            0u);
+  // The prefix is normalised, and is a directory: "cohort/launcher" goes.
+  absl::StatusOr<size_t> deleted = kv.DeleteAllExcept({"//cohort/launch/"});
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 3u);
+  auto left = kv.ListDir("");
+  ASSERT_TRUE(left.ok());
+  ASSERT_EQ(left->size(), 2u);
+  EXPECT_EQ((*left)[0].first, "cohort/launch");
+  EXPECT_EQ((*left)[1].first, "cohort/launch/1/failed");
+  ASSERT_TRUE(watch.has_value());
+  ASSERT_TRUE(watch->ok());
+  EXPECT_FALSE((*watch)->present);
+  // Nothing kept: everything goes; "" keeps everything.
+  EXPECT_EQ(*kv.DeleteAllExcept({""}), 0u);
+  EXPECT_EQ(*kv.DeleteAllExcept({}), 2u);
+  EXPECT_EQ(kv.size(), 0u);
+}
+
 }  // namespace
 }  // namespace cohort::coord

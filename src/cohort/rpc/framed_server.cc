@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -181,11 +182,27 @@ void FramedConnection::ConsumeLocked(size_t written) {
 
 // --- FramedServer ---------------------------------------------------------
 
-FramedServer::FramedServer(FramedServerOptions options, Handler* handler)
-    : options_(std::move(options)), handler_(handler) {}
+FramedServer::FramedServer(FramedServerOptions options, Handler* handler,
+                           std::vector<Route> routes)
+    : options_(std::move(options)), services_([&] {
+        std::vector<Route> services;
+        services.push_back(Route{options_.identity, handler});
+        for (Route& r : routes) services.push_back(std::move(r));
+        return services;
+      }()) {}
 
 absl::StatusOr<std::unique_ptr<FramedServer>> FramedServer::Start(
-    FramedServerOptions options, Handler* handler) {
+    FramedServerOptions options, Handler* handler, std::vector<Route> routes) {
+  // Identities must tell the services apart: the hello is all that chooses.
+  std::set<std::string> identities = {options.identity};
+  for (const Route& r : routes) {
+    if (r.handler == nullptr || !identities.insert(r.identity).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.name, ": the route for identity \"", r.identity, "\" ",
+          r.handler == nullptr ? "has no handler"
+                               : "repeats an identity this server serves"));
+    }
+  }
   if (options.job_token.empty() && !options.insecure &&
       !IsLoopbackHost(options.host)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -203,7 +220,7 @@ absl::StatusOr<std::unique_ptr<FramedServer>> FramedServer::Start(
                      "idle timeouts must be positive"));
   }
   std::unique_ptr<FramedServer> s(
-      new FramedServer(std::move(options), handler));
+      new FramedServer(std::move(options), handler, std::move(routes)));
   {
     absl::StatusOr<Listener> listener =
         ListenTcp(s->options_.host, s->options_.port);
@@ -478,10 +495,11 @@ bool FramedServer::ReadFrames(FramedConnection& c, std::string* ended) {
 bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
                                std::string payload, std::string* why) {
   if (c->authenticated_) {
-    handler_->OnRequest(c, std::move(payload));
+    services_[c->service_].handler->OnRequest(c, std::move(payload));
     return true;
   }
-  if (!VerifyHello(options_.job_token, c->nonce_, payload, options_.identity)) {
+  const Route* service = MatchHello(*c, payload);
+  if (service == nullptr) {
     std::string reply;
     AppendReplyFrame(&reply, absl::StatusCode::kUnauthenticated,
                      absl::StrCat(options_.name,
@@ -494,6 +512,7 @@ bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
     return false;
   }
   c->authenticated_ = true;
+  c->service_ = static_cast<size_t>(service - services_.data());
   --unauthenticated_;
   c->reader_.set_max_frame(options_.max_frame_bytes);
   // A client that checks the server gets the server's proof.
@@ -503,7 +522,7 @@ bool FramedServer::HandleFrame(const std::shared_ptr<FramedConnection>& c,
                    client_nonce.empty()
                        ? std::string()
                        : ServerProof(options_.job_token, c->nonce_,
-                                     client_nonce, options_.identity));
+                                     client_nonce, service->identity));
   c->Send(std::move(ok), FramedConnection::Payload());
   return true;
 }
@@ -534,7 +553,32 @@ void FramedServer::CloseConnection(const std::shared_ptr<FramedConnection>& c,
     c->out_bytes_ = 0;
   }
   unsent.clear();
-  if (c->authenticated_) handler_->OnClose(c);
+  if (c->authenticated_) services_[c->service_].handler->OnClose(c);
+}
+
+const FramedServer::Route* FramedServer::MatchHello(
+    const FramedConnection& c, absl::string_view hello) const {
+  if (!options_.job_token.empty()) {
+    // Each check is a constant-time comparison of one HMAC; a server has a
+    // handful of services.
+    for (const Route& r : services_) {
+      if (VerifyHello(options_.job_token, c.nonce_, hello, r.identity)) {
+        return &r;
+      }
+    }
+    return nullptr;
+  }
+  // No token: everyone is let in, and the proof (made with the empty key)
+  // still says which service the client meant.
+  if (hello.size() >= kProofBytes) {
+    for (size_t i = 1; i < services_.size(); ++i) {
+      if (hello.substr(0, kProofBytes) ==
+          HelloProof("", c.nonce_, services_[i].identity)) {
+        return &services_[i];
+      }
+    }
+  }
+  return &services_[0];
 }
 
 absl::Time FramedServer::CloseStalledFrames(absl::Time now) {

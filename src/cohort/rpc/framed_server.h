@@ -34,6 +34,16 @@
 // Every connection that is dropped for misbehaving is logged with its peer
 // address; nothing a peer sends affects other connections.
 //
+// Several services, one port: Start() may be given routes, each an identity
+// with its own handler. A connection is served by the handler whose identity
+// its hello proves (the server's own identity first, then the routes in
+// order); a hello that proves none is refused as a wrong token is. So the
+// services of a job (the coordination service, the barrier coordinator)
+// share one listener, one token and one set of bounds, and a client still
+// reaches only the service it named. Without a job token every hello is
+// accepted (as above): the route is then the one whose identity the hello's
+// proof was made for, else the server's own handler.
+//
 // Threads: one loop thread accepts, reads, runs the handshake and calls the
 // handler (OnRequest, OnClose). Handlers must not block; they reply later
 // from any thread through FramedConnection::Reply. A reply made on another
@@ -170,6 +180,9 @@ class FramedConnection {
   // Loop thread only.
   FrameReader reader_;
   bool authenticated_ = false;
+  // The service the handshake chose (FramedServer::services_); set with
+  // authenticated_.
+  size_t service_ = 0;
   // When bytes last arrived, and whether the connection is queued as being
   // mid-frame (FramedServer::midframe_).
   absl::Time last_read_;
@@ -216,11 +229,20 @@ class FramedServer {
     virtual void OnClose(const std::shared_ptr<FramedConnection>& c) = 0;
   };
 
+  // Another service on the same listener (see "Several services, one port"
+  // above). The handler must outlive the server.
+  struct Route {
+    std::string identity;
+    Handler* handler = nullptr;
+  };
+
   // Listens on options.host:0. InvalidArgument for bad options (or an empty
-  // token beyond loopback without `insecure`); Unavailable when it cannot
-  // listen. Never blocks beyond the bind.
+  // token beyond loopback without `insecure`), a route without a handler, or
+  // two services with one identity; Unavailable when it cannot listen. Never
+  // blocks beyond the bind.
   static absl::StatusOr<std::unique_ptr<FramedServer>> Start(
-      FramedServerOptions options, Handler* handler);
+      FramedServerOptions options, Handler* handler,
+      std::vector<Route> routes = {});
   // Stops the loop and closes every connection (OnClose for each).
   ~FramedServer();
 
@@ -234,7 +256,12 @@ class FramedServer {
 
  private:
   friend class FramedConnection;
-  FramedServer(FramedServerOptions options, Handler* handler);
+  FramedServer(FramedServerOptions options, Handler* handler,
+               std::vector<Route> routes);
+
+  // The service whose identity `hello` proves, or nullptr (refuse).
+  const Route* MatchHello(const FramedConnection& c,
+                          absl::string_view hello) const;
 
   void Loop();
   void Accept();
@@ -265,7 +292,9 @@ class FramedServer {
   }
 
   const FramedServerOptions options_;
-  Handler* const handler_;
+  // The server's own service first (options_.identity, the handler given to
+  // Start), then the routes.
+  const std::vector<Route> services_;
   std::string address_;
   UniqueFd listen_fd_;
   UniqueFd epoll_fd_;

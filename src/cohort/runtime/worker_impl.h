@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "cohort/base/deadline_timer.h"
 #include "cohort/base/env.h"
-#include "cohort/coord/deadline_timer.h"
 #include "cohort/graph/cancellation.h"
 #include "cohort/graph/device.h"
 #include "cohort/graph/tensor.h"
@@ -115,7 +115,7 @@ class Worker::Impl {
   RecentRequestIds recv_tensor_ids_;
   WorkerSessionMgr sessions_;
   RendezvousMgr rendezvous_;
-  coord::DeadlineTimer timer_;  // RecvTensor deadlines.
+  DeadlineTimer timer_;  // RecvTensor deadlines.
   // Graph handles: hex of a per-worker counter (TF GraphMgr); only unique
   // within this worker's life, which is what sessions last.
   std::atomic<uint64_t> next_graph_id_{0};

@@ -1,16 +1,19 @@
-// DeadlineTimer: runs callbacks at instants of an Env's clock.
+// DeadlineTimer: runs callbacks at instants of an Env's clock; the one timer
+// engine of the project.
 //
-// The coordination service uses one to fire heartbeat checks, barrier
-// deadlines and the deadlines of parked gets and watches at the exact instant
-// they fall due (on a FakeEnv, as soon as the fake clock passes them), rather
+// The coordination service fires heartbeat checks, barrier deadlines and the
+// deadlines of parked gets and watches with one, the barrier coordinator its
+// sync timeouts, a worker its RecvTensor deadlines: each at the exact instant
+// it falls due (on a FakeEnv, as soon as the fake clock passes it), rather
 // than from a periodic scan.
 //
-// Callbacks run on the timer's own thread, one at a time, with no timer lock
-// held; they must not block.
+// Callbacks run on the timer's own thread, one at a time and in deadline
+// order, with no timer lock held; they must not block (they finish RPCs and
+// queue work). A callback may Schedule or Cancel on its own timer.
 //
 // Thread safety: thread-safe.
-#ifndef COHORT_COORD_DEADLINE_TIMER_H_
-#define COHORT_COORD_DEADLINE_TIMER_H_
+#ifndef COHORT_BASE_DEADLINE_TIMER_H_
+#define COHORT_BASE_DEADLINE_TIMER_H_
 
 #include <cstdint>
 #include <functional>
@@ -22,7 +25,7 @@
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 
-namespace cohort::coord {
+namespace cohort {
 
 class DeadlineTimer {
  public:
@@ -52,6 +55,6 @@ class DeadlineTimer {
   std::thread thread_;
 };
 
-}  // namespace cohort::coord
+}  // namespace cohort
 
-#endif  // COHORT_COORD_DEADLINE_TIMER_H_
+#endif  // COHORT_BASE_DEADLINE_TIMER_H_

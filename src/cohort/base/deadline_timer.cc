@@ -1,8 +1,8 @@
-#include "cohort/coord/deadline_timer.h"
+#include "cohort/base/deadline_timer.h"
 
 #include <vector>
 
-namespace cohort::coord {
+namespace cohort {
 
 DeadlineTimer::DeadlineTimer(Env* env) : env_(env) {
   thread_ = std::thread([this] { Loop(); });
@@ -67,4 +67,4 @@ void DeadlineTimer::Loop() {
   }
 }
 
-}  // namespace cohort::coord
+}  // namespace cohort
