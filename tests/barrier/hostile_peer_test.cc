@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -179,7 +180,7 @@ TEST(HostilePeerTest, AttacksOnALiveLaunchChangeNothingAndTheJobSucceeds) {
   const std::string dir =
       absl::StrCat(::testing::TempDir(), "/hostile_peer_test.", getpid(), ".",
                    absl::ToUnixNanos(absl::Now()));
-  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  ASSERT_TRUE(std::filesystem::create_directories(dir)) << dir;
   // Each task publishes its servers' addresses, waits (bounded) for the
   // attack to finish, then syncs twice and exits 0.
   const std::string script = absl::StrCat(

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -41,7 +42,7 @@ class LaunchTest : public ::testing::Test {
     cohort_ = BinDir() + "/cohort";
     dir_ = absl::StrCat(::testing::TempDir(), "/barrier_launch_test.", getpid(),
                         ".", absl::ToUnixNanos(absl::Now()));
-    ASSERT_EQ(system(("mkdir -p " + dir_).c_str()), 0);
+    ASSERT_TRUE(std::filesystem::create_directories(dir_)) << dir_;
   }
 
   // Starts `cohort launch FLAGS -- /bin/sh -c SCRIPT`. In SCRIPT, $C is the

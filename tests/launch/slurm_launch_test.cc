@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -30,13 +31,19 @@ using launch_testing::RunCommand;
 
 // Why Slurm cannot run jobs here, or "" when it can.
 std::string SlurmUnavailable() {
-  const std::string status = absl::StrCat("bash ", COHORT_SOURCE_DIR,
-                                          "/scripts/slurm_local.sh status >&2");
-  if (system("command -v srun >/dev/null 2>&1") != 0) {
+  RunProgramOptions options;
+  options.deadline = absl::Seconds(30);
+  if (RunProgram({"srun", "--version"}, options).status.code() ==
+      absl::StatusCode::kNotFound) {
     return "srun is not installed (scripts/slurm_local.sh start installs and "
            "starts Slurm as root)";
   }
-  if (system(status.c_str()) != 0) {
+  ProgramRun status = RunProgram(
+      {"bash", absl::StrCat(COHORT_SOURCE_DIR, "/scripts/slurm_local.sh"),
+       "status"},
+      options);
+  if (!status.status.ok()) {
+    fprintf(stderr, "%s\n", std::string(status.status.message()).c_str());
     return "Slurm is not running (scripts/slurm_local.sh status failed; "
            "scripts/slurm_local.sh start)";
   }
@@ -52,7 +59,7 @@ class SlurmLaunchTest : public ::testing::Test {
     }
     dir_ = absl::StrCat(::testing::TempDir(), "/slurm_launch_test.", getpid(),
                         ".", absl::ToUnixNanos(absl::Now()));
-    ASSERT_EQ(system(("mkdir -p " + dir_).c_str()), 0);
+    ASSERT_TRUE(std::filesystem::create_directories(dir_)) << dir_;
     auto port = rpc::PickFreePort("0.0.0.0");
     ASSERT_TRUE(port.ok());
     port_ = *port;

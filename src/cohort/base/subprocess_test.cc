@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -102,10 +103,9 @@ class PathSearchTest : public ::testing::Test {
     saved_path_ = path != nullptr ? path : "";
     root_ = TempPath("path");
     // a/prog is a directory, b/prog a file that may not run, c/prog runs.
-    ASSERT_EQ(system(absl::StrCat("mkdir -p ", root_, "/a/prog ", root_, "/b ",
-                                  root_, "/c")
-                         .c_str()),
-              0);
+    for (const char* dir : {"/a/prog", "/b", "/c"}) {
+      ASSERT_TRUE(std::filesystem::create_directories(root_ + dir)) << dir;
+    }
     std::ofstream(root_ + "/b/prog") << "echo b\n";
     chmod((root_ + "/b/prog").c_str(), 0600);
     std::ofstream(root_ + "/c/prog") << "#!/bin/sh\necho c\n";
@@ -113,7 +113,9 @@ class PathSearchTest : public ::testing::Test {
   }
   void TearDown() override {
     setenv("PATH", saved_path_.c_str(), 1);
-    ASSERT_EQ(system(absl::StrCat("rm -rf ", root_).c_str()), 0);
+    std::error_code error;
+    std::filesystem::remove_all(root_, error);
+    EXPECT_FALSE(error) << root_ << ": " << error.message();
   }
   std::string saved_path_;
   std::string root_;

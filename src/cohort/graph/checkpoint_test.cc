@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -25,8 +26,9 @@ std::string TempDir() {
   std::string dir = absl::StrCat(
       base, "/cohort_ckpt_", getpid(), "_",
       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::string cmd = absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'");
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::error_code error;
+  std::filesystem::remove_all(dir, error);
+  EXPECT_TRUE(std::filesystem::create_directories(dir, error)) << dir;
   return dir;
 }
 

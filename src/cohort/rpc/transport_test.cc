@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -93,7 +94,10 @@ class CertDir {
     char templ[] = "/tmp/cohort-certs-XXXXXX";
     dir_ = mkdtemp(templ);
   }
-  ~CertDir() { std::system(("rm -rf " + dir_).c_str()); }
+  ~CertDir() {
+    std::error_code error;
+    std::filesystem::remove_all(dir_, error);
+  }
 
   std::string WriteCert(const std::string& name, const Identity& id) {
     const std::string path = absl::StrCat(dir_, "/", name, ".crt");

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -76,8 +77,9 @@ std::string TempDir(const std::string& name) {
   const char* t = std::getenv("TEST_TMPDIR");
   std::string dir = absl::StrCat(t != nullptr ? t : "/tmp", "/cohort_training_",
                                  getpid(), "_", name);
-  std::string cmd = absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'");
-  if (std::system(cmd.c_str()) != 0) return "";
+  std::error_code error;
+  std::filesystem::remove_all(dir, error);
+  if (!std::filesystem::create_directories(dir, error)) return "";
   return dir;
 }
 
