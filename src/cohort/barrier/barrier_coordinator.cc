@@ -97,6 +97,7 @@ void BarrierCoordinator::CloseGang(int64_t stage_id, int stage_attempt,
         absl::AbortedError(absl::StrCat(GangName(stage_id, stage_attempt),
                                         " was closed: ", reason)),
         replies);
+    CancelTimerLocked(it->second);
     gangs_.erase(it);
   }
   for (auto& [d, result] : replies) d(std::move(result));
@@ -107,10 +108,23 @@ uint64_t BarrierCoordinator::NewRequestId() {
   return next_request_id_++;
 }
 
+void BarrierCoordinator::ArmTimerLocked(const GangKey& key, Gang& gang) {
+  if (gang.timer != 0 && gang.timer_due <= gang.deadline) return;
+  // No entry, or one due too late (the clock went back): replace it. The
+  // timer wakes its thread only when this is its earliest entry.
+  if (gang.timer != 0) timer_->Cancel(gang.timer);
+  const uint64_t generation = ++timer_generations_;
+  gang.timer_generation = generation;
+  gang.timer_due = gang.deadline;
+  gang.timer = timer_->Schedule(gang.deadline, [this, key, generation] {
+    SyncTimedOut(key, generation);
+  });
+}
+
 void BarrierCoordinator::CancelTimerLocked(Gang& gang) {
   if (gang.timer != 0) timer_->Cancel(gang.timer);
   gang.timer = 0;
-  gang.deadline = absl::InfiniteFuture();
+  gang.timer_generation = 0;
 }
 
 void BarrierCoordinator::FailGangLocked(Gang& gang, const absl::Status& status,
@@ -123,7 +137,7 @@ void BarrierCoordinator::FailGangLocked(Gang& gang, const absl::Status& status,
   gang.methods.clear();
   std::fill(gang.messages.begin(), gang.messages.end(), std::string());
   gang.message_bytes = 0;
-  CancelTimerLocked(gang);
+  gang.deadline = absl::InfiniteFuture();  // its timer entry finds it idle
   gang.epoch = -1;
   gang.failure = status;
 }
@@ -194,7 +208,7 @@ void BarrierCoordinator::CompleteSyncLocked(Gang& gang,
   gang.methods.clear();
   std::fill(gang.messages.begin(), gang.messages.end(), std::string());
   gang.message_bytes = 0;
-  CancelTimerLocked(gang);
+  gang.deadline = absl::InfiniteFuture();  // its timer entry finds it idle
   ++gang.epoch;
 }
 
@@ -240,12 +254,9 @@ void BarrierCoordinator::Sync(uint64_t request_id, SyncRequest request,
         replies.emplace_back(std::move(done), status);
       } else {
         if (gang.requesters.empty()) {
-          // The sync's timeout, measured from its first request. The
-          // timer wakes its thread only when this deadline is its earliest,
-          // so the common path (a long timeout) costs no thread wake-up.
+          // The sync's timeout, measured from its first request.
           gang.deadline = env_->Now() + sync_timeout_;
-          gang.timer = timer_->Schedule(gang.deadline,
-                                        [this, key] { SyncTimedOut(key); });
+          ArmTimerLocked(key, gang);
         }
         gang.message_bytes += request.message.size();
         gang.messages[request.partition_id] = std::move(request.message);
@@ -326,18 +337,25 @@ std::optional<GangSnapshot> BarrierCoordinator::Snapshot(int64_t stage_id,
   return s;
 }
 
-void BarrierCoordinator::SyncTimedOut(GangKey key) {
+void BarrierCoordinator::SyncTimedOut(GangKey key, uint64_t generation) {
   std::vector<Reply> replies;
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return;
     auto it = gangs_.find(key);
-    // The gang closed, or its sync ended (and a later one, if any, is not
-    // due): nothing timed out. The entry of an ended sync is cancelled, but
-    // one may already have been taken to run.
-    if (it == gangs_.end() || it->second.deadline > env_->Now()) return;
+    // The gang closed, or the entry was replaced (one may be taken to run
+    // just as it is cancelled).
+    if (it == gangs_.end() || it->second.timer_generation != generation) {
+      return;
+    }
     Gang& gang = it->second;
-    gang.timer = 0;  // this entry has run
+    gang.timer = 0;                                       // this entry has run
+    if (gang.deadline == absl::InfiniteFuture()) return;  // no sync running
+    if (gang.deadline > env_->Now()) {
+      // The sync this entry was armed for ended; a later one runs.
+      ArmTimerLocked(key, gang);
+      return;
+    }
     std::vector<bool> arrived(gang.num_tasks, false);
     for (const Pending& p : gang.requesters) arrived[p.partition_id] = true;
     std::vector<int> missing;

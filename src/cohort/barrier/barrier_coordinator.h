@@ -37,10 +37,13 @@
 // caller. `done` is never called with the coordinator's lock held, and must
 // not block (it typically finishes an RPC).
 //
-// Time: each sync's timeout is one entry of the coordinator's DeadlineTimer
-// (base/deadline_timer.h), on the injected Env's clock (FakeEnv in tests): it
-// fires at the instant the deadline passes and is cancelled when the sync
-// ends another way.
+// Time: sync timeouts are entries of the coordinator's DeadlineTimer
+// (base/deadline_timer.h), on the injected Env's clock (FakeEnv in tests),
+// one per gang at a time: a sync that starts while the gang's entry is due
+// no later than its own deadline adds no timer work (the entry, when it
+// fires early, re-arms for the deadline then current), so the common path
+// of back-to-back syncs costs no timer call. A timeout fails the sync at the
+// instant its deadline passes.
 //
 // Thread safety: thread-safe.
 #ifndef COHORT_BARRIER_BARRIER_COORDINATOR_H_
@@ -178,8 +181,11 @@ class BarrierCoordinator {
     std::set<SyncMethod> methods;
     // When the current sync times out; InfiniteFuture when idle.
     absl::Time deadline = absl::InfiniteFuture();
-    // The timer entry of that deadline (0: none).
+    // The gang's pending timer entry (0: none), when it is due, and its
+    // generation (an entry that fires with another one is stale).
     uint64_t timer = 0;
+    absl::Time timer_due = absl::InfiniteFuture();
+    uint64_t timer_generation = 0;
     // Bytes of `messages` together (bounded by max_sync_bytes_).
     size_t message_bytes = 0;
     // Set when the state was cleared; every later request fails with it.
@@ -201,11 +207,16 @@ class BarrierCoordinator {
   // epoch.
   void CompleteSyncLocked(Gang& gang, std::vector<Reply>& replies)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stops the gang's sync timer, if one runs.
+  // Makes sure a timer entry of gang `key` is due no later than its
+  // deadline.
+  void ArmTimerLocked(const GangKey& key, Gang& gang)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the gang's timer entry (the gang goes away).
   void CancelTimerLocked(Gang& gang) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A sync timeout of gang `key` fired: fails the gang's current sync when
-  // its deadline has passed (a sync that ended meanwhile is left alone).
-  void SyncTimedOut(GangKey key);
+  // Timer entry `generation` of gang `key` fired: fails the gang's sync when
+  // its deadline has passed, re-arms when a later sync's has not, and does
+  // nothing when the gang is idle or the entry stale.
+  void SyncTimedOut(GangKey key, uint64_t generation);
 
   Env* const env_;
   const absl::Duration sync_timeout_;
@@ -217,6 +228,9 @@ class BarrierCoordinator {
   // request id -> gang, for Cancel().
   absl::flat_hash_map<uint64_t, GangKey> pending_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Numbers every timer entry, so that an entry of a gang that closed (or
+  // of a replaced entry) is never taken for a current one.
+  uint64_t timer_generations_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Last: its thread runs SyncTimedOut, which needs everything above.
   std::unique_ptr<DeadlineTimer> timer_;

@@ -269,6 +269,31 @@ TEST_F(BarrierCoordinatorTest, TimerRestartsForEachSync) {
   EXPECT_EQ(Snap().epoch, 3);
 }
 
+// A sync that starts while the timer still waits for an earlier sync's
+// deadline times out at its own deadline: the earlier entry fails nothing
+// and the timer then waits for exactly the new deadline.
+TEST_F(BarrierCoordinatorTest, ALaterSyncTimesOutAtItsOwnDeadline) {
+  coordinator_ = std::make_unique<BarrierCoordinator>(&env_, absl::Seconds(2));
+  Open(2);
+  const absl::Time start = env_.Now();
+  Answer a0, a1;
+  Send(Req(2, 0, 0), a0);
+  env_.BlockUntilAwaiting(start + absl::Seconds(2));
+  Send(Req(2, 1, 0), a1);
+  ASSERT_TRUE(a0.Wait().ok());
+  env_.AdvanceTime(absl::Milliseconds(1500));
+  Answer b0;
+  Send(Req(2, 0, 1), b0);  // deadline start + 3.5 s
+  const absl::Time deadline = start + absl::Milliseconds(3500);
+  // Past the first sync's deadline: its entry fires and re-arms.
+  env_.AdvanceTime(absl::Seconds(1));
+  env_.BlockUntilAwaiting(deadline);
+  EXPECT_FALSE(b0.ready());
+  EXPECT_EQ(Snap().epoch, 1);
+  env_.AdvanceTime(deadline - env_.Now());
+  EXPECT_EQ(b0.Wait().status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
 // A withdrawn request (its task was killed) no longer counts as arrived.
 TEST_F(BarrierCoordinatorTest, CancelWithdrawsRequest) {
   Open(2);
