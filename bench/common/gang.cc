@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/base/env.h"
+#include "cohort/base/subprocess.h"
 #include "cohort/launch/launcher.h"
 
 namespace cohort::bench {
@@ -19,9 +20,7 @@ void PrintChildResult(const Json& line) {
 }
 
 std::vector<std::string> SelfCommand(const std::string& suite) {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  const std::string exe(self, len > 0 ? static_cast<size_t>(len) : 0);
+  const std::string exe = ExecutablePath();
   if (absl::EndsWith(exe, "/cohort")) return {exe, "bench", suite};
   return {exe};
 }

@@ -165,10 +165,7 @@ PeerRunner::PeerRunner(std::string suite, std::string script, std::string path)
   // that moved after it was built, then the working directory.
   std::vector<std::string> dirs = {std::string(COHORT_BENCH_SOURCE_DIR) +
                                    "/bench/peers"};
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len > 0) {
-    const std::string exe(self, static_cast<size_t>(len));
+  if (const std::string exe = ExecutablePath(); !exe.empty()) {
     const std::string bin = exe.substr(0, exe.rfind('/') + 1);
     dirs.push_back(bin + "../bench/peers");
     dirs.push_back(bin + "../../bench/peers");

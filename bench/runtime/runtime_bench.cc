@@ -32,6 +32,7 @@
 #include "bench/runtime/server_cluster.h"
 #include "cohort/base/json.h"
 #include "cohort/base/status.h"
+#include "cohort/base/subprocess.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
@@ -645,11 +646,7 @@ void PrintOverheadRatio(const OverheadCase& c) {
 
 // --- The run ------------------------------------------------------------
 
-std::string SelfPath() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  return std::string(self, len > 0 ? static_cast<size_t>(len) : 0);
-}
+std::string SelfPath() { return ExecutablePath(); }
 
 std::string NewJobToken() {
   absl::BitGen gen;

@@ -8,9 +8,7 @@
 namespace cohort::launch::launch_testing {
 
 std::string BinDir() {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string path(self, len > 0 ? static_cast<size_t>(len) : 0);
+  const std::string path = ExecutablePath();
   return path.substr(0, path.rfind('/'));
 }
 

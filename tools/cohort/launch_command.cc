@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
+#include "cohort/base/subprocess.h"
 #include "cohort/launch/cluster_launcher.h"
 #include "cohort/launch/engine.h"
 #include "cohort/launch/launcher.h"
@@ -238,11 +239,8 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     };
     std::vector<std::string> extra_env;
     // Tasks find this very binary in COHORT_BIN (for `cohort task ...`).
-    char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (len > 0) {
-      extra_env.push_back("COHORT_BIN=" +
-                          std::string(self, static_cast<size_t>(len)));
+    if (const std::string self = ExecutablePath(); !self.empty()) {
+      extra_env.push_back("COHORT_BIN=" + self);
     }
     const absl::Duration rendezvous_timeout =
         absl::Seconds(flags->rendezvous_timeout_s);

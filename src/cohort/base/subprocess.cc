@@ -337,6 +337,12 @@ std::vector<std::string> EnvironmentWith(
   return out;
 }
 
+std::string ExecutablePath() {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  return std::string(self, len > 0 ? static_cast<size_t>(len) : 0);
+}
+
 std::string DescribeCommand(const std::vector<std::string>& argv) {
   std::vector<std::string> words;
   for (const std::string& arg : argv) {

@@ -161,6 +161,10 @@ struct ProgramRun {
 ProgramRun RunProgram(const std::vector<std::string>& argv,
                       const RunProgramOptions& options = {});
 
+// The running binary's path (/proc/self/exe), "" when it cannot be read: for
+// a program that starts itself again, or finds files beside itself.
+std::string ExecutablePath();
+
 // "`a b 'c d'`": argv for messages, each argument quoted when it has a
 // blank, quote or shell character.
 std::string DescribeCommand(const std::vector<std::string>& argv);

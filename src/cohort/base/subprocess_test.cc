@@ -275,6 +275,12 @@ TEST(SubprocessTest, WithoutAnInputPipeStdinIsEmpty) {
   EXPECT_TRUE((*p)->Wait().ok());
 }
 
+TEST(ExecutablePathTest, IsThisTestBinary) {
+  const std::string path = ExecutablePath();
+  EXPECT_TRUE(absl::EndsWith(path, "/base_test")) << path;
+  EXPECT_EQ(path[0], '/') << path;
+}
+
 // RunProgram: the output of a program that exits 0, and for every other
 // ending a status that names the command and says how it ended.
 TEST(RunProgramTest, CollectsOutputOfASuccessfulRun) {
