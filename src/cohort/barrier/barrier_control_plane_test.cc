@@ -164,6 +164,11 @@ TEST(BarrierControlPlaneTest, AServerServesOneBarrierCoordinator) {
   EXPECT_TRUE(options.serve_framed);
   EXPECT_TRUE(absl::IsInvalidArgument(ServeBarriers(coordinator, options)));
   EXPECT_TRUE(absl::IsInvalidArgument(ServeBarriers(nullptr, options)));
+  // Turning the framed endpoint off again would leave the barrier's framed
+  // handler unserved: the server refuses to start so.
+  options.serve_framed = false;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      coord::CoordinationServer::Start(std::move(options)).status()));
 }
 
 TEST(BarrierControlPlaneTest, TheServerKeepsTheCoordinatorAlive) {

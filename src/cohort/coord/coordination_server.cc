@@ -23,6 +23,11 @@ absl::StatusOr<std::unique_ptr<CoordinationServer>> CoordinationServer::Start(
   // port, same credentials and token check.
   server->extra_grpc_ = std::move(options.grpc_services);
   server->extra_framed_ = std::move(options.framed_services);
+  if (!options.serve_framed && !server->extra_framed_.empty()) {
+    return absl::InvalidArgumentError(
+        "CoordinationServerOptions.framed_services need serve_framed: a "
+        "framed service without the framed endpoint would never be served");
+  }
   std::vector<grpc::Service*> grpc_services = {server->grpc_service_.get()};
   for (const std::shared_ptr<grpc::Service>& s : server->extra_grpc_) {
     if (s == nullptr) {

@@ -68,9 +68,9 @@ struct CoordinationServerOptions {
   // gRPC services are registered before the server starts and see the same
   // transport security (the server's token check runs before any handler;
   // each service must still call rpc::CheckJobToken). Framed services need
-  // serve_framed (without TLS they are served, with TLS they are not, like
-  // the coordination service's own framed path); their identities must
-  // differ from kFramedCoordinationIdentity and each other.
+  // serve_framed (InvalidArgument without it) and, like the coordination
+  // service's own framed path, are not served with TLS; their identities
+  // must differ from kFramedCoordinationIdentity and each other.
   std::vector<std::shared_ptr<grpc::Service>> grpc_services;
   std::vector<FramedService> framed_services;
 };

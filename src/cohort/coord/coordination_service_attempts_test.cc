@@ -218,5 +218,27 @@ TEST_F(AttemptsTest, AListenerMayChangeStateAndRemoveItself) {
                           Seen{"worker:0", TaskState::kDisconnected, 11}));
 }
 
+TEST_F(AttemptsTest, AHeartbeatTimeoutIsToldFromTheTimersThread) {
+  absl::Notification told;
+  std::optional<TaskStateSnapshot> error;
+  std::thread::id on;
+  service_->AddTaskStateListener([&](const TaskStateSnapshot& s) {
+    if (s.state != TaskState::kError) return;
+    error = s;
+    on = std::this_thread::get_id();
+    told.Notify();
+  });
+  const absl::Time registered = env_.Now();
+  ASSERT_TRUE(Register(kW0, 11).ok());
+  // The heartbeat check waits for the timeout (10 s by default); no
+  // heartbeat comes.
+  env_.BlockUntilAwaiting(registered + absl::Seconds(10));
+  env_.AdvanceTime(absl::Seconds(10));
+  ASSERT_TRUE(told.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(error->task.ToString(), "worker:0");
+  EXPECT_TRUE(absl::IsUnavailable(error->error)) << error->error;
+  EXPECT_NE(on, std::this_thread::get_id());
+}
+
 }  // namespace
 }  // namespace cohort::coord
