@@ -44,11 +44,7 @@ std::string ReadChildLine(Child& child, std::string& buffer) {
 }
 
 absl::StatusOr<Json> CollectChild(Child& child, int index, std::string out) {
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(child.process->output_fd(), buf, sizeof(buf))) > 0) {
-    out.append(buf, n);
-  }
+  out += child.process->ReadOutputToEnd();
   const ExitInfo exit = child.process->Wait();
   if (!exit.ok()) {
     return absl::InternalError(

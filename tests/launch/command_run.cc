@@ -21,10 +21,7 @@ std::unique_ptr<Subprocess> StartCommand(const std::vector<std::string>& argv,
 
 CommandRun FinishCommand(Subprocess& process, absl::Time started) {
   CommandRun r;
-  char buf[4096];
-  for (ssize_t n; (n = read(process.output_fd(), buf, sizeof(buf))) > 0;) {
-    r.output.append(buf, static_cast<size_t>(n));
-  }
+  r.output = process.ReadOutputToEnd();
   r.exit_code = process.Wait().ShellCode();
   r.elapsed = absl::Now() - started;
   return r;

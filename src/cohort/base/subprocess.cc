@@ -274,6 +274,17 @@ Subprocess::~Subprocess() {
   CloseInput();
 }
 
+std::string Subprocess::ReadOutputToEnd() {
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = read(output_fd_, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
 void Subprocess::CloseInput() {
   if (input_fd_ >= 0) close(input_fd_);
   input_fd_ = -1;

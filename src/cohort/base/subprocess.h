@@ -95,6 +95,9 @@ class Subprocess {
   pid_t pid() const { return pid_; }
   // Read end of the child's output pipe (owned by this object).
   int output_fd() const { return output_fd_; }
+  // Reads the output pipe until end of file (the program and everything
+  // that inherited the pipe closed it); blocks as long as that takes.
+  std::string ReadOutputToEnd();
   // Write end of the child's stdin pipe (owned by this object); -1 without
   // SpawnOptions::input_pipe or after CloseInput().
   int input_fd() const { return input_fd_; }

@@ -27,16 +27,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The program's whole output, read until it closes the pipe.
-std::string ReadAll(Subprocess& p) {
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(p.output_fd(), buf, sizeof(buf))) > 0;) {
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
 std::string TempPath(const std::string& name) {
   return absl::StrCat(::testing::TempDir(), "/process_test.", getpid(), ".",
                       name);
@@ -47,7 +37,7 @@ TEST(SubprocessTest, RunsWithArgvExactEnvironmentAndOnePipe) {
       {"sh", "-c", "echo out $1 $COHORT_X; echo err >&2; exit 3", "sh", "arg"},
       {"COHORT_X=x", "PATH=/usr/bin:/bin"});
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(ReadAll(**p), "out arg x\nerr\n");
+  EXPECT_EQ((*p)->ReadOutputToEnd(), "out arg x\nerr\n");
   const ExitInfo exit = (*p)->Wait();
   EXPECT_FALSE(exit.signaled);
   EXPECT_EQ(exit.value, 3);
@@ -56,7 +46,7 @@ TEST(SubprocessTest, RunsWithArgvExactEnvironmentAndOnePipe) {
 TEST(SubprocessTest, EnvironmentIsExactlyTheOneGiven) {
   auto p = Subprocess::Spawn({"/usr/bin/env"}, {"ONLY=1"});
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(ReadAll(**p), "ONLY=1\n");
+  EXPECT_EQ((*p)->ReadOutputToEnd(), "ONLY=1\n");
   EXPECT_TRUE((*p)->Wait().ok());
 }
 
@@ -88,7 +78,7 @@ TEST(SubprocessTest, ScriptWithoutInterpreterLineRunsUnderSh) {
   chmod(path.c_str(), 0700);
   auto p = Subprocess::Spawn({path, "ran"}, {});
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(ReadAll(**p), "script ran\n");
+  EXPECT_EQ((*p)->ReadOutputToEnd(), "script ran\n");
   EXPECT_TRUE((*p)->Wait().ok());
   unlink(path.c_str());
 }
@@ -126,7 +116,7 @@ TEST_F(PathSearchTest, SkipsWhatCannotRunAndFindsTheProgram) {
          1);
   auto p = Subprocess::Spawn({"prog"}, {});
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(ReadAll(**p), "c\n");
+  EXPECT_EQ((*p)->ReadOutputToEnd(), "c\n");
   EXPECT_TRUE((*p)->Wait().ok());
 }
 
@@ -166,7 +156,8 @@ TEST(SubprocessTest, ProgramStartsWithDefaultSignalsAndNullStdin) {
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_TRUE(stdin_link.ok()) << stdin_link.status();
   std::string signals;
-  for (absl::string_view line : absl::StrSplit(ReadAll(**status), '\n')) {
+  for (absl::string_view line :
+       absl::StrSplit((*status)->ReadOutputToEnd(), '\n')) {
     if (absl::StartsWith(line, "SigBlk") || absl::StartsWith(line, "SigIgn") ||
         absl::StartsWith(line, "SigCgt")) {
       absl::StrAppend(&signals, line, "\n");
@@ -177,7 +168,7 @@ TEST(SubprocessTest, ProgramStartsWithDefaultSignalsAndNullStdin) {
             "SigBlk:\t0000000000000000\n"
             "SigIgn:\t0000000000000200\n"
             "SigCgt:\t0000000000000000\n");
-  EXPECT_EQ(ReadAll(**stdin_link), "/dev/null\n");
+  EXPECT_EQ((*stdin_link)->ReadOutputToEnd(), "/dev/null\n");
   EXPECT_TRUE((*status)->Wait().ok());
   EXPECT_TRUE((*stdin_link)->Wait().ok());
 }
@@ -259,7 +250,7 @@ TEST(SubprocessTest, InputPipeFeedsStdinAndWaitForTimesOut) {
   EXPECT_FALSE((*p)->WaitFor(absl::Milliseconds(20)).has_value());
   (*p)->CloseInput();
   EXPECT_EQ((*p)->input_fd(), -1);
-  EXPECT_EQ(ReadAll(**p), "got hello\neof\n");
+  EXPECT_EQ((*p)->ReadOutputToEnd(), "got hello\neof\n");
   const std::optional<ExitInfo> exit = (*p)->WaitFor(absl::Seconds(30));
   ASSERT_TRUE(exit.has_value());
   EXPECT_TRUE(exit->ok());
@@ -271,7 +262,7 @@ TEST(SubprocessTest, WithoutAnInputPipeStdinIsEmpty) {
       Subprocess::Spawn({"sh", "-c", "cat; echo done"}, {"PATH=/usr/bin:/bin"});
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ((*p)->input_fd(), -1);
-  EXPECT_EQ(ReadAll(**p), "done\n");
+  EXPECT_EQ((*p)->ReadOutputToEnd(), "done\n");
   EXPECT_TRUE((*p)->Wait().ok());
 }
 
