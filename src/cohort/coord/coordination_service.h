@@ -250,23 +250,26 @@ class CoordinationService {
   // --- Attempts (in process only: no RPC reaches these) -------------------
   // Ends the job's current attempt so that this service serves the next one:
   // a launcher keeps one service (one endpoint, one token) for the whole job
-  // and starts every task afresh each attempt. In one step under the lock:
+  // and starts every task afresh each attempt. In one step under the
+  // service's lock:
   //   - every task goes to DISCONNECTED: its incarnation, error, heartbeat
   //     timer and shutdown are forgotten, its parked error poll ends Aborted
   //     naming `reason`, and the incarnation it had is retired, so that a
   //     process of an ended attempt that registers again (one the launcher
   //     failed to kill) is refused with FailedPrecondition instead of
-  //     joining the next attempt;
+  //     joining the next attempt (one that makes itself a new incarnation
+  //     cannot be told from a new process: stop an attempt's processes
+  //     before starting the next);
   //   - the job's propagated error is forgotten: polls of the next attempt
   //     do not learn the last attempt's failure;
   //   - every barrier is forgotten (counters start at 0 again); open ones,
   //     GetAliveTasks rounds and shutdown-barrier waits end Aborted naming
   //     `reason`;
-  //   - every key except those under `keep_key_prefixes` (compared after
-  //     normalisation, e.g. "cohort/launch/") is deleted, with its watchers
-  //     told;
   //   - the state version advances (job-state watchers answer) and every
-  //     task's new state goes to the task-state listeners.
+  //     task's new state goes to the task-state listeners;
+  // then, in one step under the key-value store's lock, every key except
+  // those under `keep_key_prefixes` (compared after normalisation, e.g.
+  // "cohort/launch/") is deleted, with its watchers told.
   // The service incarnation stays: clients keep their target and token.
   // FailedPrecondition after Stop. The callbacks of the ended calls run on
   // the caller's thread before this returns.
@@ -283,7 +286,8 @@ class CoordinationService {
   // Calls come in the order the service made the transitions, one at a time
   // per service, with no service lock held, on the thread whose call caused
   // them (an RPC thread, the timer's thread for a heartbeat timeout, the
-  // caller of ResetForNextAttempt). So a listener must not block: it records
+  // caller of ResetForNextAttempt), or on a thread that was delivering
+  // earlier transitions at the time. So a listener must not block: it records
   // or queues and returns (a launcher wakes its supervisor). It may call the
   // service, also to change state: the transitions it causes are delivered
   // after it returns, by the same thread.
