@@ -12,9 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "cohort/barrier/barrier_control_plane.h"
 #include "cohort/barrier/barrier_coordinator.h"
-#include "cohort/barrier/barrier_grpc_service.h"
-#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/base/json.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_agent.h"
@@ -80,9 +79,8 @@ struct ClusterLauncher::Impl {
   absl::Status Connect();
   absl::StatusOr<AttemptEnd> RunAttempt(int attempt, LaunchResult& result);
   // Agrees on the attempt's addresses and services with every launcher;
-  // task 0 also starts the programs' coordination service.
-  absl::StatusOr<TaskEnvironmentInputs> Rendezvous(
-      int attempt, std::unique_ptr<coord::CoordinationServer>& programs);
+  // task 0 also publishes where the job's control plane is.
+  absl::StatusOr<TaskEnvironmentInputs> Rendezvous(int attempt);
   // The attempt's end as this launcher says it: task 0 the root-cause
   // summary, the others one line naming it.
   void Summarize(int attempt, const AttemptEnd& end,
@@ -102,11 +100,16 @@ struct ClusterLauncher::Impl {
 
   absl::Mutex out_mu;
 
-  // Task 0 only.
+  // Task 0 only. `control`: the launchers' rendezvous (their coordination
+  // service, at engine.rendezvous). `programs`: the job's control plane, the
+  // programs' coordination service with the barriers on the same server,
+  // kept for the whole job and reset between attempts. Two services, not
+  // one: the programs' "every task" barriers and error propagation must not
+  // include the launchers (and the launchers' rendezvous is what an etcd
+  // control plane replaces).
   std::unique_ptr<coord::CoordinationServer> control;
-  std::unique_ptr<barrier::BarrierCoordinator> coordinator;
-  std::unique_ptr<barrier::BarrierServer> barrier_server;
-  std::unique_ptr<barrier::BarrierTcpServer> barrier_tcp;
+  std::shared_ptr<barrier::BarrierCoordinator> coordinator;
+  std::unique_ptr<coord::CoordinationServer> programs;
 
   std::unique_ptr<coord::CoordinationAgent> agent;
 };
@@ -184,16 +187,17 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
                                  "--rendezvous :PORT picks another"));
   }
   control = std::move(server).value();
-  coordinator = std::make_unique<barrier::BarrierCoordinator>(
+  coordinator = std::make_shared<barrier::BarrierCoordinator>(
       env, options.barrier_timeout);
-  COHORT_ASSIGN_OR_RETURN(
-      barrier_server, barrier::BarrierServer::Start(
-                          coordinator.get(), options.bind_host, 0, security));
-  rpc::FramedServerOptions tcp;
-  tcp.host = options.bind_host;
-  tcp.job_token = security.job_token;
-  COHORT_ASSIGN_OR_RETURN(
-      barrier_tcp, barrier::BarrierTcpServer::Start(coordinator.get(), tcp));
+  coord::CoordinationServerOptions po;
+  po.address = OnHost(options.bind_host, 0);
+  po.security = security;
+  po.service.env = env;
+  po.service.heartbeat_timeout = options.heartbeat_timeout;
+  for (const TaskSpec& t : tasks) ++po.service.jobs[t.job];
+  COHORT_RETURN_IF_ERROR(barrier::ServeBarriers(coordinator, po));
+  COHORT_ASSIGN_OR_RETURN(programs,
+                          coord::CoordinationServer::Start(std::move(po)));
   return absl::OkStatus();
 }
 
@@ -251,24 +255,18 @@ absl::Status ClusterLauncher::Impl::WaitAtBarrierOrStop(
 }
 
 absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
-    int attempt, std::unique_ptr<coord::CoordinationServer>& programs) {
+    int attempt) {
   const EngineTask& e = options.engine;
   COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(options.bind_host));
   COHORT_RETURN_IF_ERROR(agent->InsertKeyValue(
       Key(attempt, absl::StrCat("address/", me)), OnHost(e.hosts[me], port)));
   if (me == 0) {
-    coord::CoordinationServerOptions co;
-    co.address = OnHost(options.bind_host, 0);
-    co.service.env = env;
-    co.service.heartbeat_timeout = options.heartbeat_timeout;
-    co.security = security;
-    for (const TaskSpec& t : tasks) ++co.service.jobs[t.job];
-    COHORT_ASSIGN_OR_RETURN(programs,
-                            coord::CoordinationServer::Start(std::move(co)));
+    const barrier::BarrierEndpoints at = barrier::BarrierEndpointsOf(*programs);
     const Json services = {
         {"coordination", OnHost(e.hosts[0], programs->port())},
-        {"barrier", OnHost(e.hosts[0], PortOf(barrier_server->address()))},
-        {"barrier_tcp", OnHost(e.hosts[0], PortOf(barrier_tcp->address()))}};
+        {"barrier", OnHost(e.hosts[0], PortOf(at.grpc))},
+        {"barrier_tcp",
+         at.tcp.empty() ? std::string() : OnHost(e.hosts[0], PortOf(at.tcp))}};
     COHORT_RETURN_IF_ERROR(
         agent->InsertKeyValue(Key(attempt, "services"), JsonDump(services)));
   }
@@ -325,8 +323,7 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
     COHORT_RETURN_IF_ERROR(coordinator->OpenGang(kStageId, attempt, gang_size));
     close_gang.coordinator = coordinator.get();
   }
-  std::unique_ptr<coord::CoordinationServer> programs;
-  absl::StatusOr<TaskEnvironmentInputs> inputs = Rendezvous(attempt, programs);
+  absl::StatusOr<TaskEnvironmentInputs> inputs = Rendezvous(attempt);
   if (absl::IsCancelled(inputs.status())) {
     // A launcher (this one or another) was interrupted before the start.
     AttemptEnd end;
@@ -393,7 +390,13 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
       .IgnoreError();
   absl::Status at_end = WaitAtBarrierOrStop(
       kEndBarrier, options.rendezvous_timeout + options.stop_grace);
-  if (programs != nullptr) programs->Stop();
+  if (programs != nullptr) {
+    // The next attempt's programs register afresh: this attempt's states,
+    // errors, barriers and keys end here (its incarnations are refused).
+    programs->service()
+        ->ResetForNextAttempt({}, absl::StrCat("attempt ", attempt, " ended"))
+        .IgnoreError();  // FailedPrecondition only after Stop
+  }
   if (!at_end.ok()) {
     return Annotate(at_end, absl::StrCat("waiting for every launcher at the "
                                          "end of attempt ",
@@ -493,6 +496,7 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
   // control plane stays up until the last launcher knows the outcome.
   agent->Shutdown().IgnoreError();
   agent.reset();
+  if (programs != nullptr) programs->Stop();
   if (control != nullptr) control->Stop();
   return result;
 }

@@ -7,9 +7,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cohort/barrier/barrier_control_plane.h"
 #include "cohort/barrier/barrier_coordinator.h"
-#include "cohort/barrier/barrier_grpc_service.h"
-#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_server.h"
 #include "cohort/launch/attempt_supervisor.h"
@@ -22,8 +21,6 @@ namespace cohort::launch {
 namespace {
 
 using barrier::BarrierCoordinator;
-using barrier::BarrierServer;
-using barrier::BarrierTcpServer;
 using barrier::GangSnapshot;
 
 // How often the progress line may change.
@@ -48,7 +45,9 @@ struct Launcher::Impl {
 
   absl::StatusOr<LaunchResult> Run();
   absl::Status Validate();
-  absl::Status StartBarrierServers(const std::string& log_dir);
+  // The job's one control plane: a coordination service with the barriers
+  // on the same server, kept for the whole job (reset between attempts).
+  absl::Status StartControlPlane(const std::string& log_dir);
   absl::StatusOr<AttemptEnd> RunAttempt(int attempt, LaunchResult& result);
   // The root-cause summary of a failed attempt, into `result` and messages.
   void Summarize(int attempt, const AttemptEnd& end,
@@ -67,9 +66,9 @@ struct Launcher::Impl {
   absl::Mutex out_mu;
 
   rpc::TransportSecurity security;
-  std::unique_ptr<BarrierCoordinator> coordinator;
-  std::unique_ptr<BarrierServer> server;
-  std::unique_ptr<BarrierTcpServer> tcp_server;
+  std::shared_ptr<BarrierCoordinator> coordinator;
+  std::unique_ptr<coord::CoordinationServer> control;
+  barrier::BarrierEndpoints barriers;
 };
 
 Launcher::Launcher(Env* env, LaunchOptions options)
@@ -101,18 +100,6 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
     }
   } close_gang{coordinator.get(), attempt};
 
-  std::unique_ptr<coord::CoordinationServer> coordination;
-  if (options.coordination_service) {
-    coord::CoordinationServerOptions co;
-    co.address = absl::StrCat(options.host, ":0");
-    co.service.env = env;
-    co.service.heartbeat_timeout = options.heartbeat_timeout;
-    co.security = security;
-    for (const TaskSpec& t : tasks) ++co.service.jobs[t.job];
-    COHORT_ASSIGN_OR_RETURN(coordination,
-                            coord::CoordinationServer::Start(std::move(co)));
-  }
-
   TaskEnvironmentInputs inputs;
   inputs.tasks = tasks;
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -121,11 +108,9 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   }
   inputs.attempt = attempt;
   inputs.job_token = security.job_token;
-  if (coordination != nullptr) {
-    inputs.coordination_address = coordination->target();
-  }
-  inputs.barrier_address = server->address();
-  inputs.barrier_tcp_address = tcp_server->address();
+  inputs.coordination_address = control->target();
+  inputs.barrier_address = barriers.grpc;
+  inputs.barrier_tcp_address = barriers.tcp;
   inputs.barrier_timeout = options.barrier_timeout;
   inputs.extra_env = options.extra_env;
 
@@ -153,15 +138,16 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   }
 
   LocalAttemptLedger ledger(must_finish, [this] { events.Changed(); });
-  std::optional<TaskFailureWatch> watch;
-  if (coordination != nullptr) {
-    watch.emplace(coordination->service(), tasks, std::vector<std::string>{},
-                  attempt, &events);
+  AttemptEnd end;
+  {
+    TaskFailureWatch watch(control->service(), tasks, {}, attempt, &events);
+    end = AttemptSupervisor(env, &events, &ledger, std::move(plan)).Run();
   }
-  AttemptEnd end =
-      AttemptSupervisor(env, &events, &ledger, std::move(plan)).Run();
-  watch.reset();
-  if (coordination != nullptr) coordination->Stop();
+  // The next attempt's tasks register afresh: this attempt's states,
+  // errors, barriers and keys end here (its incarnations are refused).
+  control->service()
+      ->ResetForNextAttempt({}, absl::StrCat("attempt ", attempt, " ended"))
+      .IgnoreError();  // FailedPrecondition only after Stop
 
   // A program that cannot be started at all is the caller's error, not a
   // failed attempt.
@@ -229,7 +215,7 @@ absl::Status Launcher::Impl::Validate() {
   return absl::OkStatus();
 }
 
-absl::Status Launcher::Impl::StartBarrierServers(const std::string& log_dir) {
+absl::Status Launcher::Impl::StartControlPlane(const std::string& log_dir) {
   // Every server of the job checks one token: the user's, or a fresh random
   // one that the tasks learn through their environment and the user through
   // a file only they can read (for `cohort status --token-file`).
@@ -239,17 +225,19 @@ absl::Status Launcher::Impl::StartBarrierServers(const std::string& log_dir) {
   COHORT_RETURN_IF_ERROR(
       WritePrivateFile(log_dir + "/job-token", security.job_token + "\n"));
   coordinator =
-      std::make_unique<BarrierCoordinator>(env, options.barrier_timeout);
-  COHORT_ASSIGN_OR_RETURN(
-      server,
-      BarrierServer::Start(coordinator.get(), options.host, 0, security));
-  rpc::FramedServerOptions tcp_options;
-  tcp_options.host = options.host;
-  tcp_options.job_token = security.job_token;
-  COHORT_ASSIGN_OR_RETURN(
-      tcp_server, BarrierTcpServer::Start(coordinator.get(), tcp_options));
+      std::make_shared<BarrierCoordinator>(env, options.barrier_timeout);
+  coord::CoordinationServerOptions co;
+  co.address = absl::StrCat(options.host, ":0");
+  co.security = security;
+  co.service.env = env;
+  co.service.heartbeat_timeout = options.heartbeat_timeout;
+  for (const TaskSpec& t : tasks) ++co.service.jobs[t.job];
+  COHORT_RETURN_IF_ERROR(barrier::ServeBarriers(coordinator, co));
+  COHORT_ASSIGN_OR_RETURN(control,
+                          coord::CoordinationServer::Start(std::move(co)));
+  barriers = barrier::BarrierEndpointsOf(*control);
   absl::MutexLock lock(&mu);
-  barrier_address = server->address();
+  barrier_address = barriers.grpc;
   return absl::OkStatus();
 }
 
@@ -257,7 +245,7 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
   COHORT_RETURN_IF_ERROR(Validate());
   LaunchResult result;
   COHORT_ASSIGN_OR_RETURN(result.log_dir, PrepareLogDir(options.log_dir));
-  COHORT_RETURN_IF_ERROR(StartBarrierServers(result.log_dir));
+  COHORT_RETURN_IF_ERROR(StartControlPlane(result.log_dir));
 
   GangRestartPolicy policy(options.max_restarts);
   for (int attempt = 0;; ++attempt) {
@@ -283,9 +271,7 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
     if (decision != RestartPolicy::Decision::kRestart) break;
     Message(policy.RestartMessage(attempt + 1));
   }
-  tcp_server.reset();
-  server.reset();
-  coordinator.reset();
+  control->Stop();
   return result;
 }
 

@@ -1,5 +1,5 @@
 // The gang launcher behind `cohort launch -n N`: starts every task of a job
-// on this machine, all or nothing, hosts the job's barrier coordinator, and
+// on this machine, all or nothing, hosts the job's control plane, and
 // retries the whole gang when any task fails (Spark's barrier-stage rules).
 //
 //   LaunchOptions options;
@@ -11,9 +11,13 @@
 // What a task gets: TF_CONFIG (cluster of 127.0.0.1 addresses on free ports,
 // and its own task), COHORT_TASK_NAME ("worker:1"), the job token
 // (COHORT_JOB_TOKEN, required by every server of the job), the address of the
-// job's coordination service (kEnvCoordinationAddress; one service per attempt,
-// hosted by the launcher), and for gang members (chief and workers) the
-// BarrierTaskContext variables (barrier_task_context.h).
+// job's coordination service (kEnvCoordinationAddress), and for gang members
+// (chief and workers) the BarrierTaskContext variables
+// (barrier_task_context.h), whose barrier addresses are the same server's:
+// the job has one control plane (one server, one token, one timer engine:
+// the coordination service with the barriers on it,
+// barrier/barrier_control_plane.h), kept for the whole job and reset
+// between attempts (the next attempt's tasks register afresh).
 // Partition ids: the chief is partition 0 when present, then the workers in
 // index order. ps and evaluator tasks are not in the barrier gang.
 //
@@ -70,11 +74,8 @@ struct LaunchOptions : JobShape {
   std::string log_dir;
   // The program and its arguments, run once per task.
   std::vector<std::string> command;
-  // The address tasks and the coordinator listen on.
+  // The address tasks and the control plane listen on.
   std::string host = "127.0.0.1";
-  // Host a coordination service for each attempt (tasks that connect a
-  // CoordinationAgent are then also watched for lost heartbeats).
-  bool coordination_service = true;
   // A connected task silent this long is failed (the service's rule).
   absl::Duration heartbeat_timeout = absl::Seconds(10);
   // Time between SIGTERM and SIGKILL when stopping tasks.
@@ -126,7 +127,8 @@ class Launcher {
   // makes Run() return with exit code 130. Thread-safe; never blocks.
   void Stop();
 
-  // Once Run() started the coordinator: its address ("host:port").
+  // Once Run() started the control plane: its gRPC address ("host:port"),
+  // which serves the coordination service and the barriers.
   std::string barrier_address() const;
 
  private:

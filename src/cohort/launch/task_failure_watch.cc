@@ -1,85 +1,52 @@
 #include "cohort/launch/task_failure_watch.h"
 
-#include <set>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 
 namespace cohort::launch {
-
-struct TaskFailureWatch::Shared {
-  coord::CoordinationService* service = nullptr;
-  std::vector<TaskSpec> tasks;
-  std::vector<std::string> hosts;
-  int attempt = 0;
-  absl::Mutex mu;
-  AttemptEvents* events ABSL_GUARDED_BY(mu) = nullptr;  // nullptr: stopped
-  std::set<int> reported ABSL_GUARDED_BY(mu);
-
-  // Reports the tasks newly in ERROR and watches for the next change.
-  static void OnState(const std::shared_ptr<Shared>& self,
-                      absl::StatusOr<coord::JobStatus> status) {
-    // A stopped service (the attempt's end) answers with an error: nothing
-    // more will change.
-    if (!status.ok()) return;
-    {
-      absl::MutexLock lock(&self->mu);
-      if (self->events == nullptr) return;
-      for (const coord::TaskStateSnapshot& st : status->tasks) {
-        if (st.state != coord::TaskState::kError) continue;
-        for (int k = 0; k < static_cast<int>(self->tasks.size()); ++k) {
-          const TaskSpec& t = self->tasks[k];
-          if (t.job != st.task.job || t.index != st.task.index ||
-              !self->reported.insert(k).second) {
-            continue;
-          }
-          FailureRecord r;
-          r.task = t.Name();
-          r.job_task = k;
-          r.where = k < static_cast<int>(self->hosts.size())
-                        ? "on " + self->hosts[k]
-                        : "on this machine";
-          r.reason = absl::StrCat("was failed by the coordination service: ",
-                                  st.error.message());
-          r.when = st.error_time;
-          self->events->TaskFailed(self->attempt, std::move(r));
-        }
-      }
-    }
-    Arm(self, status->version);
-  }
-
-  static void Arm(const std::shared_ptr<Shared>& self, int64_t after_version) {
-    self->service->WatchJobStateAsync(
-        after_version, absl::InfiniteFuture(),
-        [self](absl::StatusOr<coord::JobStatus> status) {
-          OnState(self, std::move(status));
-        });
-  }
-};
 
 TaskFailureWatch::TaskFailureWatch(coord::CoordinationService* service,
                                    std::vector<TaskSpec> tasks,
                                    std::vector<std::string> hosts, int attempt,
                                    AttemptEvents* events)
-    : shared_(std::make_shared<Shared>()) {
-  shared_->service = service;
-  shared_->tasks = std::move(tasks);
-  shared_->hosts = std::move(hosts);
-  shared_->attempt = attempt;
-  {
-    absl::MutexLock lock(&shared_->mu);
-    shared_->events = events;
+    : service_(service),
+      tasks_(std::move(tasks)),
+      hosts_(std::move(hosts)),
+      attempt_(attempt),
+      events_(events) {
+  listener_ = service_->AddTaskStateListener(
+      [this](const coord::TaskStateSnapshot& state) { Report(state); });
+  // Transitions before the listener are not replayed: read them once. A
+  // task reported twice is one failure (the attempt's ledger keeps the
+  // first).
+  absl::StatusOr<std::vector<coord::TaskStateSnapshot>> now =
+      service_->GetTaskState({});
+  if (now.ok()) {
+    for (const coord::TaskStateSnapshot& state : *now) Report(state);
   }
-  // -1: answered at once with the current state, then on each change.
-  Shared::Arm(shared_, -1);
 }
 
 TaskFailureWatch::~TaskFailureWatch() {
-  absl::MutexLock lock(&shared_->mu);
-  shared_->events = nullptr;
+  service_->RemoveTaskStateListener(listener_);
+}
+
+void TaskFailureWatch::Report(const coord::TaskStateSnapshot& state) {
+  if (state.state != coord::TaskState::kError) return;
+  for (int k = 0; k < static_cast<int>(tasks_.size()); ++k) {
+    const TaskSpec& t = tasks_[k];
+    if (t.job != state.task.job || t.index != state.task.index) continue;
+    FailureRecord r;
+    r.task = t.Name();
+    r.job_task = k;
+    r.where = k < static_cast<int>(hosts_.size()) ? "on " + hosts_[k]
+                                                  : "on this machine";
+    r.reason = absl::StrCat("was failed by the coordination service: ",
+                            state.error.message());
+    r.when = state.error_time;
+    events_->TaskFailed(attempt_, std::move(r));
+    return;
+  }
 }
 
 }  // namespace cohort::launch

@@ -1,18 +1,18 @@
 // Feeds the failures the coordination service sees (a task whose heartbeats
-// stopped, or that reported an error) to an attempt's supervisor: it watches
-// the service's job state (WatchJobStateAsync: answered on every change, not
-// polled) and reports each task that goes to ERROR once, as a FailureRecord
-// ("was failed by the coordination service: ...").
+// stopped, or that reported an error) to an attempt's supervisor: a
+// task-state listener on the service (told of each transition, not
+// polled) reports each of the job's tasks that goes to ERROR as a
+// FailureRecord ("was failed by the coordination service: ...").
 //
 //   TaskFailureWatch watch(server->service(), tasks, hosts, attempt, &events);
 //   ... the attempt runs; destroying the watch stops it ...
 //
-// Thread safety: the watch's callbacks run on the service's threads and
-// only push events; the destructor may run while one is in flight.
+// Thread safety: the listener runs on the service's threads and only
+// pushes events.
 #ifndef COHORT_LAUNCH_TASK_FAILURE_WATCH_H_
 #define COHORT_LAUNCH_TASK_FAILURE_WATCH_H_
 
-#include <memory>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,20 +26,25 @@ class TaskFailureWatch {
  public:
   // `tasks`: the job's tasks (a record's job_task is the index here);
   // `hosts`: where each runs, named in the record (empty: this machine).
-  // `service` must stay alive until it stopped or this watch is destroyed;
-  // `events` must outlive both.
+  // `service` and `events` must outlive the watch. A task already in ERROR
+  // when the watch starts is reported too.
   TaskFailureWatch(coord::CoordinationService* service,
                    std::vector<TaskSpec> tasks, std::vector<std::string> hosts,
                    int attempt, AttemptEvents* events);
-  // Stops reporting; a watch still parked in the service is answered later
-  // (at the next change or when the service stops) and does nothing.
+  // Removes the listener; once this returns nothing more is reported.
   ~TaskFailureWatch();
   TaskFailureWatch(const TaskFailureWatch&) = delete;
   TaskFailureWatch& operator=(const TaskFailureWatch&) = delete;
 
  private:
-  struct Shared;
-  std::shared_ptr<Shared> shared_;
+  void Report(const coord::TaskStateSnapshot& state);
+
+  coord::CoordinationService* const service_;
+  const std::vector<TaskSpec> tasks_;
+  const std::vector<std::string> hosts_;
+  const int attempt_;
+  AttemptEvents* const events_;
+  uint64_t listener_ = 0;
 };
 
 }  // namespace cohort::launch
