@@ -73,75 +73,17 @@ absl::Status Rendezvous::Recv(const ParsedKey& key, Tensor* value,
   return state->status;
 }
 
-LocalRendezvous::~LocalRendezvous() {
-  StartAbort(absl::CancelledError("rendezvous destroyed"));
-}
-
 absl::Status LocalRendezvous::Send(const ParsedKey& key, const Tensor& value) {
-  DoneCallback waiter;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!abort_status_.ok()) return abort_status_;
-    Item& item = table_[key.full_key];
-    if (item.has_value) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", key.edge_name, "' (rendezvous key ",
-                       key.full_key, ") was sent twice in one step"));
-    }
-    if (item.waiter) {
-      waiter = std::move(item.waiter);
-      table_.erase(key.full_key);
-    } else {
-      item.has_value = true;
-      item.value = value;
-    }
-  }
-  if (waiter) waiter(absl::OkStatus(), value);
-  return absl::OkStatus();
+  // A local receiver does not ask when the tensor was sent.
+  return table_.Send(key.full_key, key.edge_name, value, absl::Time());
 }
 
 void LocalRendezvous::RecvAsync(const ParsedKey& key, DoneCallback done) {
-  absl::Status status;
-  Tensor value;
-  {
-    absl::MutexLock lock(&mu_);
-    status = abort_status_;
-    if (status.ok()) {
-      auto it = table_.find(key.full_key);
-      if (it != table_.end() && it->second.has_value) {
-        value = std::move(it->second.value);
-        table_.erase(it);
-      } else if (it != table_.end() && it->second.waiter) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("tensor '", key.edge_name, "' (rendezvous key ",
-                         key.full_key, ") is received twice in one step"));
-      } else {
-        table_[key.full_key].waiter = std::move(done);
-        return;
-      }
-    }
-  }
-  done(status, value);
+  table_.Recv(key.full_key, key.edge_name, std::move(done));
 }
 
 void LocalRendezvous::StartAbort(const absl::Status& status) {
-  std::vector<DoneCallback> waiters;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!abort_status_.ok()) return;
-    abort_status_ =
-        status.ok() ? absl::CancelledError("rendezvous aborted") : status;
-    for (auto& [key, item] : table_) {
-      if (item.waiter) waiters.push_back(std::move(item.waiter));
-    }
-    table_.clear();
-  }
-  absl::Status s;
-  {
-    absl::MutexLock lock(&mu_);
-    s = abort_status_;
-  }
-  for (auto& w : waiters) w(s, Tensor());
+  table_.Abort(status);
 }
 
 }  // namespace cohort

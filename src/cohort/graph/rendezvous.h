@@ -34,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cohort/graph/rendezvous_table.h"
 #include "cohort/graph/tensor.h"
 
 namespace cohort {
@@ -71,24 +72,17 @@ class Rendezvous {
   absl::Status Recv(const ParsedKey& key, Tensor* value, absl::Time deadline);
 };
 
-// An in-process rendezvous (one per step).
+// An in-process rendezvous (one per step). Destruction fails what still
+// waits with Cancelled.
 class LocalRendezvous : public Rendezvous {
  public:
   LocalRendezvous() = default;
-  ~LocalRendezvous() override;
   absl::Status Send(const ParsedKey& key, const Tensor& value) override;
   void RecvAsync(const ParsedKey& key, DoneCallback done) override;
   void StartAbort(const absl::Status& status) override;
 
  private:
-  struct Item {
-    bool has_value = false;
-    Tensor value;
-    DoneCallback waiter;
-  };
-  absl::Mutex mu_;
-  absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, Item> table_ ABSL_GUARDED_BY(mu_);
+  RendezvousTable table_;
 };
 
 }  // namespace cohort

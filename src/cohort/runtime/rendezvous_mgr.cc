@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cohort/base/logging.h"
 #include "cohort/runtime/device_name.h"
 #include "cohort/runtime/worker_errors.h"
 
@@ -34,19 +33,30 @@ absl::StatusOr<std::string> TaskOfDevice(absl::string_view device) {
 
 // --- RemoteRendezvous -----------------------------------------------------
 
+namespace {
+
+RendezvousTable::Options TableOptions(int64_t step_id) {
+  RendezvousTable::Options o;
+  o.step_id = step_id;
+  // The header's promise to the RecvTensor handler.
+  o.cancelled_prefix = "RecvTensor cancelled for ";
+  return o;
+}
+
+}  // namespace
+
 RemoteRendezvous::RemoteRendezvous(int64_t step_id, std::string task_name,
                                    WorkerCache* worker_cache, Env* env)
     : step_id_(step_id),
       task_name_(std::move(task_name)),
       worker_cache_(worker_cache),
-      env_(env) {}
+      env_(env),
+      table_(TableOptions(step_id)) {}
 
-RemoteRendezvous::~RemoteRendezvous() {
-  // Only local waiters can remain (a remote call holds a reference to this
-  // object); they must still hear back exactly once.
-  StartAbort(absl::CancelledError(
-      absl::StrCat("rendezvous of step ", step_id_, " destroyed")));
-}
+// Only local waiters can remain (a remote call holds a reference to this
+// object); the table's destructor answers them, Cancelled "rendezvous of
+// step <id> destroyed".
+RemoteRendezvous::~RemoteRendezvous() = default;
 
 bool RemoteRendezvous::IsLocal(const ParsedKey& key) const {
   auto task = TaskOfDevice(key.src_device);
@@ -55,40 +65,10 @@ bool RemoteRendezvous::IsLocal(const ParsedKey& key) const {
   return !task.ok() || *task == task_name_;
 }
 
-void RemoteRendezvous::RunWaiter(Waiter waiter, const absl::Status& status,
-                                 const Tensor& value, absl::Time sent_at) {
-  // Deregister before running: afterwards the waiter's CancellationManager
-  // may be gone. If the cancel callback is running right now, this waits for
-  // it; it finds no waiter (we took it) and does nothing.
-  if (waiter.cancellation != nullptr) {
-    waiter.cancellation->DeregisterCallback(waiter.token);
-  }
-  waiter.done(status, value, sent_at);
-}
-
 absl::Status RemoteRendezvous::Send(const ParsedKey& key, const Tensor& value) {
-  const absl::Time now = env_->Now();
-  Waiter waiter;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!abort_status_.ok()) return abort_status_;
-    Item& item = table_[key.full_key];
-    if (item.has_value) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", key.edge_name, "' (rendezvous key ",
-                       key.full_key, ") was sent twice in step ", step_id_));
-    }
-    if (!item.has_waiter) {
-      item.has_value = true;
-      item.value = value;
-      item.sent_at = now;
-      return absl::OkStatus();
-    }
-    waiter = std::move(item.waiter);
-    table_.erase(key.full_key);
-  }
-  RunWaiter(std::move(waiter), absl::OkStatus(), value, now);
-  return absl::OkStatus();
+  // Read outside the table's lock: Env::Now may be a fake clock with a
+  // lock of its own.
+  return table_.Send(key.full_key, key.edge_name, value, env_->Now());
 }
 
 void RemoteRendezvous::RecvAsync(const ParsedKey& key, DoneCallback done) {
@@ -96,118 +76,31 @@ void RemoteRendezvous::RecvAsync(const ParsedKey& key, DoneCallback done) {
     RecvRemote(key, std::move(done));
     return;
   }
-  RecvLocalAsync(
-      key, nullptr,
-      [done = std::move(done)](const absl::Status& s, const Tensor& v,
-                               absl::Time) { done(s, v); });
+  table_.Recv(key.full_key, key.edge_name, std::move(done));
 }
 
 void RemoteRendezvous::RecvLocalAsync(const ParsedKey& key,
                                       CancellationManager* cancellation,
                                       LocalRecvCallback done) {
-  absl::Status status;
-  Tensor value;
-  absl::Time sent_at;
-  {
-    absl::MutexLock lock(&mu_);
-    status = abort_status_;
-    auto it = table_.find(key.full_key);
-    if (!status.ok()) {
-      // Aborted: answer with the step's status below.
-    } else if (it != table_.end() && it->second.has_value) {
-      value = std::move(it->second.value);
-      sent_at = it->second.sent_at;
-      table_.erase(it);
-    } else if (it != table_.end() && it->second.has_waiter) {
-      status = absl::InvalidArgumentError(
-          absl::StrCat("tensor '", key.edge_name, "' (rendezvous key ",
-                       key.full_key, ") is received twice in step ", step_id_));
-    } else {
-      Item& item = table_[key.full_key];
-      item.has_waiter = true;
-      item.waiter.id = next_waiter_id_++;
-      item.waiter.done = std::move(done);
-      if (cancellation == nullptr) return;
-      // Registering under mu_ is safe: RegisterCallback never runs the
-      // callback, and refuses (false) once cancelled.
-      item.waiter.cancellation = cancellation;
-      item.waiter.token = cancellation->GetCancellationToken();
-      const uint64_t id = item.waiter.id;
-      std::string k = key.full_key;
-      std::weak_ptr<RemoteRendezvous> weak = weak_from_this();
-      if (cancellation->RegisterCallback(item.waiter.token, [weak, k, id] {
-            // The rendezvous may be gone (step cleaned up and its waiters
-            // already answered); then there is nothing to drop.
-            if (auto self = weak.lock()) self->CancelWaiter(k, id);
-          })) {
-        return;
-      }
-      // Already cancelled: undo and answer now.
-      done = std::move(item.waiter.done);
-      table_.erase(key.full_key);
-      status = absl::CancelledError(
-          absl::StrCat("RecvTensor cancelled for ", step_id_));
-    }
-  }
-  done(status, value, sent_at);
+  table_.Recv(key.full_key, key.edge_name, cancellation, std::move(done));
 }
 
 bool RemoteRendezvous::MarkSucceeded() {
-  absl::MutexLock lock(&mu_);
-  succeeded_ = true;
-  return abort_status_.ok() && table_.empty() && remote_calls_.empty();
+  // Flag first, table second; drained() reads them in the same order, so
+  // whichever of this and a TakenFrom runs later sees the step drained.
+  succeeded_.store(true);
+  return table_.drained();
 }
 
 bool RemoteRendezvous::drained() const {
-  absl::MutexLock lock(&mu_);
-  return succeeded_ && abort_status_.ok() && table_.empty() &&
-         remote_calls_.empty();
-}
-
-void RemoteRendezvous::CancelWaiter(const std::string& key, uint64_t id) {
-  LocalRecvCallback done;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = table_.find(key);
-    if (it == table_.end() || !it->second.has_waiter ||
-        it->second.waiter.id != id) {
-      return;
-    }
-    done = std::move(it->second.waiter.done);
-    table_.erase(it);
-  }
-  // TF logs this and leaves the step alone: the peer retries or its step
-  // fails on its own.
-  COHORT_LOG(INFO) << "RecvTensor cancelled for " << step_id_;
-  // Not RunWaiter: we are inside this waiter's cancel callback, and
-  // deregistering it here would wait for ourselves.
-  done(
-      absl::CancelledError(absl::StrCat("RecvTensor cancelled for ", step_id_)),
-      Tensor(), absl::Time());
+  return succeeded_.load() && table_.drained();
 }
 
 void RemoteRendezvous::StartAbort(const absl::Status& status) {
-  std::vector<Waiter> waiters;
-  std::vector<std::shared_ptr<RemoteCall>> calls;
-  absl::Status abort;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!abort_status_.ok()) return;
-    abort_status_ = status.ok() ? absl::CancelledError(absl::StrCat(
-                                      "step ", step_id_, " was aborted"))
-                                : status;
-    abort = abort_status_;
-    for (auto& [key, item] : table_) {
-      if (item.has_waiter) waiters.push_back(std::move(item.waiter));
-    }
-    table_.clear();
-    calls.assign(remote_calls_.begin(), remote_calls_.end());
-  }
-  for (auto& w : waiters)
-    RunWaiter(std::move(w), abort, Tensor(), absl::Time());
-  // Each cancelled call finishes through FinishRemote, which reports the
-  // abort status rather than the transport's Cancelled.
-  for (auto& call : calls) call->opts.StartCancel();
+  // The table answers the local waiters, then cancels the RecvTensor calls;
+  // each finishes through FinishRemote, which reports the abort status
+  // rather than the transport's Cancelled.
+  table_.Abort(status);
 }
 
 void RemoteRendezvous::RecvRemote(const ParsedKey& key, DoneCallback done) {
@@ -233,12 +126,7 @@ void RemoteRendezvous::RecvRemote(const ParsedKey& key, DoneCallback done) {
   call->request.set_rendezvous_key(key.full_key);
   // A fresh id per call (§1.9): a retry would reuse it, a new call never.
   call->request.set_request_id(NewRequestId());
-  absl::Status aborted;
-  {
-    absl::MutexLock lock(&mu_);
-    aborted = abort_status_;
-    if (aborted.ok()) remote_calls_.insert(call);
-  }
+  const absl::Status aborted = table_.BeginPending(call);
   if (!aborted.ok()) {
     done(aborted, Tensor());
     return;
@@ -254,12 +142,7 @@ void RemoteRendezvous::RecvRemote(const ParsedKey& key, DoneCallback done) {
 void RemoteRendezvous::FinishRemote(const std::shared_ptr<RemoteCall>& call,
                                     absl::Status status,
                                     const DoneCallback& done) {
-  absl::Status abort;
-  {
-    absl::MutexLock lock(&mu_);
-    remote_calls_.erase(call);
-    abort = abort_status_;
-  }
+  const absl::Status abort = table_.EndPending(call.get());
   // A call we cancelled because the step stopped reports why it stopped,
   // not the transport's Cancelled.
   if (!status.ok() && !abort.ok() && call->opts.cancelled()) status = abort;

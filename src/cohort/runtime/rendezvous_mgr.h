@@ -40,6 +40,7 @@
 #ifndef COHORT_RUNTIME_RENDEZVOUS_MGR_H_
 #define COHORT_RUNTIME_RENDEZVOUS_MGR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -56,6 +57,7 @@
 #include "cohort/base/env.h"
 #include "cohort/graph/cancellation.h"
 #include "cohort/graph/rendezvous.h"
+#include "cohort/graph/rendezvous_table.h"
 #include "cohort/runtime/call_options.h"
 #include "cohort/runtime/worker_interface.h"
 
@@ -69,8 +71,7 @@ class RemoteRendezvous : public Rendezvous,
                          public std::enable_shared_from_this<RemoteRendezvous> {
  public:
   // `sent_at` is when the matching Send ran (Env time).
-  using LocalRecvCallback = std::function<void(
-      const absl::Status& status, const Tensor& value, absl::Time sent_at)>;
+  using LocalRecvCallback = RendezvousTable::TimedDoneCallback;
 
   // `worker_cache` may be null when no Recv of this worker reads from
   // another task (such a Recv then fails FailedPrecondition).
@@ -98,20 +99,10 @@ class RemoteRendezvous : public Rendezvous,
   bool drained() const;
 
  private:
-  struct Waiter {
-    uint64_t id = 0;
-    LocalRecvCallback done;
-    CancellationManager* cancellation = nullptr;
-    CancellationToken token = 0;
-  };
-  struct Item {
-    bool has_value = false;
-    Tensor value;
-    absl::Time sent_at;
-    bool has_waiter = false;
-    Waiter waiter;
-  };
-  struct RemoteCall {
+  // A RecvTensor call to another task, pending in the table so that an
+  // abort cancels it and the step is not drained while it runs.
+  struct RemoteCall : RendezvousTable::Pending {
+    void Cancel() override { opts.StartCancel(); }
     CallOptions opts;
     RecvTensorRequest request;
     RecvTensorValue value;
@@ -121,23 +112,19 @@ class RemoteRendezvous : public Rendezvous,
   void RecvRemote(const ParsedKey& key, DoneCallback done);
   void FinishRemote(const std::shared_ptr<RemoteCall>& call,
                     absl::Status status, const DoneCallback& done);
-  // Drops waiter `id` of `key` if it still waits; runs it Cancelled.
-  void CancelWaiter(const std::string& key, uint64_t id);
-  static void RunWaiter(Waiter waiter, const absl::Status& status,
-                        const Tensor& value, absl::Time sent_at);
 
   const int64_t step_id_;
   const std::string task_name_;
   WorkerCache* const worker_cache_;
   Env* const env_;
 
-  mutable absl::Mutex mu_;
-  absl::Status abort_status_ ABSL_GUARDED_BY(mu_);
-  bool succeeded_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_map<std::string, Item> table_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_set<std::shared_ptr<RemoteCall>> remote_calls_
-      ABSL_GUARDED_BY(mu_);
+  // Set once by MarkSucceeded; read by drained(). Sequentially consistent,
+  // so of a MarkSucceeded and a TakenFrom that race, the later one sees
+  // both the flag and the emptied table (rendezvous_mgr.cc).
+  std::atomic<bool> succeeded_{false};
+  // Declared last: destroyed first, answering what still waits while the
+  // rest of this object is intact.
+  RendezvousTable table_;
 };
 
 class RendezvousMgr {
