@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +36,9 @@ class EngineLaunchTest : public ::testing::Test {
   void SetUp() override {
     dir_ = absl::StrCat(::testing::TempDir(), "/engine_launch_test.", getpid(),
                         ".", absl::ToUnixNanos(absl::Now()));
-    ASSERT_EQ(system(("mkdir -p " + dir_).c_str()), 0);
+    std::error_code error;
+    std::filesystem::create_directories(dir_, error);
+    ASSERT_FALSE(error) << dir_ << ": " << error.message();
     for (int i = 0; i < 2; ++i) {
       auto port = rpc::PickFreePort("127.0.0.1");
       ASSERT_TRUE(port.ok());

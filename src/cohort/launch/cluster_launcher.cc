@@ -422,26 +422,22 @@ void ClusterLauncher::Impl::Summarize(int attempt, const AttemptEnd& end,
                              : ""));
     return;
   }
-  FailureReport report;
-  report.attempt = attempt;
-  report.task = r.task;
-  report.where = r.where;
-  report.reason = r.reason;
-  report.when = r.when;
-  report.after_start = r.after_start;
-  report.barrier = barrier_failure;
-  report.log_path = r.log_path.empty()
-                        ? absl::StrCat("its log on ", e.hosts[r.job_task])
-                        : absl::StrCat(r.log_path, " on ", e.hosts[r.job_task]);
-  report.tail = r.tail;
+  // The log is on the failed task's host, not necessarily this one.
+  FailureRecord where_logged = r;
+  where_logged.log_path =
+      r.log_path.empty()
+          ? absl::StrCat("its log on ", e.hosts[r.job_task])
+          : absl::StrCat(r.log_path, " on ", e.hosts[r.job_task]);
+  int stopped_others = 0;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ended =
       agent->GetKeyValueDir(Key(attempt, "ended"));
   if (ended.ok()) {
-    report.stopped_others = static_cast<int>(
+    stopped_others = static_cast<int>(
         std::count_if(ended->begin(), ended->end(),
                       [](const auto& kv) { return kv.second == "stopped"; }));
   }
-  const std::vector<std::string> lines = FailureSummaryLines(report);
+  const std::vector<std::string> lines = FailureSummaryLines(
+      attempt, where_logged, barrier_failure, stopped_others);
   result.failure_summary = absl::StrJoin(lines, "\n");
   for (const std::string& l : lines) Message(l);
 }

@@ -78,19 +78,22 @@ std::string FormatWallTime(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", t, absl::UTCTimeZone());
 }
 
-std::vector<std::string> FailureSummaryLines(const FailureReport& r) {
+std::vector<std::string> FailureSummaryLines(int attempt,
+                                             const FailureRecord& r,
+                                             const std::string& barrier,
+                                             int stopped_others) {
   std::vector<std::string> lines;
   lines.push_back(absl::StrCat(
-      "attempt ", r.attempt, " failed: task ", r.task, " (", r.where, ") ",
+      "attempt ", attempt, " failed: task ", r.task, " (", r.where, ") ",
       r.reason, " at ", FormatWallTime(r.when), ", ",
       absl::FormatDuration(absl::Trunc(r.after_start, absl::Milliseconds(1))),
       " after it started"));
-  if (!r.barrier.empty()) lines.push_back(r.barrier);
+  if (!barrier.empty()) lines.push_back(barrier);
   lines.push_back(
       absl::StrCat("last ", r.tail.size(), " line(s) of ", r.log_path, ":"));
   for (const std::string& l : r.tail) lines.push_back("  | " + l);
-  lines.push_back(absl::StrCat("stopped ", r.stopped_others,
-                               " other task(s) of attempt ", r.attempt));
+  lines.push_back(absl::StrCat("stopped ", stopped_others,
+                               " other task(s) of attempt ", attempt));
   return lines;
 }
 

@@ -34,23 +34,14 @@ std::function<void(const std::string&)> LineWriter(FILE* file);
 // "2026-11-24 14:03:07.123 UTC".
 std::string FormatWallTime(absl::Time t);
 
-// What the root-cause summary of a failed attempt says.
-struct FailureReport {
-  int attempt = 0;
-  std::string task;    // "worker:1"
-  std::string where;   // "pid 123" or "pid 123 on node-2"
-  std::string reason;  // "exited with code 3"
-  absl::Time when;
-  absl::Duration after_start;
-  std::string barrier;  // the gang's barrier failure, if any
-  std::string log_path;
-  std::vector<std::string> tail;
-  int stopped_others = 0;
-};
-
-// The summary's lines, first "attempt A failed: task T (WHERE) REASON at
-// TIME, D after it started", last "stopped N other task(s) of attempt A".
-std::vector<std::string> FailureSummaryLines(const FailureReport& report);
+// The root-cause summary of a failed attempt: first "attempt A failed:
+// task T (WHERE) REASON at TIME, D after it started", then `barrier` (the
+// gang's barrier failure) when not empty, the failure's log lines, last
+// "stopped N other task(s) of attempt A".
+std::vector<std::string> FailureSummaryLines(int attempt,
+                                             const FailureRecord& failure,
+                                             const std::string& barrier,
+                                             int stopped_others);
 
 // The attempt supervisor's on_failure hook for a launcher that serves the
 // job's barriers: keeps the gang's own barrier failure, if any, for the

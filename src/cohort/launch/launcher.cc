@@ -163,18 +163,8 @@ void Launcher::Impl::Summarize(int attempt, const AttemptEnd& end,
                                const std::string& barrier_failure,
                                LaunchResult& result) {
   const FailureRecord& r = end.failure;
-  FailureReport report;
-  report.attempt = attempt;
-  report.task = r.task;
-  report.where = r.where;
-  report.reason = r.reason;
-  report.when = r.when;
-  report.after_start = r.after_start;
-  report.barrier = barrier_failure;
-  report.log_path = r.log_path;
-  report.tail = r.tail;
-  report.stopped_others = end.stopped_others;
-  const std::vector<std::string> lines = FailureSummaryLines(report);
+  const std::vector<std::string> lines =
+      FailureSummaryLines(attempt, r, barrier_failure, end.stopped_others);
   result.failure_summary = absl::StrJoin(lines, "\n");
   result.exit_code = r.code;
   for (const std::string& l : lines) Message(l);
