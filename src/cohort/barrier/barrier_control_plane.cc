@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "cohort/barrier/barrier_framed_handler.h"
 #include "cohort/barrier/barrier_grpc_service.h"
-#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/coord/framed_coordination.h"
 
 namespace cohort::barrier {

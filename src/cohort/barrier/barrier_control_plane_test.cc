@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/barrier/barrier_framed_handler.h"
 #include "cohort/barrier/barrier_task_context.h"
-#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/coord/framed_coordination.h"
 #include "cohort/rpc/framed_client.h"
 #include "gmock/gmock.h"

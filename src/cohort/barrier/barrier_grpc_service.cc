@@ -2,10 +2,10 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/barrier/barrier_sync_proto.h"
-#include "cohort/base/status.h"
 #include "cohort/rpc/status_conversion.h"
 #include "cohort/rpc/transport.h"
 
@@ -91,28 +91,6 @@ grpc::ServerUnaryReactor* BarrierGrpcService::Sync(
   auto* reactor = new SyncReactor(coordinator_, response);
   reactor->Start(*request);
   return reactor;
-}
-
-absl::StatusOr<std::unique_ptr<BarrierServer>> BarrierServer::Start(
-    BarrierCoordinator* coordinator, const std::string& host, int port,
-    const rpc::TransportSecurity& security) {
-  std::unique_ptr<BarrierServer> server(new BarrierServer());
-  server->service_ =
-      std::make_unique<BarrierGrpcService>(coordinator, security.job_token);
-  COHORT_ASSIGN_OR_RETURN(
-      rpc::GrpcServer grpc_server,
-      rpc::StartGrpcServer(absl::StrCat(host, ":", port),
-                           {server->service_.get()}, security));
-  server->server_ = std::move(grpc_server.server);
-  server->address_ = absl::StrCat(host, ":", grpc_server.port);
-  return server;
-}
-
-BarrierServer::~BarrierServer() {
-  if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now());
-    server_->Wait();
-  }
 }
 
 }  // namespace cohort::barrier

@@ -17,7 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cohort/barrier.grpc.pb.h"
-#include "cohort/barrier/barrier_tcp_server.h"
+#include "cohort/barrier/barrier_framed_handler.h"
 #include "cohort/base/backoff.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/status_conversion.h"

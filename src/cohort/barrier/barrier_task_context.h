@@ -61,8 +61,9 @@ inline constexpr char kEnvNumTasks[] = "COHORT_NUM_TASKS";
 inline constexpr char kEnvAttemptNumber[] = "COHORT_ATTEMPT_NUMBER";
 inline constexpr char kEnvStageId[] = "COHORT_STAGE_ID";
 inline constexpr char kEnvTaskAttemptId[] = "COHORT_TASK_ATTEMPT_ID";
-// The coordinator's low-latency TCP transport (barrier_tcp_server.h); when
-// set, syncs use it instead of gRPC.
+// The coordinator's low-latency TCP transport (barrier_framed_handler.h, on
+// the job's coordination server's framed port); when set, syncs use it
+// instead of gRPC.
 inline constexpr char kEnvBarrierTcpAddress[] = "COHORT_BARRIER_TCP_ADDRESS";
 // Comma-separated "host:port" of every task, ordered by partition id.
 inline constexpr char kEnvTaskAddresses[] = "COHORT_TASK_ADDRESSES";

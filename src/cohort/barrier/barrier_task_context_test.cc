@@ -1,6 +1,8 @@
-// BarrierTaskContext against a real coordinator over gRPC on 127.0.0.1, with
-// the gang's tasks as threads of this process (Spark's
-// BarrierTaskContextSuite scenarios through the C++ API).
+// BarrierTaskContext against a real coordinator served the way a job serves
+// it: on a coordination server started with ServeBarriers (one gRPC port,
+// one framed port, one job token), on 127.0.0.1, with the gang's tasks as
+// threads of this process (Spark's BarrierTaskContextSuite scenarios through
+// the C++ API, over gRPC and over the framed path).
 #include "cohort/barrier/barrier_task_context.h"
 
 #include <signal.h>
@@ -16,10 +18,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cohort/barrier/barrier_control_plane.h"
 #include "cohort/barrier/barrier_coordinator.h"
-#include "cohort/barrier/barrier_grpc_service.h"
-#include "cohort/barrier/barrier_tcp_server.h"
 #include "cohort/base/fake_env.h"
+#include "cohort/coord/coordination_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,26 +33,22 @@ using ::testing::HasSubstr;
 
 constexpr char kToken[] = "gang-token";
 
-rpc::TransportSecurity TokenSecurity() {
-  rpc::TransportSecurity security;
-  security.job_token = kToken;
-  return security;
-}
-
-std::unique_ptr<BarrierServer> StartServer(BarrierCoordinator* coordinator) {
-  auto server =
-      BarrierServer::Start(coordinator, "127.0.0.1", 0, TokenSecurity());
+// The job's control plane for a gang of `num_tasks`: a coordination server
+// on 127.0.0.1 (jobs {worker: num_tasks}) serving `coordinator`'s barriers
+// on both its transports, with kToken required of every caller.
+std::unique_ptr<coord::CoordinationServer> StartServer(
+    const std::shared_ptr<BarrierCoordinator>& coordinator, int num_tasks) {
+  coord::CoordinationServerOptions options;
+  options.security.job_token = kToken;
+  options.service.jobs = {{"worker", num_tasks}};
+  absl::Status served = ServeBarriers(coordinator, options);
+  EXPECT_TRUE(served.ok()) << served;
+  auto server = coord::CoordinationServer::Start(std::move(options));
   EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(server).value() : nullptr;
-}
-
-std::unique_ptr<BarrierTcpServer> StartTcpServer(
-    BarrierCoordinator* coordinator) {
-  rpc::FramedServerOptions options;
-  options.job_token = kToken;
-  auto server = BarrierTcpServer::Start(coordinator, options);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(server).value() : nullptr;
+  if (!server.ok()) return nullptr;
+  // Without TLS the framed path is always there: the TCP tests need it.
+  EXPECT_FALSE(BarrierEndpointsOf(**server).tcp.empty());
+  return std::move(server).value();
 }
 
 class Gang {
@@ -59,15 +57,16 @@ class Gang {
                 bool tcp = false, const std::string& token = kToken)
       : num_tasks_(num_tasks),
         coordinator_(
-            std::make_unique<BarrierCoordinator>(Env::Default(), timeout)) {
+            std::make_shared<BarrierCoordinator>(Env::Default(), timeout)) {
     EXPECT_TRUE(coordinator_->OpenGang(0, 0, num_tasks).ok());
-    server_ = StartServer(coordinator_.get());
-    if (tcp) tcp_server_ = StartTcpServer(coordinator_.get());
+    server_ = StartServer(coordinator_, num_tasks);
+    if (server_ == nullptr) return;  // StartServer reported why
+    const BarrierEndpoints at = BarrierEndpointsOf(*server_);
     for (int p = 0; p < num_tasks; ++p) {
       BarrierTaskContext::Options o;
       o.job_token = token;
-      o.coordinator_address = server_->address();
-      if (tcp) o.tcp_address = tcp_server_->address();
+      o.coordinator_address = at.grpc;
+      if (tcp) o.tcp_address = at.tcp;
       o.partition_id = p;
       o.num_tasks = num_tasks;
       o.task_attempt_id = 100 + p;
@@ -79,6 +78,14 @@ class Gang {
       EXPECT_TRUE(ctx.ok()) << ctx.status();
       contexts_.push_back(std::move(ctx).value());
     }
+  }
+
+  // As the launcher does: the gang is closed before the server stops, so
+  // nothing is left parked at its shutdown.
+  ~Gang() {
+    contexts_.clear();
+    coordinator_->CloseGang(0, 0, "test ended");
+    server_.reset();
   }
 
   BarrierTaskContext& task(int p) { return *contexts_[p]; }
@@ -95,9 +102,8 @@ class Gang {
 
  private:
   const int num_tasks_;
-  std::unique_ptr<BarrierCoordinator> coordinator_;
-  std::unique_ptr<BarrierServer> server_;
-  std::unique_ptr<BarrierTcpServer> tcp_server_;
+  std::shared_ptr<BarrierCoordinator> coordinator_;
+  std::unique_ptr<coord::CoordinationServer> server_;
   std::vector<std::unique_ptr<BarrierTaskContext>> contexts_;
 };
 
@@ -156,8 +162,8 @@ TEST(BarrierTaskContextTcpTest, GlobalSyncReleasesEveryoneTogether) {
   ExpectReleasedTogether(gang, 4);
 }
 
-// Both transports refuse a task without the job's token before the
-// coordinator sees its request.
+// Both transports of the one server refuse a task without the job's token
+// before the coordinator sees its request.
 TEST(BarrierTaskContextTest, WrongTokenIsUnauthenticatedOnBothTransports) {
   for (bool tcp : {false, true}) {
     Gang gang(2, absl::Seconds(30), tcp, /*token=*/"not-the-token");
@@ -286,11 +292,13 @@ void CancelOnSignal(int) { BarrierTaskContext::CancelFromSignalHandler(); }
 
 // The same through a signal handler and the context from the environment.
 TEST(BarrierTaskContextTest, SignalHandlerCancelsTheProcessContext) {
-  BarrierCoordinator coordinator(Env::Default(), absl::Seconds(30));
-  ASSERT_TRUE(coordinator.OpenGang(0, 0, 2).ok());
-  std::unique_ptr<BarrierServer> server = StartServer(&coordinator);
+  auto coordinator =
+      std::make_shared<BarrierCoordinator>(Env::Default(), absl::Seconds(30));
+  ASSERT_TRUE(coordinator->OpenGang(0, 0, 2).ok());
+  std::unique_ptr<coord::CoordinationServer> server =
+      StartServer(coordinator, 2);
   ASSERT_NE(server, nullptr);
-  setenv(kEnvBarrierAddress, server->address().c_str(), 1);
+  setenv(kEnvBarrierAddress, BarrierEndpointsOf(*server).grpc.c_str(), 1);
   setenv(rpc::kJobTokenEnvVar, kToken, 1);
   setenv(kEnvPartitionId, "1", 1);
   setenv(kEnvNumTasks, "2", 1);
@@ -303,11 +311,11 @@ TEST(BarrierTaskContextTest, SignalHandlerCancelsTheProcessContext) {
   ASSERT_EQ(sigaction(SIGUSR1, &sa, nullptr), 0);
   absl::Status status;
   std::thread waiter([&] { status = (*ctx)->Barrier(); });
-  ASSERT_TRUE(WaitForWaiting(coordinator, {1}));
+  ASSERT_TRUE(WaitForWaiting(*coordinator, {1}));
   kill(getpid(), SIGUSR1);
   waiter.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
-  EXPECT_TRUE(WaitForWaiting(coordinator, {}));
+  EXPECT_TRUE(WaitForWaiting(*coordinator, {}));
   signal(SIGUSR1, SIG_DFL);
 }
 
@@ -390,15 +398,17 @@ TEST(BarrierTaskContextTest, FromEnvNamesMissingVariable) {
 
 // Successive processes of one task continue the epoch through the file.
 TEST(BarrierTaskContextTest, EpochFileCarriesTheEpochAcrossContexts) {
-  BarrierCoordinator coordinator(Env::Default(), absl::Seconds(30));
-  ASSERT_TRUE(coordinator.OpenGang(0, 0, 1).ok());
-  std::unique_ptr<BarrierServer> server = StartServer(&coordinator);
+  auto coordinator =
+      std::make_shared<BarrierCoordinator>(Env::Default(), absl::Seconds(30));
+  ASSERT_TRUE(coordinator->OpenGang(0, 0, 1).ok());
+  std::unique_ptr<coord::CoordinationServer> server =
+      StartServer(coordinator, 1);
   ASSERT_NE(server, nullptr);
   const std::string file =
       absl::StrCat(::testing::TempDir(), "/epoch-", getpid(), "-",
                    absl::ToUnixNanos(absl::Now()));
   BarrierTaskContext::Options o;
-  o.coordinator_address = server->address();
+  o.coordinator_address = BarrierEndpointsOf(*server).grpc;
   o.job_token = kToken;
   o.num_tasks = 1;
   o.epoch_file = file;

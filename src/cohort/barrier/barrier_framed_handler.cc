@@ -1,32 +1,13 @@
-#include "cohort/barrier/barrier_tcp_server.h"
+#include "cohort/barrier/barrier_framed_handler.h"
 
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "cohort/barrier.pb.h"
 #include "cohort/barrier/barrier_sync_proto.h"
 
 namespace cohort::barrier {
-
-absl::StatusOr<std::unique_ptr<BarrierTcpServer>> BarrierTcpServer::Start(
-    BarrierCoordinator* coordinator, rpc::FramedServerOptions options) {
-  std::unique_ptr<BarrierTcpServer> s(new BarrierTcpServer(coordinator));
-  if (options.name == rpc::FramedServerOptions().name) {
-    options.name = "barrier TCP server";
-  }
-  options.identity = kBarrierTcpIdentity;
-  absl::StatusOr<std::unique_ptr<rpc::FramedServer>> server =
-      rpc::FramedServer::Start(std::move(options), &s->handler_);
-  if (!server.ok()) return server.status();
-  s->server_ = std::move(server).value();
-  return s;
-}
-
-BarrierTcpServer::~BarrierTcpServer() {
-  // Closes every connection first: OnClose withdraws parked requests while
-  // this object is still whole.
-  server_.reset();
-}
 
 void BarrierFramedHandler::OnRequest(
     const std::shared_ptr<rpc::FramedConnection>& c, std::string bytes) {

@@ -1,8 +1,11 @@
-// BarrierTcpServer: the low-latency transport for a BarrierCoordinator, used
-// by the tasks of `cohort launch`: barrier.proto's messages over cohort's
-// framed TCP transport (rpc/framed_server.h), which authenticates every
-// connection with the job token and bounds frames, connections and queued
-// replies.
+// BarrierFramedHandler: the low-latency transport for a BarrierCoordinator,
+// used by the tasks of `cohort launch`: barrier.proto's messages over
+// cohort's framed TCP transport (rpc/framed_server.h), which authenticates
+// every connection with the job token and bounds frames, connections and
+// queued replies. It is a FramedServer handler, not a server: the job's
+// coordination server carries it on its framed port beside the coordination
+// service (barrier_control_plane.h, ServeBarriers), so a job opens no
+// barrier port of its own.
 //
 // Why not gRPC: a unary gRPC call costs ~45x a raw loopback TCP round trip
 // on the 2-core machines this project targets (docs/barrier.md), and a
@@ -18,14 +21,10 @@
 // connection (logged with the peer's address); other connections and the
 // job are untouched.
 //
-// BarrierFramedHandler is that protocol as a FramedServer handler, for a
-// server that serves more than the barrier coordinator (the job's
-// coordination server, barrier_control_plane.h); BarrierTcpServer is a
-// framed server of its own around one.
-//
-// Thread safety: thread-safe; the coordinator must outlive the server.
-#ifndef COHORT_BARRIER_BARRIER_TCP_SERVER_H_
-#define COHORT_BARRIER_BARRIER_TCP_SERVER_H_
+// Thread safety: thread-safe; the coordinator must outlive the handler, and
+// the handler the server that carries it.
+#ifndef COHORT_BARRIER_BARRIER_FRAMED_HANDLER_H_
+#define COHORT_BARRIER_BARRIER_FRAMED_HANDLER_H_
 
 #include <cstdint>
 #include <memory>
@@ -33,15 +32,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/barrier/barrier_coordinator.h"
 #include "cohort/rpc/framed_server.h"
 
 namespace cohort::barrier {
 
-// The framed identity (rpc::FramedServerOptions::identity) of a job's
-// barrier TCP server, which BarrierTaskContext clients expect.
+// The framed identity a BarrierTaskContext names in the handshake; a server
+// routes such connections to the BarrierFramedHandler registered under it
+// (rpc/framed_server.h, "Several services, one port").
 inline constexpr char kBarrierTcpIdentity[] = "barrier coordinator";
 
 // The protocol above on the connections a FramedServer hands it (those
@@ -64,26 +63,6 @@ class BarrierFramedHandler : public rpc::FramedServer::Handler {
   absl::flat_hash_map<uint64_t, uint64_t> parked_ ABSL_GUARDED_BY(mu_);
 };
 
-class BarrierTcpServer {
- public:
-  // Listens on options.host:0 (options.job_token is required of clients).
-  // Errors as rpc::FramedServer::Start.
-  static absl::StatusOr<std::unique_ptr<BarrierTcpServer>> Start(
-      BarrierCoordinator* coordinator, rpc::FramedServerOptions options);
-  // Stops serving; parked requests are withdrawn from their syncs.
-  ~BarrierTcpServer();
-
-  // "host:port".
-  const std::string& address() const { return server_->address(); }
-
- private:
-  explicit BarrierTcpServer(BarrierCoordinator* coordinator)
-      : handler_(coordinator) {}
-
-  BarrierFramedHandler handler_;
-  std::unique_ptr<rpc::FramedServer> server_;
-};
-
 }  // namespace cohort::barrier
 
-#endif  // COHORT_BARRIER_BARRIER_TCP_SERVER_H_
+#endif  // COHORT_BARRIER_BARRIER_FRAMED_HANDLER_H_
