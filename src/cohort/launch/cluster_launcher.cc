@@ -189,15 +189,10 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
   control = std::move(server).value();
   coordinator = std::make_shared<barrier::BarrierCoordinator>(
       env, options.barrier_timeout);
-  coord::CoordinationServerOptions po;
-  po.address = OnHost(options.bind_host, 0);
-  po.security = security;
-  po.service.env = env;
-  po.service.heartbeat_timeout = options.heartbeat_timeout;
-  for (const TaskSpec& t : tasks) ++po.service.jobs[t.job];
-  COHORT_RETURN_IF_ERROR(barrier::ServeBarriers(coordinator, po));
-  COHORT_ASSIGN_OR_RETURN(programs,
-                          coord::CoordinationServer::Start(std::move(po)));
+  COHORT_ASSIGN_OR_RETURN(
+      programs,
+      StartJobControlPlane(env, OnHost(options.bind_host, 0), security,
+                           options.heartbeat_timeout, tasks, coordinator));
   return absl::OkStatus();
 }
 

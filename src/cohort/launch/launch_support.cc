@@ -10,6 +10,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/barrier/barrier_control_plane.h"
+#include "cohort/base/status.h"
 #include "cohort/launch/job_plan.h"
 
 namespace cohort::launch {
@@ -95,6 +97,21 @@ std::vector<std::string> FailureSummaryLines(int attempt,
   lines.push_back(absl::StrCat("stopped ", stopped_others,
                                " other task(s) of attempt ", attempt));
   return lines;
+}
+
+absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartJobControlPlane(
+    Env* env, const std::string& address,
+    const rpc::TransportSecurity& security, absl::Duration heartbeat_timeout,
+    const std::vector<TaskSpec>& tasks,
+    std::shared_ptr<barrier::BarrierCoordinator> coordinator) {
+  coord::CoordinationServerOptions co;
+  co.address = address;
+  co.security = security;
+  co.service.env = env;
+  co.service.heartbeat_timeout = heartbeat_timeout;
+  for (const TaskSpec& t : tasks) ++co.service.jobs[t.job];
+  COHORT_RETURN_IF_ERROR(barrier::ServeBarriers(std::move(coordinator), co));
+  return coord::CoordinationServer::Start(std::move(co));
 }
 
 std::function<void(const FailureRecord&)> GangFailureHook(

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cohort/barrier/barrier_coordinator.h"
+#include "cohort/base/env.h"
+#include "cohort/coord/coordination_server.h"
 #include "cohort/launch/attempt_ledger.h"
+#include "cohort/launch/job_plan.h"
+#include "cohort/rpc/transport.h"
 
 namespace cohort::launch {
 
@@ -42,6 +47,16 @@ std::vector<std::string> FailureSummaryLines(int attempt,
                                              const FailureRecord& failure,
                                              const std::string& barrier,
                                              int stopped_others);
+
+// The job's one control plane: a coordination service for `tasks` at
+// `address` ("host:0": any port) with `coordinator`'s barriers served on the
+// same server (barrier/barrier_control_plane.h), every call checked against
+// `security`. Errors as CoordinationServer::Start.
+absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartJobControlPlane(
+    Env* env, const std::string& address,
+    const rpc::TransportSecurity& security, absl::Duration heartbeat_timeout,
+    const std::vector<TaskSpec>& tasks,
+    std::shared_ptr<barrier::BarrierCoordinator> coordinator);
 
 // The attempt supervisor's on_failure hook for a launcher that serves the
 // job's barriers: keeps the gang's own barrier failure, if any, for the

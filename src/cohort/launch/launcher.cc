@@ -216,15 +216,10 @@ absl::Status Launcher::Impl::StartControlPlane(const std::string& log_dir) {
       WritePrivateFile(log_dir + "/job-token", security.job_token + "\n"));
   coordinator =
       std::make_shared<BarrierCoordinator>(env, options.barrier_timeout);
-  coord::CoordinationServerOptions co;
-  co.address = absl::StrCat(options.host, ":0");
-  co.security = security;
-  co.service.env = env;
-  co.service.heartbeat_timeout = options.heartbeat_timeout;
-  for (const TaskSpec& t : tasks) ++co.service.jobs[t.job];
-  COHORT_RETURN_IF_ERROR(barrier::ServeBarriers(coordinator, co));
-  COHORT_ASSIGN_OR_RETURN(control,
-                          coord::CoordinationServer::Start(std::move(co)));
+  COHORT_ASSIGN_OR_RETURN(
+      control,
+      StartJobControlPlane(env, absl::StrCat(options.host, ":0"), security,
+                           options.heartbeat_timeout, tasks, coordinator));
   barriers = barrier::BarrierEndpointsOf(*control);
   absl::MutexLock lock(&mu);
   barrier_address = barriers.grpc;
