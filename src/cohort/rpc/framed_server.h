@@ -77,7 +77,7 @@
 namespace cohort::rpc {
 
 struct FramedServerOptions {
-  // Used in log lines and errors ("barrier TCP server").
+  // Used in log lines and errors ("coordination service (framed)").
   std::string name = "framed server";
   // IPv4 address to listen on, and the port (0: the OS chooses).
   std::string host = "127.0.0.1";
