@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cohort/base/json.h"
+#include "cohort/base/status.h"
 
 namespace cohort::launch {
 namespace {
@@ -85,13 +86,14 @@ LocalAttemptLedger::LocalAttemptLedger(int must_finish,
                                        std::function<void()> changed)
     : must_finish_(must_finish), changed_(std::move(changed)) {}
 
-void LocalAttemptLedger::RecordFailure(const FailureRecord& record) {
+absl::Status LocalAttemptLedger::RecordFailure(const FailureRecord& record) {
   {
     absl::MutexLock lock(&mu_);
-    if (verdict_.has_value()) return;
+    if (verdict_.has_value()) return absl::OkStatus();
     verdict_ = AttemptVerdict{false, record};
   }
   changed_();
+  return absl::OkStatus();
 }
 
 absl::Status LocalAttemptLedger::RecordDone(int job_task) {
@@ -136,18 +138,25 @@ ControlPlaneLedger::~ControlPlaneLedger() {
 
 void ControlPlaneLedger::Watch() {
   const std::string key = Key(options_.attempt, "verdict");
+  int64_t after_version = 0;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
       if (stop_ || verdict_.has_value()) return;
     }
     absl::StatusOr<coord::KeyValueWatchResult> seen =
-        options_.agent->WatchKeyValue(key, 0, kWatchSlice);
+        options_.agent->WatchKeyValue(key, after_version, kWatchSlice);
     if (seen.ok() && seen->present) {
       Learn(seen->value);
       return;
     }
-    if (seen.ok() || absl::IsDeadlineExceeded(seen.status())) continue;
+    // Absent at a newer version (written and deleted by some token holder):
+    // watch past it, or the watch would answer at once again.
+    if (seen.ok()) {
+      after_version = std::max(after_version, seen->version);
+      continue;
+    }
+    if (absl::IsDeadlineExceeded(seen.status())) continue;
     // The agent failed (lost control plane: the launcher hears it through
     // the agent's error callback) or the service is going away.
     if (options_.agent->state() !=
@@ -176,14 +185,14 @@ void ControlPlaneLedger::Learn(const std::string& value) {
   options_.changed();
 }
 
-void ControlPlaneLedger::RecordFailure(const FailureRecord& record) {
+absl::Status ControlPlaneLedger::RecordFailure(const FailureRecord& record) {
+  // The agent retries transient failures within its RPC deadline; what
+  // still fails is the caller's to act on.
   absl::Status s = options_.agent->InsertKeyValue(
       Key(options_.attempt, "verdict"), record.Encode(), false);
-  if (!s.ok() && !absl::IsAlreadyExists(s)) {
-    options_.messages(absl::StrCat("could not record the failure of ",
-                                   record.task,
-                                   " in the control plane: ", s.ToString()));
-  }
+  if (s.ok() || absl::IsAlreadyExists(s)) return absl::OkStatus();
+  return Annotate(s, absl::StrCat("recording the failure of ", record.task,
+                                  " in the control plane"));
 }
 
 absl::Status ControlPlaneLedger::RecordDone(int job_task) {

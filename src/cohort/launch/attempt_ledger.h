@@ -66,9 +66,10 @@ class AttemptLedger {
  public:
   virtual ~AttemptLedger() = default;
   // Records `record` as the attempt's failure unless it has a verdict
-  // already. Never fails the caller: a record that cannot be written is
-  // reported through the ledger's message sink.
-  virtual void RecordFailure(const FailureRecord& record) = 0;
+  // already (then OK: the first writer won). An error means it could not be
+  // written: nobody may ever learn of the failure, so the caller treats the
+  // ledger as lost rather than wait for a verdict that may never come.
+  virtual absl::Status RecordFailure(const FailureRecord& record) = 0;
   // Records that job task `job_task`, a chief, worker or evaluator, exited
   // 0; the last of them makes the verdict "succeeded". An error means the
   // record could not be written (the caller then fails the attempt, since
@@ -83,7 +84,7 @@ class LocalAttemptLedger : public AttemptLedger {
  public:
   LocalAttemptLedger(int must_finish, std::function<void()> changed);
 
-  void RecordFailure(const FailureRecord& record) override;
+  absl::Status RecordFailure(const FailureRecord& record) override;
   absl::Status RecordDone(int job_task) override;
   std::optional<AttemptVerdict> Verdict() override;
 
@@ -111,13 +112,12 @@ class ControlPlaneLedger : public AttemptLedger {
     int must_finish = 0;  // chief, worker and evaluator tasks
     int tail_lines = 10;
     std::function<void()> changed;
-    std::function<void(const std::string&)> messages;
   };
   explicit ControlPlaneLedger(Options options);
   // Stops and joins the watch thread (within about a second).
   ~ControlPlaneLedger() override;
 
-  void RecordFailure(const FailureRecord& record) override;
+  absl::Status RecordFailure(const FailureRecord& record) override;
   absl::Status RecordDone(int job_task) override;
   std::optional<AttemptVerdict> Verdict() override;
 

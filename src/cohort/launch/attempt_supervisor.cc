@@ -142,6 +142,16 @@ void AttemptSupervisor::Message(const std::string& line) {
   if (plan_.messages) plan_.messages(line);
 }
 
+void AttemptSupervisor::Record(State& s, const FailureRecord& record) {
+  absl::Status written = ledger_->RecordFailure(record);
+  if (written.ok() || s.lost) return;
+  // Nobody may ever learn of this failure, so no verdict may ever come:
+  // the attempt ends as if the control plane were gone.
+  s.lost = true;
+  s.lost_error = written;
+  BeginStop(s);
+}
+
 AttemptEnd AttemptSupervisor::Run() {
   State s;
   Start(s);
@@ -184,9 +194,10 @@ void AttemptSupervisor::Start(State& s) {
     if (!process.ok()) {
       s.spawn_error =
           Annotate(process.status(), absl::StrCat("of attempt ", attempt));
-      ledger_->RecordFailure(RecordFor(
-          s, i, absl::StrCat("could not start: ", process.status().message()),
-          env_->Now(), 1));
+      Record(s, RecordFor(s, i,
+                          absl::StrCat("could not start: ",
+                                       process.status().message()),
+                          env_->Now(), 1));
       return;
     }
     s.running.push_back({std::move(process).value(), false});
@@ -239,14 +250,16 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
     case Event::kTaskFailed: {
       if (e.attempt != plan_.attempt || s.stopping) return;
       // Where the service saw it fail, told with what this launcher knows
-      // of the task (pid, log, last lines).
+      // of the task (pid, log, last lines). A task of this launcher that
+      // already exited is judged by its exit: one that exited 0 without
+      // shutting its agent down is not failed later for its silence.
       FailureRecord r = e.record;
       for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
-        if (plan_.tasks[i].job_task == r.job_task) {
-          r = RecordFor(s, i, e.record.reason, e.record.when, e.record.code);
-        }
+        if (plan_.tasks[i].job_task != r.job_task) continue;
+        if (s.running[i].exited) return;
+        r = RecordFor(s, i, e.record.reason, e.record.when, e.record.code);
       }
-      ledger_->RecordFailure(r);
+      Record(s, r);
       return;
     }
     case Event::kChanged:
@@ -271,7 +284,7 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
         r.tail.clear();
         r.log_path.clear();
         r.interrupted = true;
-        ledger_->RecordFailure(r);
+        Record(s, r);
       }
       BeginStop(s);
       return;
@@ -294,11 +307,11 @@ void AttemptSupervisor::OnExit(State& s, int task, const ExitInfo& exit,
     // attempt fails instead.
     absl::Status recorded = ledger_->RecordDone(plan_.tasks[task].job_task);
     if (!recorded.ok()) {
-      ledger_->RecordFailure(RecordFor(
-          s, task,
-          absl::StrCat("finished, but its launcher could not record that: ",
-                       recorded.message()),
-          env_->Now(), 1));
+      Record(s, RecordFor(s, task,
+                          absl::StrCat("finished, but its launcher could not "
+                                       "record that: ",
+                                       recorded.message()),
+                          env_->Now(), 1));
     }
     return;
   }
@@ -306,8 +319,7 @@ void AttemptSupervisor::OnExit(State& s, int task, const ExitInfo& exit,
   if (s.stopping || s.lost) return;
   // The record carries the last lines: read what is left in the pipe.
   r.process->Finish(env_->Now() + kDrain);
-  ledger_->RecordFailure(
-      RecordFor(s, task, exit.Describe(), when, exit.ShellCode()));
+  Record(s, RecordFor(s, task, exit.Describe(), when, exit.ShellCode()));
 }
 
 void AttemptSupervisor::BeginStop(State& s) {

@@ -163,6 +163,9 @@ class AttemptSupervisor {
   void BeginStop(State& s);
   void Tick(State& s, absl::Time now);
   AttemptEnd Decide(State& s);
+  // Writes `record` to the ledger; one that cannot be written ends the
+  // attempt as lost (no verdict might ever come).
+  void Record(State& s, const FailureRecord& record);
   // A record naming plan task `task` of this launcher.
   FailureRecord RecordFor(State& s, int task, const std::string& reason,
                           absl::Time when, int code);

@@ -41,8 +41,8 @@ TEST(LocalAttemptLedgerTest, TheFirstFailureIsTheVerdict) {
   int changes = 0;
   LocalAttemptLedger ledger(2, [&] { ++changes; });
   EXPECT_FALSE(ledger.Verdict().has_value());
-  ledger.RecordFailure(Failure("worker:1", 1, 3));
-  ledger.RecordFailure(Failure("worker:0", 0, 4));
+  ASSERT_TRUE(ledger.RecordFailure(Failure("worker:1", 1, 3)).ok());
+  ASSERT_TRUE(ledger.RecordFailure(Failure("worker:0", 0, 4)).ok());
   ASSERT_TRUE(ledger.Verdict().has_value());
   EXPECT_FALSE(ledger.Verdict()->succeeded);
   EXPECT_EQ(ledger.Verdict()->failure.task, "worker:1");
@@ -60,7 +60,7 @@ TEST(LocalAttemptLedgerTest, SuccessNeedsEveryTaskThatMustFinishOnce) {
   ASSERT_TRUE(ledger.Verdict().has_value());
   EXPECT_TRUE(ledger.Verdict()->succeeded);
   // A failure after the verdict (the ps stopped by it) changes nothing.
-  ledger.RecordFailure(Failure("ps:0", 2, 143));
+  ASSERT_TRUE(ledger.RecordFailure(Failure("ps:0", 2, 143)).ok());
   EXPECT_TRUE(ledger.Verdict()->succeeded);
   EXPECT_EQ(changes, 1);
 }
@@ -117,7 +117,6 @@ class ControlPlaneLedgerTest : public ::testing::Test {
       absl::MutexLock lock(&mu_);
       ++changes_[k];
     };
-    o.messages = [](const std::string&) {};
     return std::make_unique<ControlPlaneLedger>(std::move(o));
   }
   // Waits (on the ledger's own watch, no polling) for ledger k's change.
@@ -140,8 +139,9 @@ class ControlPlaneLedgerTest : public ::testing::Test {
 TEST_F(ControlPlaneLedgerTest, EveryLauncherSeesTheFirstFailure) {
   auto a = Ledger(0, 2);
   auto b = Ledger(1, 2);
-  b->RecordFailure(Failure("worker:1", 1, 3));
-  a->RecordFailure(Failure("worker:0", 0, 4));  // second: loses
+  ASSERT_TRUE(b->RecordFailure(Failure("worker:1", 1, 3)).ok());
+  // Second: loses, and that is not an error.
+  ASSERT_TRUE(a->RecordFailure(Failure("worker:0", 0, 4)).ok());
   AwaitChange(0);
   AwaitChange(1);
   for (auto* l : {a.get(), b.get()}) {
@@ -170,7 +170,7 @@ TEST_F(ControlPlaneLedgerTest, TheLastDoneRecordMakesTheSuccess) {
   EXPECT_TRUE(a->Verdict()->succeeded);
   EXPECT_TRUE(b->Verdict()->succeeded);
   // A failure after the success is not the verdict.
-  a->RecordFailure(Failure("ps:0", 1, 143));
+  ASSERT_TRUE(a->RecordFailure(Failure("ps:0", 1, 143)).ok());
   EXPECT_EQ(*agents_[0]->TryGetKeyValue(ControlPlaneLedger::Key(4, "verdict")),
             "succeeded");
 }
@@ -200,6 +200,29 @@ TEST(GangRestartPolicyTest, StopsAndLossesAndSuccessesNeverRestart) {
 
 // --- One attempt of real processes ----------------------------------------
 
+// A LocalAttemptLedger that counts the failures written to it, or refuses
+// them (a control plane that cannot be written).
+class CountingLedger : public AttemptLedger {
+ public:
+  CountingLedger(int must_finish, std::function<void()> changed)
+      : ledger_(must_finish, std::move(changed)) {}
+  absl::Status RecordFailure(const FailureRecord& record) override {
+    ++failures;
+    if (!refuse.ok()) return refuse;
+    return ledger_.RecordFailure(record);
+  }
+  absl::Status RecordDone(int job_task) override {
+    return ledger_.RecordDone(job_task);
+  }
+  std::optional<AttemptVerdict> Verdict() override { return ledger_.Verdict(); }
+
+  int failures = 0;  // the supervisor's thread only
+  absl::Status refuse;
+
+ private:
+  LocalAttemptLedger ledger_;
+};
+
 class AttemptSupervisorTest : public ::testing::Test {
  protected:
   // One /bin/sh task per script; the first `must_finish` are workers, the
@@ -226,11 +249,18 @@ class AttemptSupervisorTest : public ::testing::Test {
     }
     return plan;
   }
-  AttemptEnd Run(AttemptPlan plan, int must_finish) {
-    LocalAttemptLedger ledger(must_finish, [this] { events_.Changed(); });
-    return AttemptSupervisor(Env::Default(), &events_, &ledger, std::move(plan))
-        .Run();
+  AttemptEnd Run(AttemptPlan plan, int must_finish,
+                 absl::Status refuse = absl::OkStatus()) {
+    CountingLedger ledger(must_finish, [this] { events_.Changed(); });
+    ledger.refuse = refuse;
+    AttemptEnd end =
+        AttemptSupervisor(Env::Default(), &events_, &ledger, std::move(plan))
+            .Run();
+    failures_written_ = ledger.failures;
+    return end;
   }
+
+  int failures_written_ = 0;
 
   AttemptEvents events_{Env::Default()};
   absl::Mutex mu_;
@@ -255,6 +285,7 @@ TEST_F(AttemptSupervisorTest, AFailureStopsTheOthersAndIsTheOnlyFailure) {
   EXPECT_THAT(end.failure.tail, ElementsAre("last words"));
   EXPECT_EQ(end.stopped_running, 1);
   EXPECT_EQ(end.stopped_others, 1);
+  EXPECT_EQ(failures_written_, 1);  // worker:0's SIGTERM exit is not one
 }
 
 // Spark #29: an event of an earlier attempt never fails the current one.
@@ -271,6 +302,46 @@ TEST_F(AttemptSupervisorTest, PsTasksAreStoppedOnceTheGangSucceeds) {
   plan.tasks[1].options.spec = {"ps", 0};
   AttemptEnd end = Run(std::move(plan), 1);
   EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(failures_written_, 0);
+  EXPECT_EQ(end.stopped_running, 1);
+}
+
+// A failure that cannot be written might never become anyone's verdict:
+// the attempt ends as lost instead of waiting for one.
+TEST_F(AttemptSupervisorTest, AFailureThatCannotBeRecordedEndsTheAttempt) {
+  AttemptEnd end = Run(Plan({"exec sleep 60", "exit 3"}), 2,
+                       absl::UnavailableError("control plane unreachable"));
+  EXPECT_EQ(end.outcome, Outcome::kLost);
+  EXPECT_THAT(end.lost.message(), HasSubstr("control plane unreachable"));
+  EXPECT_EQ(end.stopped_running, 1);
+}
+
+// A task that already exited is judged by its exit, not by what the
+// service later says of its silence. (The exit is queued first; the real
+// process is then ended by the supervisor's cleanup.)
+TEST_F(AttemptSupervisorTest, TheServiceCannotFailATaskThatExitedZero) {
+  events_.TaskExited(0, 0, ExitInfo{false, 0}, absl::Now());
+  FailureRecord silent;
+  silent.task = "worker:0";
+  silent.job_task = 0;
+  silent.reason = "was failed by the coordination service: no heartbeat";
+  events_.TaskFailed(0, silent);
+  AttemptEnd end = Run(Plan({"exec sleep 60"}), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(failures_written_, 0);
+}
+
+TEST_F(AttemptSupervisorTest, AStopIsPendingUntilAnAttemptActsOnIt) {
+  std::atomic<bool> done{false};
+  events_.Stop();
+  // Between attempts (a launcher's barrier wait): the stop is pending.
+  EXPECT_TRUE(events_.AwaitStopOr(done));
+  AttemptEnd end = Run(Plan({"exec sleep 60"}), 1);
+  EXPECT_EQ(end.outcome, Outcome::kStopped);
+  // The attempt acted on it: a later wait ends on its own condition.
+  done = true;
+  EXPECT_FALSE(events_.AwaitStopOr(done));
+  EXPECT_TRUE(events_.stop_requested());
 }
 
 TEST_F(AttemptSupervisorTest, AStopEndsTheAttemptAsInterrupted) {
@@ -338,14 +409,16 @@ TEST(TaskFailureWatchTest, AFailureTheServiceSeesEndsTheAttempt) {
   ASSERT_TRUE((*agent)->ReportError(absl::InternalError("disk full")).ok());
   // The watch answered on the change, so the failure is queued: an attempt
   // whose only task sleeps must end with it.
-  LocalAttemptLedger ledger(2, [&] { events.Changed(); });
+  // must_finish 1: should the failure not arrive, the task's own exit 0
+  // ends the attempt as a success and the test fails rather than hangs.
+  LocalAttemptLedger ledger(1, [&] { events.Changed(); });
   AttemptPlan plan;
   plan.attempt = 7;
   plan.announce = false;
   AttemptPlan::Task t;
   t.job_task = 1;
   t.options.spec = {"worker", 1};
-  t.options.command = {"/bin/sh", "-c", "exec sleep 60"};
+  t.options.command = {"/bin/sh", "-c", "exec sleep 30"};
   t.options.env = {"PATH=/usr/bin:/bin"};
   t.options.output = [](const std::string&) {};
   t.options.messages = [](const std::string&) {};

@@ -357,7 +357,6 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   lo.must_finish = must_finish;
   lo.tail_lines = options.summary_lines;
   lo.changed = [this] { events.Changed(); };
-  lo.messages = [this](const std::string& line) { Message(line); };
   AttemptEnd end;
   {
     ControlPlaneLedger ledger(std::move(lo));
