@@ -30,21 +30,36 @@ TEST(DeadlineTimerTest, FiresAtTheExactInstantOfTheClock) {
   DeadlineTimer timer(&env);
   const absl::Time due = env.Now() + absl::Seconds(10);
   Fired fired;
-  absl::Notification done;
+  absl::Notification early_ran, done;
   timer.Schedule(due, [&] {
     fired.Add(1, env.Now());
     done.Notify();
   });
-  // The timer sleeps until exactly `due`: one nanosecond short fires
-  // nothing (it cannot wake before its deadline passes), reaching it fires.
-  env.BlockUntilAwaiting(due);
+  // An entry one nanosecond before `due` wakes the timer at that instant,
+  // so the timer itself must decide that `due` has not come: it runs the
+  // early entry alone and parks again until `due`.
+  timer.Schedule(due - absl::Nanoseconds(1), [&] {
+    fired.Add(0, env.Now());
+    early_ran.Notify();
+  });
+  env.BlockUntilAwaiting(due - absl::Nanoseconds(1));
   env.AdvanceTime(absl::Seconds(10) - absl::Nanoseconds(1));
+  ASSERT_TRUE(early_ran.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // Parked anew (an entry fired early would have left it waiting for
+  // nothing, parked as well): the pass at due - 1ns is over.
   ASSERT_TRUE(env.BlockUntilParked(1));
-  EXPECT_TRUE(fired.Get().empty());
+  {
+    const auto runs = fired.Get();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].first, 0);
+    EXPECT_EQ(runs[0].second, due - absl::Nanoseconds(1));
+  }
   env.AdvanceTime(absl::Nanoseconds(1));
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  ASSERT_EQ(fired.Get().size(), 1u);
-  EXPECT_EQ(fired.Get()[0].second, due);
+  const auto runs = fired.Get();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].first, 1);
+  EXPECT_EQ(runs[1].second, due);
 }
 
 TEST(DeadlineTimerTest, AnEarlierEntryReplansTheWaitAndOrderIsByDeadline) {

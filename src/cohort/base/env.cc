@@ -79,8 +79,17 @@ class RealEnv : public Env {
     // The tools asked (nvidia-smi) answer in well under a second; one that
     // hangs (a wedged driver) must not hang the resolver with it.
     options.deadline = kRunCommandDeadline;
+    options.max_output_bytes = kRunCommandMaxOutput;
     ProgramRun run = RunProgram(argv, options);
     if (!run.status.ok()) return run.status;
+    // A parser given only the first part of an answer would read a wrong one
+    // (a GPU list cut short) without knowing it.
+    if (run.truncated) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          DescribeCommand(argv), " wrote more than ", kRunCommandMaxOutput,
+          " bytes to stdout, RunCommand's cap (kRunCommandMaxOutput); check "
+          "what the command prints, or run it with a narrower query"));
+    }
     return std::move(run.output);
   }
 

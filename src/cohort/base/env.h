@@ -10,6 +10,7 @@
 #ifndef COHORT_BASE_ENV_H_
 #define COHORT_BASE_ENV_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ namespace cohort {
 
 // How long Env::RunCommand lets a command run.
 inline constexpr absl::Duration kRunCommandDeadline = absl::Seconds(30);
+// The most stdout Env::RunCommand takes from a command: the tools it asks
+// answer in a few lines, so more is a runaway, not an answer.
+inline constexpr size_t kRunCommandMaxOutput = size_t{16} << 20;  // 16 MiB
 
 class Env {
  public:
@@ -56,7 +60,9 @@ class Env {
   // output (stderr is discarded). NotFound when the program does not exist,
   // Internal when it exits non-zero or is killed, DeadlineExceeded when it
   // still runs after kRunCommandDeadline (its process group is then
-  // killed); each names the command.
+  // killed), ResourceExhausted when it writes more than
+  // kRunCommandMaxOutput bytes (a cut answer is never returned as a whole
+  // one); each names the command.
   virtual absl::StatusOr<std::string> RunCommand(
       const std::vector<std::string>& argv) = 0;
 };

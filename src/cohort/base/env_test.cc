@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
 #include "gmock/gmock.h"
@@ -45,6 +46,23 @@ TEST(RealEnv, RunCommandDropsStderrAndNamesAFailedCommand) {
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(failed.status().message(),
               testing::HasSubstr("`sh -c 'exit 4'` exited with code 4"));
+}
+
+// An answer is all of stdout or an error: exactly the cap is an answer,
+// one byte more is ResourceExhausted naming the command and the cap (a GPU
+// list cut short must not parse as a shorter one).
+TEST(RealEnv, RunCommandOutputPastTheCapIsAnError) {
+  const std::string cap = absl::StrCat(kRunCommandMaxOutput);
+  auto whole = Env::Default()->RunCommand({"head", "-c", cap, "/dev/zero"});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->size(), kRunCommandMaxOutput);
+  const std::string over = absl::StrCat(kRunCommandMaxOutput + 1);
+  auto cut = Env::Default()->RunCommand({"head", "-c", over, "/dev/zero"});
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(cut.status().message(),
+              testing::HasSubstr(absl::StrCat("`head -c ", over,
+                                              " /dev/zero` wrote more than ",
+                                              cap, " bytes to stdout")));
 }
 
 TEST(FakeEnv, SleepForWaitsForAdvance) {

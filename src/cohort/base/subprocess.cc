@@ -400,45 +400,69 @@ ProgramRun RunProgram(const std::vector<std::string>& argv,
     return run;
   }
   // A wall-clock deadline: the program runs in real time, whatever clock
-  // the caller's Env injects.
+  // the caller's Env injects. It bounds the whole run, the wait for the
+  // exit included: a program may close its output and keep running.
   const absl::Time deadline = absl::Now() + options.deadline;
-  const int fd = (*child)->output_fd();
-  bool timed_out = false;
+  Subprocess& program = **child;
+  const int fd = program.output_fd();
+  // Past the deadline, or on a failure to read the pipe, the group is killed
+  // and reaped: nothing RunProgram started outlives it.
+  auto kill_group = [&program] {
+    program.SignalGroup(SIGKILL);
+    program.Wait();
+  };
+  // `output_closed`: the program had closed its end of the pipe, so the
+  // wait was for its exit (a daemon-like program that detached its output).
+  auto deadline_exceeded = [&](bool output_closed) {
+    kill_group();
+    run.status = absl::DeadlineExceededError(absl::StrCat(
+        command, " was still running after ",
+        absl::FormatDuration(options.deadline),
+        output_closed ? ", with its output closed," : "",
+        " and was killed; check why it hangs (", OutputTail(run.output), ")"));
+  };
   char buffer[16384];
   for (;;) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
-      timed_out = true;
-      break;
+      deadline_exceeded(/*output_closed=*/false);
+      return run;
     }
     pollfd p{fd, POLLIN, 0};
     const int ms = static_cast<int>(
         std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
     const int ready = poll(&p, 1, ms);
-    if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) continue;  // the loop's check ends it at the deadline
     const ssize_t n = ready < 0 ? -1 : read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // EOF: the program and its children closed the pipe
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // Not an end of file: the program may still be writing. Reading on
+      // would be guessing; waiting for it could take forever.
+      const int error = errno;
+      kill_group();
+      run.status = absl::InternalError(absl::StrCat(
+          "reading the output of ", command, " failed: ",
+          ready < 0 ? "poll" : "read", ": ", strerror(error), " (errno ", error,
+          "); the program was killed (", OutputTail(run.output), ")"));
+      return run;
+    }
+    if (n == 0) break;  // EOF: the program and its children closed the pipe
     const size_t room = options.max_output_bytes - run.output.size();
     const size_t keep = std::min(room, static_cast<size_t>(n));
     run.output.append(buffer, keep);
     if (keep < static_cast<size_t>(n)) run.truncated = true;
   }
-  if (timed_out) {
-    (*child)->SignalGroup(SIGKILL);
-    (*child)->Wait();
-    run.status = absl::DeadlineExceededError(absl::StrCat(
-        command, " was still running after ",
-        absl::FormatDuration(options.deadline),
-        " and was killed; check why it hangs (", OutputTail(run.output), ")"));
+  const absl::Duration left = deadline - absl::Now();
+  const std::optional<ExitInfo> exit =
+      program.WaitFor(std::max(left, absl::ZeroDuration()));
+  if (!exit.has_value()) {
+    deadline_exceeded(/*output_closed=*/true);
     return run;
   }
-  const ExitInfo exit = (*child)->Wait();
-  run.exit = exit;
-  if (!exit.ok()) {
+  run.exit = *exit;
+  if (!exit->ok()) {
     run.status = absl::InternalError(absl::StrCat(
-        command, " ", exit.Describe(), " (", OutputTail(run.output), ")"));
+        command, " ", exit->Describe(), " (", OutputTail(run.output), ")"));
   }
   return run;
 }

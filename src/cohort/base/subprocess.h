@@ -143,13 +143,14 @@ struct RunProgramOptions {
 struct ProgramRun {
   // OK when the program exited with code 0. Otherwise it names the command
   // ("`nvidia-smi --list-gpus`") and says what happened: NotFound (no such
-  // program: check PATH), Internal (another spawn failure, or the program
+  // program: check PATH), Internal (another spawn failure, the program
   // exited non-zero or was killed by a signal: the exit and the last lines
-  // of its output), DeadlineExceeded (still running at the deadline: killed,
-  // with the output so far).
+  // of its output; or reading its output failed: the errno, and the group
+  // was killed), DeadlineExceeded (still running at the deadline, whether
+  // or not it had closed its output: killed, with the output so far).
   absl::Status status;
-  // How it ended; nullopt when it did not start or was killed at the
-  // deadline.
+  // How it ended; nullopt when it did not start or RunProgram killed it (at
+  // the deadline, or when its output could not be read).
   std::optional<ExitInfo> exit;
   // Everything read from the pipe (up to max_output_bytes).
   std::string output;
@@ -158,9 +159,11 @@ struct ProgramRun {
 
 // Runs argv (no shell: argv[0] searched in PATH; pass {"/bin/sh", "-c",
 // script} where a shell is wanted) to its end, collecting its output, and
-// waits for it. Blocks up to options.deadline, plus the time to reap the
-// killed group. Runs as a Subprocess: the program dies with the calling
-// thread.
+// waits for it. Blocks up to options.deadline, the wait for the exit after
+// the output closed included, plus the time to reap the killed group. Runs
+// as a Subprocess: the program dies with the calling thread. Output past
+// max_output_bytes does not fail the run (`truncated` says so): a caller
+// that needs all of it checks the flag.
 ProgramRun RunProgram(const std::vector<std::string>& argv,
                       const RunProgramOptions& options = {});
 
