@@ -515,6 +515,9 @@ absl::Status CoordinationAgent::ReportError(const absl::Status& error) {
   *request.mutable_source_task() = ToProto(options_.task);
   request.set_error_code(static_cast<int>(error.code()));
   request.set_error_message(std::string(error.message()));
+  // The service refuses it if this process's registration is not the
+  // task's current one (an ended attempt's process); 0 before registering.
+  request.set_incarnation(incarnation());
   ReportErrorToServiceResponse response;
   absl::Status s =
       client_->ReportErrorToService(request, &response, RpcCallOptions());
@@ -690,6 +693,10 @@ absl::Status CoordinationAgent::WaitAtBarrier(
   absl::Status s = Retry(
       [&] {
         LeftUntil(deadline, env_->Now(), &request, &call);
+        // Read per try: a re-registration (reconnect) makes a new one. The
+        // service refuses a call whose incarnation is not the task's
+        // current one (a process of an ended attempt).
+        request.set_incarnation(incarnation());
         return client_->Barrier(request, &response, call);
       },
       deadline);
@@ -717,6 +724,7 @@ absl::Status CoordinationAgent::CancelBarrier(const std::string& id) {
   request.set_barrier_id(id);
   request.set_counter(counter);
   *request.mutable_source_task() = ToProto(options_.task);
+  request.set_incarnation(incarnation());
   CancelBarrierResponse response;
   return client_->CancelBarrier(request, &response, RpcCallOptions());
 }

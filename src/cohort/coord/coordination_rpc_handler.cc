@@ -104,7 +104,8 @@ void CoordinationRpcHandler::ShutdownTask(const ShutdownTaskRequest& request,
                                           StatusCallback done) {
   service_->ShutdownTaskAsync(
       FromProto(request.source_task()),
-      [this, done = std::move(done)](absl::Status s) { done(Mark(s)); });
+      [this, done = std::move(done)](absl::Status s) { done(Mark(s)); },
+      request.incarnation());
 }
 
 void CoordinationRpcHandler::ResetTask(const ResetTaskRequest& request,
@@ -119,7 +120,8 @@ void CoordinationRpcHandler::ReportErrorToService(
   done(Mark(service_->ReportErrorToService(
       FromProto(request.source_task()),
       absl::Status(static_cast<absl::StatusCode>(request.error_code()),
-                   request.error_message()))));
+                   request.error_message()),
+      request.incarnation())));
 }
 
 void CoordinationRpcHandler::GetTaskState(const GetTaskStateRequest& request,
@@ -269,14 +271,16 @@ void CoordinationRpcHandler::Barrier(const BarrierRequest& request,
       [this, response, done = std::move(done)](absl::StatusOr<int64_t> r) {
         if (r.ok()) response->set_counter(*r);
         done(Mark(r.status()));
-      });
+      },
+      request.incarnation());
 }
 
 void CoordinationRpcHandler::CancelBarrier(const CancelBarrierRequest& request,
                                            CancelBarrierResponse* response,
                                            StatusCallback done) {
   done(Mark(service_->CancelBarrier(request.barrier_id(), request.counter(),
-                                    FromProto(request.source_task()))));
+                                    FromProto(request.source_task()),
+                                    request.incarnation())));
 }
 
 void CoordinationRpcHandler::GetAliveTasks(const GetAliveTasksRequest& request,

@@ -218,6 +218,29 @@ absl::Status CoordinationService::CallerStatusLocked(
   return absl::OkStatus();
 }
 
+absl::Status CoordinationService::StaleIncarnationLocked(
+    const TaskId& task, const Task& t, uint64_t incarnation,
+    absl::string_view what) const {
+  // 0 is "not given" (a caller that predates the field), never a real
+  // incarnation (RegisterTask's are random and nonzero).
+  if (incarnation == 0 || incarnation == t.incarnation) {
+    return absl::OkStatus();
+  }
+  return Error(
+      absl::StatusCode::kFailedPrecondition,
+      absl::StrCat(
+          "refused ", what, " from task ", task.ToString(), " incarnation ",
+          incarnation, ": the task's current incarnation is ", t.incarnation,
+          t.incarnation == 0 ? " (not registered)" : "",
+          "; a process of an ended attempt?",
+          t.retired.count(incarnation) > 0
+              ? " Yes: that incarnation belongs to an attempt of the job that "
+                "has ended."
+              : "",
+          " It should have been stopped (check that the launcher could kill "
+          "it)"));
+}
+
 absl::Status CoordinationService::UnknownTaskError(const TaskId& task) const {
   std::vector<std::string> jobs;
   for (const auto& [job, count] : options_.jobs) {
@@ -546,7 +569,8 @@ void CoordinationService::DisconnectLocked(const TaskId& task, Task& t,
 }
 
 void CoordinationService::ShutdownTaskAsync(const TaskId& task,
-                                            StatusCallback done) {
+                                            StatusCallback done,
+                                            uint64_t incarnation) {
   Callbacks out;
   absl::Status result;
   bool parked = false;
@@ -555,6 +579,10 @@ void CoordinationService::ShutdownTaskAsync(const TaskId& task,
     Task* t = FindTaskLocked(task);
     if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
       result = std::move(caller);
+    } else if (absl::Status stale = StaleIncarnationLocked(
+                   task, *t, incarnation, "ShutdownTask");
+               !stale.ok()) {
+      result = std::move(stale);
     } else if (t->shut_down) {
       // Idempotent.
     } else if (options_.shutdown_barrier_timeout <= absl::ZeroDuration() ||

@@ -180,15 +180,27 @@ class CoordinationService {
   // InvalidArgument when unknown or not registered.
   absl::StatusOr<uint64_t> Heartbeat(const TaskId& task, uint64_t incarnation,
                                      uint64_t service_incarnation);
+  // `incarnation` on ShutdownTaskAsync, ReportErrorToService, BarrierAsync
+  // and CancelBarrier is the caller's own (the agent sends it once it has
+  // registered). 0 means not given and is not checked (callers that predate
+  // it). Given and not the task's current incarnation (also when the task
+  // has none: it is not registered, e.g. after ResetForNextAttempt), the
+  // call is refused with FailedPrecondition naming the task and both
+  // incarnations, before it changes anything: it comes from a process of an
+  // ended attempt (or an older process of the task) and must not shut down,
+  // fail, or join or cancel the barriers of the task's present process.
+
   // Clean disconnect (after the shutdown barrier, if configured). A task
   // that shut down is never reported as failed and never blocks others'
   // shutdown. Idempotent: a second call is OK.
-  void ShutdownTaskAsync(const TaskId& task, StatusCallback done);
+  void ShutdownTaskAsync(const TaskId& task, StatusCallback done,
+                         uint64_t incarnation = 0);
   // ERROR/any -> DISCONNECTED so the task may register again.
   absl::Status ResetTask(const TaskId& task);
   // The task reports its own failure: ERROR and propagated.
   absl::Status ReportErrorToService(const TaskId& task,
-                                    const absl::Status& error);
+                                    const absl::Status& error,
+                                    uint64_t incarnation = 0);
   // Long-poll: answers only with the first propagated error (or Cancelled
   // at shutdown). FailedPrecondition when the task is not connected.
   // Aborted when `service_incarnation` (if not 0) is not this service's:
@@ -217,13 +229,14 @@ class CoordinationService {
   // why (never registered / connected but not arrived / died at T);
   // Internal when a participant dies or shuts down while it is open or the
   // counter does not match; InvalidArgument for a bad participant list;
-  // Cancelled after CancelBarrier.
+  // Cancelled after CancelBarrier; FailedPrecondition for a stale
+  // `incarnation` (above).
   void BarrierAsync(const std::string& id, int64_t counter,
                     absl::Duration timeout, const TaskId& task,
                     const std::vector<TaskId>& participants,
-                    CounterCallback done);
+                    CounterCallback done, uint64_t incarnation = 0);
   absl::Status CancelBarrier(const std::string& id, int64_t counter,
-                             const TaskId& task);
+                             const TaskId& task, uint64_t incarnation = 0);
 
   // --- Key-value store ---------------------------------------------------
   // The KeyValueStore's operations (key_value_store.h for their errors and
@@ -255,21 +268,32 @@ class CoordinationService {
   //   - every task goes to DISCONNECTED: its incarnation, error, heartbeat
   //     timer and shutdown are forgotten, its parked error poll ends Aborted
   //     naming `reason`, and the incarnation it had is retired, so that a
-  //     process of an ended attempt that registers again (one the launcher
-  //     failed to kill) is refused with FailedPrecondition instead of
-  //     joining the next attempt (one that makes itself a new incarnation
-  //     cannot be told from a new process: stop an attempt's processes
-  //     before starting the next);
+  //     process of an ended attempt (one the launcher failed to kill) is
+  //     refused with FailedPrecondition instead of acting on the next
+  //     attempt: when it registers again, and when it reports an error,
+  //     shuts down, waits at or cancels a barrier with its incarnation
+  //     given (the agent gives it; a call without one, 0, is not checked).
+  //     One that makes itself a new incarnation cannot be told from a new
+  //     process: stop an attempt's processes before starting the next;
   //   - the job's propagated error is forgotten: polls of the next attempt
   //     do not learn the last attempt's failure;
   //   - every barrier is forgotten (counters start at 0 again); open ones,
   //     GetAliveTasks rounds and shutdown-barrier waits end Aborted naming
-  //     `reason`;
+  //     `reason`; a barrier deadline of the ended attempt that is already
+  //     firing finds its barrier gone (barriers carry a service-wide
+  //     generation) and never times out the next attempt's barrier of the
+  //     same id and counter;
   //   - the state version advances (job-state watchers answer) and every
   //     task's new state goes to the task-state listeners;
-  // then, in one step under the key-value store's lock, every key except
-  // those under `keep_key_prefixes` (compared after normalisation, e.g.
-  // "cohort/launch/") is deleted, with its watchers told.
+  // then, in one step under the key-value store's lock
+  // (KeyValueStore::DeleteAllExcept): every key except those under
+  // `keep_key_prefixes` (compared after normalisation, e.g.
+  // "cohort/launch/") is deleted, with its watchers told (present=false);
+  // every get and watch still parked (of any key, kept ones too: they
+  // belong to the ended attempt) ends Aborted naming `reason`; and the
+  // deletion records of keys outside the kept prefixes are dropped, so the
+  // next attempt sees those keys as a fresh service would (a watch from
+  // version 0 parks until the key is first set).
   // The service incarnation stays: clients keep their target and token.
   // FailedPrecondition after Stop. The callbacks of the ended calls run on
   // the caller's thread before this returns.
@@ -319,6 +343,12 @@ class CoordinationService {
     // Incarnations of ended attempts (ResetForNextAttempt): refused.
     std::set<uint64_t> retired;
   };
+  // FailedPrecondition when `incarnation` (the caller's, 0: not given) is
+  // given and is not `t`'s current one; OK otherwise.
+  absl::Status StaleIncarnationLocked(const TaskId& task, const Task& t,
+                                      uint64_t incarnation,
+                                      absl::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Barrier {
     std::string id;
     int64_t counter = 0;
@@ -331,6 +361,11 @@ class CoordinationService {
     std::map<TaskId, CounterCallback> waiting;  // arrived, not answered
     std::set<TaskId> arrived;
     uint64_t timer = 0;
+    // Service-wide, never reused (next_barrier_generation_): a deadline
+    // callback the timer already took when its barrier was forgotten
+    // (ResetForNextAttempt restarts counters at 0) must not act on a later
+    // barrier of the same id and counter.
+    uint64_t generation = 0;
   };
   struct AliveRound {
     std::set<TaskId> tasks;
@@ -420,6 +455,7 @@ class CoordinationService {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::map<TaskId, Task> tasks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_barrier_generation_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, AliveRound> alive_rounds_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watcher_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -81,9 +81,13 @@ absl::Status CoordinationService::ResetForNextAttempt(
     COHORT_LOG(INFO) << "coordination: attempt ended (" << reason
                      << "); every task must register again";
   }
-  // The store has its own lock; its callbacks (watchers of deleted keys)
-  // must not run under the service's.
-  absl::StatusOr<size_t> deleted = kv_.DeleteAllExcept(keep_key_prefixes);
+  // The store has its own lock; its callbacks (watchers of deleted keys,
+  // parked gets and watches it ends) must not run under the service's.
+  absl::StatusOr<size_t> deleted = kv_.DeleteAllExcept(
+      keep_key_prefixes,
+      Error(absl::StatusCode::kAborted,
+            absl::StrCat("the job's attempt ended (", reason,
+                         "); this key-value wait belonged to it")));
   RunAll(out);
   return deleted.ok() ? absl::OkStatus() : deleted.status();
 }

@@ -240,5 +240,181 @@ TEST_F(AttemptsTest, AHeartbeatTimeoutIsToldFromTheTimersThread) {
   EXPECT_NE(on, std::this_thread::get_id());
 }
 
+// A process the launcher failed to stop still holds its old incarnation;
+// what it says with it must not reach the task of the same name in the next
+// attempt. (Calls without an incarnation, 0, stay unchecked: every test
+// above makes them.)
+TEST_F(AttemptsTest, AProcessOfAnEndedAttemptCannotActOnTheNext) {
+  ASSERT_TRUE(Register(kW0, 11).ok());
+  ASSERT_TRUE(Register(kW1, 21).ok());
+  ASSERT_TRUE(service_->ResetForNextAttempt({}, "attempt 1 failed").ok());
+  ASSERT_TRUE(Register(kW0, 12).ok());
+  ASSERT_TRUE(Register(kW1, 22).ok());
+
+  auto expect_refused = [](const absl::Status& s, const char* call) {
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << call << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("worker:0")) << call;
+    EXPECT_THAT(s.message(), HasSubstr("incarnation 11")) << call;
+    EXPECT_THAT(s.message(), HasSubstr("current incarnation is 12")) << call;
+    EXPECT_THAT(s.message(), HasSubstr("a process of an ended attempt?"))
+        << call;
+  };
+  expect_refused(
+      service_->ReportErrorToService(kW0, absl::InternalError("stale"), 11),
+      "ReportError");
+  Slot<absl::Status> shut;
+  service_->ShutdownTaskAsync(kW0, shut.Callback(), 11);
+  expect_refused(shut.Wait(), "Shutdown");
+  Slot<absl::StatusOr<int64_t>> stale_barrier;
+  service_->BarrierAsync("step", 0, absl::Hours(1), kW0, {},
+                         stale_barrier.Callback(), 11);
+  expect_refused(stale_barrier.Wait().status(), "Barrier");
+  // w0's present process is untouched.
+  const TaskStateSnapshot w0 = StateOf(kW0);
+  EXPECT_EQ(w0.state, TaskState::kConnected);
+  EXPECT_EQ(w0.incarnation, 12u);
+  EXPECT_TRUE(w0.error.ok()) << w0.error;
+  EXPECT_FALSE(w0.shut_down);
+  EXPECT_EQ(service_->GetJobStatus().job_state, "running");
+
+  // The next attempt's barrier: w1 arrives; the stale w0 neither joined it
+  // (above, before it existed) nor joins or cancels it now.
+  Slot<absl::StatusOr<int64_t>> b1;
+  service_->BarrierAsync("step", 0, absl::Hours(1), kW1, {}, b1.Callback(), 22);
+  Slot<absl::StatusOr<int64_t>> stale_again;
+  service_->BarrierAsync("step", 0, absl::Hours(1), kW0, {},
+                         stale_again.Callback(), 11);
+  expect_refused(stale_again.Wait().status(), "Barrier (open)");
+  expect_refused(service_->CancelBarrier("step", 0, kW0, 11), "CancelBarrier");
+  const JobStatus status = service_->GetJobStatus();
+  ASSERT_EQ(status.barriers.size(), 1u);
+  EXPECT_THAT(status.barriers[0].arrived, ElementsAre(kW1));
+  EXPECT_FALSE(b1.Ready());
+  // The present w0 (its own incarnation, or none given) passes it.
+  Slot<absl::StatusOr<int64_t>> b0;
+  service_->BarrierAsync("step", 0, absl::Hours(1), kW0, {}, b0.Callback(), 12);
+  ASSERT_TRUE(b0.Wait().ok()) << b0.Wait().status();
+  ASSERT_TRUE(b1.Wait().ok()) << b1.Wait().status();
+}
+
+// Before the next attempt registers, the task has no incarnation: a stale
+// caller is refused as well, and says so.
+TEST_F(AttemptsTest, AStaleCallBeforeTheNextAttemptRegistersIsRefused) {
+  ASSERT_TRUE(Register(kW0, 11).ok());
+  ASSERT_TRUE(service_->ResetForNextAttempt({}, "restart").ok());
+  Slot<absl::Status> shut;
+  service_->ShutdownTaskAsync(kW0, shut.Callback(), 11);
+  absl::Status s = shut.Wait();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("not registered"));
+  EXPECT_THAT(s.message(), HasSubstr("attempt of the job that has ended"));
+  EXPECT_FALSE(StateOf(kW0).shut_down);
+  // The new process registers as if nothing happened.
+  ASSERT_TRUE(Register(kW0, 12).ok());
+}
+
+// A get of a missing key with no deadline, and a watch of a missing key,
+// are woken by no deletion; the reset answers them, naming why, instead of
+// leaving them parked to answer with the next attempt's value.
+TEST_F(AttemptsTest, ResetEndsParkedKeyValueWaits) {
+  Slot<absl::StatusOr<std::string>> get;
+  service_->GetKeyValueAsync("never", absl::InfiniteFuture(), get.Callback());
+  Slot<absl::StatusOr<KeyValueWatchResult>> watch;
+  service_->WatchKeyValueAsync("also/never", 0, absl::InfiniteFuture(),
+                               watch.Callback());
+  EXPECT_FALSE(get.Ready());
+  EXPECT_FALSE(watch.Ready());
+
+  ASSERT_TRUE(service_->ResetForNextAttempt({}, "attempt 1 failed").ok());
+
+  const bool answered = get.Ready() && watch.Ready();
+  if (!answered) service_->Stop();  // ends them while the slots live
+  ASSERT_TRUE(answered) << "not answered before the reset returned";
+  EXPECT_TRUE(absl::IsAborted(get.Wait().status())) << get.Wait().status();
+  EXPECT_THAT(get.Wait().status().message(), HasSubstr("attempt 1 failed"));
+  ASSERT_TRUE(watch.Ready());
+  EXPECT_TRUE(absl::IsAborted(watch.Wait().status())) << watch.Wait().status();
+  EXPECT_THAT(watch.Wait().status().message(), HasSubstr("attempt 1 failed"));
+  // The next attempt's get sees the next attempt's value.
+  Slot<absl::StatusOr<std::string>> next;
+  service_->GetKeyValueAsync("never", absl::InfiniteFuture(), next.Callback());
+  ASSERT_TRUE(service_->InsertKeyValue("never", "2", false).ok());
+  EXPECT_EQ(*next.Wait(), "2");
+}
+
+// In the next attempt a key the last one had set is as on a fresh service:
+// a watch from version 0 parks until the key is set (the reset's deletion
+// is not an event of the next attempt).
+TEST_F(AttemptsTest, AWatchInTheNextAttemptParksOnAKeyTheLastOneSet) {
+  ASSERT_TRUE(service_->InsertKeyValue("app/step", "1", false).ok());
+  ASSERT_TRUE(service_->ResetForNextAttempt({}, "restart").ok());
+  Slot<absl::StatusOr<KeyValueWatchResult>> watch;
+  service_->WatchKeyValueAsync("app/step", 0, absl::InfiniteFuture(),
+                               watch.Callback());
+  EXPECT_FALSE(watch.Ready()) << "answered at once: the last attempt's "
+                                 "deletion was remembered";
+  ASSERT_TRUE(service_->InsertKeyValue("app/step", "2", false).ok());
+  absl::StatusOr<KeyValueWatchResult> seen = watch.Wait();
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_TRUE(seen->present);
+  EXPECT_EQ(seen->value, "2");
+}
+
+// A barrier deadline the timer has already taken when the attempt ends
+// (here: it is due in the same timer round as a heartbeat timeout whose
+// listener holds the timer's thread) runs after the next attempt opened
+// the same barrier id at counter 0; it must not time that one out.
+TEST_F(AttemptsTest, ADeadlineOfAnEndedAttemptsBarrierSparesTheNextOnes) {
+  absl::Notification entered, release;
+  bool first = true;  // only the timer's thread reads it before `entered`
+  const uint64_t listener =
+      service_->AddTaskStateListener([&](const TaskStateSnapshot& s) {
+        if (s.state != TaskState::kError || !first) return;
+        first = false;
+        entered.Notify();
+        release.WaitForNotification();
+      });
+  const absl::Time start = env_.Now();
+  ASSERT_TRUE(Register(kW0, 11).ok());
+  ASSERT_TRUE(Register(kW1, 21).ok());
+  Slot<absl::StatusOr<int64_t>> old_barrier;
+  service_->BarrierAsync("step", 0, absl::Seconds(20), kW1, {},
+                         old_barrier.Callback(), 21);
+  // Heartbeat checks due at +10 s, the barrier's deadline at +20 s: one
+  // round. w0's timeout comes first and its listener blocks the round.
+  env_.BlockUntilAwaiting(start + absl::Seconds(10));
+  env_.AdvanceTime(absl::Seconds(30));
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+
+  ASSERT_TRUE(service_->ResetForNextAttempt({}, "attempt 1 failed").ok());
+  ASSERT_TRUE(Register(kW0, 12).ok());
+  ASSERT_TRUE(Register(kW1, 22).ok());
+  Slot<absl::StatusOr<int64_t>> next_barrier;
+  service_->BarrierAsync("step", 0, absl::Hours(1), kW0, {},
+                         next_barrier.Callback(), 12);
+  // A probe due after the taken round: once the timer waits for it, the
+  // round (with the old deadline) has run.
+  const absl::Time probe_at = env_.Now() + absl::Seconds(1);
+  Slot<absl::StatusOr<std::string>> probe;
+  service_->GetKeyValueAsync("probe", probe_at, probe.Callback());
+  release.Notify();
+  env_.BlockUntilAwaiting(probe_at);
+
+  const bool timed_out = next_barrier.Ready();
+  const JobStatus status = service_->GetJobStatus();
+  service_->RemoveTaskStateListener(listener);
+  // End what is still parked (the barrier, the probe) while the slots live.
+  service_->Stop();
+  probe.Wait();
+  EXPECT_FALSE(timed_out)
+      << "the ended attempt's deadline timed out the next attempt's barrier: "
+      << next_barrier.Wait().status();
+  EXPECT_TRUE(absl::IsAborted(next_barrier.Wait().status()))
+      << next_barrier.Wait().status();
+  ASSERT_EQ(status.barriers.size(), 1u);
+  EXPECT_EQ(status.barriers[0].id, "step");
+  EXPECT_THAT(status.barriers[0].arrived, ElementsAre(kW0));
+}
+
 }  // namespace
 }  // namespace cohort::coord

@@ -233,7 +233,8 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
                                        absl::Duration timeout,
                                        const TaskId& task,
                                        const std::vector<TaskId>& participants,
-                                       CounterCallback done) {
+                                       CounterCallback done,
+                                       uint64_t incarnation) {
   Callbacks out;
   absl::StatusOr<int64_t> result = int64_t{0};
   bool parked = false;
@@ -244,6 +245,14 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
     bool create = false;
     if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
       result = std::move(caller);
+    } else if (absl::Status stale = StaleIncarnationLocked(
+                   task, *t, incarnation,
+                   absl::StrCat("barrier '", id.substr(0, 128), "' (#", counter,
+                                ")"));
+               !stale.ok()) {
+      // Before anything is created or joined: the barrier stays the
+      // present attempt's alone.
+      result = std::move(stale);
     } else if (id.empty()) {
       result = Error(absl::StatusCode::kInvalidArgument, "barrier id is empty");
     } else if (it == barriers_.end() &&
@@ -337,32 +346,38 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
           b.initiator = task;
           b.all_tasks = participants.empty();
           b.participants = *ids;
+          b.generation = next_barrier_generation_++;
           for (const TaskId& p : b.participants) tasks_[p].barriers.insert(id);
-          b.timer = timer_->Schedule(b.deadline, [this, id, counter] {
-            Callbacks out;
-            {
-              absl::MutexLock lock(&mu_);
-              auto it = barriers_.find(id);
-              if (it == barriers_.end() || it->second.counter != counter ||
-                  it->second.done) {
-                return;
-              }
-              Barrier& b = it->second;
-              b.timer = 0;
-              FinishBarrierLocked(
-                  b,
-                  BarrierStatus(
-                      absl::StatusCode::kDeadlineExceeded,
-                      absl::StrCat(
-                          "barrier '", id, "' (#", counter, ") timed out: ",
-                          b.arrived.size(), "/", b.participants.size(),
-                          " tasks arrived (first: ", b.initiator.ToString(),
-                          "); missing: ", DescribeMissingLocked(b)),
-                      b),
-                  &out);
-            }
-            RunAll(out);
-          });
+          b.timer = timer_->Schedule(
+              b.deadline, [this, id, counter, generation = b.generation] {
+                Callbacks out;
+                {
+                  absl::MutexLock lock(&mu_);
+                  auto it = barriers_.find(id);
+                  // (id, counter) alone is not enough: after
+                  // ResetForNextAttempt the next attempt's barrier may have
+                  // both again.
+                  if (it == barriers_.end() ||
+                      it->second.generation != generation ||
+                      it->second.counter != counter || it->second.done) {
+                    return;
+                  }
+                  Barrier& b = it->second;
+                  b.timer = 0;
+                  FinishBarrierLocked(
+                      b,
+                      BarrierStatus(
+                          absl::StatusCode::kDeadlineExceeded,
+                          absl::StrCat(
+                              "barrier '", id, "' (#", counter, ") timed out: ",
+                              b.arrived.size(), "/", b.participants.size(),
+                              " tasks arrived (first: ", b.initiator.ToString(),
+                              "); missing: ", DescribeMissingLocked(b)),
+                          b),
+                      &out);
+                }
+                RunAll(out);
+              });
           // A participant that is already dead or gone fails it at once.
           for (const TaskId& p : b.participants) {
             const Task& pt = tasks_[p];
@@ -431,7 +446,8 @@ void CoordinationService::BarrierAsync(const std::string& id, int64_t counter,
 
 absl::Status CoordinationService::CancelBarrier(const std::string& id,
                                                 int64_t counter,
-                                                const TaskId& task) {
+                                                const TaskId& task,
+                                                uint64_t incarnation) {
   Callbacks out;
   absl::Status result;
   {
@@ -440,9 +456,15 @@ absl::Status CoordinationService::CancelBarrier(const std::string& id,
     const std::string cancelled_message =
         absl::StrCat("barrier '", id, "' (#", counter,
                      ") was cancelled by task ", task.ToString());
-    if (absl::Status caller = CallerStatusLocked(task, FindTaskLocked(task));
-        !caller.ok()) {
+    const Task* t = FindTaskLocked(task);
+    if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
       result = std::move(caller);
+    } else if (absl::Status stale = StaleIncarnationLocked(
+                   task, *t, incarnation,
+                   absl::StrCat("cancelling barrier '", id.substr(0, 128),
+                                "' (#", counter, ")"));
+               !stale.ok()) {
+      result = std::move(stale);
     } else if (it != barriers_.end() && it->second.counter == counter) {
       Barrier& b = it->second;
       if (b.done) {

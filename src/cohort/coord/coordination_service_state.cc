@@ -17,7 +17,7 @@ using internal::RunAll;
 using internal::TaskList;
 
 absl::Status CoordinationService::ReportErrorToService(
-    const TaskId& task, const absl::Status& error) {
+    const TaskId& task, const absl::Status& error, uint64_t incarnation) {
   Callbacks out;
   absl::Status result;
   {
@@ -25,6 +25,10 @@ absl::Status CoordinationService::ReportErrorToService(
     Task* t = FindTaskLocked(task);
     if (absl::Status caller = CallerStatusLocked(task, t); !caller.ok()) {
       result = std::move(caller);
+    } else if (absl::Status stale = StaleIncarnationLocked(
+                   task, *t, incarnation, "an error report");
+               !stale.ok()) {
+      result = std::move(stale);
     } else if (t->state != TaskState::kConnected) {
       result = Error(
           absl::StatusCode::kFailedPrecondition,

@@ -334,7 +334,7 @@ absl::Status KeyValueStore::Delete(absl::string_view raw_key,
 }
 
 absl::StatusOr<size_t> KeyValueStore::DeleteAllExcept(
-    const std::vector<std::string>& keep) {
+    const std::vector<std::string>& keep, const absl::Status& end_parked) {
   std::vector<std::string> kept;
   for (const std::string& k : keep) kept.push_back(NormalizeKey(k));
   // A kept prefix is a directory: "cohort/launch" keeps "cohort/launch/x",
@@ -365,6 +365,34 @@ absl::StatusOr<size_t> KeyValueStore::DeleteAllExcept(
       ++deleted;
       RememberDeletionLocked(key);
       CollectWakeupsLocked(key, &wake);
+    }
+    // What is still parked waits for something of the ended attempt (or of
+    // the next one, which it must not see). In this same step, so no waiter
+    // can slip in between the deletions and this.
+    const absl::Status ended =
+        end_parked.ok() ? absl::AbortedError(
+                              "the key-value store was started afresh for "
+                              "the job's next attempt")
+                        : end_parked;
+    for (auto& [id, waiter] : waiters_) {
+      if (waiter.get) {
+        wake.push_back([cb = std::move(waiter.get), ended] { cb(ended); });
+      } else if (waiter.watch) {
+        wake.push_back([cb = std::move(waiter.watch), ended] { cb(ended); });
+      }
+    }
+    waiters_.clear();
+    waiters_by_key_.clear();
+    // The deletion records were needed only to answer the watchers just
+    // woken; kept, a watch from version 0 in the next attempt would see the
+    // last attempt's deletion at once instead of parking.
+    for (auto it = tombstones_.begin(); it != tombstones_.end();) {
+      if (is_kept(it->first)) {
+        ++it;
+        continue;
+      }
+      tombstones_by_version_.erase(it->second);
+      it = tombstones_.erase(it);
     }
   }
   RunAll(wake);

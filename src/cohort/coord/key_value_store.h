@@ -107,10 +107,22 @@ class KeyValueStore {
   // Deletes `key` and, if `is_directory`, everything under "key/". OK when
   // nothing matched.
   absl::Status Delete(absl::string_view key, bool is_directory);
-  // Deletes every key except those equal to or under one of `keep` (each
-  // normalised; "" keeps everything), in one step: no call sees part of it.
-  // Watchers of the deleted keys are told. Returns how many keys went.
-  absl::StatusOr<size_t> DeleteAllExcept(const std::vector<std::string>& keep);
+  // Starts the store afresh for a new attempt of the job, in one step under
+  // the store's lock (no call sees part of it):
+  //   1. every key except those equal to or under one of `keep` (each
+  //      normalised; "" keeps everything) is deleted, and the watchers of
+  //      the deleted keys are told (present=false), as Delete does;
+  //   2. every get and watch still parked, of any key (kept ones too), is
+  //      answered with `end_parked` (not OK; the caller says why): they were
+  //      the ended attempt's, and would otherwise hold a waiter slot and
+  //      answer later with the next attempt's value;
+  //   3. the deletion records of every key outside `keep` are dropped (also
+  //      of keys deleted before this call), so a watch from version 0 on
+  //      such a key parks until it is first set, as on a new store; kept
+  //      keys keep theirs.
+  // Versions keep counting up. Returns how many keys went.
+  absl::StatusOr<size_t> DeleteAllExcept(const std::vector<std::string>& keep,
+                                         const absl::Status& end_parked);
   // Calls `done` once the key's version exceeds `after_version` (inline if it
   // already does; then returns 0), else returns an id for ExpireWatch.
   uint64_t WatchAsync(absl::string_view key, int64_t after_version,

@@ -113,6 +113,8 @@ TEST(KeyValueStoreCloseTest, CloseAnswersParkedCallsAndRefusesEverything) {
   EXPECT_EQ(kv.size(), 1u) << "Close keeps the data; it only refuses calls";
 }
 
+const absl::Status kEnded = absl::AbortedError("attempt 1 ended");
+
 TEST(KeyValueStoreDeleteAllExceptTest, KeepsOnlyTheKeptDirectories) {
   KeyValueStore kv;
   for (const char* key : {"cohort/launch", "cohort/launch/1/failed",
@@ -124,7 +126,8 @@ TEST(KeyValueStoreDeleteAllExceptTest, KeepsOnlyTheKeptDirectories) {
   ASSERT_NE(kv.WatchAsync("app/step", kv.version(), [&](auto r) { watch = r; }),
             0u);
   // The prefix is normalised, and is a directory: "cohort/launcher" goes.
-  absl::StatusOr<size_t> deleted = kv.DeleteAllExcept({"//cohort/launch/"});
+  absl::StatusOr<size_t> deleted =
+      kv.DeleteAllExcept({"//cohort/launch/"}, kEnded);
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 3u);
   auto left = kv.ListDir("");
@@ -136,9 +139,79 @@ TEST(KeyValueStoreDeleteAllExceptTest, KeepsOnlyTheKeptDirectories) {
   ASSERT_TRUE(watch->ok());
   EXPECT_FALSE((*watch)->present);
   // Nothing kept: everything goes; "" keeps everything.
-  EXPECT_EQ(*kv.DeleteAllExcept({""}), 0u);
-  EXPECT_EQ(*kv.DeleteAllExcept({}), 2u);
+  EXPECT_EQ(*kv.DeleteAllExcept({""}, kEnded), 0u);
+  EXPECT_EQ(*kv.DeleteAllExcept({}, kEnded), 2u);
   EXPECT_EQ(kv.size(), 0u);
+}
+
+// A get or watch of a key that does not exist is not woken by the deletions;
+// the store answers it with the caller's status in the same step, kept keys'
+// waiters too, and frees its slot.
+TEST(KeyValueStoreDeleteAllExceptTest, EndsEveryParkedGetAndWatch) {
+  KeyValueLimits limits;
+  limits.max_waiters = 3;
+  KeyValueStore kv(limits);
+  ASSERT_TRUE(kv.Insert("cohort/launch/x", "v", false).ok());
+  std::optional<absl::StatusOr<std::string>> get;
+  std::optional<absl::StatusOr<KeyValueWatchResult>> watch, kept_watch;
+  ASSERT_NE(kv.GetAsync("never", [&](auto r) { get = r; }), 0u);
+  ASSERT_NE(kv.WatchAsync("also/never", 0, [&](auto r) { watch = r; }), 0u);
+  ASSERT_NE(kv.WatchAsync("cohort/launch/x", kv.version(),
+                          [&](auto r) { kept_watch = r; }),
+            0u);
+
+  ASSERT_TRUE(kv.DeleteAllExcept({"cohort/launch"}, kEnded).ok());
+
+  ASSERT_TRUE(get.has_value());
+  EXPECT_EQ(get->status(), kEnded);
+  ASSERT_TRUE(watch.has_value());
+  EXPECT_EQ(watch->status(), kEnded);
+  ASSERT_TRUE(kept_watch.has_value());
+  EXPECT_EQ(kept_watch->status(), kEnded);
+  // The slots are free again (the cap is 3), and a value set now reaches
+  // only waiters parked now.
+  std::optional<absl::StatusOr<std::string>> next[3];
+  for (auto& slot : next) {
+    ASSERT_NE(kv.GetAsync("never", [&slot](auto r) { slot = r; }), 0u);
+  }
+  ASSERT_TRUE(kv.Insert("never", "next", false).ok());
+  for (auto& slot : next) {
+    ASSERT_TRUE(slot.has_value());
+    EXPECT_EQ(**slot, "next");
+  }
+}
+
+// After the reset a key the last attempt set (and one it deleted itself) is
+// as on a new store: a watch from version 0 parks until the first set, and
+// the watch then sees that set. A kept key's deletion record stays.
+TEST(KeyValueStoreDeleteAllExceptTest, ForgetsTheDeletionsOfTheKeysItDrops) {
+  KeyValueStore kv;
+  ASSERT_TRUE(kv.Insert("app/step", "1", false).ok());
+  ASSERT_TRUE(kv.Insert("app/gone", "1", false).ok());
+  ASSERT_TRUE(kv.Delete("app/gone", false).ok());
+  ASSERT_TRUE(kv.Insert("cohort/launch/x", "1", false).ok());
+  ASSERT_TRUE(kv.Delete("cohort/launch/x", false).ok());
+  const int64_t kept_deleted_at = kv.version();
+
+  ASSERT_TRUE(kv.DeleteAllExcept({"cohort/launch"}, kEnded).ok());
+
+  for (const char* key : {"app/step", "app/gone"}) {
+    std::optional<absl::StatusOr<KeyValueWatchResult>> watch;
+    const uint64_t id = kv.WatchAsync(key, 0, [&](auto r) { watch = r; });
+    EXPECT_NE(id, 0u) << key << " answered at once";
+    EXPECT_FALSE(watch.has_value()) << key;
+    ASSERT_TRUE(kv.Insert(key, "2", false).ok());
+    ASSERT_TRUE(watch.has_value()) << key;
+    ASSERT_TRUE(watch->ok()) << key;
+    EXPECT_TRUE((*watch)->present) << key;
+    EXPECT_EQ((*watch)->value, "2") << key;
+  }
+  std::optional<absl::StatusOr<KeyValueWatchResult>> kept;
+  EXPECT_EQ(kv.WatchAsync("cohort/launch/x", 0, [&](auto r) { kept = r; }), 0u);
+  ASSERT_TRUE(kept.has_value());
+  ASSERT_TRUE(kept->ok());
+  EXPECT_FALSE((*kept)->present);
+  EXPECT_EQ((*kept)->version, kept_deleted_at);
 }
 
 }  // namespace
