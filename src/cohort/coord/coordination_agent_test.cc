@@ -701,5 +701,62 @@ TEST(CoordinationAgentTest, StalledTaskIsReadmittedAndWatchedAgain) {
   EXPECT_TRUE((*cluster)->errors_for(options.task).empty());
 }
 
+// An agent of an attempt that ended (its process outlived the attempt)
+// sends its incarnation on every per-task call, so the service refuses what
+// it says instead of applying it to the next attempt's task of the same
+// name.
+TEST(CoordinationAgentTest, AnAgentOfAnEndedAttemptCannotActOnTheNext) {
+  FakeEnv env;  // no time passes: no heartbeat, no deadline
+  auto cluster =
+      InProcessCluster::Create(ServiceOptions(2, &env, absl::Seconds(10)));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  CoordinationService* service = (*cluster)->service();
+  const TaskId w0{"worker", 0};
+  CoordinationAgentOptions options;
+  options.task = w0;
+  options.poll_for_errors = false;
+  options.env = &env;
+  auto stale = (*cluster)->NewAgent(options);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  ASSERT_TRUE((*stale)->Connect().ok());
+  const uint64_t old_incarnation = (*stale)->incarnation();
+  ASSERT_TRUE(service->ResetForNextAttempt({}, "attempt 1 ended").ok());
+  // The next attempt's w0.
+  const uint64_t next_incarnation = old_incarnation + 1;
+  absl::Notification registered;
+  service->RegisterTaskAsync(w0, next_incarnation,
+                             [&](absl::StatusOr<uint64_t> r) {
+                               EXPECT_TRUE(r.ok()) << r.status();
+                               registered.Notify();
+                             });
+  ASSERT_TRUE(registered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+
+  auto expect_refused = [&](const absl::Status& s, const char* call) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition)
+        << call << ": " << s;
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("incarnation ", old_incarnation, ":")))
+        << call;
+    EXPECT_THAT(s.message(), HasSubstr("a process of an ended attempt?"))
+        << call;
+  };
+  // w0 alone: were it let in, it would pass at once (nothing to wait for
+  // on a clock that does not move).
+  expect_refused((*stale)->WaitAtBarrier("step", absl::Seconds(5), {w0}),
+                 "Barrier");
+  expect_refused((*stale)->CancelBarrier("step"), "CancelBarrier");
+  expect_refused((*stale)->ReportError(absl::InternalError("stale")),
+                 "ReportError");
+  expect_refused((*stale)->Shutdown(), "Shutdown");
+
+  auto states = service->GetTaskState({w0});
+  ASSERT_TRUE(states.ok()) << states.status();
+  EXPECT_EQ((*states)[0].state, TaskState::kConnected);
+  EXPECT_EQ((*states)[0].incarnation, next_incarnation);
+  EXPECT_TRUE((*states)[0].error.ok()) << (*states)[0].error;
+  EXPECT_FALSE((*states)[0].shut_down);
+  EXPECT_TRUE(service->GetJobStatus().barriers.empty());
+}
+
 }  // namespace
 }  // namespace cohort::coord
