@@ -110,9 +110,14 @@ class ClusterLauncherTest : public ::testing::Test {
 };
 
 TEST_F(ClusterLauncherTest, EveryTaskGetsTheAgreedClusterAndItsRole) {
+  // Each program prints what it got, then waits until all four have: the
+  // gang's success stops the ps program, which must have printed by then.
   script_ =
       "echo \"$COHORT_TASK_NAME p=$COHORT_PARTITION_ID n=$COHORT_NUM_TASKS "
-      "a=$COHORT_ATTEMPT_NUMBER t=$COHORT_JOB_TOKEN $TF_CONFIG\"";
+      "a=$COHORT_ATTEMPT_NUMBER t=$COHORT_JOB_TOKEN $TF_CONFIG\"; "
+      "echo x >> $TEST_DIR/record; "
+      "while [ $(wc -l < $TEST_DIR/record) -lt 4 ]; do sleep 0.01; done";
+  mkdir(dir_.c_str(), 0755);
   auto results = RunAll(4, [](ClusterLaunchOptions& o) {
     o.jobs = {{"chief", 1}, {"worker", 2}, {"ps", 1}};
   });
