@@ -176,15 +176,17 @@ TEST(RendezvousTableTest, CancellationDropsOnlyThatWaiter) {
 }
 
 TEST(RendezvousTableTest, AnAnsweredWaitersCancellationDoesNothing) {
+  // Declared before the table: its destructor answers `later`, still
+  // waiting at the end.
+  Heard heard;
+  Heard later;
   RendezvousTable table(Step5());
   CancellationManager cm;
-  Heard heard;
   table.Recv(kKeyA, "a:0", &cm, heard.Timed());
   ASSERT_TRUE(table.Send(kKeyA, "a:0", Tensor(1.f), kSentAt).ok());
   ASSERT_EQ(heard.calls, 1);
   // The answered waiter was deregistered, and a later waiter of the same
   // key is not dropped by the old registration's cancellation.
-  Heard later;
   table.Recv(kKeyA, "a:0", nullptr, later.Timed());
   cm.StartCancel();
   EXPECT_EQ(heard.calls, 1);
