@@ -1,6 +1,5 @@
-// Fuzzes the kubeconfig reader of the Kubernetes resolver: the YAML reader
-// (ParseKubeconfigText, yaml-cpp turned into Json) and LoadKubeconfig on top
-// of it, which reads
+// Fuzzes the kubeconfig reader of the Kubernetes resolver: the YAML-subset
+// parser (ParseKubeconfigText) and LoadKubeconfig on top of it, which reads
 // the file through the Env (a FakeEnv here) and picks the current context's
 // cluster and user.
 //
@@ -39,11 +38,11 @@ constexpr char kPath[] = "/fuzz/kube/config";
 // unless COHORT_FUZZ_KNOWN_BUGS is set (known_bugs.h):
 //  1. A user's tokenFile that cannot be read comes back as the Env's bare
 //     NotFound, which names neither the kubeconfig nor the entry.
-//  2. "- - - ... x" nests one sequence per "- " on a single line; the old
-//     hand-written parser recursed once per level and overflowed the stack.
-//     Fixed (a depth cap; now yaml-cpp's reader, capped at 64 levels), the
-//     filter stays until a fuzz build re-checks the reproducer: inputs with a
-//     line of more than kMaxDashRun nested items are skipped.
+//  2. "- - - ... x" nests one sequence per "- " on a single line; the parser
+//     recurses once per level and copies the rest of the line at each, so a
+//     few thousand levels overflow the stack (and the copies take quadratic
+//     memory). Inputs with a line of more than kMaxDashRun nested items are
+//     skipped.
 bool IsUnreadableTokenFile(const absl::Status& status) {
   return status.code() == absl::StatusCode::kNotFound &&
          absl::StartsWith(status.message(), "cannot open ");

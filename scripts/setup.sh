@@ -7,7 +7,6 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config clang-14 clang-format-14 libclang-rt-14-dev lld-14
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
-  libyaml-cpp-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev python3-numpy python3-pytest pybind11-dev
   libopenblas0-pthread

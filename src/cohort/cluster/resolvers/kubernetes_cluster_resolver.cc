@@ -24,103 +24,201 @@
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/cluster/resolver_registry.h"
-#include "yaml-cpp/depthguard.h"
-#include "yaml-cpp/yaml.h"
 
 namespace cohort {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Kubeconfig YAML, read with yaml-cpp and turned into Json.
+// Kubeconfig YAML subset.
 
-// Deeper nesting than any kubeconfig has (about 5 levels) is refused. The
-// conversion below recurses once per level; yaml-cpp's own parser stops at
-// 2000 levels (YAML::DeepRecursion), which the same message reports.
-constexpr int kMaxYamlDepth = 64;
+struct YamlLine {
+  int indent;
+  std::string text;
+  int number;  // 1-based
+};
 
-absl::Status YamlError(absl::string_view what, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, ": ", why, "; expected the YAML kubectl writes (or JSON)"));
-}
-
-// A scalar as kubeconfig readers expect it: quoted and block scalars are
-// text; a plain one is null ("", "~", "null"), a boolean, or else text.
-// Numbers stay text, as every kubeconfig field read here is text and the
-// manifests' tests compare numbers as written.
-Json YamlScalarToJson(const YAML::Node& node) {
-  const std::string& s = node.Scalar();
-  if (node.Tag() != "?") return Json(s);  // "!": quoted or block
-  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") {
-    return Json();
-  }
-  if (s == "true" || s == "True" || s == "TRUE") return Json(true);
-  if (s == "false" || s == "False" || s == "FALSE") return Json(false);
-  return Json(s);
-}
-
-class YamlToJson {
+class YamlSubsetParser {
  public:
-  // Aliases make yaml-cpp share nodes, so a small file can stand for an
-  // exponentially large tree ("billion laughs"). Without aliases a document
-  // has fewer nodes than its text has bytes, so the conversion stops past
-  // that and nothing the file says sizes the Json unchecked.
-  YamlToJson(std::string what, size_t text_size)
-      : what_(std::move(what)), node_budget_(text_size + 16) {}
+  YamlSubsetParser(std::vector<YamlLine> lines, std::string what)
+      : lines_(std::move(lines)), what_(std::move(what)) {}
 
-  absl::StatusOr<Json> Convert(const YAML::Node& node, int depth) {
-    if (depth > kMaxYamlDepth) return TooDeep(what_, node.Mark());
-    if (node_budget_ == 0) {
-      return YamlError(what_,
-                       "aliases expand to more nodes than the file has bytes");
-    }
-    --node_budget_;
-    switch (node.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        return Json();
-      case YAML::NodeType::Scalar:
-        return YamlScalarToJson(node);
-      case YAML::NodeType::Sequence: {
-        Json out = Json::array();
-        for (const YAML::Node& item : node) {
-          COHORT_ASSIGN_OR_RETURN(Json v, Convert(item, depth + 1));
-          out.push_back(std::move(v));
-        }
-        return out;
-      }
-      case YAML::NodeType::Map: {
-        Json out = Json::object();
-        for (const auto& entry : node) {
-          if (!entry.first.IsScalar()) {
-            return YamlError(what_, absl::StrCat(Where(entry.first.Mark()),
-                                                 "mapping key must be text"));
-          }
-          COHORT_ASSIGN_OR_RETURN(Json v, Convert(entry.second, depth + 1));
-          // A repeated key: the last one wins, as kubectl's reader does.
-          out[entry.first.Scalar()] = std::move(v);
-        }
-        return out;
-      }
-    }
-    return Json();
-  }
-
-  // "line 3, column 5: " (1-based); "" when yaml-cpp has no position.
-  static std::string Where(const YAML::Mark& mark) {
-    if (mark.is_null()) return "";
-    return absl::StrCat("line ", mark.line + 1, ", column ", mark.column + 1,
-                        ": ");
-  }
-
-  static absl::Status TooDeep(absl::string_view what, const YAML::Mark& mark) {
-    return YamlError(what, absl::StrCat(Where(mark), "nested more than ",
-                                        kMaxYamlDepth, " levels deep"));
+  absl::StatusOr<Json> Parse() {
+    if (lines_.empty()) return Json::object();
+    size_t i = 0;
+    COHORT_ASSIGN_OR_RETURN(Json root, ParseNode(&i, lines_[0].indent));
+    if (i < lines_.size()) return Error(lines_[i], "unexpected indentation");
+    return root;
   }
 
  private:
-  const std::string what_;
-  size_t node_budget_;
+  absl::Status Error(const YamlLine& line, absl::string_view why) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what_, ": line ", line.number, ": ", why, " in \"", line.text,
+        "\"; expected the block-style YAML kubectl writes (or JSON)"));
+  }
+
+  static bool IsSeqItem(const std::string& text) {
+    return text == "-" || absl::StartsWith(text, "- ");
+  }
+
+  // Deeper nesting than any kubeconfig has is refused: the parser recurses
+  // once per level, and "- - - ... x" on one line would exhaust the stack
+  // (found by fuzz_kubeconfig).
+  static constexpr int kMaxDepth = 64;
+
+  absl::StatusOr<Json> ParseNode(size_t* i, int indent) {
+    if (depth_ >= kMaxDepth) {
+      return Error(lines_[*i], absl::StrCat("nested more than ", kMaxDepth,
+                                            " levels deep"));
+    }
+    ++depth_;
+    absl::StatusOr<Json> node = IsSeqItem(lines_[*i].text)
+                                    ? ParseSequence(i, indent)
+                                    : ParseMapping(i, indent);
+    --depth_;
+    return node;
+  }
+
+  // Finds the ": " (or trailing ':') ending a mapping key outside quotes.
+  static size_t FindKeyColon(const std::string& text) {
+    char quote = 0;
+    for (size_t k = 0; k < text.size(); ++k) {
+      char c = text[k];
+      if (quote) {
+        if (c == quote) quote = 0;
+        continue;
+      }
+      if ((c == '"' || c == '\'') && k == 0) {
+        quote = c;
+        continue;
+      }
+      if (c == ':' && (k + 1 == text.size() || text[k + 1] == ' ')) return k;
+    }
+    return std::string::npos;
+  }
+
+  absl::StatusOr<Json> Scalar(const YamlLine& line, absl::string_view raw) {
+    std::string s(absl::StripAsciiWhitespace(raw));
+    if (s.empty() || s == "~" || s == "null") return Json();
+    if (s == "true" || s == "True") return Json(true);
+    if (s == "false" || s == "False") return Json(false);
+    if (s == "|" || s == ">" || s[0] == '|' || s[0] == '>' || s[0] == '&' ||
+        s[0] == '*' || s[0] == '!') {
+      return Error(line, "block scalars, anchors and tags are not supported");
+    }
+    if (s[0] == '{' || s[0] == '[') {
+      absl::StatusOr<Json> flow = ParseJson(s, what_);
+      if (!flow.ok()) return Error(line, "unsupported flow collection");
+      return flow;
+    }
+    if (s[0] == '"') {
+      if (s.size() < 2 || s.back() != '"')
+        return Error(line, "unterminated \"");
+      std::string out;
+      std::string error;
+      if (!absl::CUnescape(s.substr(1, s.size() - 2), &out, &error)) {
+        return Error(line, absl::StrCat("bad escape: ", error));
+      }
+      return Json(out);
+    }
+    if (s[0] == '\'') {
+      if (s.size() < 2 || s.back() != '\'')
+        return Error(line, "unterminated '");
+      std::string body = s.substr(1, s.size() - 2);
+      std::string out;
+      for (size_t k = 0; k < body.size(); ++k) {
+        out.push_back(body[k]);
+        if (body[k] == '\'' && k + 1 < body.size() && body[k + 1] == '\'') ++k;
+      }
+      return Json(out);
+    }
+    return Json(s);
+  }
+
+  absl::StatusOr<Json> ParseMapping(size_t* i, int indent) {
+    Json out = Json::object();
+    while (*i < lines_.size() && lines_[*i].indent == indent &&
+           !IsSeqItem(lines_[*i].text)) {
+      const YamlLine line = lines_[*i];
+      size_t colon = FindKeyColon(line.text);
+      if (colon == std::string::npos)
+        return Error(line, "expected \"key: value\"");
+      COHORT_ASSIGN_OR_RETURN(Json key,
+                              Scalar(line, line.text.substr(0, colon)));
+      if (!key.is_string()) return Error(line, "mapping key must be text");
+      std::string rest = std::string(absl::StripAsciiWhitespace(
+          absl::string_view(line.text).substr(colon + 1)));
+      ++*i;
+      Json value;
+      if (!rest.empty()) {
+        COHORT_ASSIGN_OR_RETURN(value, Scalar(line, rest));
+      } else if (*i < lines_.size() && lines_[*i].indent > indent) {
+        COHORT_ASSIGN_OR_RETURN(value, ParseNode(i, lines_[*i].indent));
+      } else if (*i < lines_.size() && lines_[*i].indent == indent &&
+                 IsSeqItem(lines_[*i].text)) {
+        COHORT_ASSIGN_OR_RETURN(value, ParseSequence(i, indent));
+      }
+      out[key.get<std::string>()] = std::move(value);
+    }
+    if (*i < lines_.size() && lines_[*i].indent > indent) {
+      return Error(lines_[*i], "unexpected indentation");
+    }
+    return out;
+  }
+
+  absl::StatusOr<Json> ParseSequence(size_t* i, int indent) {
+    Json out = Json::array();
+    while (*i < lines_.size() && lines_[*i].indent == indent &&
+           IsSeqItem(lines_[*i].text)) {
+      const YamlLine line = lines_[*i];
+      std::string rest = line.text == "-" ? "" : line.text.substr(2);
+      size_t lead = rest.find_first_not_of(' ');
+      if (rest.empty() || lead == std::string::npos) {
+        ++*i;
+        if (*i < lines_.size() && lines_[*i].indent > indent) {
+          COHORT_ASSIGN_OR_RETURN(Json v, ParseNode(i, lines_[*i].indent));
+          out.push_back(std::move(v));
+        } else {
+          out.push_back(Json());
+        }
+        continue;
+      }
+      int child_indent = indent + 2 + static_cast<int>(lead);
+      rest = rest.substr(lead);
+      if (IsSeqItem(rest) || FindKeyColon(rest) != std::string::npos) {
+        // "- key: value" opens a mapping (or nested sequence) whose further
+        // entries sit at the column of "key".
+        lines_[*i] = YamlLine{child_indent, rest, line.number};
+        COHORT_ASSIGN_OR_RETURN(Json v, ParseNode(i, child_indent));
+        out.push_back(std::move(v));
+      } else {
+        COHORT_ASSIGN_OR_RETURN(Json v, Scalar(line, rest));
+        out.push_back(std::move(v));
+        ++*i;
+      }
+    }
+    return out;
+  }
+
+  std::vector<YamlLine> lines_;
+  int depth_ = 0;  // ParseNode calls in progress
+  std::string what_;
 };
+
+std::string StripYamlComment(const std::string& line) {
+  char quote = 0;
+  for (size_t k = 0; k < line.size(); ++k) {
+    char c = line[k];
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#' && (k == 0 || line[k - 1] == ' ')) {
+      return line.substr(0, k);
+    }
+  }
+  return line;
+}
 
 // ---------------------------------------------------------------------------
 
@@ -524,33 +622,27 @@ absl::Status KubernetesOptionsFromEnv(
 absl::StatusOr<Json> ParseKubeconfigText(absl::string_view text,
                                          absl::string_view what) {
   absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(text);
-  // JSON through the JSON reader: numbers keep their type, and its errors
-  // speak JSON.
   if (!trimmed.empty() && trimmed[0] == '{') return ParseJson(text, what);
-  // yaml-cpp reports bad input by exception; the house uses Status, so every
-  // YAML::Exception stops here.
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::DeepRecursion& e) {
-    return YamlToJson::TooDeep(what, e.mark);
-  } catch (const YAML::Exception& e) {
-    return YamlError(what, absl::StrCat(YamlToJson::Where(e.mark), e.msg));
+  std::vector<YamlLine> lines;
+  int number = 0;
+  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
+    ++number;
+    std::string line =
+        StripYamlComment(std::string(absl::StripSuffix(raw, "\r")));
+    if (line.find('\t') != std::string::npos &&
+        line.find_first_not_of(" \t") != std::string::npos &&
+        line.find_first_not_of(' ') < line.size() &&
+        line[line.find_first_not_of(' ')] == '\t') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": line ", number, ": tabs are not allowed for indentation"));
+    }
+    size_t first = line.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    std::string content(absl::StripTrailingAsciiWhitespace(line.substr(first)));
+    if (content == "---" || content == "...") continue;
+    lines.push_back(YamlLine{static_cast<int>(first), content, number});
   }
-  if (docs.size() > 1) {
-    return YamlError(
-        what, absl::StrCat("holds ", docs.size(), " YAML documents, not one"));
-  }
-  if (docs.empty() || docs[0].IsNull()) return Json::object();
-  if (!docs[0].IsMap() && !docs[0].IsSequence()) {
-    return YamlError(what, absl::StrCat(YamlToJson::Where(docs[0].Mark()),
-                                        "expected a mapping (\"key: value\")"));
-  }
-  try {
-    return YamlToJson(std::string(what), text.size()).Convert(docs[0], 0);
-  } catch (const YAML::Exception& e) {
-    return YamlError(what, absl::StrCat(YamlToJson::Where(e.mark), e.msg));
-  }
+  return YamlSubsetParser(std::move(lines), std::string(what)).Parse();
 }
 
 absl::StatusOr<KubernetesApiConfig> LoadInClusterKubernetesConfig(

@@ -83,19 +83,14 @@ absl::StatusOr<std::string> ReadServiceAccountNamespace(
 // and user (token, tokenFile, client-certificate[-data]/client-key[-data]).
 // Inline *-data values are written to private (0600) temporary files under
 // $TMPDIR (or /tmp), which are left in place for the process. The file may
-// be YAML (one document) or JSON.
+// be YAML (the block-style subset kubectl writes) or JSON.
 // FailedPrecondition/InvalidArgument naming the file and the missing entry.
 absl::StatusOr<KubernetesApiConfig> LoadKubeconfig(
     Env* env, std::optional<std::string> path = std::nullopt);
 
-// Parses a kubeconfig's text, YAML (read with yaml-cpp) or JSON (text that
-// starts with '{', read as JSON), into Json. YAML scalars become text, except
-// plain null ("", "~", "null") and booleans ("true", "False", ...): numbers
-// stay text. An empty document is an empty object. Errors: InvalidArgument
-// naming `what` (and the line and column where yaml-cpp gives one) for text
-// that is not YAML, more than one document, a top level that is neither a
-// mapping nor a sequence, a non-text mapping key, nesting deeper than 64
-// levels, or aliases expanding to more nodes than the text has bytes.
+// Parses the YAML subset used by kubeconfig files (block mappings, block
+// sequences, "{}"/"[]", plain and quoted scalars, comments) into JSON; JSON
+// text is accepted as is. InvalidArgument naming `what` and the line.
 absl::StatusOr<Json> ParseKubeconfigText(absl::string_view text,
                                          absl::string_view what);
 

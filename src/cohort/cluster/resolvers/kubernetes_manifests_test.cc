@@ -4,8 +4,8 @@
 // that is task 0's name and a port every piece agrees on, a service account
 // allowed to list the pods, the job token from a Secret, and resolver
 // settings that find the Job's pods. The files are read with
-// ParseKubeconfigText, so each must be one YAML document (one object per
-// file).
+// ParseKubeconfigText, so they must stay within its YAML subset (one object
+// per file, block style).
 #include <set>
 #include <string>
 #include <vector>
@@ -105,7 +105,7 @@ TEST_F(KubernetesManifestsTest, JobIsAnIndexedGangOfNumTasks) {
   int n = 0;
   ASSERT_TRUE(absl::SimpleAtoi(num_tasks, &n)) << num_tasks;
   EXPECT_GT(n, 0);
-  // ParseKubeconfigText reads numbers as text.
+  // The YAML subset reads numbers as text.
   EXPECT_EQ(At(job_, "/spec/completions"), num_tasks);
   EXPECT_EQ(At(job_, "/spec/parallelism"), num_tasks);
   EXPECT_EQ(At(job_, "/spec/backoffLimit"), "0");
