@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
+#include "cohort/coord/callback_slot_testing.h"
 #include "cohort/coord/coordination_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,25 +23,6 @@ using ::testing::HasSubstr;
 
 const TaskId kW0{"worker", 0};
 const TaskId kW1{"worker", 1};
-
-// A callback's result; Wait() blocks (bounded, real time) until it came.
-template <typename T>
-struct Slot {
-  absl::Notification done;
-  std::optional<T> value;
-  std::function<void(T)> Callback() {
-    return [this](T v) {
-      value = std::move(v);
-      done.Notify();
-    };
-  }
-  bool Ready() { return done.HasBeenNotified(); }
-  T Wait() {
-    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)))
-        << "callback never ran";
-    return *value;
-  }
-};
 
 // What a listener saw: (task, state, incarnation) in delivery order.
 using Seen = std::tuple<std::string, TaskState, uint64_t>;

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "cohort/base/fake_env.h"
+#include "cohort/coord/callback_slot_testing.h"
 #include "cohort/coord/coordination_service_util.h"
 #include "cohort/coordination.pb.h"
 #include "gmock/gmock.h"
@@ -27,26 +28,6 @@ using ::testing::Not;
 const TaskId kW0{"worker", 0};
 const TaskId kW1{"worker", 1};
 const TaskId kW2{"worker", 2};
-
-// A result slot filled by a service callback; Wait() blocks (real time,
-// bounded) until it is.
-template <typename T>
-struct Slot {
-  absl::Notification done;
-  std::optional<T> value;
-  std::function<void(T)> Callback() {
-    return [this](T v) {
-      value = std::move(v);
-      done.Notify();
-    };
-  }
-  bool Ready() { return done.HasBeenNotified(); }
-  T Wait() {
-    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)))
-        << "callback never ran";
-    return *value;
-  }
-};
 
 class CoordinationServiceTest : public ::testing::Test {
  protected:
