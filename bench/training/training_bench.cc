@@ -11,7 +11,9 @@
 #include "bench/common/flags.h"
 #include "bench/common/gang.h"
 #include "bench/common/peer.h"
+#include "bench/training/ps_job.h"
 #include "cohort/base/json.h"
+#include "cohort/base/subprocess.h"
 #include "cohort/training/data_parallel.h"
 #include "cohort/training/data_parallel_gang.h"
 
@@ -29,6 +31,15 @@ struct Flags {
   std::string peer_script;
   bool no_peer = false;
   bool child = false;
+  // The parameter-server job (ps_job.h).
+  std::vector<int> ps_workers = {1, 2};
+  int ps_steps = 600;
+  int ps_warmup = 10;
+  int ps_batch = 64;
+  int ps_hidden = 1024;
+  std::string train_ps;  // empty: train_ps beside this binary
+  std::string ps_peer_script;
+  bool no_ps = false;
 };
 
 bool ParseFlags(const std::vector<std::string>& args, Flags& f,
@@ -36,7 +47,10 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
   FlagReader flags(args,
                    "flags: --tasks 1,2 --reps 3 --steps 60 --batch 256 "
                    "--features 512 --hidden 2048 --transport shm|tcp "
-                   "--peer-script PATH --no-peer");
+                   "--peer-script PATH --no-peer --ps-workers 1,2 "
+                   "--ps-steps 600 --ps-warmup 10 --ps-batch 64 "
+                   "--ps-hidden 1024 --train-ps PATH --ps-peer-script PATH "
+                   "--no-ps");
   while (flags.Next()) {
     if (flags.Is("--child")) {
       flags.Switch(f.child);
@@ -58,6 +72,22 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
       flags.Switch(f.no_peer);
     } else if (flags.Is("--peer-script")) {
       flags.Value(f.peer_script);
+    } else if (flags.Is("--ps-workers")) {
+      flags.PositiveIntList(f.ps_workers);
+    } else if (flags.Is("--ps-steps")) {
+      flags.PositiveInt(f.ps_steps);
+    } else if (flags.Is("--ps-warmup")) {
+      flags.PositiveInt(f.ps_warmup);
+    } else if (flags.Is("--ps-batch")) {
+      flags.PositiveInt(f.ps_batch);
+    } else if (flags.Is("--ps-hidden")) {
+      flags.PositiveInt(f.ps_hidden);
+    } else if (flags.Is("--train-ps")) {
+      flags.Value(f.train_ps);
+    } else if (flags.Is("--ps-peer-script")) {
+      flags.Value(f.ps_peer_script);
+    } else if (flags.Is("--no-ps")) {
+      flags.Switch(f.no_ps);
     } else {
       flags.Unknown();
     }
@@ -122,8 +152,6 @@ int RunChild(const Flags& f) {
   return 0;
 }
 
-}  // namespace
-
 // The peer's flags: the same model, data sizes and steps, each task count.
 std::vector<std::string> PeerArgs(const Flags& f) {
   std::vector<std::string> tasks;
@@ -160,6 +188,179 @@ int PrintRatios(const Flags& f, const MeasurementLog& ours,
   return rc;
 }
 
+// The ps job's model (examples/train/ps_model.h): features -> hidden ->
+// hidden -> classes.
+int64_t PsParameters(const Flags& f) {
+  const int64_t features = 16, classes = 4, h = f.ps_hidden;
+  return features * h + h + h * h + h + h * classes + classes;
+}
+
+Json PsParams(const Flags& f, int workers) {
+  return {{"workers", workers},
+          {"ps", 1},
+          {"parameters", PsParameters(f)},
+          {"batch", f.ps_batch}};
+}
+
+// train_ps: --train-ps, else beside this binary (build/bin holds cohort,
+// training_bench and train_ps alike).
+std::string TrainPsPath(const Flags& f) {
+  if (!f.train_ps.empty()) return f.train_ps;
+  const std::string exe = ExecutablePath();
+  return exe.substr(0, exe.rfind('/') + 1) + "train_ps";
+}
+
+// One run of the ps job per worker count; its lines go to `log`.
+int RunPsJobs(const Flags& f, int rep, MeasurementLog* log) {
+  int rc = 0;
+  for (int workers : f.ps_workers) {
+    PsJobOptions o;
+    o.train_ps = TrainPsPath(f);
+    o.workers = workers;
+    o.steps = f.ps_steps;
+    o.batch = f.ps_batch;
+    o.warmup = f.ps_warmup;
+    // One BLAS thread per task, as the peer runs one intra-op thread per
+    // process: three processes on a small machine must not each start a
+    // BLAS pool the size of the machine.
+    o.env = {"OPENBLAS_NUM_THREADS=1"};
+    o.hidden = f.ps_hidden;
+    absl::StatusOr<PsJobResult> r = RunPsJob(o);
+    if (!r.ok()) {
+      PrintErrorLine("training", std::string(r.status().message()),
+                     {{"params", PsParams(f, workers)}, {"rep", rep}});
+      rc = 1;
+      continue;
+    }
+    log->Print(Json{
+        {"suite", "training"},
+        {"metric", "ps_examples_per_second"},
+        {"params", PsParams(f, workers)},
+        {"value", std::round(r->span.examples_per_second * 10) / 10},
+        {"unit", "examples/s"},
+        {"heldout_accuracy", Round3(r->heldout_accuracy)},
+        {"global_step", r->global_step},
+        {"measured_steps", r->span.steps},
+        {"span_seconds",
+         Round3((r->span.end_unix_us - r->span.start_unix_us) * 1e-6)},
+        {"warmup_steps", f.ps_warmup},
+        {"rep", rep},
+        {"note",
+         "train_ps under cohort launch (1 ps, worker:0 the chief), one "
+         "OpenBLAS thread per task; examples of every worker over the span "
+         "all workers trained past their warm-up"}});
+  }
+  return rc;
+}
+
+// The ps peer's flags: the same model size, batch, steps and warm-up.
+std::vector<std::string> PsPeerArgs(const Flags& f) {
+  std::vector<std::string> workers;
+  for (int w : f.ps_workers) workers.push_back(std::to_string(w));
+  return {"--workers", absl::StrJoin(workers, ","),
+          "--reps",    "1",
+          "--steps",   std::to_string(f.ps_steps),
+          "--warmup",  std::to_string(f.ps_warmup),
+          "--batch",   std::to_string(f.ps_batch),
+          "--hidden",  std::to_string(f.ps_hidden)};
+}
+
+// One ratio line per worker count: cohort's ps job over PyTorch's RPC
+// parameter server.
+int PrintPsRatios(const Flags& f, const MeasurementLog& ours,
+                  const MeasurementLog& torch) {
+  int rc = 0;
+  for (int workers : f.ps_workers) {
+    RatioSpec spec{"ps_examples_per_second",
+                   {{"workers", workers}},
+                   "ps_examples_per_second",
+                   Json::object(),
+                   /*lower_is_better=*/false,
+                   "the same model, batch, steps and warm-up, examples over "
+                   "the span common to all workers; PyTorch: one ps process "
+                   "and the workers over torch.distributed.rpc (TensorPipe), "
+                   "one intra-op thread per process"};
+    absl::Status s = PrintRatio("training", "torch_rpc_ps", ours, torch, spec);
+    if (!s.ok()) {
+      PrintErrorLine("training", "no ratio for ps_examples_per_second: " +
+                                     std::string(s.message()));
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+// A peer the run uses: its script and torch found, else an error line (the
+// run goes on without it and fails).
+bool CheckPeer(PeerRunner& peer, const std::string& suite, int* rc) {
+  absl::Status s = peer.Check();
+  if (s.ok()) return true;
+  PrintErrorLine(suite, std::string(s.message()));
+  *rc = 1;
+  return false;
+}
+
+// The scaling line of the data-parallel runs: the most tasks against one.
+int PrintScaling(const Flags& flags, const MeasurementLog& log) {
+  int most = 1;
+  for (int t : flags.tasks) most = std::max(most, t);
+  if (most == 1) return 0;
+  int n1 = 0, nk = 0;
+  const double one = MedianOf(log, "examples_per_second", {{"tasks", 1}}, &n1);
+  const double many =
+      MedianOf(log, "examples_per_second", {{"tasks", most}}, &nk);
+  if (n1 == 0 || nk == 0 || one <= 0) {
+    PrintErrorLine("training",
+                   "no scaling figure: a task count has no "
+                   "measurement (see the errors above)");
+    return 1;
+  }
+  PrintJsonLine(Json{{"suite", "training"},
+                     {"metric", "examples_per_second_scaling"},
+                     {"params",
+                      {{"tasks", most},
+                       {"baseline_tasks", 1},
+                       {"parameters", Parameters(flags)},
+                       {"batch", flags.batch},
+                       {"transport", flags.transport}}},
+                     {"value", std::round(many / one * 1000) / 1000},
+                     {"unit", "x"},
+                     {"cohort", many},
+                     {"baseline", one},
+                     {"reps", std::min(n1, nk)},
+                     {"better", "higher"}});
+  return 0;
+}
+
+// The data-parallel gangs of one repetition.
+int RunDataParallel(const Flags& flags, int rep, MeasurementLog* log) {
+  int rc = 0;
+  for (int tasks : flags.tasks) {
+    GangRun run;
+    run.suite = "training";
+    run.world = tasks;
+    run.child_args = {"--child",
+                      "--steps",
+                      std::to_string(flags.steps),
+                      "--batch",
+                      std::to_string(flags.batch),
+                      "--features",
+                      std::to_string(flags.features),
+                      "--hidden",
+                      std::to_string(flags.hidden),
+                      "--transport",
+                      flags.transport};
+    run.rep = rep;
+    run.note = "one session thread and one OpenBLAS thread per task";
+    run.env = {"OPENBLAS_NUM_THREADS=1"};
+    run.error_params = {{"tasks", tasks}};
+    if (!RunGang(run, log)) rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace
+
 int RunTrainingBench(const std::vector<std::string>& args) {
   Flags flags;
   std::string error;
@@ -170,77 +371,38 @@ int RunTrainingBench(const std::vector<std::string>& args) {
   if (flags.child) return RunChild(flags);
   int rc = 0;
   PrintEnvLine("training", "start");
-  PeerRunner peer("torch_ddp", "torch_ddp_peer.py", flags.peer_script);
-  bool use_peer = !flags.no_peer;
-  if (use_peer) {
-    if (absl::Status s = peer.Check(); !s.ok()) {
-      PrintErrorLine("torch_ddp", std::string(s.message()));
-      rc = 1;
-      use_peer = false;
-    }
-  }
+  PeerRunner ddp("torch_ddp", "torch_ddp_peer.py", flags.peer_script);
+  PeerRunner rpc_ps("torch_rpc_ps", "torch_rpc_ps_peer.py",
+                    flags.ps_peer_script);
+  const bool use_ddp = !flags.no_peer && CheckPeer(ddp, "torch_ddp", &rc);
+  const bool use_rpc_ps =
+      !flags.no_peer && !flags.no_ps && CheckPeer(rpc_ps, "torch_rpc_ps", &rc);
   MeasurementLog log, torch;
+  // Each repetition runs cohort's side, then the peers': every pair of
+  // figures a ratio divides saw the same machine, minutes apart at most.
   for (int rep = 0; rep < flags.reps; ++rep) {
-    for (int tasks : flags.tasks) {
-      GangRun run;
-      run.suite = "training";
-      run.world = tasks;
-      run.child_args = {"--child",
-                        "--steps",
-                        std::to_string(flags.steps),
-                        "--batch",
-                        std::to_string(flags.batch),
-                        "--features",
-                        std::to_string(flags.features),
-                        "--hidden",
-                        std::to_string(flags.hidden),
-                        "--transport",
-                        flags.transport};
-      run.rep = rep;
-      run.note = "one session thread and one OpenBLAS thread per task";
-      run.env = {"OPENBLAS_NUM_THREADS=1"};
-      run.error_params = {{"tasks", tasks}};
-      if (!RunGang(run, &log)) rc = 1;
+    if (RunDataParallel(flags, rep, &log) != 0) rc = 1;
+    if (!flags.no_ps && RunPsJobs(flags, rep, &log) != 0) rc = 1;
+    if (use_ddp) {
+      absl::Status s = ddp.Run(PeerArgs(flags), absl::Minutes(20), rep, &torch);
+      if (!s.ok()) {
+        PrintErrorLine("torch_ddp", std::string(s.message()), {{"rep", rep}});
+        rc = 1;
+      }
     }
-    if (!use_peer) continue;
-    absl::Status s = peer.Run(PeerArgs(flags), absl::Minutes(20), rep, &torch);
-    if (!s.ok()) {
-      PrintErrorLine("torch_ddp", std::string(s.message()), {{"rep", rep}});
-      rc = 1;
+    if (use_rpc_ps) {
+      absl::Status s =
+          rpc_ps.Run(PsPeerArgs(flags), absl::Minutes(20), rep, &torch);
+      if (!s.ok()) {
+        PrintErrorLine("torch_rpc_ps", std::string(s.message()),
+                       {{"rep", rep}});
+        rc = 1;
+      }
     }
   }
-  if (use_peer && PrintRatios(flags, log, torch) != 0) rc = 1;
-  // Scaling: the most tasks against one task, same run.
-  int most = 1;
-  for (int t : flags.tasks) most = std::max(most, t);
-  if (most > 1) {
-    int n1 = 0, nk = 0;
-    const double one =
-        MedianOf(log, "examples_per_second", {{"tasks", 1}}, &n1);
-    const double many =
-        MedianOf(log, "examples_per_second", {{"tasks", most}}, &nk);
-    if (n1 == 0 || nk == 0 || one <= 0) {
-      PrintErrorLine("training",
-                     "no scaling figure: a task count has no "
-                     "measurement (see the errors above)");
-      rc = 1;
-    } else {
-      PrintJsonLine(Json{{"suite", "training"},
-                         {"metric", "examples_per_second_scaling"},
-                         {"params",
-                          {{"tasks", most},
-                           {"baseline_tasks", 1},
-                           {"parameters", Parameters(flags)},
-                           {"batch", flags.batch},
-                           {"transport", flags.transport}}},
-                         {"value", std::round(many / one * 1000) / 1000},
-                         {"unit", "x"},
-                         {"cohort", many},
-                         {"baseline", one},
-                         {"reps", std::min(n1, nk)},
-                         {"better", "higher"}});
-    }
-  }
+  if (use_ddp && PrintRatios(flags, log, torch) != 0) rc = 1;
+  if (use_rpc_ps && PrintPsRatios(flags, log, torch) != 0) rc = 1;
+  if (PrintScaling(flags, log) != 0) rc = 1;
   PrintEnvLine("training", "end");
   return rc;
 }
