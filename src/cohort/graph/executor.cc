@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/base/env.h"
+#include "cohort/base/phase_stats.h"
 #include "cohort/base/status.h"
 #include "cohort/graph/cancellation.h"
 #include "cohort/graph/denormal.h"
@@ -366,7 +367,13 @@ void Executor::RunLoop(const std::shared_ptr<StepState>& st_ptr,
     params.inputs = st->slots.data() + item.input_start;
     params.num_inputs = item.num_inputs;
     OpKernelContext ctx(&params);
-    item.kernel->Compute(&ctx);
+    if (PhaseStats::enabled()) {
+      const absl::Time start = options_.env->Now();
+      item.kernel->Compute(&ctx);
+      PhaseStats::Add(Phase::kKernelCompute, options_.env->Now() - start);
+    } else {
+      item.kernel->Compute(&ctx);
+    }
     absl::Status status = PropagateOutputs(item, &ctx, st, &ready);
     if (!status.ok()) st->Fail(status);
     if (!ready.empty()) {

@@ -1,6 +1,8 @@
 #include "cohort/graph/kernel_test_util.h"
 
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "cohort/graph/kernels/array_ops.h"
@@ -104,6 +106,28 @@ void ExpectTensorNear(const Tensor& actual, const Tensor& expected,
       break;
     default:
       ExpectTensorEqual(actual, expected);
+  }
+}
+
+Tensor RandomFloats(const TensorShape& shape, uint32_t seed) {
+  Tensor t(DT_FLOAT, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  float* d = t.data<float>();
+  for (int64_t i = 0; i < t.NumElements(); ++i)
+    d[i] = i % 7 == 3 ? 0.f : normal(rng);
+  return t;
+}
+
+void ExpectSameFloatBits(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.dtype(), DT_FLOAT);
+  ASSERT_EQ(want.dtype(), DT_FLOAT);
+  ASSERT_EQ(got.shape(), want.shape());
+  const float* g = got.data<float>();
+  const float* w = want.data<float>();
+  for (int64_t i = 0; i < got.NumElements(); ++i) {
+    ASSERT_EQ(std::memcmp(g + i, w + i, sizeof(float)), 0)
+        << "element " << i << ": got " << g[i] << ", want " << w[i];
   }
 }
 

@@ -41,6 +41,14 @@ absl::StatusOr<std::vector<Tensor>> RunKernel(
     absl::string_view op, const std::vector<KernelInput>& inputs,
     const std::vector<NamedAttr>& attrs = {});
 
+// A float tensor of `shape` with normal values (mean 0, sd 3) from `seed`,
+// every 7th element 0: inputs for comparing a kernel with its formula.
+Tensor RandomFloats(const TensorShape& shape, uint32_t seed);
+
+// gtest assertion: same shape and bitwise-equal floats (a one-ulp
+// difference fails, as does -0 against +0).
+void ExpectSameFloatBits(const Tensor& got, const Tensor& want);
+
 // gtest assertions: same dtype and shape, values equal / within `tol`
 // (absolute + relative for floating types).
 void ExpectTensorEqual(const Tensor& actual, const Tensor& expected);

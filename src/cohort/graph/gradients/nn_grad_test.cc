@@ -55,6 +55,17 @@ TEST(NnGradTest, Activations) {
             1e-6);
 }
 
+TEST(NnGradTest, ReluGradIsLinearInItsGradients) {
+  // d/dgradients is the mask of positive features; d/dfeatures is zero
+  // (kX keeps every feature away from 0, where the mask would jump).
+  const Tensor g = D({1.0, -2.0, 0.5, 3.0, 0.25, -1.5}, TensorShape({2, 3}));
+  EXPECT_LT(GradError({g, kX},
+                      [](const Scope& s, const std::vector<Output>& x) {
+                        return ops::ReluGrad(s, x[0], x[1]);
+                      }),
+            1e-6);
+}
+
 TEST(NnGradTest, SoftmaxCrossEntropyFeaturesAndLabels) {
   const Tensor labels = D({0.2, 0.3, 0.5, 1, 0, 0}, TensorShape({2, 3}));
   EXPECT_LT(

@@ -1,7 +1,10 @@
 #include "cohort/graph/kernels/math_ops.h"
 
+#include <algorithm>
+
 #include "cohort/base/status.h"
 #include "cohort/graph/kernels/cwise_ops.h"
+#include "cohort/graph/kernels/vector_loops.h"
 
 namespace cohort {
 
@@ -18,6 +21,49 @@ absl::Status RegisterMathOps(OpRegistry* r) {
 
 namespace {
 
+// Float Add: a bias added to every row (x [..., n] + y [n], the layer's
+// MatMul + bias) runs the vectorised row loop; every other shape takes the
+// general broadcasting path.
+class FloatAddOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& y = ctx->input(1);
+    const bool bias_add = x.dims() >= 2 && y.dims() == 1 &&
+                          y.dim_size(0) == x.dim_size(x.dims() - 1) &&
+                          y.dim_size(0) > 0;
+    Tensor* out = nullptr;
+    if (!bias_add) {
+      BCast b(x.shape(), y.shape());
+      COHORT_OP_REQUIRES(ctx, b.valid(),
+                         absl::InvalidArgumentError(b.ErrorMessage()));
+      COHORT_OP_REQUIRES_OK(ctx,
+                            ctx->allocate_output(0, b.output_shape(), &out));
+      BinaryBroadcastCompute<float, float,
+                             Eigen::internal::scalar_sum_op<float>>(ctx, x, y,
+                                                                    b, out);
+      return;
+    }
+    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
+    const int64_t cols = y.dim_size(0);
+    const float* xd = x.data<float>();
+    const float* yd = y.data<float>();
+    float* od = out->data<float>();
+    ParallelLoop(ctx, x.NumElements(), 12, [&](int64_t begin, int64_t end) {
+      // Pieces of the flat index, cut into whole rows' column ranges.
+      for (int64_t i = begin; i < end;) {
+        const int64_t r = i / cols;
+        const int64_t c = i % cols;
+        const int64_t stop = std::min(end - r * cols, cols);
+        vector_loops::AddRow(xd + r * cols, yd, od + r * cols, 1, cols, c,
+                             stop);
+        i = r * cols + stop;
+      }
+    });
+  }
+};
+
 // Integer addition wraps instead of overflowing (cwise_ops.h).
 template <typename T>
 absl::Status RegisterAdd(KernelRegistry* r) {
@@ -29,7 +75,8 @@ absl::Status RegisterAdd(KernelRegistry* r) {
 }  // namespace
 
 absl::Status RegisterMathKernels(KernelRegistry* r) {
-  COHORT_RETURN_IF_ERROR(RegisterAdd<float>(r));
+  COHORT_RETURN_IF_ERROR(r->Register<FloatAddOp>(
+      KernelDefBuilder("Add").TypeConstraint<float>("T")));
   COHORT_RETURN_IF_ERROR(RegisterAdd<double>(r));
   COHORT_RETURN_IF_ERROR(RegisterAdd<int32_t>(r));
   COHORT_RETURN_IF_ERROR(RegisterAdd<int64_t>(r));

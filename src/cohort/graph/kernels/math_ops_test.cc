@@ -92,5 +92,21 @@ TEST(AddTest, Errors) {
   EXPECT_EQ(bools.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(AddTest, BiasAddedToEveryRowMatchesTheElementwiseSum) {
+  // Rank 2 and 3, large enough for the test device's pool; the row loop
+  // must give the bits of x + y element by element.
+  for (const TensorShape& shape :
+       {TensorShape({300, 1000}), TensorShape({2, 150, 1000})}) {
+    const Tensor x = RandomFloats(shape, 1);
+    const Tensor bias = RandomFloats(TensorShape({1000}), 2);
+    Tensor want(DT_FLOAT, shape);
+    for (int64_t i = 0; i < x.NumElements(); ++i)
+      want.data<float>()[i] = x.data<float>()[i] + bias.data<float>()[i % 1000];
+    auto out = RunKernel("Add", {x, bias});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectSameFloatBits((*out)[0], want);
+  }
+}
+
 }  // namespace
 }  // namespace cohort

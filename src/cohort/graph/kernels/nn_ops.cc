@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "cohort/base/status.h"
 #include "cohort/graph/kernels/cwise_ops.h"
+#include "cohort/graph/kernels/vector_loops.h"
 
 namespace cohort {
 namespace {
@@ -14,6 +16,52 @@ template <typename T>
 struct ReluFunctor {
   using result_type = T;
   T operator()(const T& x) const { return x > T(0) ? x : T(0); }
+};
+
+// Float Relu: the vectorised loop (vector_loops.h).
+class FloatReluOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    Tensor* out = nullptr;
+    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
+    const float* xd = x.data<float>();
+    float* od = out->data<float>();
+    ParallelLoop(ctx, x.NumElements(), 8, [&](int64_t begin, int64_t end) {
+      vector_loops::Relu(xd, od, begin, end);
+    });
+  }
+};
+
+// ReluGrad(gradients, features) = gradients where features > 0, else 0.
+template <typename T>
+class ReluGradOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& g = ctx->input(0);
+    const Tensor& y = ctx->input(1);
+    COHORT_OP_REQUIRES(
+        ctx, g.shape() == y.shape(),
+        absl::InvalidArgumentError(absl::StrCat(
+            "ReluGrad: gradients ", g.shape().DebugString(), " and features ",
+            y.shape().DebugString(), " must have one shape")));
+    Tensor* out = nullptr;
+    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, g.shape(), &out));
+    const T* gd = g.data<T>();
+    const T* yd = y.data<T>();
+    T* od = out->data<T>();
+    ParallelLoop(ctx, g.NumElements(), 3 * sizeof(T),
+                 [&](int64_t begin, int64_t end) {
+                   if constexpr (std::is_same_v<T, float>) {
+                     vector_loops::ReluGrad(gd, yd, od, begin, end);
+                   } else {
+                     for (int64_t i = begin; i < end; ++i)
+                       od[i] = yd[i] > T(0) ? gd[i] : T(0);
+                   }
+                 });
+  }
 };
 
 template <typename T>
@@ -158,8 +206,13 @@ absl::Status RegisterTyped(KernelRegistry* r) {
   auto def = [](const char* op) {
     return KernelDefBuilder(op).TypeConstraint("T", DataTypeToEnum<T>::value);
   };
-  COHORT_RETURN_IF_ERROR(
-      (r->Register<UnaryCwiseOp<T, T, ReluFunctor<T>>>(def("Relu"))));
+  if constexpr (std::is_same_v<T, float>) {
+    COHORT_RETURN_IF_ERROR(r->Register<FloatReluOp>(def("Relu")));
+  } else {
+    COHORT_RETURN_IF_ERROR(
+        (r->Register<UnaryCwiseOp<T, T, ReluFunctor<T>>>(def("Relu"))));
+  }
+  COHORT_RETURN_IF_ERROR(r->Register<ReluGradOp<T>>(def("ReluGrad")));
   COHORT_RETURN_IF_ERROR(
       (r->Register<UnaryCwiseOp<T, T, SigmoidFunctor<T>>>(def("Sigmoid"))));
   COHORT_RETURN_IF_ERROR(
@@ -186,6 +239,12 @@ absl::Status RegisterNnOps(OpRegistry* r) {
                                            .Attr("T: {float, double}")
                                            .SetShapeFn(shape_fns::Unchanged)));
   }
+  COHORT_RETURN_IF_ERROR(r->Register(OpDefBuilder("ReluGrad")
+                                         .Input("gradients: T")
+                                         .Input("features: T")
+                                         .Output("backprops: T")
+                                         .Attr("T: {float, double}")
+                                         .SetShapeFn(shape_fns::Unchanged)));
   COHORT_RETURN_IF_ERROR(
       r->Register(OpDefBuilder("SoftmaxCrossEntropyWithLogits")
                       .Input("features: T")
@@ -216,6 +275,10 @@ namespace ops {
 
 Output Relu(const Scope& s, Input features) {
   return BuildOp(s, "Relu", {features.ToOutput(s)}).output(0);
+}
+Output ReluGrad(const Scope& s, Input gradients, Input features) {
+  return BuildOp(s, "ReluGrad", {gradients.ToOutput(s), features.ToOutput(s)})
+      .output(0);
 }
 Output Sigmoid(const Scope& s, Input x) {
   return BuildOp(s, "Sigmoid", {x.ToOutput(s)}).output(0);

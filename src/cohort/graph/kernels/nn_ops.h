@@ -4,6 +4,10 @@
 // Op semantics (TensorFlow's; T in {float, double}):
 //  - Relu(features) = max(features, 0); Sigmoid(x) = 1 / (1 + exp(-x));
 //    Tanh(x).
+//  - ReluGrad(gradients, features) = gradients where features > 0, else 0
+//    (features: Relu's input or output); InvalidArgument when the shapes
+//    differ. Relu's registered gradient.
+//  - Float Relu, ReluGrad run vectorised loops (vector_loops.h).
 //  - Softmax(logits): along the last axis (rank >= 1), computed stably
 //    (the row maximum is subtracted first).
 //  - SoftmaxCrossEntropyWithLogits(features [batch, classes], labels [batch,
@@ -32,6 +36,7 @@ absl::Status RegisterNnKernels(KernelRegistry* registry);
 namespace ops {
 
 Output Relu(const Scope& scope, Input features);
+Output ReluGrad(const Scope& scope, Input gradients, Input features);
 Output Sigmoid(const Scope& scope, Input x);
 Output Tanh(const Scope& scope, Input x);
 Output Softmax(const Scope& scope, Input logits);

@@ -32,6 +32,30 @@ TEST(ActivationTest, Values) {
   EXPECT_THAT(Message(bad.status()), HasSubstr("node 'op'"));
 }
 
+TEST(ReluGradTest, PassesGradientsWherePositive) {
+  auto small = RunKernel("ReluGrad", {Tensor::Vec<float>({1, 2, 3, 4}),
+                                      Tensor::Vec<float>({-1, 0, 0.5, 7})});
+  ASSERT_TRUE(small.ok()) << small.status();
+  ExpectTensorEqual((*small)[0], Tensor::Vec<float>({0, 0, 3, 4}));
+  auto dbl = RunKernel(
+      "ReluGrad", {Tensor::Vec<double>({1, 2}), Tensor::Vec<double>({2, -2})});
+  ASSERT_TRUE(dbl.ok()) << dbl.status();
+  ExpectTensorEqual((*dbl)[0], Tensor::Vec<double>({1, 0}));
+  // Large enough for the test device's pool: every element checked.
+  const Tensor g = RandomFloats(TensorShape({500, 1000}), 4);
+  const Tensor y = RandomFloats(TensorShape({500, 1000}), 5);
+  Tensor want(DT_FLOAT, g.shape());
+  for (int64_t i = 0; i < g.NumElements(); ++i) {
+    want.data<float>()[i] = y.data<float>()[i] > 0 ? g.data<float>()[i] : 0.f;
+  }
+  auto big = RunKernel("ReluGrad", {g, y});
+  ASSERT_TRUE(big.ok()) << big.status();
+  ExpectSameFloatBits((*big)[0], want);
+  auto bad = RunKernel(
+      "ReluGrad", {Tensor::Vec<float>({1, 2}), Tensor::Vec<float>({1, 2, 3})});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SoftmaxTest, RowsSumToOneAndLargeLogitsAreStable) {
   auto out = RunKernel("Softmax", {F({1, 2, 3, 1000, 1000, 1000}, {2, 3})});
   ASSERT_TRUE(out.ok()) << out.status();

@@ -10,6 +10,7 @@
 #include "cohort/graph/device.h"
 #include "cohort/graph/kernels/blas.h"
 #include "cohort/graph/kernels/cwise_ops.h"
+#include "cohort/graph/kernels/vector_loops.h"
 
 namespace cohort {
 namespace {
@@ -95,6 +96,21 @@ void Reduce(OpKernelContext* ctx, const Tensor& in,
     return;
   }
   const bool fr = kinds[0];
+  if constexpr (std::is_same_v<T, float> &&
+                std::is_same_v<Reducer, Eigen::internal::SumReducer<float>>) {
+    // The leading axes reduced, the trailing kept: a bias's gradient. The
+    // column loop sums each column in row order, vectorised across columns
+    // (Eigen's strided reduction of this shape is ~20x slower).
+    if (n == 2 && fr) {
+      const int64_t rows = collapsed[0], cols = collapsed[1];
+      const float* x = in.data<float>();
+      float* o = out->data<float>();
+      ParallelLoop(ctx, cols, 4.0 * rows, [&](int64_t begin, int64_t end) {
+        vector_loops::SumRows(x, o, rows, cols, begin, end);
+      });
+      return;
+    }
+  }
   if (n == 1) return EigenReduce<T, Reducer, 1, 1>(ctx, in, collapsed, fr, out);
   if (n == 2) return EigenReduce<T, Reducer, 2, 1>(ctx, in, collapsed, fr, out);
   if (n == 3 && fr)

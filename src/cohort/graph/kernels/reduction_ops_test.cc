@@ -1,5 +1,7 @@
 #include "cohort/graph/kernels/reduction_ops.h"
 
+#include <algorithm>
+
 #include "cohort/graph/kernel_test_util.h"
 #include "cohort/graph/kernels/blas.h"
 #include "gmock/gmock.h"
@@ -211,6 +213,31 @@ TEST(MatMulTest, ErrorsNameTheNode) {
   auto types = RunKernel("MatMul", {Tensor(DT_FLOAT, TensorShape({1, 1})),
                                     Tensor(DT_DOUBLE, TensorShape({1, 1}))});
   EXPECT_EQ(types.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SumTest, LeadingAxesSumEachColumnInRowOrder) {
+  // [300, 1000] over axis 0, and [4, 75, 1000] over axes 0 and 1 (the same
+  // 300 rows): each column's sum, row by row, bit for bit, with and
+  // without keep_dims; large enough for the test device's pool.
+  const Tensor x2 = RandomFloats(TensorShape({300, 1000}), 3);
+  Tensor want(DT_FLOAT, TensorShape({1000}));
+  for (int c = 0; c < 1000; ++c) {
+    float s = 0.f;
+    for (int r = 0; r < 300; ++r) s += x2.data<float>()[r * 1000 + c];
+    want.data<float>()[c] = s;
+  }
+  auto rows = RunKernel("Sum", {x2, Tensor::Vec<int32_t>({0})});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ExpectSameFloatBits((*rows)[0], want);
+
+  Tensor x3(DT_FLOAT, TensorShape({4, 75, 1000}));
+  std::copy_n(x2.data<float>(), x2.NumElements(), x3.data<float>());
+  auto two = RunKernel("Sum", {x3, Tensor::Vec<int32_t>({0, -2})},
+                       {{"keep_dims", true}});
+  ASSERT_TRUE(two.ok()) << two.status();
+  Tensor want_kept(DT_FLOAT, TensorShape({1, 1, 1000}));
+  std::copy_n(want.data<float>(), 1000, want_kept.data<float>());
+  ExpectSameFloatBits((*two)[0], want_kept);
 }
 
 }  // namespace

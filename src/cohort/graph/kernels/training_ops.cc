@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <memory>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "cohort/base/status.h"
+#include "cohort/graph/kernels/vector_loops.h"
 #include "cohort/graph/resource_mgr.h"
 
 namespace cohort {
@@ -71,8 +73,17 @@ class ApplyGradientDescentOp : public OpKernel {
     Var* v = var->get();
     absl::MutexLock lock(v->mu());
     COHORT_OP_REQUIRES_OK(ctx, CheckVar(v, VarName(ctx, 0), delta));
-    auto w = v->tensor()->flat<T>();
-    w -= delta.flat<T>() * alpha;
+    if constexpr (std::is_same_v<T, float>) {
+      float* w = v->tensor()->data<float>();
+      const float* d = delta.data<float>();
+      ParallelLoop(ctx, delta.NumElements(), 12,
+                   [&](int64_t begin, int64_t end) {
+                     vector_loops::GradientDescent(w, d, alpha, begin, end);
+                   });
+    } else {
+      auto w = v->tensor()->flat<T>();
+      w -= delta.flat<T>() * alpha;
+    }
   }
 };
 
@@ -101,14 +112,27 @@ class ApplyMomentumOp : public OpKernel {
     absl::MutexLock lock_a(a->mu());
     COHORT_OP_REQUIRES_OK(ctx, CheckVar(v, VarName(ctx, 0), grad));
     COHORT_OP_REQUIRES_OK(ctx, CheckVar(a, VarName(ctx, 1), grad));
-    auto w = v->tensor()->flat<T>();
-    auto acc = a->tensor()->flat<T>();
-    auto g = grad.flat<T>();
-    acc = acc * momentum + g;
-    if (nesterov_) {
-      w -= g * lr + acc * momentum * lr;
+    if constexpr (std::is_same_v<T, float>) {
+      // One pass over the three arrays instead of Eigen's two.
+      float* w = v->tensor()->data<float>();
+      float* acc = a->tensor()->data<float>();
+      const float* g = grad.data<float>();
+      const bool nesterov = nesterov_;
+      ParallelLoop(ctx, grad.NumElements(), 20,
+                   [&](int64_t begin, int64_t end) {
+                     vector_loops::Momentum(w, acc, g, lr, momentum, nesterov,
+                                            begin, end);
+                   });
     } else {
-      w -= acc * lr;
+      auto w = v->tensor()->flat<T>();
+      auto acc = a->tensor()->flat<T>();
+      auto g = grad.flat<T>();
+      acc = acc * momentum + g;
+      if (nesterov_) {
+        w -= g * lr + acc * momentum * lr;
+      } else {
+        w -= acc * lr;
+      }
     }
   }
 

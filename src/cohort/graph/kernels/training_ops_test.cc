@@ -90,6 +90,30 @@ TEST(ApplyMomentumTest, PlainAndNesterov) {
                    Tensor::Vec<float>({0.755f - 0.2f - 0.37845f}), 1e-5);
 }
 
+TEST(ApplyMomentumTest, LargeVariablesFollowTheFormulaBitForBit) {
+  // A quarter million elements: the update runs on the test device's pool, and each
+  // element must equal the formula with every product rounded.
+  const TensorShape shape({500, 500});
+  const Tensor w0 = RandomFloats(shape, 6), a0 = RandomFloats(shape, 7);
+  const Tensor g = RandomFloats(shape, 8);
+  const float lr = 0.01f, momentum = 0.9f;
+  Tensor w = MakeVar("mom_big_w", w0);
+  Tensor a = MakeVar("mom_big_a", a0);
+  auto out =
+      RunKernel("ApplyMomentum", {w, a, Tensor(lr), g, Tensor(momentum)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  Tensor want_w(DT_FLOAT, shape), want_a(DT_FLOAT, shape);
+  for (int64_t i = 0; i < g.NumElements(); ++i) {
+    const float scaled = a0.data<float>()[i] * momentum;
+    const float acc = scaled + g.data<float>()[i];
+    const float step = acc * lr;
+    want_a.data<float>()[i] = acc;
+    want_w.data<float>()[i] = w0.data<float>()[i] - step;
+  }
+  ExpectSameFloatBits(Value("mom_big_a"), want_a);
+  ExpectSameFloatBits(Value("mom_big_w"), want_w);
+}
+
 TEST(ApplyAdamTest, MatchesTheFormula) {
   Tensor w = MakeVar("adam_w", Tensor::Vec<double>({1, -1}), DT_DOUBLE);
   Tensor m = MakeVar("adam_m", Tensor::Vec<double>({0, 0}), DT_DOUBLE);
