@@ -91,8 +91,8 @@ TEST(ApplyMomentumTest, PlainAndNesterov) {
 }
 
 TEST(ApplyMomentumTest, LargeVariablesFollowTheFormulaBitForBit) {
-  // A quarter million elements: the update runs on the test device's pool, and each
-  // element must equal the formula with every product rounded.
+  // A quarter million elements: the update runs on the test device's pool, and
+  // each element must equal the formula with every product rounded.
   const TensorShape shape({500, 500});
   const Tensor w0 = RandomFloats(shape, 6), a0 = RandomFloats(shape, 7);
   const Tensor g = RandomFloats(shape, 8);
