@@ -30,6 +30,7 @@
 // accuracy a short run reaches varies with the order in which the
 // asynchronous workers' updates land, so no target is implied: a caller
 // that needs one (scripts/main_job.sh) says which.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -37,6 +38,7 @@
 #include <random>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -47,6 +49,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
+#include "cohort/base/phase_stats.h"
 #include "cohort/base/status.h"
 #include "cohort/distribute/distribute_coordinator.h"
 #include "cohort/distribute/strategy.h"
@@ -87,6 +90,14 @@ struct Flags {
   double eval_timeout_secs = 600;
   // Unset: no accuracy is required (see the exit codes above).
   std::optional<double> target_accuracy;
+  // Time each phase of the steps (base/phase_stats.h) and print it.
+  bool phase_stats = false;
+  // Threads of the BLAS library (OpenBLAS) in this process: the same one
+  // thread per process the PyTorch peer runs with. With more, on a machine
+  // whose cores the ps and the workers share, OpenBLAS's idle threads spin
+  // (sched_yield) on the cores the ps needs: 2 threads measured 5,114
+  // examples/s with 2 workers, 1 thread 7,407.
+  int blas_threads = 1;
   // Non-empty: write this task's StepLog there (step_log.h).
   std::string step_times_dir;
   PsModelOptions model;
@@ -231,6 +242,13 @@ absl::Status Train(const Flags& f, Env* env) {
     }
   }
   const double secs = absl::ToDoubleSeconds(env->Now() - start);
+  if (f.phase_stats) {
+    // Before Close, whose RPCs are no step's.
+    Print(absl::StrFormat("%s: phases over %d local steps (%.3f ms/step):\n%s",
+                          who, local_steps,
+                          local_steps > 0 ? secs * 1e3 / local_steps : 0.0,
+                          PhaseStats::Summary(local_steps)));
+  }
   COHORT_RETURN_IF_ERROR(session->Close());
   Print(absl::StrFormat("%s: trained %d steps (%.0f examples/s)", who,
                         local_steps,
@@ -310,6 +328,53 @@ absl::Status Evaluate(const Flags& f, Env* env) {
   }
 }
 
+// A ps runs no step of its own and is stopped by the launcher rather than
+// returning, so with --phase-stats a thread prints its totals every 5 s
+// once partitions ran here and this process is no master (a training task
+// prints its own at the end).
+struct PhaseReporter {
+  absl::Mutex mu;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  std::thread thread;
+};
+PhaseReporter* reporter = nullptr;
+
+void StartPhaseReporter(Env* env) {
+  PhaseStats::Enable(true);
+  reporter = new PhaseReporter;
+  reporter->thread = std::thread([env] {
+    int64_t printed = 0;
+    while (true) {
+      {
+        absl::MutexLock lock(&reporter->mu);
+        auto stopped = []() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return reporter->stop;  // Await holds reporter->mu.
+        };
+        if (env->AwaitWithDeadline(&reporter->mu, absl::Condition(&stopped),
+                                   env->Now() + absl::Seconds(5))) {
+          return;
+        }
+      }
+      const int64_t runs = PhaseStats::Get(Phase::kRunGraph).count;
+      if (PhaseStats::Get(Phase::kMasterStep).count > 0 || runs == printed) {
+        continue;
+      }
+      printed = runs;
+      Print(absl::StrFormat("phases of this task over %d partition runs:\n%s",
+                            runs, PhaseStats::Summary(runs)));
+    }
+  });
+}
+
+void StopPhaseReporter() {
+  if (reporter == nullptr) return;
+  {
+    absl::MutexLock lock(&reporter->mu);
+    reporter->stop = true;
+  }
+  reporter->thread.join();
+}
+
 }  // namespace
 }  // namespace cohort::examples
 
@@ -344,6 +409,13 @@ int main(int argc, char** argv) {
   app.add_option("--target-accuracy", f.target_accuracy,
                  "exit 2 when the chief's held-out accuracy ends below this "
                  "(default: none, any accuracy exits 0)");
+  app.add_option("--blas-threads", f.blas_threads,
+                 "OpenBLAS threads in this process (default 1, as the "
+                 "PyTorch peer; 0: OpenBLAS's own default, one per core)");
+  app.add_flag("--phase-stats", f.phase_stats,
+               "time each phase of a step (kernels, RecvTensor calls, tensors "
+               "served, RunGraph) and print it: training tasks at the end, "
+               "a ps every 5 s while it serves");
   CLI11_PARSE(app, argc, argv);
   if (f.steps <= 0 || f.batch <= 0 || f.model.hidden <= 0 ||
       f.recovery_wait_secs < 0) {
@@ -359,7 +431,14 @@ int main(int argc, char** argv) {
               << std::endl;
     return 3;
   }
+  if (f.blas_threads > 0) {
+    // Read by OpenBLAS when it loads (graph/kernels/blas.h: on the first
+    // MatMul, after this); an explicit OPENBLAS_NUM_THREADS wins.
+    setenv("OPENBLAS_NUM_THREADS", std::to_string(f.blas_threads).c_str(),
+           /*overwrite=*/0);
+  }
   Env* env = Env::Default();
+  if (f.phase_stats) examples::StartPhaseReporter(env);
   distribute::ParameterServerStrategy strategy;
   distribute::DistributeCoordinatorOptions options;
   options.mode = distribute::CoordinatorMode::kIndependentWorker;
@@ -371,6 +450,7 @@ int main(int argc, char** argv) {
     return examples::Evaluate(f, env);
   };
   absl::Status status = distribute::RunDistributeCoordinator(options);
+  examples::StopPhaseReporter();
   if (!status.ok()) {
     std::cerr << "train_ps: " << status << std::endl;
     return absl::IsFailedPrecondition(status) &&

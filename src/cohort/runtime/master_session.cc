@@ -9,6 +9,7 @@
 #include "cohort/base/backoff.h"
 #include "cohort/base/env.h"
 #include "cohort/base/logging.h"
+#include "cohort/base/phase_stats.h"
 #include "cohort/base/status.h"
 #include "cohort/runtime/device_name.h"
 #include "cohort/runtime/parallel_calls.h"
@@ -597,6 +598,8 @@ absl::Status MasterSession::RunSignature(CallOptions* opts,
                                          int64_t timeout_in_ms,
                                          std::vector<TensorProto>* fetches) {
   const uint64_t step_id = NewStepId();
+  const bool timed = PhaseStats::enabled();
+  const absl::Time started = timed ? env_->env->Now() : absl::Time();
   const absl::Time deadline = StepDeadline(timeout_in_ms);
   const size_t n = sig.partitions.size();
   Step step(n);
@@ -653,6 +656,7 @@ absl::Status MasterSession::RunSignature(CallOptions* opts,
         &call.opts, &call.request, &call.response,
         [&step, local](const absl::Status& s) { step.OnCallDone(local, s); });
   }
+  const absl::Time local_done = timed ? env_->env->Now() : absl::Time();
 
   std::vector<std::string> still_running;
   {
@@ -675,6 +679,13 @@ absl::Status MasterSession::RunSignature(CallOptions* opts,
         +[](int* pending) { return *pending == 0; }, &step.pending));
   }
   if (opts != nullptr) opts->ClearCancelCallback();
+  if (timed) {
+    const absl::Time end = env_->env->Now();
+    PhaseStats::Add(Phase::kMasterStep, end - started);
+    if (local >= 0 && n > 1) {
+      PhaseStats::Add(Phase::kRemotePartitionsWait, end - local_done);
+    }
+  }
   RemoveRunning(&step);
   bool succeeded = false;
   {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/base/phase_stats.h"
 #include "cohort/runtime/device_name.h"
 #include "cohort/runtime/worker_errors.h"
 
@@ -131,6 +132,7 @@ void RemoteRendezvous::RecvRemote(const ParsedKey& key, DoneCallback done) {
     done(aborted, Tensor());
     return;
   }
+  if (PhaseStats::enabled()) call->issued = env_->Now();
   // The callback keeps this rendezvous alive until the call is over, so
   // FinishRemote can always deregister the call.
   (*worker)->RecvTensorValueAsync(
@@ -149,6 +151,10 @@ void RemoteRendezvous::FinishRemote(const std::shared_ptr<RemoteCall>& call,
   if (!status.ok()) {
     done(status, Tensor());
     return;
+  }
+  if (PhaseStats::enabled() && call->issued != absl::Time()) {
+    PhaseStats::Add(Phase::kRecvTensorCall, env_->Now() - call->issued,
+                    static_cast<int64_t>(call->value.tensor.TotalBytes()));
   }
   done(absl::OkStatus(), call->value.tensor);
 }

@@ -106,6 +106,7 @@ class RemoteRendezvous : public Rendezvous,
     CallOptions opts;
     RecvTensorRequest request;
     RecvTensorValue value;
+    absl::Time issued;  // For PhaseStats; set only while enabled.
   };
 
   bool IsLocal(const ParsedKey& key) const;

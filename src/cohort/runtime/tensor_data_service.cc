@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "cohort/base/phase_stats.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/runtime/call_options.h"
@@ -31,6 +32,8 @@ struct TensorDataService::Call {
 struct TensorDataService::RecvCall : Call {
   RecvTensorRequest request;
   RecvTensorValue value;
+  // When the request arrived, for PhaseStats (set only while enabled).
+  absl::Time arrived;
 };
 
 struct TensorDataService::RunCall : Call {
@@ -132,6 +135,7 @@ void TensorDataService::ServeRecvTensor(
     absl::string_view request) {
   auto call = Admit<RecvCall>(c, request, "RecvTensor");
   if (call == nullptr) return;
+  if (PhaseStats::enabled()) call->arrived = PhaseStats::Now();
   // The worker may answer inline (errors, a tensor already sent); never
   // under this service's lock.
   std::shared_ptr<State> state = state_;
@@ -187,6 +191,9 @@ void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
   rpc::FramedConnection& c = *call->connection;
   absl::Status s = status;
   const Tensor& tensor = call->value.tensor;
+  const bool timed = PhaseStats::enabled() && call->arrived != absl::Time();
+  const absl::Time ready = timed ? PhaseStats::Now() : absl::Time();
+  if (timed) PhaseStats::Add(Phase::kServeWait, ready - call->arrived);
   if (s.ok() &&
       static_cast<int64_t>(tensor.TotalBytes()) > kMaxWireTensorBytes) {
     s = absl::ResourceExhaustedError(absl::StrCat(
@@ -203,7 +210,19 @@ void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
   if (s.ok() && encoding == TensorEncoding::kRawBytes) {
     // Zero copy: the reply references the sender's buffer until the kernel
     // has taken its bytes.
-    auto keep = std::make_shared<const Tensor>(tensor);
+    std::shared_ptr<const Tensor> keep;
+    if (timed) {
+      // The payload is released once the connection wrote its last byte:
+      // that is when serving ends.
+      keep = std::shared_ptr<const Tensor>(
+          new Tensor(tensor), [ready](const Tensor* t) {
+            PhaseStats::Add(Phase::kServeWrite, PhaseStats::Now() - ready,
+                            static_cast<int64_t>(t->TotalBytes()));
+            delete t;
+          });
+    } else {
+      keep = std::make_shared<const Tensor>(tensor);
+    }
     rpc::FramedConnection::Payload payload;
     payload.data = static_cast<const char*>(keep->raw_data());
     payload.size = keep->TotalBytes();

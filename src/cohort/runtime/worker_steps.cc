@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cohort/base/phase_stats.h"
 #include "cohort/base/status.h"
 #include "cohort/runtime/worker_errors.h"
 #include "cohort/runtime/worker_impl.h"
@@ -153,7 +154,10 @@ void Worker::Impl::ExecuteStep(const std::shared_ptr<StepCall>& call,
   args.cancellation = call->step->cancellation();
   args.deadline = call->deadline;
   std::vector<Tensor> fetches;
+  const bool timed = PhaseStats::enabled();
+  const absl::Time started = timed ? env_.env->Now() : absl::Time();
   absl::Status status = call->graph->executor->Run(args, &fetches);
+  if (timed) PhaseStats::Add(Phase::kRunGraph, env_.env->Now() - started);
   // Waits for a cancel callback running on another thread, so the caller
   // may free `opts` once `done` ran. (`done` never runs inside that
   // callback: the step answers from this thread.)
