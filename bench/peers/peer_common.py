@@ -28,6 +28,39 @@ def percentile(values, p):
     return ordered[min(len(ordered) - 1, max(0, k))]
 
 
+def common_span(workers, warmup):
+    """Examples/s of a parameter-server job over the span common to all its
+    workers, as bench/training/ps_job.cc's CommonMeasuredSpan computes
+    cohort's: `workers` is [(task, [step end times, us], batch)]; each
+    worker's first `warmup` (>= 1) steps are skipped; the span starts when
+    the last worker's warm-up ends and ends when the first worker's last
+    step ends; every worker's steps ending in (start, end] count. Returns
+    (examples/s, steps counted, span seconds); ValueError naming the task
+    when a worker ran no step past its warm-up or the workers never trained
+    together."""
+    if not workers or warmup < 1:
+        raise ValueError("need at least one worker and a warm-up of >= 1 step")
+    for task, times, _ in workers:
+        if len(times) <= warmup:
+            raise ValueError("%s ran %d step(s), none past the warm-up of %d; "
+                             "raise --steps" % (task, len(times), warmup))
+    last_to_start = max(workers, key=lambda w: w[1][warmup - 1])
+    first_to_stop = min(workers, key=lambda w: w[1][-1])
+    start, end = last_to_start[1][warmup - 1], first_to_stop[1][-1]
+    if end <= start:
+        raise ValueError("the workers did not train together: %s ended its "
+                         "last step at %d us, not after %s ended its warm-up "
+                         "at %d us; raise --steps" %
+                         (first_to_stop[0], end, last_to_start[0], start))
+    steps = examples = 0
+    for _, times, batch in workers:
+        n = sum(1 for t in times if start < t <= end)
+        steps += n
+        examples += n * batch
+    seconds = (end - start) * 1e-6
+    return examples / seconds, steps, seconds
+
+
 def int_list(text):
     """"2,8,32" -> [2, 8, 32] (empty items ignored)."""
     return [int(x) for x in text.split(",") if x]
