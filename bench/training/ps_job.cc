@@ -110,7 +110,6 @@ absl::StatusOr<PsJobResult> RunPsJob(const PsJobOptions& options) {
                "0",
                "--step-times-dir",
                dir};
-  o.extra_env = options.env;
   o.progress = false;
   o.stop_grace = absl::Seconds(2);
   absl::Mutex mu;

@@ -50,7 +50,6 @@ struct PsJobOptions {
   int batch = 64;
   int hidden = 1024;  // units of each hidden layer (train_ps --hidden)
   int warmup = 10;
-  std::vector<std::string> env;  // extra "KEY=VALUE" for every task
 };
 
 struct PsJobResult {
