@@ -385,6 +385,11 @@ class Block:
         self.stats = stats
 
     def render(self):
+        if not self.files:
+            # No raw file holds the table's lines yet (a metric added before
+            # its first committed run): the lines say so; there is nothing
+            # to name as provenance.
+            return "\n".join(self.lines) + "\n"
         return "\n".join(
             self.lines + ["", provenance(self.files, self.peer, self.extra, self.stats)]) + "\n"
 
@@ -757,8 +762,73 @@ def t_ps_training(ds, files=None):
                      f"{one.get('heldout_accuracy', '–')} / {two.get('heldout_accuracy', '–')}"])
     lines = table(["run", "1 worker, examples/s", "2 workers, examples/s", "2 / 1",
                    "held-out accuracy (1 / 2)"], rows)
-    return Block(lines, files, extra="one run of each (`scripts/measure_ps_job.sh 1500`)",
+    return Block(lines, files,
+                 extra="one run of each, by the script `cohort bench training` replaced: "
+                       "each task's rate over its own training loop, summed",
                  stats="each figure is that run's one value")
+
+
+PS_WORKERS = (1, 2)
+PS_TARGET = 1.5  # issue 27: the ps job >= 1.5x the RPC parameter server
+
+
+def ps_vs_torch(q, workers):
+    """(cohort's ps_examples_per_second points from the runs that ran the
+    PyTorch RPC ps peer, the peer's points, ratio, paired Stat) for
+    `workers` workers; empty lists and None when no run has both."""
+    torch = q.points("torch_rpc_ps", "ps_examples_per_second", {"workers": workers})
+    with_peer = {f for f, *_ in torch}
+    ours = [p for p in q.points("training", "ps_examples_per_second", {"workers": workers})
+            if p[0] in with_peer]
+    if not ours:
+        return [], [], None, None
+    torch = [p for p in torch if p[0] in {f for f, *_ in ours}]
+    med, pairs = paired_ratio(ours, torch)
+    return ours, torch, med, pairs
+
+
+def ps_accuracy(q, suite, workers):
+    """The held-out accuracies the lines of `suite` report, as a Stat."""
+    values = []
+    for f in q.files:
+        for m in f.measurements:
+            if (m.get("suite") == suite and m.get("metric") == "ps_examples_per_second"
+                    and m.get("params", {}).get("workers") == workers
+                    and isinstance(m.get("heldout_accuracy"), (int, float))):
+                values.append(float(m["heldout_accuracy"]))
+    return Stat(values) if values else None
+
+
+def t_training_ps_torch(ds, files=None):
+    """The main job (train_ps, 1 ps and N workers) against the same job as
+    a PyTorch RPC parameter server (bench/peers/torch_rpc_ps_peer.py), from
+    the runs of `cohort bench training` that measured both. Until one is
+    committed the table says so, rather than failing --check."""
+    every = ds.files(files or TRAINING_FILES)
+    q = Query([f for f in every
+               if any(m.get("suite") == "torch_rpc_ps" for m in f.measurements)])
+    header = ["workers", "cohort", "PyTorch RPC ps", "ratio", "target",
+              "held-out accuracy (cohort / PyTorch)"]
+    rows = []
+    for workers in PS_WORKERS:
+        ours, torch, med, pairs = ps_vs_torch(q, workers)
+        if not ours:
+            continue
+        acc = [ps_accuracy(q, suite, workers) for suite in ("training", "torch_rpc_ps")]
+        rows.append([str(workers), spread(Stat([v for *_, v in ours]), "examples/s"),
+                     spread(Stat([v for *_, v in torch]), "examples/s"),
+                     ratio_cell(med, pairs, bold=med >= PS_TARGET),
+                     verdict(med, PS_TARGET, False),
+                     " / ".join(spread(a) if a else "–" for a in acc)])
+    if not rows:
+        return Block(table(header, []) + [
+            "", "_No committed run of `cohort bench training` has measured "
+                "ps_examples_per_second with its PyTorch peer yet._"], [])
+    return Block(table(header, rows), q.used,
+                 peer="PyTorch RPC parameter server (torch_rpc_ps_peer.py)",
+                 extra="examples of every worker over the span common to all workers after "
+                       "a warm-up; ratio = cohort / PyTorch, the median of the repetitions "
+                       "that ran side by side")
 
 
 def t_summary(ds, files=None):
@@ -824,6 +894,16 @@ def t_summary(ds, files=None):
                 spread(Stat([v for *_, v in ours]), "examples/s"),
                 spread(Stat([v for *_, v in torch]), "examples/s"),
                 ratio_cell(tmed, tpairs, bold=tmed >= 1), verdict(tmed, 1, False))
+    for workers in PS_WORKERS:
+        ours, torch, pmed, ppairs = ps_vs_torch(q, workers)
+        if ours:
+            peer_files = [f for f in q.files if f.rel in {p[0] for p in ours}]
+            add(f"training: the main job (async PS), {workers} worker"
+                f"{'s' if workers > 1 else ''} + ps, vs PyTorch's RPC parameter server",
+                peer_files, spread(Stat([v for *_, v in ours]), "examples/s"),
+                spread(Stat([v for *_, v in torch]), "examples/s"),
+                ratio_cell(pmed, ppairs, bold=pmed >= PS_TARGET),
+                verdict(pmed, PS_TARGET, False))
     add("training: data-parallel scaling, 2 tasks vs 1", q.used,
         spread(Stat([v for *_, v in two]), "examples/s"),
         spread(Stat([v for *_, v in one]), "examples/s") + " (1 task)",
@@ -848,6 +928,7 @@ TABLES = {
     "training-dp": t_training,
     "training-torch": t_training_torch,
     "training-ps": t_ps_training,
+    "training-ps-torch": t_training_ps_torch,
 }
 
 

@@ -226,5 +226,49 @@ class RewriteTest(Fixture):
         self.assertIn("not closed", err)
 
 
+def ps_line(suite, workers, value, rep, accuracy):
+    line = meas(suite, "ps_examples_per_second", value, rep, workers=workers, ps=1,
+                parameters=1071108, batch=64)
+    line.update(unit="examples/s", heldout_accuracy=accuracy)
+    return line
+
+
+class PsTrainingTableTest(unittest.TestCase):
+    """training-ps-torch: the main job against the PyTorch RPC ps."""
+
+    def render(self, text):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = pathlib.Path(tmp)
+            (root / "bench/training").mkdir(parents=True)
+            (root / "bench/training/results-2026-11-27.jsonl").write_text(text)
+            return br.t_training_ps_torch(
+                br.Dataset(root), ["bench/training/results-*.jsonl"]).render()
+
+    def test_no_run_with_the_metric_yet_says_so_instead_of_failing(self):
+        text = self.render(jl(meas("training", "examples_per_second", 1.0, 0, tasks=1)))
+        self.assertIn("| workers | cohort | PyTorch RPC ps |", text)
+        self.assertIn("No committed run of `cohort bench training` has measured "
+                      "ps_examples_per_second", text)
+        self.assertNotIn("Raw lines", text)
+
+    def test_rows_pair_the_repetitions_and_judge_the_target(self):
+        text = self.render(jl(
+            {"suite": "env", "bench": "training", "when": "start",
+             "date": "2026-11-27T08:00:00Z", "loadavg": [1.0, 1.0, 1.0], "nproc": 2},
+            ps_line("training", 1, 9000.0, 0, 0.94), ps_line("torch_rpc_ps", 1, 6000.0, 0, 0.9),
+            ps_line("training", 1, 8000.0, 1, 0.95), ps_line("torch_rpc_ps", 1, 4000.0, 1, 0.9),
+            ps_line("training", 2, 7000.0, 0, 0.93), ps_line("torch_rpc_ps", 2, 7000.0, 0, 0.91)))
+        # 1 worker: ratios 1.5 and 2 -> lower median 1.5, met; 2 workers: 1, not met.
+        self.assertIn("| 1 | 8,000 examples/s (8,000–9,000) | 4,000 examples/s (4,000–6,000) "
+                      "| **1.5×** (1.5–2) | ≥ 1.5: met | 0.94 (0.94–0.95) / 0.9 |", text)
+        self.assertIn("| 2 | 7,000 examples/s | 7,000 examples/s | 1× | ≥ 1.5: not met "
+                      "| 0.93 / 0.91 |", text)
+        self.assertIn("Raw lines: `bench/training/results-2026-11-27.jsonl`", text)
+
+    def test_a_run_without_the_peer_is_left_out(self):
+        text = self.render(jl(ps_line("training", 1, 9000.0, 0, 0.94)))
+        self.assertIn("No committed run", text)
+
+
 if __name__ == "__main__":
     unittest.main()
