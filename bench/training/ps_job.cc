@@ -132,7 +132,7 @@ absl::StatusOr<PsJobResult> RunPsJob(const PsJobOptions& options) {
                                 ? std::string(launched.status().message())
                                 : launched->failure_summary;
     const std::string message = absl::StrCat(
-        Shape(options.workers), " failed: ", why,
+        Shape(options.workers), " failed; the launcher says: ", why,
         lines.empty() ? "" : "; output ends: ", absl::StrJoin(lines, " | "));
     if (!launched.ok()) {
       return absl::Status(launched.status().code(), message);

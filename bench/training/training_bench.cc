@@ -1,5 +1,7 @@
 #include "bench/training/training_bench.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -220,10 +222,10 @@ int RunPsJobs(const Flags& f, int rep, MeasurementLog* log) {
     o.steps = f.ps_steps;
     o.batch = f.ps_batch;
     o.warmup = f.ps_warmup;
+    o.hidden = f.ps_hidden;
     // No thread settings: train_ps's own defaults (one BLAS thread per
     // task, as the peer runs one intra-op thread per process) are the job
     // a user runs.
-    o.hidden = f.ps_hidden;
     absl::StatusOr<PsJobResult> r = RunPsJob(o);
     if (!r.ok()) {
       PrintErrorLine("training", std::string(r.status().message()),
@@ -374,6 +376,17 @@ int RunTrainingBench(const std::vector<std::string>& args) {
   PeerRunner rpc_ps("torch_rpc_ps", "torch_rpc_ps_peer.py",
                     flags.ps_peer_script);
   const bool use_ddp = !flags.no_peer && CheckPeer(ddp, "torch_ddp", &rc);
+  if (!flags.no_ps && access(TrainPsPath(flags).c_str(), X_OK) != 0) {
+    // Once, up front, rather than one launcher error per job.
+    PrintErrorLine("training",
+                   "train_ps not found at " + TrainPsPath(flags) +
+                       (flags.train_ps.empty() ? " (beside this binary)" : "") +
+                       ": build it (cmake "
+                       "--build build --target train_ps), pass --train-ps "
+                       "PATH, or --no-ps to run without the ps job");
+    rc = 1;
+    flags.no_ps = true;
+  }
   const bool use_rpc_ps =
       !flags.no_peer && !flags.no_ps && CheckPeer(rpc_ps, "torch_rpc_ps", &rc);
   MeasurementLog log, torch;
