@@ -42,7 +42,7 @@ Output: one JSON object per line, {"suite": "torch_rpc_ps", "metric",
 Only processes it forked are signalled.
 
   /usr/bin/python3 torch_rpc_ps_peer.py [--workers 1,2] [--reps 3]
-      [--steps 600] [--warmup 10] [--batch 64] [--hidden 1024]
+      [--steps 1000] [--warmup 10] [--batch 64] [--hidden 1024]
       [--deadline 300]
 """
 
@@ -226,7 +226,7 @@ def main():
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int_list, default=[1, 2])
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=600,
+    parser.add_argument("--steps", type=int, default=1000,
                         help="the job's last global step")
     parser.add_argument("--warmup", type=int, default=10,
                         help="steps of each worker not measured")

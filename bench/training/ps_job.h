@@ -46,7 +46,7 @@ absl::StatusOr<CommonSpan> CommonMeasuredSpan(
 struct PsJobOptions {
   std::string train_ps;  // path of the train_ps binary
   int workers = 1;
-  int64_t steps = 400;  // the job's last global step (train_ps --steps)
+  int64_t steps = 1000;  // the job's last global step (train_ps --steps)
   int batch = 64;
   int hidden = 1024;  // units of each hidden layer (train_ps --hidden)
   int warmup = 10;

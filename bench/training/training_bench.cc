@@ -35,7 +35,7 @@ struct Flags {
   bool child = false;
   // The parameter-server job (ps_job.h).
   std::vector<int> ps_workers = {1, 2};
-  int ps_steps = 600;
+  int ps_steps = 1000;
   int ps_warmup = 10;
   int ps_batch = 64;
   int ps_hidden = 1024;
@@ -50,7 +50,7 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
                    "flags: --tasks 1,2 --reps 3 --steps 60 --batch 256 "
                    "--features 512 --hidden 2048 --transport shm|tcp "
                    "--peer-script PATH --no-peer --ps-workers 1,2 "
-                   "--ps-steps 600 --ps-warmup 10 --ps-batch 64 "
+                   "--ps-steps 1000 --ps-warmup 10 --ps-batch 64 "
                    "--ps-hidden 1024 --train-ps PATH --ps-peer-script PATH "
                    "--no-ps");
   while (flags.Next()) {

@@ -53,7 +53,7 @@
 //   cohort bench training [--tasks 1,2] [--reps 3] [--steps 60]
 //       [--batch 256] [--features 512] [--hidden 2048] [--transport shm|tcp]
 //       [--peer-script PATH] [--no-peer]
-//       [--ps-workers 1,2] [--ps-steps 600] [--ps-warmup 10] [--ps-batch 64]
+//       [--ps-workers 1,2] [--ps-steps 1000] [--ps-warmup 10] [--ps-batch 64]
 //       [--ps-hidden 1024] [--train-ps PATH] [--ps-peer-script PATH]
 //       [--no-ps]
 #ifndef COHORT_BENCH_TRAINING_TRAINING_BENCH_H_
