@@ -714,7 +714,8 @@ def t_training_torch(ds, files=None):
         rows.append([f"{tasks} ({'DDP on gloo' if tasks > 1 else 'one process'})",
                      spread(Stat([v for *_, v in ours]), "examples/s"),
                      spread(Stat([v for *_, v in torch]), "examples/s"),
-                     ratio_cell(med, pairs, bold=med >= 1), verdict(med, 1, False)])
+                     ratio_cell(med, pairs, bold=med >= TORCH_TARGETS[tasks]),
+                     verdict(med, TORCH_TARGETS[tasks], False)])
     lines = table(["tasks", "cohort", "PyTorch", "ratio", "target"], rows)
     return Block(lines, q.used, peer="PyTorch (torch_ddp_peer.py)",
                  extra="ratio = cohort / PyTorch, the median of the repetitions that ran "
@@ -770,6 +771,9 @@ def t_ps_training(ds, files=None):
 
 PS_WORKERS = (1, 2)
 PS_TARGET = 1.5  # issue 27: the ps job >= 1.5x the RPC parameter server
+# Issue 27's targets for data-parallel training against PyTorch, per task
+# count: one process against the plain model, two against DDP on gloo.
+TORCH_TARGETS = {1: 1.2, 2: 1.5}
 
 
 def ps_vs_torch(q, workers):
@@ -893,7 +897,8 @@ def t_summary(ds, files=None):
                 f"({'DDP on gloo' if tasks > 1 else 'one process'})", peer_files,
                 spread(Stat([v for *_, v in ours]), "examples/s"),
                 spread(Stat([v for *_, v in torch]), "examples/s"),
-                ratio_cell(tmed, tpairs, bold=tmed >= 1), verdict(tmed, 1, False))
+                ratio_cell(tmed, tpairs, bold=tmed >= TORCH_TARGETS[tasks]),
+                verdict(tmed, TORCH_TARGETS[tasks], False))
     for workers in PS_WORKERS:
         ours, torch, pmed, ppairs = ps_vs_torch(q, workers)
         if ours:
