@@ -2,14 +2,20 @@
 
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cohort/base/env.h"
+#include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/runtime/tensor_data_service.h"
@@ -49,6 +55,22 @@ void PrefaultBuffer(char* data, size_t size) {
   (void)madvise(start, end - begin, MADV_POPULATE_WRITE);
 }
 
+// Copies ref.bytes bytes of process ref.pid at ref.address into `dst`;
+// 0 or the errno of the failure.
+int ReadSameHost(const SameHostRef& ref, char* dst) {
+  uint64_t done = 0;
+  while (done < ref.bytes) {
+    iovec local{dst + done, static_cast<size_t>(ref.bytes - done)};
+    iovec remote{reinterpret_cast<void*>(ref.address + done),
+                 static_cast<size_t>(ref.bytes - done)};
+    const ssize_t n = process_vm_readv(ref.pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EFAULT;
+    done += static_cast<uint64_t>(n);
+  }
+  return 0;
+}
+
 }  // namespace
 
 TensorDataClient::TensorDataClient(std::string task, std::string address,
@@ -57,7 +79,14 @@ TensorDataClient::TensorDataClient(std::string task, std::string address,
     : task_(std::move(task)),
       address_(std::move(address)),
       job_token_(std::move(job_token)),
-      max_tensor_bytes_(max_tensor_bytes) {}
+      max_tensor_bytes_(max_tensor_bytes),
+      same_host_reader_(ReadSameHost) {
+  // The switch for comparing both paths, or for a host where the copy
+  // succeeds but should not be used.
+  const std::optional<std::string> v =
+      Env::Default()->GetVar("COHORT_TENSOR_SAME_HOST");
+  if (v.has_value() && *v == "0") same_host_ok_.store(false);
+}
 
 TensorDataClient::~TensorDataClient() {
   {
@@ -265,6 +294,44 @@ absl::Status TensorDataClient::ExchangeRun(rpc::FramedClient* conn,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> TensorDataClient::ReadByReference(
+    rpc::FramedClient* conn, absl::string_view ref_payload,
+    const std::string& peer, RecvTensorValue* value, absl::Time deadline,
+    int wake_fd) {
+  char* data = static_cast<char*>(value->tensor.raw_data());
+  const uint64_t bytes = value->tensor.TotalBytes();
+  COHORT_ASSIGN_OR_RETURN(SameHostRef ref,
+                          DecodeSameHostRef(ref_payload, bytes, peer));
+  const int err = same_host_reader_(ref, data);
+  if (err == 0) return std::string();
+  // The producer still holds the tensor for this connection: ask for its
+  // bytes. When the copy was refused (a sandbox, another user) rather than
+  // the producer gone (ESRCH: the connection is gone too, and the fetch
+  // says so), stop asking for references.
+  const bool refused = err == EPERM || err == EACCES || err == ENOSYS;
+  if (refused && same_host_ok_.exchange(false)) {
+    COHORT_LOG(WARNING) << "tensor data plane: process_vm_readv from " << peer
+                        << " failed (" << strerror(err)
+                        << "); same-host tensors now go through the socket";
+  }
+  TensorHeader again;
+  auto sink = [&](absl::string_view h, uint64_t n) -> absl::StatusOr<char*> {
+    COHORT_ASSIGN_OR_RETURN(again,
+                            DecodeTensorHeader(h, n, max_tensor_bytes_, peer));
+    if (again.encoding != TensorEncoding::kRawBytes || n != bytes ||
+        again.dtype != value->tensor.dtype() ||
+        again.shape != value->tensor.shape()) {
+      return absl::DataLossError(
+          absl::StrCat("RecvTensor from ", peer,
+                       ": the held tensor's bytes do not match its reference"));
+    }
+    return data;
+  };
+  return conn->CallWithPayload(
+      EncodeDataPlaneRequest(DataPlaneMethod::kFetchHeld, ""), sink, deadline,
+      wake_fd);
+}
+
 absl::Status TensorDataClient::ExchangeRecv(rpc::FramedClient* conn,
                                             const RecvTensorRequest& request,
                                             RecvTensorValue* value,
@@ -272,6 +339,7 @@ absl::Status TensorDataClient::ExchangeRecv(rpc::FramedClient* conn,
   absl::Status status;
   TensorHeader header;
   std::string proto_bytes;
+  char ref_bytes[kSameHostRefBytes];
   const std::string peer = absl::StrCat(task_, " (", address_, ")");
   // Runs after the reply frame arrived and before any payload byte is
   // read: everything is checked before the tensor is allocated.
@@ -282,15 +350,28 @@ absl::Status TensorDataClient::ExchangeRecv(rpc::FramedClient* conn,
       proto_bytes.resize(n);
       return proto_bytes.data();
     }
+    // The header's shape was checked against max_tensor_bytes_ (for a
+    // reference, too: the shape sizes this allocation, not `n`).
     value->tensor = Tensor(header.dtype, header.shape);
     char* data = static_cast<char*>(value->tensor.raw_data());
-    PrefaultBuffer(data, n);
+    PrefaultBuffer(data, value->tensor.TotalBytes());
+    if (header.encoding == TensorEncoding::kSameHostRef) return ref_bytes;
     return data;
   };
-  absl::StatusOr<std::string> r =
-      conn->CallWithPayload(EncodeDataPlaneRequest(DataPlaneMethod::kRecvTensor,
-                                                   request.SerializeAsString()),
-                            sink, deadline, wake_fd);
+  const uint64_t key = SameHostKey();
+  const bool ask_same_host = key != 0 && same_host_ok_.load();
+  absl::StatusOr<std::string> r = conn->CallWithPayload(
+      ask_same_host
+          ? EncodeDataPlaneRequest(
+                DataPlaneMethod::kRecvTensorSameHost,
+                EncodeSameHostRecvRequest(key, request.SerializeAsString()))
+          : EncodeDataPlaneRequest(DataPlaneMethod::kRecvTensor,
+                                   request.SerializeAsString()),
+      sink, deadline, wake_fd);
+  if (r.ok() && header.encoding == TensorEncoding::kSameHostRef) {
+    r = ReadByReference(conn, absl::string_view(ref_bytes, sizeof(ref_bytes)),
+                        peer, value, deadline, wake_fd);
+  }
   if (r.ok()) {
     status = absl::OkStatus();
   } else if (conn->broken()) {

@@ -2,12 +2,14 @@
 // tensor_data_client.h): the header checks on their own, then RecvTensor
 // over real loopback sockets against an in-process Worker, compared with
 // the Worker's own (gRPC) RecvTensor answers.
+#include <cerrno>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "cohort/graph/rendezvous.h"
 #include "cohort/rpc/coding.h"
+#include "cohort/rpc/framed_client.h"
 #include "cohort/runtime/tensor_data_client.h"
 #include "cohort/runtime/tensor_data_service.h"
 #include "cohort/runtime/tensor_wire.h"
@@ -101,6 +103,61 @@ TEST(TensorWireTest, HostileHeadersAreRefusedNamingThePeer) {
     EXPECT_THAT(s.message(), HasSubstr(c.why));
     EXPECT_THAT(s.message(), HasSubstr(peer));
   }
+}
+
+TEST(TensorWireTest, SameHostReferencesAreCheckedBeforeAnyAllocation) {
+  const std::string peer = "/job:ps/replica:0/task:0 (127.0.0.1:9)";
+  const uint8_t ref = static_cast<uint8_t>(TensorEncoding::kSameHostRef);
+  // A reference's header: the shape says what to allocate, the payload is
+  // the 20-byte reference.
+  auto ok = DecodeTensorHeader(RawHeader(DT_FLOAT, {1024, 4}, ref),
+                               kSameHostRefBytes, kMaxWireTensorBytes, peer);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->encoding, TensorEncoding::kSameHostRef);
+  EXPECT_EQ(ok->shape, TensorShape({1024, 4}));
+  // The shape is capped like a payload (it sizes the consumer's buffer).
+  absl::Status big = DecodeTensorHeader(RawHeader(DT_FLOAT, {1 << 20}, ref),
+                                        kSameHostRefBytes, 1 << 20, peer)
+                         .status();
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big;
+  EXPECT_THAT(big.message(), HasSubstr(peer));
+  // A reference of another length is malformed.
+  absl::Status len =
+      DecodeTensorHeader(RawHeader(DT_FLOAT, {4}, ref), 16, 1 << 20, peer)
+          .status();
+  EXPECT_EQ(len.code(), absl::StatusCode::kDataLoss) << len;
+
+  SameHostRef r;
+  r.pid = 42;
+  r.address = 0x7f0012345678;
+  r.bytes = 4096;
+  auto back = DecodeSameHostRef(EncodeSameHostRef(r), 4096, peer);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->pid, 42);
+  EXPECT_EQ(back->address, r.address);
+  // A reference to more (or fewer) bytes than the shape: never read.
+  absl::Status more =
+      DecodeSameHostRef(EncodeSameHostRef(r), 1024, peer).status();
+  EXPECT_EQ(more.code(), absl::StatusCode::kDataLoss) << more;
+  EXPECT_THAT(more.message(), HasSubstr(peer));
+  r.pid = 0;
+  EXPECT_EQ(DecodeSameHostRef(EncodeSameHostRef(r), 4096, peer).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeSameHostRef("short", 4096, peer).status().code(),
+            absl::StatusCode::kDataLoss);
+
+  uint64_t key = 0;
+  absl::string_view request;
+  ASSERT_TRUE(DecodeSameHostRecvRequest(EncodeSameHostRecvRequest(7, "req"),
+                                        &key, &request)
+                  .ok());
+  EXPECT_EQ(key, 7u);
+  EXPECT_EQ(request, "req");
+  EXPECT_EQ(DecodeSameHostRecvRequest("1234567", &key, &request).code(),
+            absl::StatusCode::kInvalidArgument);
+  // This test runs where /proc exists: the key is known and stable.
+  EXPECT_NE(SameHostKey(), 0u);
+  EXPECT_EQ(SameHostKey(), SameHostKey());
 }
 
 TEST(TensorWireTest, ErrorBodyKeepsMessageAndPayloads) {
@@ -211,6 +268,72 @@ TEST_F(TensorDataPlaneTest, SameTensorsAsGrpcRecvTensorBeforeAndAfterTheSend) {
   EXPECT_EQ(service_->num_tensors_sent(), values.size());
   // Calls ran one at a time: one pooled connection served them all.
   EXPECT_EQ(client_->num_idle_connections(), 1);
+}
+
+TEST_F(TensorDataPlaneTest, LargeTensorsOnTheSameHostAreCopiedByReference) {
+  // One process is one host: the producer answers by reference, the
+  // consumer copies out of its memory.
+  Tensor big(DT_FLOAT, TensorShape({256, 1024}));
+  for (int64_t i = 0; i < big.NumElements(); ++i) big.flat<float>()(i) = i;
+  Tensor small(DT_FLOAT, TensorShape({16}));
+  for (int64_t i = 0; i < small.NumElements(); ++i) small.flat<float>()(i) = i;
+  int64_t step = 300;
+  for (const Tensor& value : {big, small, big}) {
+    const std::string g = SendGraph(value);
+    ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", g, step)).ok());
+    auto call = StartFast(client_.get(), RecvRequest(step));
+    ASSERT_TRUE(Wait(call).ok()) << call->status;
+    EXPECT_TRUE(call->value.tensor.Equals(value));
+    ++step;
+  }
+  // Only the two large ones went by reference (the small one is cheaper
+  // through the socket); all on one connection, whose next request
+  // released each held tensor.
+  EXPECT_EQ(service_->num_tensors_sent(), 3u);
+  EXPECT_EQ(service_->num_tensors_by_reference(), 2u);
+  EXPECT_EQ(service_->num_held_fetched(), 0u);
+  EXPECT_TRUE(client_->same_host_enabled());
+  EXPECT_EQ(client_->num_idle_connections(), 1);
+}
+
+TEST_F(TensorDataPlaneTest, RefusedSameHostCopyFetchesTheHeldBytesInstead) {
+  // As in a sandbox without process_vm_readv.
+  int reads = 0;
+  client_->set_same_host_reader_for_testing(
+      [&reads](const SameHostRef&, char*) {
+        ++reads;
+        return EPERM;
+      });
+  Tensor big(DT_INT32, TensorShape({128, 1024}));
+  for (int64_t i = 0; i < big.NumElements(); ++i) big.flat<int32_t>()(i) = i;
+  const std::string g = SendGraph(big);
+  for (int64_t step : {400, 401}) {
+    ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", g, step)).ok());
+    auto call = StartFast(client_.get(), RecvRequest(step));
+    ASSERT_TRUE(Wait(call).ok()) << call->status;
+    EXPECT_TRUE(call->value.tensor.Equals(big));
+  }
+  // The first call was answered by reference, the copy refused, the bytes
+  // fetched on the same connection; the second asked for bytes at once.
+  EXPECT_EQ(reads, 1);
+  EXPECT_FALSE(client_->same_host_enabled());
+  EXPECT_EQ(service_->num_tensors_by_reference(), 1u);
+  EXPECT_EQ(service_->num_held_fetched(), 1u);
+  EXPECT_EQ(service_->num_tensors_sent(), 2u);
+}
+
+TEST_F(TensorDataPlaneTest, FetchHeldWithNothingHeldIsFailedPrecondition) {
+  auto conn = rpc::FramedClient::Connect(
+      service_->address(), kToken, absl::Now() + absl::Seconds(10),
+      TensorDataService::kMaxReplyFrameBytes, TensorDataIdentity(kTask));
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  auto r =
+      (*conn)->Call(EncodeDataPlaneRequest(DataPlaneMethod::kFetchHeld, ""),
+                    absl::Now() + absl::Seconds(10));
+  ASSERT_FALSE(r.ok());
+  absl::Status s = DecodeErrorBody(r.status().code(), r.status().message());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("holds no tensor"));
 }
 
 TEST_F(TensorDataPlaneTest, WorkerErrorsKeepCodesMessagesAndPayloads) {

@@ -1,5 +1,8 @@
 #include "cohort/runtime/tensor_data_service.h"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -34,6 +37,8 @@ struct TensorDataService::RecvCall : Call {
   RecvTensorValue value;
   // When the request arrived, for PhaseStats (set only while enabled).
   absl::Time arrived;
+  // The consumer runs on this host (kRecvTensorSameHost with our key).
+  bool same_host = false;
 };
 
 struct TensorDataService::RunCall : Call {
@@ -46,9 +51,18 @@ struct TensorDataService::State {
   // By connection id: at most one call per connection (file comment).
   absl::flat_hash_map<uint64_t, std::shared_ptr<Call>> calls
       ABSL_GUARDED_BY(mu);
+  // A tensor answered by reference, held for its connection until the
+  // connection's next request or its end (tensor_wire.h).
+  struct Held {
+    std::shared_ptr<const Tensor> tensor;
+    std::string raw_header;  // Its kRawBytes header, for kFetchHeld.
+  };
+  absl::flat_hash_map<uint64_t, Held> held ABSL_GUARDED_BY(mu);
   // Count answered tensors and RunGraphs (statistics; relaxed).
   std::atomic<uint64_t> sent{0};
   std::atomic<uint64_t> run_graphs{0};
+  std::atomic<uint64_t> by_reference{0};
+  std::atomic<uint64_t> held_fetched{0};
 };
 
 TensorDataService::TensorDataService(Worker* worker)
@@ -80,6 +94,14 @@ uint64_t TensorDataService::num_run_graphs() const {
   return state_->run_graphs.load(std::memory_order_relaxed);
 }
 
+uint64_t TensorDataService::num_tensors_by_reference() const {
+  return state_->by_reference.load(std::memory_order_relaxed);
+}
+
+uint64_t TensorDataService::num_held_fetched() const {
+  return state_->held_fetched.load(std::memory_order_relaxed);
+}
+
 void TensorDataService::OnRequest(
     const std::shared_ptr<rpc::FramedConnection>& c, std::string request) {
   absl::string_view body;
@@ -91,12 +113,62 @@ void TensorDataService::OnRequest(
     c->Close(std::string(method.status().message()));
     return;
   }
+  if (*method == DataPlaneMethod::kFetchHeld) return ServeFetchHeld(c);
+  {
+    // Any other request means the consumer is done with the tensor it was
+    // lent; it goes when this scope ends, outside the lock.
+    State::Held done;
+    absl::MutexLock lock(&state_->mu);
+    auto it = state_->held.find(c->id());
+    if (it != state_->held.end()) {
+      done = std::move(it->second);
+      state_->held.erase(it);
+    }
+  }
   switch (*method) {
     case DataPlaneMethod::kRecvTensor:
-      return ServeRecvTensor(c, body);
+      return ServeRecvTensor(c, /*same_host=*/false, body);
+    case DataPlaneMethod::kRecvTensorSameHost: {
+      uint64_t key = 0;
+      absl::string_view request;
+      const absl::Status s = DecodeSameHostRecvRequest(body, &key, &request);
+      if (!s.ok()) {
+        c->Reply(s.code(), EncodeErrorBody(s));
+        return;
+      }
+      return ServeRecvTensor(c, key != 0 && key == SameHostKey(), request);
+    }
     case DataPlaneMethod::kRunGraph:
       return ServeRunGraph(c, body);
+    case DataPlaneMethod::kFetchHeld:
+      break;  // Served above.
   }
+}
+
+void TensorDataService::ServeFetchHeld(
+    const std::shared_ptr<rpc::FramedConnection>& c) {
+  State::Held held;
+  {
+    absl::MutexLock lock(&state_->mu);
+    auto it = state_->held.find(c->id());
+    if (it != state_->held.end()) {
+      held = std::move(it->second);
+      state_->held.erase(it);
+    }
+  }
+  if (held.tensor == nullptr) {
+    const absl::Status s = absl::FailedPreconditionError(
+        "FetchHeld over the tensor data plane: this connection holds no "
+        "tensor (only the request right after a same-host answer may ask)");
+    c->Reply(s.code(), EncodeErrorBody(s));
+    return;
+  }
+  rpc::FramedConnection::Payload payload;
+  payload.data = static_cast<const char*>(held.tensor->raw_data());
+  payload.size = held.tensor->TotalBytes();
+  payload.keepalive = std::move(held.tensor);
+  state_->held_fetched.fetch_add(1, std::memory_order_relaxed);
+  c->ReplyWithPayload(held.raw_header, std::move(payload));
 }
 
 template <typename CallType>
@@ -131,10 +203,11 @@ void TensorDataService::Forget(State& state, const Call& call) {
 }
 
 void TensorDataService::ServeRecvTensor(
-    const std::shared_ptr<rpc::FramedConnection>& c,
+    const std::shared_ptr<rpc::FramedConnection>& c, bool same_host,
     absl::string_view request) {
   auto call = Admit<RecvCall>(c, request, "RecvTensor");
   if (call == nullptr) return;
+  call->same_host = same_host;
   if (PhaseStats::enabled()) call->arrived = PhaseStats::Now();
   // The worker may answer inline (errors, a tensor already sent); never
   // under this service's lock.
@@ -187,7 +260,6 @@ void TensorDataService::AnswerRun(const std::shared_ptr<State>& state,
 void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
                                    const std::shared_ptr<RecvCall>& call,
                                    const absl::Status& status) {
-  Forget(*state, *call);
   rpc::FramedConnection& c = *call->connection;
   absl::Status s = status;
   const Tensor& tensor = call->value.tensor;
@@ -207,13 +279,16 @@ void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
     header = EncodeTensorHeader(tensor, call->value.is_dead,
                                 call->value.send_start_micros, &encoding);
   }
-  if (s.ok() && encoding == TensorEncoding::kRawBytes) {
-    // Zero copy: the reply references the sender's buffer until the kernel
-    // has taken its bytes.
+  if (!s.ok() || encoding != TensorEncoding::kRawBytes) {
+    Forget(*state, *call);
+  } else {
+    // Zero copy: the reply (or the consumer, by reference) reads the
+    // sender's buffer until it has taken its bytes.
+    bool by_reference =
+        call->same_host && tensor.TotalBytes() >= kSameHostMinBytes;
     std::shared_ptr<const Tensor> keep;
-    if (timed) {
-      // The payload is released once the connection wrote its last byte:
-      // that is when serving ends.
+    if (timed && !by_reference) {
+      // Released once the last byte was written: serving ends.
       keep = std::shared_ptr<const Tensor>(
           new Tensor(tensor), [ready](const Tensor* t) {
             PhaseStats::Add(Phase::kServeWrite, PhaseStats::Now() - ready,
@@ -223,11 +298,45 @@ void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
     } else {
       keep = std::make_shared<const Tensor>(tensor);
     }
-    rpc::FramedConnection::Payload payload;
-    payload.data = static_cast<const char*>(keep->raw_data());
-    payload.size = keep->TotalBytes();
-    payload.keepalive = std::move(keep);
+    {
+      // Forgetting the call and holding the tensor in one step: OnClose
+      // drops what its connection holds, and it either ran before (the
+      // call is gone: nothing is held for a closed connection) or runs
+      // after (and finds the tensor).
+      absl::MutexLock lock(&state->mu);
+      auto it = state->calls.find(c.id());
+      const bool open =
+          it != state->calls.end() && it->second.get() == call.get();
+      if (open) state->calls.erase(it);
+      by_reference = by_reference && open;
+      if (by_reference) state->held[c.id()] = State::Held{keep, header};
+    }
     state->sent.fetch_add(1, std::memory_order_relaxed);
+    rpc::FramedConnection::Payload payload;
+    if (by_reference) {
+      // The consumer copies the bytes out of this process (one copy
+      // instead of the socket's two; tensor_wire.h).
+      SameHostRef ref;
+      ref.pid = static_cast<int32_t>(getpid());
+      ref.address = reinterpret_cast<uintptr_t>(keep->raw_data());
+      ref.bytes = keep->TotalBytes();
+      MarkSameHostRef(&header);
+      auto bytes = std::make_shared<const std::string>(EncodeSameHostRef(ref));
+      payload.data = bytes->data();
+      payload.size = bytes->size();
+      payload.keepalive = std::move(bytes);
+      state->by_reference.fetch_add(1, std::memory_order_relaxed);
+      // The consumer's copy is its RecvTensor call's time; this side only
+      // answers.
+      if (timed) {
+        PhaseStats::Add(Phase::kServeWrite, PhaseStats::Now() - ready,
+                        static_cast<int64_t>(ref.bytes));
+      }
+    } else {
+      payload.data = static_cast<const char*>(keep->raw_data());
+      payload.size = keep->TotalBytes();
+      payload.keepalive = std::move(keep);
+    }
     c.ReplyWithPayload(header, std::move(payload));
     return;
   }
@@ -257,8 +366,14 @@ void TensorDataService::AnswerRecv(const std::shared_ptr<State>& state,
 void TensorDataService::OnClose(
     const std::shared_ptr<rpc::FramedConnection>& c) {
   std::shared_ptr<Call> call;
+  State::Held held;  // Dropped outside the lock.
   {
     absl::MutexLock lock(&state_->mu);
+    auto h = state_->held.find(c->id());
+    if (h != state_->held.end()) {
+      held = std::move(h->second);
+      state_->held.erase(h);
+    }
     auto it = state_->calls.find(c->id());
     if (it == state_->calls.end()) return;
     call = it->second;

@@ -78,6 +78,15 @@ class TensorDataService final : public rpc::FramedServer::Handler {
   uint64_t num_tensors_sent() const;
   // RunGraph calls answered so far, whatever their status.
   uint64_t num_run_graphs() const;
+  // Of num_tensors_sent(), those answered by reference to a consumer on the
+  // same host (tensor_wire.h: kSameHostRef), and the held tensors then
+  // sent as bytes after all (kFetchHeld).
+  uint64_t num_tensors_by_reference() const;
+  uint64_t num_held_fetched() const;
+  // Raw tensors of at least this many bytes go by reference to a same-host
+  // consumer; below it the copy through the socket costs less than the
+  // consumer's extra system call and the hold.
+  static constexpr size_t kSameHostMinBytes = size_t{64} << 10;
 
   void OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
                  std::string request) override;
@@ -97,8 +106,9 @@ class TensorDataService final : public rpc::FramedServer::Handler {
       const std::shared_ptr<rpc::FramedConnection>& c,
       absl::string_view request, const char* rpc);
   static void Forget(State& state, const Call& call);
+  void ServeFetchHeld(const std::shared_ptr<rpc::FramedConnection>& c);
   void ServeRecvTensor(const std::shared_ptr<rpc::FramedConnection>& c,
-                       absl::string_view request);
+                       bool same_host, absl::string_view request);
   void ServeRunGraph(const std::shared_ptr<rpc::FramedConnection>& c,
                      absl::string_view request);
   static void AnswerRecv(const std::shared_ptr<State>& state,

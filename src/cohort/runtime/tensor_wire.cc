@@ -1,5 +1,9 @@
 #include "cohort/runtime/tensor_wire.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/cord.h"
@@ -40,7 +44,9 @@ absl::StatusOr<DataPlaneMethod> DecodeDataPlaneRequest(
   }
   const auto method = static_cast<DataPlaneMethod>(frame[0]);
   if (method != DataPlaneMethod::kRecvTensor &&
-      method != DataPlaneMethod::kRunGraph) {
+      method != DataPlaneMethod::kRunGraph &&
+      method != DataPlaneMethod::kRecvTensorSameHost &&
+      method != DataPlaneMethod::kFetchHeld) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor data plane: unknown method ",
                      static_cast<int>(static_cast<uint8_t>(frame[0])),
@@ -83,7 +89,7 @@ absl::StatusOr<TensorHeader> DecodeTensorHeader(absl::string_view header,
   h.is_dead = p[5] != 0;
   h.send_start_micros = static_cast<int64_t>(rpc::DecodeFixed64(p + 6));
   const uint32_t rank = rpc::DecodeFixed32(p + 14);
-  if (encoding > static_cast<uint8_t>(TensorEncoding::kTensorProto)) {
+  if (encoding > static_cast<uint8_t>(TensorEncoding::kSameHostRef)) {
     return Malformed(peer, absl::StrCat("unknown encoding ", encoding));
   }
   h.encoding = static_cast<TensorEncoding>(encoding);
@@ -101,6 +107,12 @@ absl::StatusOr<TensorHeader> DecodeTensorHeader(absl::string_view header,
     return absl::ResourceExhaustedError(absl::StrCat(
         "tensor from ", peer, " has ", payload_bytes,
         " bytes, over the limit of ", max_bytes, " bytes for one tensor"));
+  }
+  const bool ref = h.encoding == TensorEncoding::kSameHostRef;
+  if (ref && payload_bytes != kSameHostRefBytes) {
+    return Malformed(peer,
+                     absl::StrCat("a same-host reference of ", payload_bytes,
+                                  " bytes (expected ", kSameHostRefBytes, ")"));
   }
   if (h.encoding == TensorEncoding::kTensorProto) {
     if (dtype != 0 || rank != 0) {
@@ -132,6 +144,18 @@ absl::StatusOr<TensorHeader> DecodeTensorHeader(absl::string_view header,
     }
   }
   int64_t bytes = 0;
+  if (ref) {
+    // The consumer allocates what the shape says: capped like a payload.
+    if (__builtin_mul_overflow(n, int64_t{DataTypeSize(h.dtype)}, &bytes) ||
+        static_cast<uint64_t>(bytes) > max_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tensor from ", peer, " (same host) has ", n, " elements of ",
+          DataTypeName(h.dtype), ", over the limit of ", max_bytes,
+          " bytes for one tensor"));
+    }
+    h.shape = TensorShape(absl::MakeConstSpan(dims));
+    return h;
+  }
   if (__builtin_mul_overflow(n, int64_t{DataTypeSize(h.dtype)}, &bytes) ||
       static_cast<uint64_t>(bytes) != payload_bytes) {
     return Malformed(
@@ -144,6 +168,81 @@ absl::StatusOr<TensorHeader> DecodeTensorHeader(absl::string_view header,
   }
   h.shape = TensorShape(absl::MakeConstSpan(dims));
   return h;
+}
+
+void MarkSameHostRef(std::string* header) {
+  if (!header->empty()) {
+    (*header)[0] = static_cast<char>(TensorEncoding::kSameHostRef);
+  }
+}
+
+uint64_t SameHostKey() {
+  static const uint64_t key = [] {
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string boot_id;
+    struct stat ns {};
+    if (!std::getline(boot, boot_id) || boot_id.empty() ||
+        stat("/proc/self/ns/pid", &ns) != 0) {
+      return uint64_t{0};
+    }
+    // FNV-1a: the same in every process (absl::Hash is seeded per process).
+    std::string id = boot_id;
+    rpc::PutFixed64(&id, static_cast<uint64_t>(ns.st_dev));
+    rpc::PutFixed64(&id, static_cast<uint64_t>(ns.st_ino));
+    rpc::PutFixed64(&id, static_cast<uint64_t>(getuid()));
+    uint64_t h = 14695981039346656037ull;
+    for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+    return h == 0 ? uint64_t{1} : h;
+  }();
+  return key;
+}
+
+std::string EncodeSameHostRecvRequest(uint64_t key, absl::string_view request) {
+  std::string out;
+  out.reserve(8 + request.size());
+  rpc::PutFixed64(&out, key);
+  out.append(request.data(), request.size());
+  return out;
+}
+
+absl::Status DecodeSameHostRecvRequest(absl::string_view body, uint64_t* key,
+                                       absl::string_view* request) {
+  if (body.size() < 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor data plane: a same-host RecvTensor of ", body.size(),
+        " bytes has no room for its 8-byte host key"));
+  }
+  *key = rpc::DecodeFixed64(body.data());
+  *request = body.substr(8);
+  return absl::OkStatus();
+}
+
+std::string EncodeSameHostRef(const SameHostRef& ref) {
+  std::string out;
+  rpc::PutFixed32(&out, static_cast<uint32_t>(ref.pid));
+  rpc::PutFixed64(&out, ref.address);
+  rpc::PutFixed64(&out, ref.bytes);
+  return out;
+}
+
+absl::StatusOr<SameHostRef> DecodeSameHostRef(absl::string_view payload,
+                                              uint64_t expected_bytes,
+                                              absl::string_view peer) {
+  if (payload.size() != kSameHostRefBytes) {
+    return Malformed(peer, absl::StrCat("a same-host reference of ",
+                                        payload.size(), " bytes"));
+  }
+  SameHostRef ref;
+  ref.pid = static_cast<int32_t>(rpc::DecodeFixed32(payload.data()));
+  ref.address = rpc::DecodeFixed64(payload.data() + 4);
+  ref.bytes = rpc::DecodeFixed64(payload.data() + 12);
+  if (ref.pid <= 0 || ref.bytes != expected_bytes) {
+    return Malformed(
+        peer,
+        absl::StrCat("a same-host reference to ", ref.bytes, " bytes of pid ",
+                     ref.pid, " for a tensor of ", expected_bytes, " bytes"));
+  }
+  return ref;
 }
 
 std::string EncodeErrorBody(const absl::Status& status) {

@@ -41,7 +41,22 @@ namespace cohort::runtime {
 // dimension, 2 KiB at most).
 inline constexpr uint32_t kMaxWireRank = 254;
 
-enum class DataPlaneMethod : uint8_t { kRecvTensor = 1, kRunGraph = 2 };
+// kRecvTensorSameHost: a RecvTensor from a consumer that can copy out of
+// the producer's memory (process_vm_readv, one copy instead of TCP's two):
+// the body is a u64 SameHostKey() then the RecvTensorRequest. A producer
+// whose own key is equal (same boot, pid namespace and user) may answer a
+// large raw tensor with a kSameHostRef reply instead of its bytes, and then
+// holds the tensor for that connection until the connection's next request
+// or its end. kFetchHeld (empty body), sent next on that connection, asks
+// for the held tensor's bytes after all (the consumer could not read them:
+// a sandbox refusing process_vm_readv): an ordinary kRawBytes payload
+// reply, or FailedPrecondition when nothing is held.
+enum class DataPlaneMethod : uint8_t {
+  kRecvTensor = 1,
+  kRunGraph = 2,
+  kRecvTensorSameHost = 3,
+  kFetchHeld = 4,
+};
 
 // The request frame for `method` with the serialized `request`.
 std::string EncodeDataPlaneRequest(DataPlaneMethod method,
@@ -51,7 +66,13 @@ std::string EncodeDataPlaneRequest(DataPlaneMethod method,
 absl::StatusOr<DataPlaneMethod> DecodeDataPlaneRequest(
     absl::string_view frame, absl::string_view* request);
 
-enum class TensorEncoding : uint8_t { kRawBytes = 0, kTensorProto = 1 };
+// kSameHostRef: dtype and shape as kRawBytes, and the payload is a
+// SameHostRef (kSameHostRefBytes) saying where the bytes are.
+enum class TensorEncoding : uint8_t {
+  kRawBytes = 0,
+  kTensorProto = 1,
+  kSameHostRef = 2,
+};
 
 struct TensorHeader {
   TensorEncoding encoding = TensorEncoding::kRawBytes;
@@ -67,6 +88,10 @@ std::string EncodeTensorHeader(const Tensor& tensor, bool is_dead,
                                int64_t send_start_micros,
                                TensorEncoding* encoding);
 
+// Turns a kRawBytes header into the kSameHostRef header of the same
+// tensor.
+void MarkSameHostRef(std::string* header);
+
 // Checks a header against the payload length the frame announced, before
 // anything is allocated. Errors name `peer`:
 //  - DataLoss: truncated or trailing header bytes, an unknown encoding, an
@@ -74,10 +99,40 @@ std::string EncodeTensorHeader(const Tensor& tensor, bool is_dead,
 //    negative dimension, an element count or byte count that overflows, or
 //    a byte count that is not shape x dtype size;
 //  - ResourceExhausted: a payload over `max_bytes`.
+// For kSameHostRef the payload must be kSameHostRefBytes long and the
+// shape's byte count (what the consumer allocates) at most `max_bytes`.
 absl::StatusOr<TensorHeader> DecodeTensorHeader(absl::string_view header,
                                                 uint64_t payload_bytes,
                                                 uint64_t max_bytes,
                                                 absl::string_view peer);
+
+// This process's same-host key: equal for two processes exactly when they
+// run on the same boot of one kernel, in one pid namespace (so a pid means
+// the same process to both), as the same user (whom process_vm_readv
+// allows). 0 when it cannot be known (no /proc): never same-host then.
+uint64_t SameHostKey();
+
+// kRecvTensorSameHost's body, and back (InvalidArgument when shorter than
+// the key).
+std::string EncodeSameHostRecvRequest(uint64_t key, absl::string_view request);
+absl::Status DecodeSameHostRecvRequest(absl::string_view body, uint64_t* key,
+                                       absl::string_view* request);
+
+// Where a kSameHostRef tensor's bytes are: process `pid`, `bytes` bytes from
+// `address`. Little-endian i32 pid, u64 address, u64 bytes.
+struct SameHostRef {
+  int32_t pid = 0;
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+};
+inline constexpr size_t kSameHostRefBytes = 4 + 8 + 8;
+std::string EncodeSameHostRef(const SameHostRef& ref);
+// DataLoss naming `peer` unless `payload` is kSameHostRefBytes long, the
+// pid positive and `bytes` exactly `expected_bytes` (what the header's
+// shape says, and what the consumer allocated).
+absl::StatusOr<SameHostRef> DecodeSameHostRef(absl::string_view payload,
+                                              uint64_t expected_bytes,
+                                              absl::string_view peer);
 
 // The body of an error reply for `status` (not OK), and back: the code
 // comes from the reply frame. A body that does not parse becomes the
