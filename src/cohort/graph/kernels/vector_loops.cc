@@ -11,8 +11,17 @@
 #pragma clang fp contract(off)
 
 // One clone per vector width; the loader picks the widest the CPU has.
+// Not under ThreadSanitizer: the loader runs the clones' resolver before
+// TSan's runtime is up, and the instrumented resolver crashes the program.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define COHORT_VECTOR_CLONES
+#endif
+#endif
+#ifndef COHORT_VECTOR_CLONES
 #define COHORT_VECTOR_CLONES \
   __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 namespace cohort {
 namespace vector_loops {

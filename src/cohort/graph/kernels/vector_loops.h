@@ -4,7 +4,8 @@
 // (AVX-512, AVX2 + FMA, and the x86-64 baseline) and chosen once, when the
 // program is loaded, for the CPU it runs on (the compiler's target_clones
 // and the loader's ifunc). The binary stays portable; the machine it runs
-// on gets its widest vectors.
+// on gets its widest vectors. (A ThreadSanitizer build compiles them once,
+// for the baseline: see vector_loops.cc.)
 //
 // Every variant computes the same bits: floating-point contraction is off
 // in these loops (no a * b + c turned into one rounded FMA on the CPUs that
