@@ -7,7 +7,9 @@
 //   - ParsePayloadReply refuses any length over the cap, else splits;
 //   - DecodeTensorHeader never crashes, and when it accepts, the header is
 //     self-consistent: raw bytes are exactly elements x dtype size and
-//     within the cap, rank within kMaxWireRank;
+//     within the cap, a same-host reference is kSameHostRefBytes long and
+//     its shape's bytes within the cap (DecodeSameHostRef accepts only a
+//     reference to exactly those bytes), rank within kMaxWireRank;
 //   - DecodeErrorBody on the same bytes never crashes;
 //   - DecodeDataPlaneRequest on the same bytes accepts only a known method
 //     byte and hands back exactly the rest.
@@ -51,7 +53,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t bytes =
       static_cast<uint64_t>(header->shape.num_elements()) *
       static_cast<uint64_t>(cohort::DataTypeSize(header->dtype));
-  COHORT_CHECK(bytes == reply->payload_bytes) << bytes;
+  if (header->encoding == TensorEncoding::kSameHostRef) {
+    // A reference: 20 bytes on the wire, and the shape it sizes the
+    // consumer's buffer by within the cap.
+    COHORT_CHECK(reply->payload_bytes == kSameHostRefBytes);
+    COHORT_CHECK(bytes <= cap) << bytes;
+    // The reference itself (the body's last bytes stand for it): accepted
+    // only when it points at exactly the shape's bytes.
+    if (body.size() >= kSameHostRefBytes) {
+      auto ref = DecodeSameHostRef(body.substr(body.size() - kSameHostRefBytes),
+                                   bytes, "fuzz peer");
+      if (ref.ok()) COHORT_CHECK(ref->bytes == bytes && ref->pid > 0);
+    }
+  } else {
+    COHORT_CHECK(bytes == reply->payload_bytes) << bytes;
+  }
   for (int i = 0; i < header->shape.dims(); ++i) {
     COHORT_CHECK(header->shape.dim_size(i) >= 0);
   }
