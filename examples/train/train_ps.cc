@@ -380,6 +380,12 @@ void StopPhaseReporter() {
 
 int main(int argc, char** argv) {
   using namespace cohort;  // NOLINT: a program's main.
+#ifdef NDEBUG
+  // As the cohort binary (tools/cohort/main.cc): Debian's Abseil keeps
+  // absl::Mutex's lock-order graph on, ~1% of a PS job's CPU under one
+  // global lock (perf: GraphCycles::GetId). Test binaries keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   examples::Flags f;
   CLI::App app{
       "One task of a parameter-server training job; run it under `cohort "
