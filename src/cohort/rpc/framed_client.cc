@@ -211,6 +211,18 @@ absl::StatusOr<std::string> FramedClient::CallWithPayload(
   return std::move(parsed->header);
 }
 
+absl::Status FramedClient::SendOneWay(absl::string_view request,
+                                      absl::Time deadline, int wake_fd) {
+  if (broken_.load()) {
+    return absl::UnavailableError(absl::StrCat("the connection to ", address_,
+                                               " is broken; connect again"));
+  }
+  std::string frame;
+  frame.reserve(request.size() + 4);
+  AppendFrame(&frame, request);
+  return WriteAll(frame, deadline, wake_fd);
+}
+
 absl::StatusOr<std::string> FramedClient::Call(absl::string_view request,
                                                absl::Time deadline,
                                                int wake_fd) {

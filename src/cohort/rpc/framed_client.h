@@ -80,6 +80,12 @@ class FramedClient {
                                               absl::Time deadline,
                                               int wake_fd = -1);
 
+  // Sends `request` and does not wait: for a protocol's one-way messages,
+  // which the server answers with nothing (a reply would be taken for the
+  // next call's). Errors as Call()'s sending half.
+  absl::Status SendOneWay(absl::string_view request, absl::Time deadline,
+                          int wake_fd = -1);
+
   // Cap on payloads this client accepts (default kDefaultMaxPayload).
   void set_max_payload_bytes(uint64_t max) { max_payload_bytes_ = max; }
   uint64_t max_payload_bytes() const { return max_payload_bytes_; }

@@ -303,7 +303,16 @@ absl::StatusOr<std::string> TensorDataClient::ReadByReference(
   COHORT_ASSIGN_OR_RETURN(SameHostRef ref,
                           DecodeSameHostRef(ref_payload, bytes, peer));
   const int err = same_host_reader_(ref, data);
-  if (err == 0) return std::string();
+  if (err == 0) {
+    // Done with the producer's buffer: let it go now, not at this
+    // connection's next call (a variable still lent when its update runs
+    // is copied first). One-way; a failure only breaks this connection,
+    // whose end releases the tensor as well.
+    (void)conn->SendOneWay(
+        EncodeDataPlaneRequest(DataPlaneMethod::kRelease, ""), deadline,
+        wake_fd);
+    return std::string();
+  }
   // The producer still holds the tensor for this connection: ask for its
   // bytes. When the copy was refused (a sandbox, another user) rather than
   // the producer gone (ESRCH: the connection is gone too, and the fetch

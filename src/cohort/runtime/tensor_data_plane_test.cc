@@ -287,8 +287,14 @@ TEST_F(TensorDataPlaneTest, LargeTensorsOnTheSameHostAreCopiedByReference) {
     ++step;
   }
   // Only the two large ones went by reference (the small one is cheaper
-  // through the socket); all on one connection, whose next request
-  // released each held tensor.
+  // through the socket), all on one connection. The consumer released each
+  // as soon as it had copied it (one-way, so the producer sees the last
+  // release shortly after the call's answer).
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (service_->num_held() != 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(service_->num_held(), 0u);
   EXPECT_EQ(service_->num_tensors_sent(), 3u);
   EXPECT_EQ(service_->num_tensors_by_reference(), 2u);
   EXPECT_EQ(service_->num_held_fetched(), 0u);
@@ -316,10 +322,47 @@ TEST_F(TensorDataPlaneTest, RefusedSameHostCopyFetchesTheHeldBytesInstead) {
   // The first call was answered by reference, the copy refused, the bytes
   // fetched on the same connection; the second asked for bytes at once.
   EXPECT_EQ(reads, 1);
+  // The fetch took the held tensor (before answering): nothing stays lent.
+  EXPECT_EQ(service_->num_held(), 0u);
   EXPECT_FALSE(client_->same_host_enabled());
   EXPECT_EQ(service_->num_tensors_by_reference(), 1u);
   EXPECT_EQ(service_->num_held_fetched(), 1u);
   EXPECT_EQ(service_->num_tensors_sent(), 2u);
+}
+
+TEST_F(TensorDataPlaneTest, HeldTensorGoesWithItsConnection) {
+  // A consumer that asks by reference and then neither releases nor asks
+  // again: the producer holds the tensor until the connection ends.
+  Tensor big(DT_FLOAT, TensorShape({64, 1024}));
+  const std::string g = SendGraph(big);
+  ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", g, 500)).ok());
+  auto conn = rpc::FramedClient::Connect(
+      service_->address(), kToken, absl::Now() + absl::Seconds(10),
+      TensorDataService::kMaxReplyFrameBytes, TensorDataIdentity(kTask));
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  std::string ref(kSameHostRefBytes, '\0');
+  TensorHeader header;
+  auto r = (*conn)->CallWithPayload(
+      EncodeDataPlaneRequest(
+          DataPlaneMethod::kRecvTensorSameHost,
+          EncodeSameHostRecvRequest(SameHostKey(),
+                                    RecvRequest(500).SerializeAsString())),
+      [&](absl::string_view h, uint64_t n) -> absl::StatusOr<char*> {
+        auto decoded = DecodeTensorHeader(h, n, kMaxWireTensorBytes, "test");
+        if (!decoded.ok()) return decoded.status();
+        header = *decoded;
+        return ref.data();
+      },
+      absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(header.encoding, TensorEncoding::kSameHostRef);
+  EXPECT_EQ(service_->num_held(), 1u);
+  conn->reset();  // Closes the connection.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (service_->num_held() != 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(service_->num_held(), 0u);
 }
 
 TEST_F(TensorDataPlaneTest, FetchHeldWithNothingHeldIsFailedPrecondition) {

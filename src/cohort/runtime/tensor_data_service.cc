@@ -98,6 +98,11 @@ uint64_t TensorDataService::num_tensors_by_reference() const {
   return state_->by_reference.load(std::memory_order_relaxed);
 }
 
+size_t TensorDataService::num_held() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->held.size();
+}
+
 uint64_t TensorDataService::num_held_fetched() const {
   return state_->held_fetched.load(std::memory_order_relaxed);
 }
@@ -142,6 +147,8 @@ void TensorDataService::OnRequest(
       return ServeRunGraph(c, body);
     case DataPlaneMethod::kFetchHeld:
       break;  // Served above.
+    case DataPlaneMethod::kRelease:
+      break;  // One-way: the hold was dropped above; no answer.
   }
 }
 

@@ -83,6 +83,9 @@ class TensorDataService final : public rpc::FramedServer::Handler {
   // sent as bytes after all (kFetchHeld).
   uint64_t num_tensors_by_reference() const;
   uint64_t num_held_fetched() const;
+  // Tensors held now for same-host consumers (0 once each consumer
+  // released its tensor or its connection ended).
+  size_t num_held() const;
   // Raw tensors of at least this many bytes go by reference to a same-host
   // consumer; below it the copy through the socket costs less than the
   // consumer's extra system call and the hold.

@@ -46,7 +46,8 @@ absl::StatusOr<DataPlaneMethod> DecodeDataPlaneRequest(
   if (method != DataPlaneMethod::kRecvTensor &&
       method != DataPlaneMethod::kRunGraph &&
       method != DataPlaneMethod::kRecvTensorSameHost &&
-      method != DataPlaneMethod::kFetchHeld) {
+      method != DataPlaneMethod::kFetchHeld &&
+      method != DataPlaneMethod::kRelease) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor data plane: unknown method ",
                      static_cast<int>(static_cast<uint8_t>(frame[0])),

@@ -47,7 +47,10 @@ inline constexpr uint32_t kMaxWireRank = 254;
 // whose own key is equal (same boot, pid namespace and user) may answer a
 // large raw tensor with a kSameHostRef reply instead of its bytes, and then
 // holds the tensor for that connection until the connection's next request
-// or its end. kFetchHeld (empty body), sent next on that connection, asks
+// or its end; kRelease (empty body, one-way: never answered), sent as soon
+// as the consumer copied the bytes, ends the hold at once (a variable's
+// buffer still lent when its update runs would be copied first:
+// copy-on-write). kFetchHeld (empty body), sent next on that connection, asks
 // for the held tensor's bytes after all (the consumer could not read them:
 // a sandbox refusing process_vm_readv): an ordinary kRawBytes payload
 // reply, or FailedPrecondition when nothing is held.
@@ -56,6 +59,7 @@ enum class DataPlaneMethod : uint8_t {
   kRunGraph = 2,
   kRecvTensorSameHost = 3,
   kFetchHeld = 4,
+  kRelease = 5,
 };
 
 // The request frame for `method` with the serialized `request`.
