@@ -18,12 +18,13 @@
 //    under the variable's lock, see resource_mgr.h).
 //  - FromProto/AsProto convert to and from TensorProto; numeric and bool
 //    contents travel as raw bytes in tensor_content.
-//  - Memory: numeric and bool buffers of 32 MiB and more are kept for reuse
+//  - Memory: numeric and bool buffers of 1 MiB and more are kept for reuse
 //    when freed (at most kLargeBufferCacheBytes in all, the least recently
-//    freed going first), because the C library maps and unmaps every such
-//    block: a training step that allocates its large tensors afresh each
-//    time would pay for every page again (a page fault each, and zeroing).
-//    A freed buffer of the same size is handed out again.
+//    freed going first), because the C library gives such blocks back to
+//    the kernel (unmapped, or trimmed off the heap): a training step that
+//    allocates its large tensors afresh each time would pay for every page
+//    again (a page fault each, and zeroing). A freed buffer of the same size is
+//    handed out again.
 //  - Budgets (memory_budget.h): Tensor::Allocate and FromProto(proto,
 //    budget) charge a MemoryBudget before allocating and fail with
 //    ResourceExhausted instead; the buffer gives the bytes back when freed.

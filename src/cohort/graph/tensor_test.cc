@@ -206,6 +206,16 @@ TEST(TensorBufferTest, LargeBuffersAreReusedAndTheCacheIsBounded) {
     EXPECT_NE(other.raw_data(), first);
     EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), with_one);
   }
+  // Buffers under 1 MiB are not cached; one of exactly 1 MiB is.
+  const size_t cached = TensorBuffer::CachedLargeBufferBytes();
+  { Tensor small(DT_FLOAT, TensorShape({(1 << 18) - 16})); }
+  EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), cached);
+  size_t while_held = 0;
+  {
+    Tensor mib(DT_FLOAT, TensorShape({1 << 18}));
+    while_held = TensorBuffer::CachedLargeBufferBytes();
+  }
+  EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), while_held + (1u << 20));
   // Freeing more than the cap keeps the cache within it.
   {
     std::vector<Tensor> many;
@@ -214,10 +224,6 @@ TEST(TensorBufferTest, LargeBuffersAreReusedAndTheCacheIsBounded) {
   }
   EXPECT_LE(TensorBuffer::CachedLargeBufferBytes(),
             TensorBuffer::kLargeBufferCacheBytes);
-  // Small buffers are not cached.
-  const size_t cached = TensorBuffer::CachedLargeBufferBytes();
-  { Tensor small(DT_FLOAT, TensorShape({1 << 20})); }
-  EXPECT_EQ(TensorBuffer::CachedLargeBufferBytes(), cached);
 }
 
 }  // namespace cohort

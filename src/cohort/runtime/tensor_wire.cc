@@ -181,15 +181,21 @@ uint64_t SameHostKey() {
   static const uint64_t key = [] {
     std::ifstream boot("/proc/sys/kernel/random/boot_id");
     std::string boot_id;
-    struct stat ns {};
+    struct stat pid_ns {
+    }, net_ns{};
     if (!std::getline(boot, boot_id) || boot_id.empty() ||
-        stat("/proc/self/ns/pid", &ns) != 0) {
+        stat("/proc/self/ns/pid", &pid_ns) != 0 ||
+        stat("/proc/self/ns/net", &net_ns) != 0) {
       return uint64_t{0};
     }
     // FNV-1a: the same in every process (absl::Hash is seeded per process).
     std::string id = boot_id;
-    rpc::PutFixed64(&id, static_cast<uint64_t>(ns.st_dev));
-    rpc::PutFixed64(&id, static_cast<uint64_t>(ns.st_ino));
+    rpc::PutFixed64(&id, static_cast<uint64_t>(pid_ns.st_dev));
+    rpc::PutFixed64(&id, static_cast<uint64_t>(pid_ns.st_ino));
+    // Network namespaces are hosts of their own (the multi-host lab makes
+    // its hosts of them): a tensor between two of them crosses their link.
+    rpc::PutFixed64(&id, static_cast<uint64_t>(net_ns.st_dev));
+    rpc::PutFixed64(&id, static_cast<uint64_t>(net_ns.st_ino));
     rpc::PutFixed64(&id, static_cast<uint64_t>(getuid()));
     uint64_t h = 14695981039346656037ull;
     for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;

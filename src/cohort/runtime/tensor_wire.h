@@ -44,11 +44,11 @@ inline constexpr uint32_t kMaxWireRank = 254;
 // kRecvTensorSameHost: a RecvTensor from a consumer that can copy out of
 // the producer's memory (process_vm_readv, one copy instead of TCP's two):
 // the body is a u64 SameHostKey() then the RecvTensorRequest. A producer
-// whose own key is equal (same boot, pid namespace and user) may answer a
-// large raw tensor with a kSameHostRef reply instead of its bytes, and then
-// holds the tensor for that connection until the connection's next request
-// or its end; kRelease (empty body, one-way: never answered), sent as soon
-// as the consumer copied the bytes, ends the hold at once (a variable's
+// whose own key is equal (same boot, pid and network namespaces, user) may
+// answer a large raw tensor with a kSameHostRef reply instead of its bytes,
+// and then holds the tensor for that connection until the connection's
+// next request or its end; kRelease (empty body, one-way: never answered), sent
+// as soon as the consumer copied the bytes, ends the hold at once (a variable's
 // buffer still lent when its update runs would be copied first:
 // copy-on-write). kFetchHeld (empty body), sent next on that connection, asks
 // for the held tensor's bytes after all (the consumer could not read them:
@@ -112,8 +112,10 @@ absl::StatusOr<TensorHeader> DecodeTensorHeader(absl::string_view header,
 
 // This process's same-host key: equal for two processes exactly when they
 // run on the same boot of one kernel, in one pid namespace (so a pid means
-// the same process to both), as the same user (whom process_vm_readv
-// allows). 0 when it cannot be known (no /proc): never same-host then.
+// the same process to both) and one network namespace (a namespace with
+// its own link is another host, whose tensors cross that link), as the
+// same user (whom process_vm_readv allows). 0 when it cannot be known (no
+// /proc): never same-host then.
 uint64_t SameHostKey();
 
 // kRecvTensorSameHost's body, and back (InvalidArgument when shorter than
