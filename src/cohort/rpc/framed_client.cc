@@ -180,14 +180,8 @@ absl::Status FramedClient::ReadExactly(char* dst, uint64_t size,
 absl::StatusOr<std::string> FramedClient::CallWithPayload(
     absl::string_view request, const PayloadSink& sink, absl::Time deadline,
     int wake_fd) {
-  if (broken_.load()) {
-    return absl::UnavailableError(absl::StrCat("the connection to ", address_,
-                                               " is broken; connect again"));
-  }
-  std::string frame;
-  frame.reserve(request.size() + 4);
-  AppendFrame(&frame, request);
-  COHORT_RETURN_IF_ERROR(WriteAll(frame, deadline, wake_fd));
+  // The request goes out as a one-way frame would; then the reply is read.
+  COHORT_RETURN_IF_ERROR(SendOneWay(request, deadline, wake_fd));
   COHORT_ASSIGN_OR_RETURN(std::string reply, ReadFrame(deadline, wake_fd));
   absl::StatusOr<std::string> body = ParseReply(std::move(reply));
   if (!body.ok()) {
