@@ -1,5 +1,7 @@
 #include "examples/train/step_log.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "cohort/base/json.h"
 #include "cohort/base/status.h"
@@ -42,8 +44,9 @@ absl::StatusOr<StepLog> ParseStepLog(absl::string_view text,
   }
   log.task = j["task"].get<std::string>();
   if (!j.contains("batch") || !j["batch"].is_number_integer() ||
-      j["batch"].get<int64_t>() <= 0) {
-    return bad("\"batch\" must be a positive integer");
+      j["batch"].get<int64_t>() <= 0 ||
+      j["batch"].get<int64_t>() > std::numeric_limits<int>::max()) {
+    return bad("\"batch\" must be a positive integer that fits in an int");
   }
   log.batch = j["batch"].get<int>();
   if (!j.contains("step_end_unix_us") || !j["step_end_unix_us"].is_array()) {

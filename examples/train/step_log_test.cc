@@ -71,6 +71,7 @@ TEST(StepLogTest, BadLogsAreInvalidArgumentNamingTheFileAndField) {
       {"[1]", "not a JSON object"},
       {R"({"batch":8,"step_end_unix_us":[]})", "\"task\""},
       {R"({"task":"w","batch":0,"step_end_unix_us":[]})", "\"batch\""},
+      {R"({"task":"w","batch":4294967297,"step_end_unix_us":[]})", "\"batch\""},
       {R"({"task":"w","batch":8})", "\"step_end_unix_us\""},
       {R"({"task":"w","batch":8,"step_end_unix_us":[1,"x"]})", "step 1's time"},
       {R"({"task":"w","batch":8,"step_end_unix_us":[1,9,3]})",

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cohort/base/env.h"
@@ -55,6 +56,16 @@ void PrefaultBuffer(char* data, size_t size) {
   (void)madvise(start, end - begin, MADV_POPULATE_WRITE);
 }
 
+// True for "127.x.y.z:port", "localhost:port" and "[::1]:port": the peer is
+// reached over this host's loopback.
+bool IsLoopbackAddress(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  absl::string_view host =
+      colon == absl::string_view::npos ? address : address.substr(0, colon);
+  if (host == "localhost" || host == "[::1]" || host == "::1") return true;
+  return absl::StartsWith(host, "127.");
+}
+
 // Copies ref.bytes bytes of process ref.pid at ref.address into `dst`;
 // 0 or the errno of the failure.
 int ReadSameHost(const SameHostRef& ref, char* dst) {
@@ -86,6 +97,10 @@ TensorDataClient::TensorDataClient(std::string task, std::string address,
   const std::optional<std::string> v =
       Env::Default()->GetVar("COHORT_TENSOR_SAME_HOST");
   if (v.has_value() && *v == "0") same_host_ok_.store(false);
+  // References are asked for (and honoured) only over loopback: a peer
+  // across a network can never name memory on this host, whatever it
+  // claims (a producer is trusted with its own buffers, not this host's).
+  if (!IsLoopbackAddress(address_)) same_host_ok_.store(false);
 }
 
 TensorDataClient::~TensorDataClient() {
@@ -303,6 +318,16 @@ absl::StatusOr<std::string> TensorDataClient::ReadByReference(
   COHORT_ASSIGN_OR_RETURN(SameHostRef ref,
                           DecodeSameHostRef(ref_payload, bytes, peer));
   const int err = same_host_reader_(ref, data);
+  if (err == 0 && conn->IdleConnectionClosed()) {
+    // The producer closes the connection before it drops the hold (and
+    // frees the buffer), so a connection still open after the copy means
+    // the bytes were the held tensor's; a closed one means they may be a
+    // freed (or reused) buffer's.
+    return absl::UnavailableError(absl::StrCat(
+        "RecvTensor from ", peer,
+        ": the producer closed the connection while its tensor was being "
+        "copied; the bytes are not trusted (retry the step)"));
+  }
   if (err == 0) {
     // Done with the producer's buffer: let it go now, not at this
     // connection's next call (a variable still lent when its update runs
@@ -369,6 +394,19 @@ absl::Status TensorDataClient::ExchangeRecv(rpc::FramedClient* conn,
   };
   const uint64_t key = SameHostKey();
   const bool ask_same_host = key != 0 && same_host_ok_.load();
+  // A reference is honoured only in answer to a request that asked for
+  // one: otherwise a peer could make this process copy memory it names.
+  auto checked_sink = [&](absl::string_view h,
+                          uint64_t n) -> absl::StatusOr<char*> {
+    COHORT_ASSIGN_OR_RETURN(char* dst, sink(h, n));
+    if (header.encoding == TensorEncoding::kSameHostRef && !ask_same_host) {
+      return absl::DataLossError(absl::StrCat(
+          "RecvTensor from ", peer,
+          ": answered with a same-host reference to a request that asked for "
+          "the bytes (is the peer a cohort server of this version?)"));
+    }
+    return dst;
+  };
   absl::StatusOr<std::string> r = conn->CallWithPayload(
       ask_same_host
           ? EncodeDataPlaneRequest(
@@ -376,7 +414,7 @@ absl::Status TensorDataClient::ExchangeRecv(rpc::FramedClient* conn,
                 EncodeSameHostRecvRequest(key, request.SerializeAsString()))
           : EncodeDataPlaneRequest(DataPlaneMethod::kRecvTensor,
                                    request.SerializeAsString()),
-      sink, deadline, wake_fd);
+      checked_sink, deadline, wake_fd);
   if (r.ok() && header.encoding == TensorEncoding::kSameHostRef) {
     r = ReadByReference(conn, absl::string_view(ref_bytes, sizeof(ref_bytes)),
                         peer, value, deadline, wake_fd);

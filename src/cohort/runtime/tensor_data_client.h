@@ -11,10 +11,15 @@
 // SameHostKey), a tensor of 64 KiB or more is copied straight from the
 // producer's buffer into this one with process_vm_readv: one copy, where a
 // loopback socket makes two (measured here: 4 MiB in ~0.4 ms against ~2 ms).
-// When the copy is refused (a sandbox without process_vm_readv, another
-// user), the call asks the producer for the bytes on the same connection
-// and later calls no longer ask for references. COHORT_TENSOR_SAME_HOST=0
-// in the environment turns the same-host path off.
+// When the copy is refused (a sandbox without process_vm_readv; Yama's
+// ptrace_scope 1, the default of some distributions, refuses it between
+// sibling processes), the call asks the producer for the bytes on the same
+// connection and later calls no longer ask for references.
+// COHORT_TENSOR_SAME_HOST=0 in the environment turns the same-host path
+// off. Trust: references are asked for only from a peer reached over
+// loopback, honoured only in answer to such a request, and a copy after
+// which the connection turned out closed (the producer may have freed the
+// buffer) fails the call with Unavailable instead of returning its bytes.
 //
 // Connections are pooled: each call takes an idle authenticated connection
 // (or opens one) and returns it when the call ends cleanly, so several

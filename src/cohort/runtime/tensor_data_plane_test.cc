@@ -2,6 +2,8 @@
 // tensor_data_client.h): the header checks on their own, then RecvTensor
 // over real loopback sockets against an in-process Worker, compared with
 // the Worker's own (gRPC) RecvTensor answers.
+#include <unistd.h>
+
 #include <cerrno>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "cohort/graph/rendezvous.h"
 #include "cohort/rpc/coding.h"
 #include "cohort/rpc/framed_client.h"
+#include "cohort/rpc/framed_server.h"
 #include "cohort/runtime/tensor_data_client.h"
 #include "cohort/runtime/tensor_data_service.h"
 #include "cohort/runtime/tensor_wire.h"
@@ -328,6 +331,80 @@ TEST_F(TensorDataPlaneTest, RefusedSameHostCopyFetchesTheHeldBytesInstead) {
   EXPECT_EQ(service_->num_tensors_by_reference(), 1u);
   EXPECT_EQ(service_->num_held_fetched(), 1u);
   EXPECT_EQ(service_->num_tensors_sent(), 2u);
+}
+
+TEST_F(TensorDataPlaneTest, ProducerGoneBeforeTheCopyEndsFailsTheCall) {
+  // The producer closes the connection (and so drops the hold) while the
+  // consumer copies: the bytes may be a freed or reused buffer's, so the
+  // call fails instead of returning them.
+  client_->set_same_host_reader_for_testing([this](const SameHostRef&, char*) {
+    service_.reset();  // Closes every connection, then drops the holds.
+    return 0;
+  });
+  Tensor big(DT_FLOAT, TensorShape({256, 1024}));
+  const std::string g = SendGraph(big);
+  ASSERT_TRUE(DoRunGraph(worker_.get(), RunRequest("s", g, 500)).ok());
+  auto call = StartFast(client_.get(), RecvRequest(500));
+  const absl::Status s = Wait(call);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr("closed the connection while its tensor was being "
+                        "copied"));
+}
+
+// A hostile producer: answers every request with a same-host reference to
+// `target` (memory of this process, which the consumer must not copy
+// unless it asked for a reference).
+class ReferringProducer : public rpc::FramedServer::Handler {
+ public:
+  explicit ReferringProducer(const Tensor* target) : target_(target) {}
+  void OnRequest(const std::shared_ptr<rpc::FramedConnection>& c,
+                 std::string) override {
+    TensorEncoding encoding;
+    std::string header = EncodeTensorHeader(*target_, false, 0, &encoding);
+    MarkSameHostRef(&header);
+    SameHostRef ref;
+    ref.pid = getpid();
+    ref.address = reinterpret_cast<uint64_t>(target_->raw_data());
+    ref.bytes = target_->TotalBytes();
+    auto payload = std::make_shared<std::string>(EncodeSameHostRef(ref));
+    c->ReplyWithPayload(header, {payload->data(), payload->size(), payload});
+  }
+  void OnClose(const std::shared_ptr<rpc::FramedConnection>&) override {}
+
+ private:
+  const Tensor* target_;
+};
+
+TEST_F(TensorDataPlaneTest, ReferenceToARequestForBytesIsRefused) {
+  Tensor secret(DT_FLOAT, TensorShape({256, 1024}));
+  for (int64_t i = 0; i < secret.NumElements(); ++i)
+    secret.flat<float>()(i) = i;
+  ReferringProducer producer(&secret);
+  rpc::FramedServerOptions options;
+  options.job_token = kToken;
+  options.identity = TensorDataIdentity(kTask);
+  auto server = rpc::FramedServer::Start(options, &producer);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // With the same-host path off, the consumer asks for the bytes; a
+  // reference in answer is refused before anything is copied.
+  setenv("COHORT_TENSOR_SAME_HOST", "0", 1);
+  TensorDataClient plain(kTask, (*server)->address(), kToken);
+  unsetenv("COHORT_TENSOR_SAME_HOST");
+  int reads = 0;
+  plain.set_same_host_reader_for_testing([&reads](const SameHostRef&, char*) {
+    ++reads;
+    return 0;
+  });
+  auto call = StartFast(&plain, RecvRequest(600));
+  const absl::Status s = Wait(call);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("asked for the bytes"));
+  EXPECT_EQ(reads, 0);
+  // A peer not reached over loopback is never asked for references either.
+  TensorDataClient remote(kTask, "192.0.2.1:4711", kToken);
+  EXPECT_FALSE(remote.same_host_enabled());
+  EXPECT_TRUE(client_->same_host_enabled());
 }
 
 TEST_F(TensorDataPlaneTest, HeldTensorGoesWithItsConnection) {

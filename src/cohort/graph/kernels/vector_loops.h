@@ -1,7 +1,7 @@
 // Vector loops: the float32 inner loops of the training step's
 // memory-bound kernels (Relu and its gradient, the bias add and the bias
 // gradient's column sum, the optimizers' updates), compiled three times
-// (AVX-512, AVX2 + FMA, and the x86-64 baseline) and chosen once, when the
+// (AVX-512, AVX2, and the x86-64 baseline) and chosen once, when the
 // program is loaded, for the CPU it runs on (the compiler's target_clones
 // and the loader's ifunc). The binary stays portable; the machine it runs
 // on gets its widest vectors. (A ThreadSanitizer build compiles them once,
