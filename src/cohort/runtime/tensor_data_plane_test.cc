@@ -150,10 +150,9 @@ TEST(TensorWireTest, SameHostReferencesAreCheckedBeforeAnyAllocation) {
             absl::StatusCode::kDataLoss);
 
   uint64_t key = 0;
-  absl::string_view request;
-  ASSERT_TRUE(DecodeSameHostRecvRequest(EncodeSameHostRecvRequest(7, "req"),
-                                        &key, &request)
-                  .ok());
+  absl::string_view request;  // Points into `body`, which must outlive it.
+  const std::string body = EncodeSameHostRecvRequest(7, "req");
+  ASSERT_TRUE(DecodeSameHostRecvRequest(body, &key, &request).ok());
   EXPECT_EQ(key, 7u);
   EXPECT_EQ(request, "req");
   EXPECT_EQ(DecodeSameHostRecvRequest("1234567", &key, &request).code(),
