@@ -166,28 +166,42 @@ std::vector<std::string> PeerArgs(const Flags& f) {
           "--hidden",   std::to_string(f.hidden)};
 }
 
-// One ratio line per task count: cohort's examples/s over PyTorch DDP's.
-int PrintRatios(const Flags& f, const MeasurementLog& ours,
-                const MeasurementLog& torch) {
+// One ratio line per count (`param` = each of `counts`) of `metric`:
+// cohort's over the peer's (suite `peer_suite`, same metric), better
+// higher; an error line for a count without one. Returns the exit code.
+int PrintRatiosPerCount(const std::string& metric, const std::string& param,
+                        const std::vector<int>& counts,
+                        const std::string& peer_suite, const std::string& note,
+                        const Json& extra, const MeasurementLog& ours,
+                        const MeasurementLog& peer) {
   int rc = 0;
-  for (int tasks : f.tasks) {
-    RatioSpec spec{"examples_per_second",
-                   {{"tasks", tasks}},
-                   "examples_per_second",
+  for (int count : counts) {
+    RatioSpec spec{metric,
+                   {{param, count}},
+                   metric,
                    Json::object(),
                    /*lower_is_better=*/false,
-                   "the same classifier, data sizes and steps; PyTorch: "
-                   "DistributedDataParallel on gloo (one process: the plain "
-                   "model), one thread per process",
-                   {{"transport", f.transport}}};
-    absl::Status s = PrintRatio("training", "torch_ddp", ours, torch, spec);
+                   note,
+                   extra};
+    absl::Status s = PrintRatio("training", peer_suite, ours, peer, spec);
     if (!s.ok()) {
-      PrintErrorLine("training", "no ratio for examples_per_second: " +
+      PrintErrorLine("training", "no ratio for " + metric + ": " +
                                      std::string(s.message()));
       rc = 1;
     }
   }
   return rc;
+}
+
+// One ratio line per task count: cohort's examples/s over PyTorch DDP's.
+int PrintRatios(const Flags& f, const MeasurementLog& ours,
+                const MeasurementLog& torch) {
+  return PrintRatiosPerCount(
+      "examples_per_second", "tasks", f.tasks, "torch_ddp",
+      "the same classifier, data sizes and steps; PyTorch: "
+      "DistributedDataParallel on gloo (one process: the plain model), one "
+      "thread per process",
+      {{"transport", f.transport}}, ours, torch);
 }
 
 // The ps job's model (examples/train/ps_model.h): features -> hidden ->
@@ -270,25 +284,12 @@ std::vector<std::string> PsPeerArgs(const Flags& f) {
 // parameter server.
 int PrintPsRatios(const Flags& f, const MeasurementLog& ours,
                   const MeasurementLog& torch) {
-  int rc = 0;
-  for (int workers : f.ps_workers) {
-    RatioSpec spec{"ps_examples_per_second",
-                   {{"workers", workers}},
-                   "ps_examples_per_second",
-                   Json::object(),
-                   /*lower_is_better=*/false,
-                   "the same model, batch, steps and warm-up, examples over "
-                   "the span common to all workers; PyTorch: one ps process "
-                   "and the workers over torch.distributed.rpc (TensorPipe), "
-                   "one intra-op thread per process"};
-    absl::Status s = PrintRatio("training", "torch_rpc_ps", ours, torch, spec);
-    if (!s.ok()) {
-      PrintErrorLine("training", "no ratio for ps_examples_per_second: " +
-                                     std::string(s.message()));
-      rc = 1;
-    }
-  }
-  return rc;
+  return PrintRatiosPerCount(
+      "ps_examples_per_second", "workers", f.ps_workers, "torch_rpc_ps",
+      "the same model, batch, steps and warm-up, examples over the span "
+      "common to all workers; PyTorch: one ps process and the workers over "
+      "torch.distributed.rpc (TensorPipe), one intra-op thread per process",
+      Json::object(), ours, torch);
 }
 
 // A peer the run uses: its script and torch found, else an error line (the
