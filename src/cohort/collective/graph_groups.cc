@@ -82,11 +82,16 @@ class GraphGroup : public CollectiveGroups::Group {
 
 }  // namespace
 
+std::shared_ptr<CollectiveGroups::Group> GroupForGraphs(
+    std::shared_ptr<CollectiveGroup> group) {
+  return std::make_shared<GraphGroup>(std::move(group));
+}
+
 absl::Status RegisterGroupForGraphs(ResourceMgr* resources, int64_t group_key,
                                     std::shared_ptr<CollectiveGroup> group) {
   COHORT_ASSIGN_OR_RETURN(std::shared_ptr<CollectiveGroups> groups,
                           CollectiveGroupsOf(resources));
-  return groups->Add(group_key, std::make_shared<GraphGroup>(std::move(group)));
+  return groups->Add(group_key, GroupForGraphs(std::move(group)));
 }
 
 }  // namespace cohort::collective

@@ -25,12 +25,18 @@
 
 #include "absl/status/status.h"
 #include "cohort/collective/collective_group.h"
+#include "cohort/graph/collective.h"
 #include "cohort/graph/resource_mgr.h"
 
 namespace cohort::collective {
 
 absl::Status RegisterGroupForGraphs(ResourceMgr* resources, int64_t group_key,
                                     std::shared_ptr<CollectiveGroup> group);
+
+// `group` as the graph ops use it (what RegisterGroupForGraphs adds, and
+// what a CollectiveGroups::Resolver returns).
+std::shared_ptr<CollectiveGroups::Group> GroupForGraphs(
+    std::shared_ptr<CollectiveGroup> group);
 
 }  // namespace cohort::collective
 

@@ -32,6 +32,33 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> CollectiveGroups::Find(
       "(collective/graph_groups.h) before running collective ops"));
 }
 
+bool CollectiveGroups::SetResolver(Resolver resolver) {
+  absl::MutexLock lock(&mu_);
+  if (resolver_) return false;
+  resolver_ = std::move(resolver);
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>>
+CollectiveGroups::FindOrResolve(int64_t group_key, int group_size,
+                                absl::Time deadline) {
+  absl::MutexLock resolving(&resolve_mu_);
+  Resolver resolver;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = groups_.find(group_key);
+    if (it != groups_.end()) return it->second;
+    resolver = resolver_;
+  }
+  if (!resolver) return Find(group_key);
+  absl::StatusOr<std::shared_ptr<Group>> group =
+      resolver(group_key, group_size, deadline);
+  if (!group.ok()) return group.status();
+  absl::MutexLock lock(&mu_);
+  groups_.emplace(group_key, *group);
+  return *group;
+}
+
 std::string CollectiveGroups::DebugString() const {
   absl::MutexLock lock(&mu_);
   return absl::StrCat("CollectiveGroups(", groups_.size(), " groups)");

@@ -7,11 +7,18 @@
 //   CollectiveGroups* groups = *CollectiveGroupsOf(device->resource_manager());
 //   groups->Add(1, my_group);        // group_key 1 in the graph's ops
 //
+// A group nobody added is resolved on first use when a resolver is set: the
+// distributed runtime sets one that asks the session's collective group
+// leader who the members are (runtime/collective_resolver.h). Resolution
+// runs one at a time per task; a failed one is not remembered, so the next
+// step tries again.
+//
 // Thread safety: thread-safe. A Group serialises its own calls.
 #ifndef COHORT_GRAPH_COLLECTIVE_H_
 #define COHORT_GRAPH_COLLECTIVE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,12 +65,27 @@ class CollectiveGroups : public ResourceBase {
   absl::StatusOr<std::shared_ptr<Group>> Find(int64_t group_key) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Forms the group of `group_key` with `group_size` members by `deadline`.
+  using Resolver = std::function<absl::StatusOr<std::shared_ptr<Group>>(
+      int64_t group_key, int group_size, absl::Time deadline)>;
+  // Sets the resolver unless one is set; returns whether it was set.
+  bool SetResolver(Resolver resolver) ABSL_LOCKS_EXCLUDED(mu_);
+  // The added group of `group_key`, else the resolver's (added on success);
+  // without a resolver, Find's error. The resolver's errors are returned.
+  absl::StatusOr<std::shared_ptr<Group>> FindOrResolve(int64_t group_key,
+                                                       int group_size,
+                                                       absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_, resolve_mu_);
+
   std::string TypeName() const override { return kTypeName; }
   std::string DebugString() const override;
 
  private:
+  // Held while a resolver runs (it blocks on other tasks); before mu_.
+  absl::Mutex resolve_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::map<int64_t, std::shared_ptr<Group>> groups_ ABSL_GUARDED_BY(mu_);
+  Resolver resolver_ ABSL_GUARDED_BY(mu_);
 };
 
 // The groups of `resources` (created empty on first use).

@@ -56,6 +56,8 @@ class HeldRecvWorker : public WorkerInterface {
   COHORT_TEST_UNUSED_(RunGraph)
   COHORT_TEST_UNUSED_(CleanupGraph)
   COHORT_TEST_UNUSED_(CleanupAll)
+  COHORT_TEST_UNUSED_(CompleteGroup)
+  COHORT_TEST_UNUSED_(CompleteInstance)
 #undef COHORT_TEST_UNUSED_
 
   struct Held {

@@ -168,6 +168,10 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
   worker_env.device = device_.get();
   worker_env.worker_cache = worker_cache_.get();
   worker_env.env = env;
+  // The ring endpoint takes a dotted address; "localhost" is loopback.
+  worker_env.collective_host =
+      address.host == "localhost" ? "127.0.0.1" : address.host;
+  worker_env.job_token = options.security.job_token;
   worker_ = std::make_unique<Worker>(worker_env);
   worker_cache_->SetLocalWorker(worker_.get());
 

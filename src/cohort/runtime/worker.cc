@@ -1,5 +1,6 @@
 #include "cohort/runtime/worker.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -7,7 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
+#include "cohort/graph/collective.h"
 #include "cohort/graph/standard_registries.h"
+#include "cohort/runtime/collective_resolver.h"
 #include "cohort/runtime/device_name.h"
 #include "cohort/runtime/worker_errors.h"
 #include "cohort/runtime/worker_impl.h"
@@ -108,7 +111,8 @@ Worker::Impl::Impl(WorkerEnv env)
       recv_tensor_ids_(kRequestIdWindow, kRequestIdShards),
       sessions_(env_.task_name, env_.device),
       rendezvous_(RendezvousOptions(env_)),
-      timer_(env_.env) {}
+      timer_(env_.env),
+      collective_leader_(env_.task_name, &timer_) {}
 
 Worker::Impl::~Impl() {
   Stop(StoppingError(env_.task_name));
@@ -133,6 +137,8 @@ void Worker::Impl::Stop(const absl::Status& status) {
     for (const auto& [id, step] : running_) steps.push_back(step);
   }
   for (const auto& step : steps) step->Cancel(why);
+  // Members waiting on this task as their group leader hear why now.
+  collective_leader_.Stop(why);
   // Pending RecvTensors (ours, from peers) and remote Recvs of our steps end
   // now; later Finds are refused, so nothing waits on a stopped worker.
   rendezvous_.AbortAll(why);
@@ -289,6 +295,27 @@ void Worker::Impl::RegisterGraph(CallOptions*,
   if (!graph.ok()) return done(graph.status());
   const std::string handle = absl::StrFormat(
       "%016x", next_graph_id_.fetch_add(1, std::memory_order_relaxed) + 1);
+  const std::string& leader =
+      request->config().experimental().collective_group_leader();
+  if (!leader.empty()) {
+    absl::StatusOr<std::shared_ptr<CollectiveGroups>> groups =
+        CollectiveGroupsOf((*session)->device()->resource_manager());
+    if (!groups.ok()) return done(groups.status());
+    GroupResolverOptions resolver;
+    resolver.task = env_.task_name;
+    resolver.incarnation = (*session)->device()->incarnation();
+    resolver.leader = leader;
+    resolver.workers = env_.worker_cache;
+    resolver.host = env_.collective_host;
+    resolver.job_token = env_.job_token;
+    resolver.env = env_.env;
+    if (resolver.workers == nullptr) {
+      return done(absl::FailedPreconditionError(absl::StrCat(
+          "graph for ", env_.task_name, " names the collective group leader ",
+          leader, " but this worker has no worker cache to reach it")));
+    }
+    (*groups)->SetResolver(MakeGroupResolver(std::move(resolver)));
+  }
   (*session)->AddGraph(handle, std::move(*graph));
   response->set_graph_handle(handle);
   done(absl::OkStatus());
@@ -325,6 +352,42 @@ void Worker::Impl::CleanupAll(CallOptions*, const CleanupAllRequest* request,
   }
   for (const std::string& c : request->container()) rm->Cleanup(c);
   done(absl::OkStatus());
+}
+
+// --- Collective group leader ------------------------------------------------
+
+namespace {
+
+// The earlier of the call's deadline and the caller's timeout_ms.
+absl::Time LeaderDeadline(CallOptions* opts, int64_t timeout_ms, Env* env) {
+  absl::Time deadline =
+      opts != nullptr ? opts->deadline() : absl::InfiniteFuture();
+  if (timeout_ms > 0) {
+    deadline = std::min(deadline, env->Now() + absl::Milliseconds(timeout_ms));
+  }
+  return deadline;
+}
+
+}  // namespace
+
+void Worker::Impl::CompleteGroup(CallOptions* opts,
+                                 const CompleteGroupRequest* request,
+                                 CompleteGroupResponse* response,
+                                 const StatusCallback& done) {
+  if (absl::Status s = CheckRunning(); !s.ok()) return done(s);
+  collective_leader_.CompleteGroup(
+      LeaderDeadline(opts, request->timeout_ms(), env_.env), *request,
+      response, done);
+}
+
+void Worker::Impl::CompleteInstance(CallOptions* opts,
+                                    const CompleteInstanceRequest* request,
+                                    CompleteInstanceResponse* response,
+                                    const StatusCallback& done) {
+  if (absl::Status s = CheckRunning(); !s.ok()) return done(s);
+  collective_leader_.CompleteInstance(
+      LeaderDeadline(opts, request->timeout_ms(), env_.env), *request,
+      response, done);
 }
 
 }  // namespace cohort::runtime

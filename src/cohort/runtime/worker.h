@@ -64,6 +64,11 @@
 //    `RecvTensor cancelled for <step_id>` after opts->StartCancel(), which
 //    drops only this waiter (the step goes on); DeadlineExceeded at opts'
 //    deadline.
+//  - RegisterGraph with config.experimental.collective_group_leader set
+//    gives the session's device a collective group resolver
+//    (collective_resolver.h) asking that task, unless it has one.
+//  - CompleteGroup / CompleteInstance: this task as a collective group
+//    leader (collective_leader.h), deadlines from opts.
 //  - After Stop(status), every call answers that status (the Server and
 //    ~Worker pass Unavailable `server <task> is stopping`).
 //
@@ -109,6 +114,11 @@ struct WorkerEnv {
   Env* env = nullptr;                       // Null = Env::Default().
   const OpRegistry* ops = nullptr;          // Null = standard ops.
   const KernelRegistry* kernels = nullptr;  // Null = standard kernels.
+  // Collective groups (collective_resolver.h): the host this task's ring
+  // endpoints listen on, an address the other tasks reach it by, and the
+  // job token they require. The Server passes its own.
+  std::string collective_host = "127.0.0.1";
+  std::string job_token;
 };
 
 class Worker final : public WorkerInterface {

@@ -23,6 +23,7 @@
 #include "cohort/graph/cancellation.h"
 #include "cohort/graph/device.h"
 #include "cohort/graph/tensor.h"
+#include "cohort/runtime/collective_leader.h"
 #include "cohort/runtime/recent_request_ids.h"
 #include "cohort/runtime/rendezvous_mgr.h"
 #include "cohort/runtime/worker.h"
@@ -115,7 +116,8 @@ class Worker::Impl {
   RecentRequestIds recv_tensor_ids_;
   WorkerSessionMgr sessions_;
   RendezvousMgr rendezvous_;
-  DeadlineTimer timer_;  // RecvTensor deadlines.
+  DeadlineTimer timer_;  // RecvTensor and collective leader deadlines.
+  CollectiveLeader collective_leader_;
   // Graph handles: hex of a per-worker counter (TF GraphMgr); only unique
   // within this worker's life, which is what sessions last.
   std::atomic<uint64_t> next_graph_id_{0};

@@ -42,7 +42,9 @@ using StatusCallback = std::function<void(const absl::Status&)>;
   X(RunGraph)                 \
   X(CleanupGraph)             \
   X(CleanupAll)               \
-  X(RecvTensor)
+  X(RecvTensor)               \
+  X(CompleteGroup)            \
+  X(CompleteInstance)
 
 // A RecvTensor's answer as a Tensor rather than a TensorProto.
 struct RecvTensorValue {

@@ -13,12 +13,19 @@ namespace {
 
 // TensorFlow's timeout_seconds 0 means "none"; every cohort wait has one.
 constexpr absl::Duration kDefaultTimeout = absl::Minutes(10);
+// The largest group the runtime's group leader forms.
+constexpr int64_t kMaxGroupSize = 4096;
 
 // The attrs every collective op has, and the group they name.
 class CollectiveOpBase : public OpKernel {
  public:
   explicit CollectiveOpBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("group_size", &group_size_));
+    COHORT_OP_REQUIRES(
+        ctx, group_size_ >= 1 && group_size_ <= kMaxGroupSize,
+        absl::InvalidArgumentError(absl::StrCat(
+            "group_size ", group_size_, " is out of range: a collective "
+            "group has 1 to ", kMaxGroupSize, " members")));
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("group_key", &group_key_));
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("instance_key", &instance_key_));
     float timeout_seconds = 0;
@@ -34,8 +41,10 @@ class CollectiveOpBase : public OpKernel {
       OpKernelContext* ctx) const {
     COHORT_ASSIGN_OR_RETURN(std::shared_ptr<CollectiveGroups> groups,
                             CollectiveGroupsOf(ctx->resource_manager()));
-    COHORT_ASSIGN_OR_RETURN(std::shared_ptr<CollectiveGroups::Group> group,
-                            groups->Find(group_key_));
+    COHORT_ASSIGN_OR_RETURN(
+        std::shared_ptr<CollectiveGroups::Group> group,
+        groups->FindOrResolve(group_key_, static_cast<int>(group_size_),
+                              Deadline()));
     if (group->size() != group_size_) {
       return absl::InvalidArgumentError(absl::StrCat(
           name(), ": group_size ", group_size_, " but collective group ",

@@ -1,0 +1,117 @@
+#include "cohort/runtime/collective_resolver.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cohort/base/status.h"
+#include "cohort/collective/collective_group.h"
+#include "cohort/collective/graph_groups.h"
+
+namespace cohort::runtime {
+namespace {
+
+// The transport deadline of a call to the leader is this much later than
+// the wait asked of it (timeout_ms), so its answer naming who is missing
+// arrives before the transport gives up.
+constexpr absl::Duration kLeaderGrace = absl::Seconds(2);
+
+int64_t TimeoutMs(absl::Time deadline, Env* env) {
+  return std::max<int64_t>(
+      1, absl::ToInt64Milliseconds(deadline - env->Now()));
+}
+
+absl::Status Annotated(const absl::Status& s, int64_t group_key,
+                       const std::string& leader) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat("resolving collective group ", group_key,
+                                   " through the group leader ", leader, ": ",
+                                   s.message()));
+}
+
+absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
+    const GroupResolverOptions& o, int64_t group_key, int group_size,
+    absl::Time deadline) {
+  COHORT_ASSIGN_OR_RETURN(WorkerInterface * leader,
+                          o.workers->GetWorker(o.leader));
+  CompleteGroupRequest request;
+  request.set_group_key(group_key);
+  request.set_group_size(group_size);
+  request.set_task(o.task);
+  request.set_incarnation(o.incarnation);
+  request.set_timeout_ms(TimeoutMs(deadline, o.env));
+  CompleteGroupResponse members;
+  {
+    CallOptions opts;
+    opts.set_deadline(deadline + kLeaderGrace);
+    COHORT_RETURN_IF_ERROR(WaitFor([&](StatusCallback done) {
+      leader->CompleteGroupAsync(&opts, &request, &members, std::move(done));
+    }));
+  }
+  const auto me = std::find(members.task().begin(), members.task().end(),
+                            o.task);
+  if (members.task_size() != group_size || me == members.task().end()) {
+    return absl::InternalError(absl::StrCat(
+        "the leader answered ", members.task_size(), " members without ",
+        o.task, " for group_size ", group_size));
+  }
+  collective::GroupOptions group;
+  group.name = absl::StrCat("group ", group_key);
+  group.rank = static_cast<int>(me - members.task().begin());
+  group.size = group_size;
+  group.task = o.task;
+  group.host = o.host;
+  group.job_token = o.job_token;
+  group.env = o.env;
+  group.setup_timeout =
+      std::max(absl::ZeroDuration(), deadline - o.env->Now());
+  const int64_t generation = members.generation();
+  int64_t round = 0;
+  collective::Exchange exchange =
+      [&](const std::string& mine,
+          absl::Time until) -> absl::StatusOr<std::vector<std::string>> {
+    CompleteInstanceRequest r;
+    r.set_group_key(group_key);
+    r.set_generation(generation);
+    r.set_round(round++);
+    r.set_task(o.task);
+    r.set_payload(mine);
+    r.set_timeout_ms(TimeoutMs(until, o.env));
+    CompleteInstanceResponse all;
+    CallOptions opts;
+    opts.set_deadline(until + kLeaderGrace);
+    COHORT_RETURN_IF_ERROR(WaitFor([&](StatusCallback done) {
+      leader->CompleteInstanceAsync(&opts, &r, &all, std::move(done));
+    }));
+    if (all.payload_size() != group_size) {
+      return absl::InternalError(
+          absl::StrCat("set-up round ", r.round(), " answered ",
+                       all.payload_size(), " payloads for ", group_size,
+                       " members"));
+    }
+    return std::vector<std::string>(all.payload().begin(),
+                                    all.payload().end());
+  };
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<collective::CollectiveGroup> formed,
+                          collective::CollectiveGroup::Create(group, exchange));
+  return collective::GroupForGraphs(std::move(formed));
+}
+
+}  // namespace
+
+CollectiveGroups::Resolver MakeGroupResolver(GroupResolverOptions options) {
+  if (options.env == nullptr) options.env = Env::Default();
+  return [o = std::move(options)](int64_t group_key, int group_size,
+                                  absl::Time deadline)
+             -> absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> {
+    absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> group =
+        Resolve(o, group_key, group_size, deadline);
+    if (!group.ok()) return Annotated(group.status(), group_key, o.leader);
+    return group;
+  };
+}
+
+}  // namespace cohort::runtime
