@@ -28,8 +28,10 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> CollectiveGroups::Find(
       "no collective group with group_key ", group_key, " in this task (",
       keys.empty() ? std::string("none registered")
                    : absl::StrCat("registered: ", absl::StrJoin(keys, ", ")),
-      "); form the group and register it for the session's device "
-      "(collective/graph_groups.h) before running collective ops"));
+      "); name a collective group leader in the session config "
+      "(experimental.collective_group_leader, which the distribute "
+      "coordinator sets) so that the runtime forms it, or register the "
+      "group for the session's device (collective/graph_groups.h)"));
 }
 
 bool CollectiveGroups::SetResolver(Resolver resolver) {

@@ -23,6 +23,7 @@
 #include "cohort/runtime/grpc_session.h"
 #include "cohort/runtime/server.h"
 #include "cohort/runtime/tensor_data_service.h"
+#include "cohort/runtime/test_cluster.h"
 #include "cohort/runtime/worker.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -44,77 +45,25 @@ constexpr char kToken[] = "master-test-token";
   return ::testing::AssertionFailure() << status;
 }
 
-// ps:0, worker:0, worker:1, each a Server on its own port.
+// ps:0, worker:0, worker:1, each a Server on its own port; sessions go to
+// worker:0's master.
 class Cluster {
  public:
-  // A port picked free can still be taken before its server binds it (by
-  // a test in another process picking the same one): that attempt is
-  // dropped and the cluster started again on new ports.
   static std::unique_ptr<Cluster> Start() {
-    constexpr int kAttempts = 5;
-    absl::Status last;
-    for (int attempt = 0; attempt < kAttempts; ++attempt) {
-      auto c = std::make_unique<Cluster>();
-      last = c->TryStart();
-      if (last.ok()) return c;
-      if (!absl::IsUnavailable(last)) break;
-      COHORT_LOG(WARNING) << "starting the test cluster again: " << last;
-    }
-    ADD_FAILURE() << "cannot start the cluster: " << last;
-    return nullptr;
+    auto c = TestCluster::Start({{"ps", 1}, {"worker", 2}}, kToken);
+    if (c == nullptr) return nullptr;
+    return std::unique_ptr<Cluster>(new Cluster(std::move(c)));
   }
-
-  Server* server(const std::string& task) {
-    for (auto& s : servers) {
-      if (s->task_name() == task) return s.get();
-    }
-    return nullptr;
-  }
-
+  Server* server(const std::string& task) { return cluster_->server(task); }
   std::unique_ptr<GrpcSession> Session(const GraphDef& graph,
                                        ConfigProto config = {}) {
-    GrpcSessionOptions options;
-    options.security.job_token = kToken;
-    options.config = config;
-    auto s = GrpcSession::Create(server(kWorker0)->target(), graph, options);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? std::move(*s) : nullptr;
+    return cluster_->Session(kWorker0, graph, std::move(config));
   }
-
-  std::vector<std::unique_ptr<Server>> servers;
+  std::vector<std::unique_ptr<Server>>& servers() { return cluster_->servers; }
 
  private:
-  // Unavailable when a server could not listen on its port.
-  absl::Status TryStart() {
-    ClusterDef def;
-    for (auto [job, n] :
-         {std::pair<const char*, int>{"ps", 1}, {"worker", 2}}) {
-      JobDef* j = def.add_job();
-      j->set_name(job);
-      for (int i = 0; i < n; ++i) {
-        auto port = rpc::PickFreePort("127.0.0.1");
-        if (!port.ok()) return port.status();
-        (*j->mutable_tasks())[i] = absl::StrCat("127.0.0.1:", *port);
-      }
-    }
-    for (const JobDef& j : def.job()) {
-      for (const auto& [index, address] : j.tasks()) {
-        ServerDef sd;
-        *sd.mutable_cluster() = def;
-        sd.set_job_name(j.name());
-        sd.set_task_index(index);
-        ServerOptions options;
-        options.security.job_token = kToken;
-        options.num_threads = 2;
-        auto server = Server::Create(sd, options);
-        if (!server.ok()) return server.status();
-        absl::Status started = (*server)->Start();
-        if (!started.ok()) return started;
-        servers.push_back(std::move(*server));
-      }
-    }
-    return absl::OkStatus();
-  }
+  explicit Cluster(std::unique_ptr<TestCluster> c) : cluster_(std::move(c)) {}
+  std::unique_ptr<TestCluster> cluster_;
 };
 
 // w (on ps:0) = [1, 2]; y = (w + x) * 2 with the add on worker:1 and the
@@ -182,7 +131,7 @@ TEST(MasterTest, TensorsCrossTasksOverTheTensorDataPlane) {
   EXPECT_EQ(Values(out[0]), std::vector<float>({22, 44}));
   EXPECT_EQ(Values(out[1]), std::vector<float>({11, 22}));
   uint64_t sent = 0;
-  for (auto& server : cluster->servers) {
+  for (auto& server : cluster->servers()) {
     ASSERT_NE(server->tensor_data(), nullptr);
     sent += server->tensor_data()->num_tensors_sent();
   }
@@ -249,7 +198,7 @@ TEST(MasterTest, ManyStepsReuseTheRegisteredPartitions) {
   // No step leaves state behind on any worker, and none needed a
   // CleanupGraph for it: a worker forgets a step that succeeded before it
   // answers the RunGraph or RecvTensor that ends the step's part there.
-  for (auto& server : cluster->servers) {
+  for (auto& server : cluster->servers()) {
     EXPECT_EQ(server->worker()->NumRunningSteps(), 0u) << server->task_name();
     EXPECT_EQ(server->worker()->NumStepRendezvous(), 0u) << server->task_name();
   }

@@ -376,8 +376,8 @@ void Worker::Impl::CompleteGroup(CallOptions* opts,
                                  const StatusCallback& done) {
   if (absl::Status s = CheckRunning(); !s.ok()) return done(s);
   collective_leader_.CompleteGroup(
-      LeaderDeadline(opts, request->timeout_ms(), env_.env), *request,
-      response, done);
+      LeaderDeadline(opts, request->timeout_ms(), env_.env), *request, response,
+      done);
 }
 
 void Worker::Impl::CompleteInstance(CallOptions* opts,
@@ -386,8 +386,8 @@ void Worker::Impl::CompleteInstance(CallOptions* opts,
                                     const StatusCallback& done) {
   if (absl::Status s = CheckRunning(); !s.ok()) return done(s);
   collective_leader_.CompleteInstance(
-      LeaderDeadline(opts, request->timeout_ms(), env_.env), *request,
-      response, done);
+      LeaderDeadline(opts, request->timeout_ms(), env_.env), *request, response,
+      done);
 }
 
 }  // namespace cohort::runtime

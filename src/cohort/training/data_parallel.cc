@@ -105,56 +105,23 @@ struct Model {
 
 absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
   Scope root = Scope::NewRootScope();
-  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {-1, o.features});
-  auto labels = ops::Placeholder(root.WithOpName("labels"), DT_INT32, {-1});
-  Scope init = root.NewSubScope("init_values");
-  auto w1 = ScaledNormalWeights(root, init, "w1", o.features, o.hidden,
-                                o.weight_seed, 1, 2.0);
-  auto b1 = ops::MakeVariable(
-      root, "b1", Tensor::Filled<float>(TensorShape({o.hidden}), 0.f));
-  auto w2 = ScaledNormalWeights(root, init, "w2", o.hidden, o.classes,
-                                o.weight_seed, 2, 1.0);
-  auto b2 = ops::MakeVariable(
-      root, "b2", Tensor::Filled<float>(TensorShape({o.classes}), 0.f));
-  auto h =
-      ops::Relu(root, ops::Add(root, ops::MatMul(root, x, w1.value), b1.value));
-  auto logits = ops::Add(root.WithOpName("logits"),
-                         ops::MatMul(root, h, w2.value), b2.value);
-  auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, logits, labels);
-  auto loss = ops::Mean(root.WithOpName("loss"), xent.loss, 0);
-
-  const std::vector<ops::Variable> vars = {w1, b1, w2, b2};
+  COHORT_ASSIGN_OR_RETURN(Classifier net, BuildClassifier(root, o));
   Model m;
-  m.var_names = {"w1", "b1", "w2", "b2"};
-  m.var_shapes = {TensorShape({o.features, o.hidden}), TensorShape({o.hidden}),
-                  TensorShape({o.hidden, o.classes}), TensorShape({o.classes})};
-  std::vector<Output> values;
-  for (const auto& v : vars) values.push_back(v.value);
-  std::vector<Output> grads;
-  COHORT_RETURN_IF_ERROR(AddSymbolicGradients(root, {loss}, values, &grads));
-
+  m.var_names = net.var_names;
+  m.var_shapes = net.var_shapes;
   // The update is fed the gang's mean gradients through placeholders.
   std::vector<Operation> updates;
   std::vector<std::string> grad_fetches, mean_feeds, param_fetches;
-  for (size_t i = 0; i < vars.size(); ++i) {
-    const std::string& name = m.var_names[i];
-    grad_fetches.push_back(grads[i].name());
-    param_fetches.push_back(values[i].name());
-    Scope s = root.NewSubScope("update_" + name);
+  for (size_t i = 0; i < net.vars.size(); ++i) {
+    grad_fetches.push_back(net.grads[i].name());
+    param_fetches.push_back(net.vars[i].value.name());
+    Scope s = root.NewSubScope("update_" + net.var_names[i]);
     auto mean =
-        ops::Placeholder(s.WithOpName("mean_grad"), DT_FLOAT, m.var_shapes[i]);
+        ops::Placeholder(s.WithOpName("mean_grad"), DT_FLOAT, net.var_shapes[i]);
     mean_feeds.push_back(mean.name());
-    if (o.momentum > 0) {
-      auto accum =
-          ops::MakeVariable(root, name + "_momentum",
-                            Tensor::Filled<float>(m.var_shapes[i], 0.f));
-      updates.push_back(ops::ApplyMomentum(s, vars[i].handle, accum.handle,
-                                           o.learning_rate, mean, o.momentum));
-    } else {
-      updates.push_back(
-          ops::ApplyGradientDescent(s, vars[i].handle, o.learning_rate, mean));
-    }
+    updates.push_back(ApplyUpdate(root, s, net, i, mean, o, nullptr));
   }
+  const Output loss = net.loss, logits = net.logits;
   ops::NoOp(root.WithOpName("train").WithControlDependencies(updates));
   ops::GlobalVariablesInitializer(root);
 
@@ -391,6 +358,52 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
                             saver.Save(o.checkpoint_dir, o.steps));
   }
   return report;
+}
+
+absl::StatusOr<Classifier> BuildClassifier(const Scope& root,
+                                           const TrainOptions& o) {
+  Classifier c;
+  c.x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {-1, o.features});
+  c.labels = ops::Placeholder(root.WithOpName("labels"), DT_INT32, {-1});
+  Scope init = root.NewSubScope("init_values");
+  auto w1 = ScaledNormalWeights(root, init, "w1", o.features, o.hidden,
+                                o.weight_seed, 1, 2.0);
+  auto b1 = ops::MakeVariable(
+      root, "b1", Tensor::Filled<float>(TensorShape({o.hidden}), 0.f));
+  auto w2 = ScaledNormalWeights(root, init, "w2", o.hidden, o.classes,
+                                o.weight_seed, 2, 1.0);
+  auto b2 = ops::MakeVariable(
+      root, "b2", Tensor::Filled<float>(TensorShape({o.classes}), 0.f));
+  auto h = ops::Relu(root,
+                     ops::Add(root, ops::MatMul(root, c.x, w1.value), b1.value));
+  c.logits = ops::Add(root.WithOpName("logits"),
+                      ops::MatMul(root, h, w2.value), b2.value);
+  auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, c.logits, c.labels);
+  c.loss = ops::Mean(root.WithOpName("loss"), xent.loss, 0);
+  c.vars = {w1, b1, w2, b2};
+  c.var_names = {"w1", "b1", "w2", "b2"};
+  c.var_shapes = {TensorShape({o.features, o.hidden}), TensorShape({o.hidden}),
+                  TensorShape({o.hidden, o.classes}), TensorShape({o.classes})};
+  std::vector<Output> values;
+  for (const auto& v : c.vars) values.push_back(v.value);
+  COHORT_RETURN_IF_ERROR(AddSymbolicGradients(root, {c.loss}, values, &c.grads));
+  COHORT_RETURN_IF_ERROR(root.status());
+  return c;
+}
+
+Operation ApplyUpdate(const Scope& root, const Scope& scope,
+                      const Classifier& c, size_t i, Input grad,
+                      const TrainOptions& o, ops::Variable* accumulator) {
+  if (o.momentum > 0) {
+    auto accum =
+        ops::MakeVariable(root, c.var_names[i] + "_momentum",
+                          Tensor::Filled<float>(c.var_shapes[i], 0.f));
+    if (accumulator != nullptr) *accumulator = accum;
+    return ops::ApplyMomentum(scope, c.vars[i].handle, accum.handle,
+                              o.learning_rate, grad, o.momentum);
+  }
+  return ops::ApplyGradientDescent(scope, c.vars[i].handle, o.learning_rate,
+                                   grad);
 }
 
 }  // namespace cohort::training

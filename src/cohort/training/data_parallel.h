@@ -90,6 +90,31 @@ ops::Variable ScaledNormalWeights(const Scope& root, const Scope& init,
                                   const std::string& name, int in, int out,
                                   int64_t seed, int64_t seed2, double gain);
 
+// The classifier's graph: Relu(x W1 + b1) W2 + b2, the mean sparse softmax
+// cross-entropy and its symbolic gradients, built into `root` (nodes "x",
+// "labels", "logits", "loss"; variables w1, b1, w2, b2 from
+// ScaledNormalWeights and zeros). Errors name the node that failed.
+struct Classifier {
+  Output x;       // Placeholder float [batch, features].
+  Output labels;  // Placeholder int32 [batch].
+  Output logits;
+  Output loss;
+  std::vector<ops::Variable> vars;  // w1, b1, w2, b2.
+  std::vector<std::string> var_names;
+  std::vector<TensorShape> var_shapes;
+  std::vector<Output> grads;  // d loss / d vars[i].
+};
+absl::StatusOr<Classifier> BuildClassifier(const Scope& root,
+                                           const TrainOptions& options);
+
+// The optimizer's update of c.vars[i] by `grad`, in `scope`: ApplyMomentum
+// with an accumulator variable "<name>_momentum" made in `root` (returned
+// through `accumulator` when not null), or ApplyGradientDescent for
+// momentum 0.
+Operation ApplyUpdate(const Scope& root, const Scope& scope,
+                      const Classifier& c, size_t i, Input grad,
+                      const TrainOptions& options, ops::Variable* accumulator);
+
 // Rows [begin, begin + count) of `d` as new tensors (the caller keeps the
 // range inside `d`).
 Dataset Rows(const Dataset& d, int begin, int count);

@@ -21,11 +21,12 @@ class CollectiveOpBase : public OpKernel {
  public:
   explicit CollectiveOpBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("group_size", &group_size_));
-    COHORT_OP_REQUIRES(
-        ctx, group_size_ >= 1 && group_size_ <= kMaxGroupSize,
-        absl::InvalidArgumentError(absl::StrCat(
-            "group_size ", group_size_, " is out of range: a collective "
-            "group has 1 to ", kMaxGroupSize, " members")));
+    COHORT_OP_REQUIRES(ctx, group_size_ >= 1 && group_size_ <= kMaxGroupSize,
+                       absl::InvalidArgumentError(
+                           absl::StrCat("group_size ", group_size_,
+                                        " is out of range: a collective "
+                                        "group has 1 to ",
+                                        kMaxGroupSize, " members")));
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("group_key", &group_key_));
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("instance_key", &instance_key_));
     float timeout_seconds = 0;
