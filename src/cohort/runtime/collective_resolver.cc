@@ -19,17 +19,16 @@ namespace {
 constexpr absl::Duration kLeaderGrace = absl::Seconds(2);
 
 int64_t TimeoutMs(absl::Time deadline, Env* env) {
-  return std::max<int64_t>(
-      1, absl::ToInt64Milliseconds(deadline - env->Now()));
+  return std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - env->Now()));
 }
 
 absl::Status Annotated(const absl::Status& s, int64_t group_key,
                        const std::string& leader) {
   if (s.ok()) return s;
-  return absl::Status(s.code(),
-                      absl::StrCat("resolving collective group ", group_key,
-                                   " through the group leader ", leader, ": ",
-                                   s.message()));
+  return absl::Status(
+      s.code(),
+      absl::StrCat("resolving collective group ", group_key,
+                   " through the group leader ", leader, ": ", s.message()));
 }
 
 absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
@@ -51,8 +50,8 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
       leader->CompleteGroupAsync(&opts, &request, &members, std::move(done));
     }));
   }
-  const auto me = std::find(members.task().begin(), members.task().end(),
-                            o.task);
+  const auto me =
+      std::find(members.task().begin(), members.task().end(), o.task);
   if (members.task_size() != group_size || me == members.task().end()) {
     return absl::InternalError(absl::StrCat(
         "the leader answered ", members.task_size(), " members without ",
@@ -66,8 +65,7 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
   group.host = o.host;
   group.job_token = o.job_token;
   group.env = o.env;
-  group.setup_timeout =
-      std::max(absl::ZeroDuration(), deadline - o.env->Now());
+  group.setup_timeout = std::max(absl::ZeroDuration(), deadline - o.env->Now());
   const int64_t generation = members.generation();
   int64_t round = 0;
   collective::Exchange exchange =
@@ -87,13 +85,11 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
       leader->CompleteInstanceAsync(&opts, &r, &all, std::move(done));
     }));
     if (all.payload_size() != group_size) {
-      return absl::InternalError(
-          absl::StrCat("set-up round ", r.round(), " answered ",
-                       all.payload_size(), " payloads for ", group_size,
-                       " members"));
+      return absl::InternalError(absl::StrCat(
+          "set-up round ", r.round(), " answered ", all.payload_size(),
+          " payloads for ", group_size, " members"));
     }
-    return std::vector<std::string>(all.payload().begin(),
-                                    all.payload().end());
+    return std::vector<std::string>(all.payload().begin(), all.payload().end());
   };
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<collective::CollectiveGroup> formed,
                           collective::CollectiveGroup::Create(group, exchange));

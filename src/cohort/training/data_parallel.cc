@@ -116,8 +116,8 @@ absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
     grad_fetches.push_back(net.grads[i].name());
     param_fetches.push_back(net.vars[i].value.name());
     Scope s = root.NewSubScope("update_" + net.var_names[i]);
-    auto mean =
-        ops::Placeholder(s.WithOpName("mean_grad"), DT_FLOAT, net.var_shapes[i]);
+    auto mean = ops::Placeholder(s.WithOpName("mean_grad"), DT_FLOAT,
+                                 net.var_shapes[i]);
     mean_feeds.push_back(mean.name());
     updates.push_back(ApplyUpdate(root, s, net, i, mean, o, nullptr));
   }
@@ -374,11 +374,12 @@ absl::StatusOr<Classifier> BuildClassifier(const Scope& root,
                                 o.weight_seed, 2, 1.0);
   auto b2 = ops::MakeVariable(
       root, "b2", Tensor::Filled<float>(TensorShape({o.classes}), 0.f));
-  auto h = ops::Relu(root,
-                     ops::Add(root, ops::MatMul(root, c.x, w1.value), b1.value));
-  c.logits = ops::Add(root.WithOpName("logits"),
-                      ops::MatMul(root, h, w2.value), b2.value);
-  auto xent = ops::SparseSoftmaxCrossEntropyWithLogits(root, c.logits, c.labels);
+  auto h = ops::Relu(
+      root, ops::Add(root, ops::MatMul(root, c.x, w1.value), b1.value));
+  c.logits = ops::Add(root.WithOpName("logits"), ops::MatMul(root, h, w2.value),
+                      b2.value);
+  auto xent =
+      ops::SparseSoftmaxCrossEntropyWithLogits(root, c.logits, c.labels);
   c.loss = ops::Mean(root.WithOpName("loss"), xent.loss, 0);
   c.vars = {w1, b1, w2, b2};
   c.var_names = {"w1", "b1", "w2", "b2"};
@@ -386,7 +387,8 @@ absl::StatusOr<Classifier> BuildClassifier(const Scope& root,
                   TensorShape({o.hidden, o.classes}), TensorShape({o.classes})};
   std::vector<Output> values;
   for (const auto& v : c.vars) values.push_back(v.value);
-  COHORT_RETURN_IF_ERROR(AddSymbolicGradients(root, {c.loss}, values, &c.grads));
+  COHORT_RETURN_IF_ERROR(
+      AddSymbolicGradients(root, {c.loss}, values, &c.grads));
   COHORT_RETURN_IF_ERROR(root.status());
   return c;
 }
@@ -395,9 +397,8 @@ Operation ApplyUpdate(const Scope& root, const Scope& scope,
                       const Classifier& c, size_t i, Input grad,
                       const TrainOptions& o, ops::Variable* accumulator) {
   if (o.momentum > 0) {
-    auto accum =
-        ops::MakeVariable(root, c.var_names[i] + "_momentum",
-                          Tensor::Filled<float>(c.var_shapes[i], 0.f));
+    auto accum = ops::MakeVariable(root, c.var_names[i] + "_momentum",
+                                   Tensor::Filled<float>(c.var_shapes[i], 0.f));
     if (accumulator != nullptr) *accumulator = accum;
     return ops::ApplyMomentum(scope, c.vars[i].handle, accum.handle,
                               o.learning_rate, grad, o.momentum);
