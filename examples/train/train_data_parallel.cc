@@ -11,9 +11,10 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
 #include "cohort/training/data_parallel.h"
 #include "cohort/training/data_parallel_gang.h"
+#include "examples/train/train_flags.h"
 
 int main(int argc, char** argv) {
   cohort::training::TrainOptions o;
@@ -21,32 +22,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "One task of a data-parallel training job; run it under "
       "`cohort launch -n N -- train_data_parallel ...`"};
-  app.add_option("--steps", o.steps, "training steps (default 300)");
-  app.add_option("--lr", o.learning_rate, "learning rate (default 0.1)");
-  app.add_option("--momentum", o.momentum,
-                 "momentum; 0 = plain gradient descent (default 0.9)");
-  app.add_option("--batch", o.batch, "examples per task per step (default 64)");
-  app.add_option("--hidden", o.hidden, "hidden units (default 64)");
-  app.add_option("--features", o.features,
-                 "input features of the synthetic data (default 16)");
-  app.add_option("--examples", o.train_examples,
-                 "training examples across all tasks (default 16384)");
-  app.add_option(
-      "--log-every", o.log_every,
-      "chief prints progress every this many steps (default 50; 0 = never)");
-  app.add_option("--threads", o.threads,
-                 "threads of each task's session (default 1)");
-  app.add_option(
-      "--checkpoint-dir", o.checkpoint_dir,
-      "the chief saves the final parameters here (created if missing)");
-  app.add_option("--target-loss", target_loss,
-                 "exit 2 when the held-out loss ends above this (default 0.5)");
+  cohort::examples::AddTrainFlags(app, o, target_loss);
   CLI11_PARSE(app, argc, argv);
-  if (o.steps <= 0 || o.hidden <= 0 || o.threads <= 0 ||
-      o.train_examples <= 0 || o.features <= 0) {
-    std::cerr << "train_data_parallel: --steps, --hidden, --features, "
-                 "--threads and --examples must be positive"
-              << std::endl;
+  if (!cohort::examples::CheckTrainFlags(o, "train_data_parallel",
+                                         std::cerr)) {
     return 3;
   }
 
@@ -73,35 +52,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (gang.partition_id == 0) {
-    std::cout << absl::StrFormat(
-                     "parameters identical across %d tasks: checksum %08x",
-                     gang.num_tasks, r->checksum)
-              << std::endl;
-    std::cout
-        << absl::StrFormat(
-               "throughput: %.1f steps/s, %.0f examples/s (%d tasks, batch %d "
-               "per task)",
-               r->steps_per_second, r->examples_per_second, gang.num_tasks,
-               o.batch)
-        << std::endl;
-    if (!r->checkpoint_path.empty()) {
-      std::cout << "checkpoint: " << r->checkpoint_path << std::endl;
-    }
-    std::cout << absl::StrFormat(
-                     "final: train_loss %.4f (initial %.4f) heldout_loss %.4f "
-                     "heldout_accuracy %.4f",
-                     r->final_train_loss, r->initial_loss, r->heldout_loss,
-                     r->heldout_accuracy)
-              << std::endl;
+    cohort::examples::PrintTrainReport(*r, gang.num_tasks, o.batch, std::cout);
   }
-  if (r->heldout_loss > target_loss) {
-    std::cerr
-        << absl::StrFormat(
-               "train_data_parallel: partition %d: held-out loss %.4f is above "
-               "--target-loss %.4f; train longer (--steps) or raise the target",
-               gang.partition_id, r->heldout_loss, target_loss)
-        << std::endl;
-    return 2;
-  }
-  return 0;
+  return cohort::examples::MetTargetLoss(
+             *r, target_loss,
+             absl::StrCat("train_data_parallel: partition ", gang.partition_id),
+             std::cerr)
+             ? 0
+             : 2;
 }

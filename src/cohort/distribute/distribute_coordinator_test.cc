@@ -659,9 +659,11 @@ TEST(StrategyTest, CollectiveAllReduceStrategy) {
   CollectiveAllReduceStrategy s;
   ClusterSpec cluster = Cluster({{"worker", {"w:1", "w:2"}}});
   ConfigProto config;
+  config.add_device_filters("/job:stale");
   s.Configure(&config, &cluster, "worker", 1);
   EXPECT_EQ(config.experimental().collective_group_leader(),
             "/job:worker/replica:0/task:0");
+  EXPECT_THAT(config.device_filters(), ElementsAre("/job:worker/task:1"));
   EXPECT_TRUE(*s.should_init());
   EXPECT_FALSE(*s.should_checkpoint());
   auto copy = s.Clone();

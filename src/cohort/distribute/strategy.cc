@@ -51,6 +51,11 @@ void CollectiveAllReduceStrategy::Configure(ConfigProto* session_config,
                            ? "/job:chief/replica:0/task:0"
                            : "/job:worker/replica:0/task:0";
   session_config->mutable_experimental()->set_collective_group_leader(leader);
+  // Each task's session runs its own replica: the master talks to its own
+  // task only (the collective ops reach the others through the group).
+  session_config->clear_device_filters();
+  session_config->add_device_filters(
+      absl::StrCat("/job:", task_type, "/task:", task_id));
 }
 
 std::unique_ptr<Strategy> CollectiveAllReduceStrategy::Clone() const {

@@ -74,7 +74,8 @@ class ParameterServerStrategy : public Strategy {
 
 // Between-graph synchronous training with collectives (mirrored variables
 // on every worker). Configure sets experimental.collective_group_leader
-// ("/job:chief/replica:0/task:0", else worker 0) for chief and worker tasks;
+// ("/job:chief/replica:0/task:0", else worker 0) and device_filters to the
+// task itself ("/job:<type>/task:<id>") for chief and worker tasks;
 // every task initialises its own replicas (should_init true), the chief
 // checkpoints and writes summaries.
 class CollectiveAllReduceStrategy : public Strategy {
