@@ -24,8 +24,7 @@ int main(int argc, char** argv) {
       "`cohort launch -n N -- train_data_parallel ...`"};
   cohort::examples::AddTrainFlags(app, o, target_loss);
   CLI11_PARSE(app, argc, argv);
-  if (!cohort::examples::CheckTrainFlags(o, "train_data_parallel",
-                                         std::cerr)) {
+  if (!cohort::examples::CheckTrainFlags(o, "train_data_parallel", std::cerr)) {
     return 3;
   }
 

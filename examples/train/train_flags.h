@@ -24,8 +24,8 @@ void AddTrainFlags(CLI::App& app, training::TrainOptions& options,
 
 // False, after a message on `err` naming `program` and the flags, when a
 // count that must be positive is not.
-bool CheckTrainFlags(const training::TrainOptions& options,
-                     const char* program, std::ostream& err);
+bool CheckTrainFlags(const training::TrainOptions& options, const char* program,
+                     std::ostream& err);
 
 // The chief's closing lines: the parameters' checksum across `num_tasks`,
 // throughput, the checkpoint (if any) and the final losses.

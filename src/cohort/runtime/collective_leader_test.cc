@@ -43,10 +43,9 @@ class CollectiveLeaderTest : public ::testing::Test {
  protected:
   CollectiveLeaderTest() : timer_(&env_), leader_(kLeader, &timer_) {}
 
-  std::unique_ptr<GroupCall> Join(int64_t key, int size,
-                                  const std::string& task,
-                                  uint64_t incarnation = 1,
-                                  absl::Time deadline = absl::InfiniteFuture()) {
+  std::unique_ptr<GroupCall> Join(
+      int64_t key, int size, const std::string& task, uint64_t incarnation = 1,
+      absl::Time deadline = absl::InfiniteFuture()) {
     CompleteGroupRequest r;
     r.set_group_key(key);
     r.set_group_size(size);
@@ -57,10 +56,10 @@ class CollectiveLeaderTest : public ::testing::Test {
     return call;
   }
 
-  std::unique_ptr<RoundCall> Send(int64_t key, int64_t generation,
-                                  int64_t round, const std::string& task,
-                                  const std::string& payload,
-                                  absl::Time deadline = absl::InfiniteFuture()) {
+  std::unique_ptr<RoundCall> Send(
+      int64_t key, int64_t generation, int64_t round, const std::string& task,
+      const std::string& payload,
+      absl::Time deadline = absl::InfiniteFuture()) {
     CompleteInstanceRequest r;
     r.set_group_key(key);
     r.set_generation(generation);

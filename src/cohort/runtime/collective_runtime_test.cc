@@ -80,8 +80,8 @@ TEST_F(CollectiveRuntimeTest, EachTaskRunsItsOwnGraphAndTheGroupResolves) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
-      auto session = cluster_->Session(kTasks[r], TaskGraph(r),
-                                       LeaderConfig(kChief));
+      auto session =
+          cluster_->Session(kTasks[r], TaskGraph(r), LeaderConfig(kChief));
       if (session == nullptr) return;
       for (const char* fetch : {"mean:0", "gathered:0", "bcast:0"}) {
         std::vector<Tensor> out;
@@ -180,8 +180,8 @@ TEST_F(CollectiveRuntimeTest, ALeaderOutsideTheClusterIsNotFound) {
                         ops::Const(root, Tensor::Vec<float>({1})), 2, 14, 1);
   GraphDef g;
   ASSERT_TRUE(root.ToGraphDef(&g).ok());
-  auto session = cluster_->Session(kWorker1, g,
-                                   LeaderConfig("/job:ps/replica:0/task:0"));
+  auto session =
+      cluster_->Session(kWorker1, g, LeaderConfig("/job:ps/replica:0/task:0"));
   ASSERT_NE(session, nullptr);
   std::vector<Tensor> out;
   absl::Status s = session->Run({}, {"r:0"}, {}, &out);

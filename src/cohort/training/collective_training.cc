@@ -43,17 +43,16 @@ struct Net {
   std::vector<std::string> params;
 };
 
-absl::StatusOr<Net> BuildNet(const Scope& root, const TrainOptions& o,
-                             int rank, int size) {
+absl::StatusOr<Net> BuildNet(const Scope& root, const TrainOptions& o, int rank,
+                             int size) {
   COHORT_ASSIGN_OR_RETURN(Classifier c, BuildClassifier(root, o));
   auto step = ops::GetOrCreateGlobalStep(root);
   // Each collective waits for the previous one: the ops of one group must
   // reach it in the same order on every task. The last layer's gradients
   // come first out of the backward pass, so they go first.
   Scope reduce = root.NewSubScope("allreduce");
-  Output mean_loss = ops::CollectiveReduce(reduce.WithOpName("loss"), c.loss,
-                                           size, kGroupKey, kLossInstance,
-                                           "Div");
+  Output mean_loss = ops::CollectiveReduce(
+      reduce.WithOpName("loss"), c.loss, size, kGroupKey, kLossInstance, "Div");
   Operation previous = mean_loss.op();
   std::vector<Operation> updates;
   std::vector<ops::Variable> state = c.vars;
@@ -64,8 +63,8 @@ absl::StatusOr<Net> BuildNet(const Scope& root, const TrainOptions& o,
         c.grads[k], size, kGroupKey, kGradientInstance + k, "Div");
     previous = mean.op();
     ops::Variable accumulator;
-    updates.push_back(ApplyUpdate(root, root.NewSubScope("update_" +
-                                                          c.var_names[k]),
+    updates.push_back(ApplyUpdate(root,
+                                  root.NewSubScope("update_" + c.var_names[k]),
                                   c, k, mean, o, &accumulator));
     if (accumulator.handle.valid()) {
       state.push_back(accumulator);
@@ -159,9 +158,9 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
   const SyntheticData data = MakeSyntheticData(o);
   COHORT_ASSIGN_OR_RETURN(Dataset shard, Shard(data.train, rank, size));
   if (o.batch <= 0 || o.batch > shard.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--batch ", o.batch, " must be in [1, ", shard.size(),
-        "] (the examples of ", who, "'s shard)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch ", o.batch, " must be in [1, ", shard.size(),
+                     "] (the examples of ", who, "'s shard)"));
   }
   Scope root = Scope::NewRootScope();
   COHORT_ASSIGN_OR_RETURN(Net net, BuildNet(root, o, rank, size));
@@ -184,8 +183,8 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
     }
   }
   mts.log_step_count_steps = 0;
-  COHORT_ASSIGN_OR_RETURN(auto stop, StopAtStepHook::Create(std::nullopt,
-                                                            o.steps));
+  COHORT_ASSIGN_OR_RETURN(auto stop,
+                          StopAtStepHook::Create(std::nullopt, o.steps));
   mts.hooks.push_back(std::make_shared<SyncFromChiefHook>(net.sync));
   mts.hooks.push_back(stop);
   mts.config.set_intra_op_parallelism_threads(o.threads);
@@ -198,8 +197,8 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
     if (!restored.empty()) log << "restored from " << restored << std::endl;
     log << "training through the runtime: " << size << " tasks, batch "
         << o.batch << " per task (" << o.batch * size << " global), hidden "
-        << o.hidden << ", lr " << o.learning_rate << ", momentum "
-        << o.momentum << ", to global step " << o.steps << std::endl;
+        << o.hidden << ", lr " << o.learning_rate << ", momentum " << o.momentum
+        << ", to global step " << o.steps << std::endl;
   }
 
   TrainReport report;
@@ -230,9 +229,9 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
       log << absl::StrFormat(
                  "step %d/%d loss %.4f examples/s %.0f", global_step, o.steps,
                  loss,
-                 secs > 0 ? window_steps * static_cast<double>(o.batch) *
-                                size / secs
-                          : 0.0)
+                 secs > 0
+                     ? window_steps * static_cast<double>(o.batch) * size / secs
+                     : 0.0)
           << std::endl;
       window_start = env->Now();
       window_steps = 0;
