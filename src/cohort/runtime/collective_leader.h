@@ -119,8 +119,8 @@ class CollectiveLeader {
                   const MemberKey& member, CompleteGroupResponse* response,
                   StatusCallback done, Answers* answers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Fill(const Group& group, int64_t key, CompleteGroupResponse* response)
-      const;
+  void Fill(const Group& group, int64_t key,
+            CompleteGroupResponse* response) const;
   void OnGroupDeadline(int64_t key, uint64_t waiter) ABSL_LOCKS_EXCLUDED(mu_);
   void OnRoundDeadline(int64_t key, int64_t round, uint64_t waiter)
       ABSL_LOCKS_EXCLUDED(mu_);
