@@ -27,7 +27,8 @@ std::vector<std::string> SelfCommand(const std::string& suite) {
 
 bool RunGang(const GangRun& run, MeasurementLog* log) {
   launch::LaunchOptions options;
-  options.num_workers = run.world;
+  options.chief = run.chief;
+  options.num_workers = run.chief ? run.world - 1 : run.world;
   options.command = SelfCommand(run.suite);
   options.command.insert(options.command.end(), run.child_args.begin(),
                          run.child_args.end());
@@ -36,7 +37,8 @@ bool RunGang(const GangRun& run, MeasurementLog* log) {
   options.stop_grace = absl::Seconds(2);
   absl::Mutex mu;
   std::vector<std::string> results, messages;
-  const std::string tag = std::string("[worker:0] ") + kResultTag;
+  const std::string tag =
+      std::string(run.chief ? "[chief:0] " : "[worker:0] ") + kResultTag;
   options.output = [&](const std::string& line) {
     absl::MutexLock lock(&mu);
     if (absl::StartsWith(line, tag)) {

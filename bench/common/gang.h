@@ -40,10 +40,14 @@ struct GangRun {
   std::string note;                    // added to every result line
   Json error_params = Json::object();  // params of the error line, if any
   std::vector<std::string> env;        // extra "KEY=VALUE" for every task
+  // A chief task and world - 1 workers (TF_CONFIG, as `cohort launch
+  // --chief --workers N`) rather than a barrier-mode gang; the chief's
+  // result lines are collected.
+  bool chief = false;
 };
 
 // Launches the gang and waits for it. When every member exits 0, partition
-// 0's result lines get "rep" (and "note") and go through log->Print.
+// 0's (the chief's) result lines get "rep" (and "note") and go through log->Print.
 // Returns false, printing only an error line (with the gang's output) and
 // none of partition 0's lines, when any member fails, partition 0 prints no
 // result or prints one that is not JSON.

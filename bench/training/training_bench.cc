@@ -16,6 +16,11 @@
 #include "bench/training/ps_job.h"
 #include "cohort/base/json.h"
 #include "cohort/base/subprocess.h"
+#include "cohort/base/status.h"
+#include "cohort/distribute/distribute_coordinator.h"
+#include "cohort/distribute/strategy.h"
+#include "cohort/distribute/worker_context.h"
+#include "cohort/training/collective_training.h"
 #include "cohort/training/data_parallel.h"
 #include "cohort/training/data_parallel_gang.h"
 
@@ -33,6 +38,10 @@ struct Flags {
   std::string peer_script;
   bool no_peer = false;
   bool child = false;
+  // The child trains through the runtime (train_collective's path) rather
+  // than the gang's side path; --no-runtime skips those runs.
+  bool runtime = false;
+  bool no_runtime = false;
   // The parameter-server job (ps_job.h).
   std::vector<int> ps_workers = {1, 2};
   int ps_steps = 1000;
@@ -52,10 +61,14 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
                    "--peer-script PATH --no-peer --ps-workers 1,2 "
                    "--ps-steps 1000 --ps-warmup 10 --ps-batch 64 "
                    "--ps-hidden 1024 --train-ps PATH --ps-peer-script PATH "
-                   "--no-ps");
+                   "--no-ps --no-runtime");
   while (flags.Next()) {
     if (flags.Is("--child")) {
       flags.Switch(f.child);
+    } else if (flags.Is("--runtime")) {
+      flags.Switch(f.runtime);
+    } else if (flags.Is("--no-runtime")) {
+      flags.Switch(f.no_runtime);
     } else if (flags.Is("--reps")) {
       flags.PositiveInt(f.reps);
     } else if (flags.Is("--steps")) {
@@ -120,7 +133,46 @@ training::TrainOptions OptionsFor(const Flags& f) {
   return o;
 }
 
+// One task of the job through the runtime (training/collective_training.h)
+// under the distribute coordinator; the chief prints the figures.
+int RunRuntimeChild(const Flags& f) {
+  training::CollectiveTrainOptions o;
+  o.train = OptionsFor(f);
+  o.save_checkpoint_steps = 0;
+  distribute::CollectiveAllReduceStrategy strategy;
+  distribute::DistributeCoordinatorOptions options;
+  options.mode = distribute::CoordinatorMode::kIndependentWorker;
+  options.strategy = &strategy;
+  ConfigProto config;
+  config.set_intra_op_parallelism_threads(o.train.threads);
+  options.session_config = config;
+  options.worker_fn = [&](const distribute::Strategy*) -> absl::Status {
+    std::ostringstream quiet;
+    COHORT_ASSIGN_OR_RETURN(training::TrainReport r,
+                            training::RunCollectiveTraining(o, quiet));
+    const distribute::WorkerContext* c = distribute::CurrentWorkerContext();
+    if (!c->is_chief()) return absl::OkStatus();
+    PrintChildResult(Json{
+        {"suite", "training"},
+        {"metric", "runtime_examples_per_second"},
+        {"params",
+         {{"tasks", c->num_workers()},
+          {"parameters", Parameters(f)},
+          {"batch", f.batch}}},
+        {"value", std::round(r.examples_per_second * 10) / 10},
+        {"unit", "examples/s"}});
+    return absl::OkStatus();
+  };
+  absl::Status s = distribute::RunDistributeCoordinator(options);
+  if (!s.ok()) {
+    std::cerr << s << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
 int RunChild(const Flags& f) {
+  if (f.runtime) return RunRuntimeChild(f);
   absl::StatusOr<training::LaunchedGang> gang = training::JoinLaunchedGang(
       f.transport == "tcp" ? collective::Transport::kTcp
                            : collective::Transport::kSharedMemory);
@@ -171,14 +223,16 @@ std::vector<std::string> PeerArgs(const Flags& f) {
 // higher; an error line for a count without one. Returns the exit code.
 int PrintRatiosPerCount(const std::string& metric, const std::string& param,
                         const std::vector<int>& counts,
-                        const std::string& peer_suite, const std::string& note,
-                        const Json& extra, const MeasurementLog& ours,
+                        const std::string& peer_suite,
+                        const std::string& peer_metric,
+                        const std::string& note, const Json& extra,
+                        const MeasurementLog& ours,
                         const MeasurementLog& peer) {
   int rc = 0;
   for (int count : counts) {
     RatioSpec spec{metric,
                    {{param, count}},
-                   metric,
+                   peer_metric,
                    Json::object(),
                    /*lower_is_better=*/false,
                    note,
@@ -193,15 +247,39 @@ int PrintRatiosPerCount(const std::string& metric, const std::string& param,
   return rc;
 }
 
-// One ratio line per task count: cohort's examples/s over PyTorch DDP's.
+// One ratio line per task count: cohort's examples/s over PyTorch DDP's,
+// for the gang's side path and (unless --no-runtime) the runtime's.
 int PrintRatios(const Flags& f, const MeasurementLog& ours,
                 const MeasurementLog& torch) {
-  return PrintRatiosPerCount(
-      "examples_per_second", "tasks", f.tasks, "torch_ddp",
+  constexpr char kNote[] =
       "the same classifier, data sizes and steps; PyTorch: "
       "DistributedDataParallel on gloo (one process: the plain model), one "
-      "thread per process",
-      {{"transport", f.transport}}, ours, torch);
+      "thread per process";
+  int rc = PrintRatiosPerCount("examples_per_second", "tasks", f.tasks,
+                               "torch_ddp", "examples_per_second", kNote,
+                               {{"transport", f.transport}}, ours, torch);
+  if (!f.no_runtime &&
+      PrintRatiosPerCount("runtime_examples_per_second", "tasks", f.tasks,
+                          "torch_ddp", "examples_per_second",
+                          absl::StrCat("through the runtime (collective ops "
+                                       "in the graph); ",
+                                       kNote),
+                          Json::object(), ours, torch) != 0) {
+    rc = 1;
+  }
+  return rc;
+}
+
+// One ratio line per task count: the runtime's examples/s over the gang's
+// side path's, same run (issue: within 10%).
+int PrintRuntimeRatios(const Flags& f, const MeasurementLog& ours) {
+  return PrintRatiosPerCount(
+      "runtime_examples_per_second", "tasks", f.tasks, "cohort_gang",
+      "examples_per_second",
+      "train_collective's path (distribute coordinator, GrpcSession, "
+      "CollectiveReduce ops) over train_data_parallel's (a gang all-reducing "
+      "beside a local session), same model and steps",
+      Json::object(), ours, ours);
 }
 
 // The ps job's model (examples/train/ps_model.h): features -> hidden ->
@@ -286,6 +364,7 @@ int PrintPsRatios(const Flags& f, const MeasurementLog& ours,
                   const MeasurementLog& torch) {
   return PrintRatiosPerCount(
       "ps_examples_per_second", "workers", f.ps_workers, "torch_rpc_ps",
+      "ps_examples_per_second",
       "the same model, batch, steps and warm-up, examples over the span "
       "common to all workers; PyTorch: one ps process and the workers over "
       "torch.distributed.rpc (TensorPipe), one intra-op thread per process",
@@ -357,6 +436,12 @@ int RunDataParallel(const Flags& flags, int rep, MeasurementLog* log) {
     run.env = {"OPENBLAS_NUM_THREADS=1"};
     run.error_params = {{"tasks", tasks}};
     if (!RunGang(run, log)) rc = 1;
+    if (flags.no_runtime) continue;
+    // The same job through the runtime: a chief and tasks - 1 workers.
+    run.chief = true;
+    run.child_args.push_back("--runtime");
+    run.error_params = {{"tasks", tasks}, {"path", "runtime"}};
+    if (!RunGang(run, log)) rc = 1;
   }
   return rc;
 }
@@ -414,6 +499,7 @@ int RunTrainingBench(const std::vector<std::string>& args) {
     }
   }
   if (use_ddp && PrintRatios(flags, log, torch) != 0) rc = 1;
+  if (!flags.no_runtime && PrintRuntimeRatios(flags, log) != 0) rc = 1;
   if (use_rpc_ps && PrintPsRatios(flags, log, torch) != 0) rc = 1;
   if (PrintScaling(flags, log) != 0) rc = 1;
   PrintEnvLine("training", "end");

@@ -18,6 +18,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cohort/base/phase_stats.h"
 #include "cohort/distribute/distribute_coordinator.h"
 #include "cohort/distribute/strategy.h"
 #include "cohort/distribute/worker_context.h"
@@ -35,7 +37,12 @@ int main(int argc, char** argv) {
   app.add_option("--save-checkpoint-steps", o.save_checkpoint_steps,
                  "the chief saves every this many global steps and at the "
                  "end (default 100; 0: only at the end)");
+  bool phase_stats = false;
+  app.add_flag("--phase-stats", phase_stats,
+               "time each phase of a step (master step, RunGraph, kernels) "
+               "and print it per task at the end");
   CLI11_PARSE(app, argc, argv);
+  PhaseStats::Enable(phase_stats);
   if (!examples::CheckTrainFlags(o.train, "train_collective", std::cerr)) {
     return 3;
   }
@@ -45,11 +52,23 @@ int main(int argc, char** argv) {
   distribute::DistributeCoordinatorOptions options;
   options.mode = distribute::CoordinatorMode::kIndependentWorker;
   options.strategy = &strategy;
+  // Each task's server runs --threads intra-op threads, as the gang's
+  // session does.
+  ConfigProto config;
+  config.set_intra_op_parallelism_threads(o.train.threads);
+  options.session_config = config;
   options.worker_fn = [&](const distribute::Strategy*) -> absl::Status {
     const distribute::WorkerContext* c = distribute::CurrentWorkerContext();
     absl::StatusOr<training::TrainReport> r =
         training::RunCollectiveTraining(o, std::cout);
     if (!r.ok()) return r.status();
+    if (phase_stats) {
+      std::cout << absl::StrFormat(
+                       "%s:%d: phases over %d steps:\n%s", c->task_type(),
+                       c->task_id(), o.train.steps,
+                       PhaseStats::Summary(o.train.steps))
+                << std::endl;
+    }
     if (c->is_chief()) {
       examples::PrintTrainReport(*r, c->num_workers(), o.train.batch,
                                  std::cout);

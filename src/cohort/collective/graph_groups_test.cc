@@ -12,6 +12,7 @@
 #include "cohort/graph/device.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/collective_ops.h"
+#include "cohort/graph/kernels/math_ops.h"
 #include "cohort/graph/local_session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -88,6 +89,38 @@ TEST_P(CollectiveOpsTest, CollectiveReduceSumsAndAverages) {
       ASSERT_TRUE(results[r].ok()) << results[r].status();
       EXPECT_TRUE(results[r]->Equals(want))
           << final_op << " rank " << r << ": " << results[r]->DebugString();
+    }
+  }
+}
+
+// The reduce works in place on an input only it holds (a computed d), and on
+// a copy when another node also reads that input: d must reach the Add
+// unreduced.
+TEST_P(CollectiveOpsTest, AnInputOthersReadIsNotReducedInPlace) {
+  for (bool shared : {false, true}) {
+    auto results = RunOnTwo(
+        GetParam(),
+        [&](const Scope& s, int) {
+          auto x = ops::Placeholder(s.WithOpName("x"), DT_FLOAT, {3});
+          auto d = ops::Add(s, x, x);
+          auto sum = ops::CollectiveReduce(s, d, 2, kGroupKey, 100, "Id");
+          if (shared) {
+            ops::Add(s.WithOpName("y"), sum, d);
+          } else {
+            ops::Identity(s.WithOpName("y"), sum);
+          }
+        },
+        {Tensor::Vec<float>({1, 2, 3}), Tensor::Vec<float>({3, 6, 9})});
+    const std::vector<Tensor> want =
+        shared ? std::vector<Tensor>{Tensor::Vec<float>({10, 20, 30}),
+                                     Tensor::Vec<float>({14, 28, 42})}
+               : std::vector<Tensor>{Tensor::Vec<float>({8, 16, 24}),
+                                     Tensor::Vec<float>({8, 16, 24})};
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(results[r].ok()) << results[r].status();
+      EXPECT_TRUE(results[r]->Equals(want[r]))
+          << "shared " << shared << " rank " << r << ": "
+          << results[r]->DebugString();
     }
   }
 }

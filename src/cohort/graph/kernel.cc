@@ -24,6 +24,16 @@ void AsyncOpKernel::Compute(OpKernelContext* ctx) {
 OpKernelContext::OpKernelContext(const Params* params)
     : params_(params), outputs_(params->op_kernel->num_outputs()) {}
 
+bool OpKernelContext::ForwardInput(int i, Tensor* out) {
+  // The slots are the executor's, written only by it between kernels; the
+  // Params view is const so that kernels do not write them by accident.
+  Tensor& slot = const_cast<Tensor&>(params_->inputs[i]);
+  if (!slot.RefCountIsOne()) return false;
+  *out = std::move(slot);
+  slot = Tensor();
+  return true;
+}
+
 namespace {
 
 // Names the tensor in an allocation error; built only on failure, so the

@@ -192,6 +192,12 @@ class OpKernelContext {
   const OpKernel& op_kernel() const { return *params_->op_kernel; }
   int num_inputs() const { return params_->num_inputs; }
   const Tensor& input(int i) const { return params_->inputs[i]; }
+  // Input i's tensor itself, to be written in place and made an output,
+  // when nothing else holds its buffer (the step's slot was the only
+  // reference: no other consumer, fetch or variable shares it): moved into
+  // *out, leaving input(i) empty, and true. False, leaving both alone,
+  // otherwise: the kernel then works on a copy.
+  bool ForwardInput(int i, Tensor* out);
   DataType input_dtype(int i) const { return params_->inputs[i].dtype(); }
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
   DataType expected_output_dtype(int i) const {

@@ -82,44 +82,6 @@ bool IsControl(const Request*) {
          std::is_same_v<Request, ReleaseCallableRequest>;
 }
 
-// Calls that take CallOptions (a step) and those that do not.
-absl::Status Invoke(Master* m, CallOptions* o, const CreateSessionRequest* r,
-                    CreateSessionResponse* p) {
-  return m->CreateSession(o, *r, p);
-}
-absl::Status Invoke(Master* m, CallOptions*, const ExtendSessionRequest* r,
-                    ExtendSessionResponse* p) {
-  return m->ExtendSession(*r, p);
-}
-absl::Status Invoke(Master* m, CallOptions* o, const RunStepRequest* r,
-                    RunStepResponse* p) {
-  return m->RunStep(o, *r, p);
-}
-absl::Status Invoke(Master* m, CallOptions*, const CloseSessionRequest* r,
-                    CloseSessionResponse* p) {
-  return m->CloseSession(*r, p);
-}
-absl::Status Invoke(Master* m, CallOptions*, const ListDevicesRequest* r,
-                    ListDevicesResponse* p) {
-  return m->ListDevices(*r, p);
-}
-absl::Status Invoke(Master* m, CallOptions*, const ResetRequest* r,
-                    ResetResponse* p) {
-  return m->Reset(*r, p);
-}
-absl::Status Invoke(Master* m, CallOptions*, const MakeCallableRequest* r,
-                    MakeCallableResponse* p) {
-  return m->MakeCallable(*r, p);
-}
-absl::Status Invoke(Master* m, CallOptions* o, const RunCallableRequest* r,
-                    RunCallableResponse* p) {
-  return m->RunCallable(o, *r, p);
-}
-absl::Status Invoke(Master* m, CallOptions*, const ReleaseCallableRequest* r,
-                    ReleaseCallableResponse* p) {
-  return m->ReleaseCallable(*r, p);
-}
-
 }  // namespace
 
 #define COHORT_RUNTIME_GRPC_MASTER_IMPL_(Name)                                \
@@ -138,7 +100,7 @@ absl::Status Invoke(Master* m, CallOptions*, const ReleaseCallableRequest* r,
     }                                                                         \
     Master* master = master_;                                                 \
     auto* call = new Call(this, [master, request, response](CallOptions* o) { \
-      return Invoke(master, o, request, response);                            \
+      return InvokeMaster(master, o, *request, response);                     \
     });                                                                       \
     call->Start(&pool_);                                                      \
     return call;                                                              \

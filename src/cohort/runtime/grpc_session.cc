@@ -39,8 +39,28 @@ absl::StatusOr<std::string> ParseGrpcTarget(const std::string& target) {
 }
 
 GrpcSession::GrpcSession(std::shared_ptr<grpc::Channel> channel,
+                         std::shared_ptr<LocalMaster> local,
                          const GrpcSessionOptions& options)
-    : options_(options), stub_(MasterService::NewStub(std::move(channel))) {}
+    : options_(options),
+      stub_(channel != nullptr ? MasterService::NewStub(std::move(channel))
+                               : nullptr),
+      local_(std::move(local)) {}
+
+template <typename Request, typename Response>
+absl::Status GrpcSession::Call(
+    grpc::Status (MasterService::Stub::*rpc)(grpc::ClientContext*,
+                                             const Request&, Response*),
+    const Request& request, Response* response, absl::Duration timeout) {
+  if (local_ != nullptr) {
+    CallOptions opts;
+    if (timeout != absl::InfiniteDuration()) {
+      opts.set_deadline(absl::Now() + timeout);
+    }
+    return local_->Call(&opts, request, response);
+  }
+  auto ctx = NewContext(timeout);
+  return FromRpc(((*stub_).*rpc)(ctx.get(), request, response), target_);
+}
 
 GrpcSession::~GrpcSession() { (void)Close(); }
 
@@ -58,16 +78,33 @@ absl::StatusOr<std::unique_ptr<GrpcSession>> GrpcSession::Create(
     const std::string& target, const GraphDef& graph,
     const GrpcSessionOptions& options) {
   COHORT_ASSIGN_OR_RETURN(std::string address, ParseGrpcTarget(target));
-  COHORT_ASSIGN_OR_RETURN(auto channel,
-                          rpc::CreateChannel(address, options.security,
-                                             rpc::kMaxTensorMessageBytes));
-  std::unique_ptr<GrpcSession> session(new GrpcSession(channel, options));
-  session->target_ = target;
   CreateSessionRequest request;
   *request.mutable_graph_def() = graph;
   *request.mutable_config() = options.config;
   request.set_target(target);
   CreateSessionResponse response;
+  std::shared_ptr<LocalMaster> local =
+      options.security.tls()
+          ? nullptr
+          : LocalMaster::Find(target, options.security.job_token);
+  if (local != nullptr) {
+    std::unique_ptr<GrpcSession> session(
+        new GrpcSession(nullptr, std::move(local), options));
+    session->target_ = target;
+    COHORT_RETURN_IF_ERROR(session->Call(&MasterService::Stub::CreateSession,
+                                         request, &response,
+                                         options.rpc_timeout));
+    session->handle_ = response.session_handle();
+    absl::MutexLock lock(&session->mu_);
+    session->graph_version_ = response.graph_version();
+    return session;
+  }
+  COHORT_ASSIGN_OR_RETURN(auto channel,
+                          rpc::CreateChannel(address, options.security,
+                                             rpc::kMaxTensorMessageBytes));
+  std::unique_ptr<GrpcSession> session(
+      new GrpcSession(channel, nullptr, options));
+  session->target_ = target;
   // CreateSession waits for a master that is still starting. Not with
   // gRPC's wait_for_ready, which would also retry a refused TLS handshake (a
   // wrong job token) until the deadline: here only a master that is not up
@@ -166,9 +203,8 @@ absl::Status GrpcSession::Extend(const GraphDef& graph) {
   *request.mutable_graph_def() = graph;
   request.set_current_graph_version(graph_version_);
   ExtendSessionResponse response;
-  auto ctx = NewContext(options_.rpc_timeout);
-  COHORT_RETURN_IF_ERROR(
-      FromRpc(stub_->ExtendSession(ctx.get(), request, &response), target_));
+  COHORT_RETURN_IF_ERROR(Call(&MasterService::Stub::ExtendSession, request,
+                              &response, options_.rpc_timeout));
   graph_version_ = response.new_graph_version();
   return absl::OkStatus();
 }
@@ -192,9 +228,8 @@ absl::Status GrpcSession::Run(
       absl::ToInt64Milliseconds(options.timeout));
   request.set_request_id(NewRequestId());
   RunStepResponse response;
-  auto ctx = NewContext(StepRpcTimeout(options.timeout));
-  COHORT_RETURN_IF_ERROR(
-      FromRpc(stub_->RunStep(ctx.get(), request, &response), target_));
+  COHORT_RETURN_IF_ERROR(Call(&MasterService::Stub::RunStep, request, &response,
+                              StepRpcTimeout(options.timeout)));
   if (response.tensor_size() != static_cast<int>(fetches.size())) {
     return absl::InternalError(
         absl::StrCat("RunStep: the master returned ", response.tensor_size(),
@@ -230,9 +265,8 @@ absl::StatusOr<Session::CallableHandle> GrpcSession::MakeCallable(
       absl::ToInt64Milliseconds(options.run_options.timeout));
   request.set_request_id(NewRequestId());
   MakeCallableResponse response;
-  auto ctx = NewContext(options_.rpc_timeout);
-  COHORT_RETURN_IF_ERROR(
-      FromRpc(stub_->MakeCallable(ctx.get(), request, &response), target_));
+  COHORT_RETURN_IF_ERROR(Call(&MasterService::Stub::MakeCallable, request,
+                              &response, options_.rpc_timeout));
   absl::MutexLock lock(&mu_);
   callable_timeouts_[response.handle()] = options.run_options.timeout;
   return response.handle();
@@ -257,9 +291,8 @@ absl::Status GrpcSession::RunCallable(CallableHandle handle,
   for (const Tensor& t : feeds) t.AsProto(request.add_feed());
   request.set_request_id(NewRequestId());
   RunCallableResponse response;
-  auto ctx = NewContext(StepRpcTimeout(timeout));
-  COHORT_RETURN_IF_ERROR(
-      FromRpc(stub_->RunCallable(ctx.get(), request, &response), target_));
+  COHORT_RETURN_IF_ERROR(Call(&MasterService::Stub::RunCallable, request,
+                              &response, StepRpcTimeout(timeout)));
   std::vector<Tensor> out;
   for (const TensorProto& t : response.fetch()) {
     COHORT_ASSIGN_OR_RETURN(Tensor value, Tensor::FromProto(t));
@@ -275,9 +308,8 @@ absl::Status GrpcSession::ReleaseCallable(CallableHandle handle) {
   request.set_session_handle(handle_);
   request.set_handle(handle);
   ReleaseCallableResponse response;
-  auto ctx = NewContext(options_.rpc_timeout);
-  COHORT_RETURN_IF_ERROR(
-      FromRpc(stub_->ReleaseCallable(ctx.get(), request, &response), target_));
+  COHORT_RETURN_IF_ERROR(Call(&MasterService::Stub::ReleaseCallable, request,
+                              &response, options_.rpc_timeout));
   absl::MutexLock lock(&mu_);
   callable_timeouts_.erase(handle);
   return absl::OkStatus();
@@ -292,16 +324,16 @@ absl::Status GrpcSession::Close() {
   CloseSessionRequest request;
   request.set_session_handle(handle_);
   CloseSessionResponse response;
-  auto ctx = NewContext(options_.rpc_timeout);
-  return FromRpc(stub_->CloseSession(ctx.get(), request, &response), target_);
+  return Call(&MasterService::Stub::CloseSession, request, &response,
+              options_.rpc_timeout);
 }
 
 absl::Status GrpcSession::Reset(const std::vector<std::string>& containers) {
   ResetRequest request;
   for (const auto& c : containers) request.add_container(c);
   ResetResponse response;
-  auto ctx = NewContext(options_.rpc_timeout);
-  return FromRpc(stub_->Reset(ctx.get(), request, &response), target_);
+  return Call(&MasterService::Stub::Reset, request, &response,
+              options_.rpc_timeout);
 }
 
 absl::StatusOr<std::vector<DeviceAttributes>> GrpcSession::ListDevices() {
@@ -309,9 +341,8 @@ absl::StatusOr<std::vector<DeviceAttributes>> GrpcSession::ListDevices() {
   ListDevicesRequest request;
   request.set_session_handle(handle_);
   ListDevicesResponse response;
-  auto ctx = NewContext(options_.rpc_timeout);
-  COHORT_RETURN_IF_ERROR(
-      FromRpc(stub_->ListDevices(ctx.get(), request, &response), target_));
+  COHORT_RETURN_IF_ERROR(Call(&MasterService::Stub::ListDevices, request,
+                              &response, options_.rpc_timeout));
   std::vector<DeviceAttributes> out(response.local_device().begin(),
                                     response.local_device().end());
   out.insert(out.end(), response.remote_device().begin(),

@@ -8,6 +8,11 @@
 //       GrpcSession::Create("grpc://127.0.0.1:2222", graph_def, options));
 //   COHORT_RETURN_IF_ERROR(session->Run({{"x", x}}, {"y:0"}, {}, &out));
 //
+// When `target` is the server of this very process (and the session holds
+// its job token, without TLS), calls go to that master in process
+// (local_master.h, TensorFlow's LocalMaster): same requests, answers and
+// errors, no gRPC.
+//
 // Contract: as Session. Errors are the master's (codes and messages cross
 // the wire unchanged); a master that cannot be reached is Unavailable
 // naming the target. Every Run carries a fresh request id, so a retried
@@ -34,6 +39,7 @@
 #include "cohort/graph/session.h"
 #include "cohort/master.grpc.pb.h"
 #include "cohort/rpc/transport.h"
+#include "cohort/runtime/local_master.h"
 
 namespace cohort::runtime {
 
@@ -79,7 +85,15 @@ class GrpcSession : public Session {
 
  private:
   GrpcSession(std::shared_ptr<grpc::Channel> channel,
+              std::shared_ptr<LocalMaster> local,
               const GrpcSessionOptions& options);
+  // One master call, in process or over gRPC, bounded by `timeout`
+  // (InfiniteDuration = none).
+  template <typename Request, typename Response>
+  absl::Status Call(grpc::Status (MasterService::Stub::*rpc)(
+                        grpc::ClientContext*, const Request&, Response*),
+                    const Request& request, Response* response,
+                    absl::Duration timeout);
   // A client context with the token and a deadline `timeout` from now
   // (InfiniteDuration = none).
   std::unique_ptr<grpc::ClientContext> NewContext(absl::Duration timeout);
@@ -88,7 +102,8 @@ class GrpcSession : public Session {
 
   // Constant after Create.
   GrpcSessionOptions options_;
-  std::unique_ptr<MasterService::Stub> stub_;
+  std::unique_ptr<MasterService::Stub> stub_;  // Null when local_ is set.
+  std::shared_ptr<LocalMaster> local_;
   std::string target_;
   std::string handle_;
 

@@ -354,4 +354,44 @@ void Master::GcSessionsNow() {
   }
 }
 
+absl::Status InvokeMaster(Master* m, CallOptions* o,
+                          const CreateSessionRequest& r,
+                          CreateSessionResponse* p) {
+  return m->CreateSession(o, r, p);
+}
+absl::Status InvokeMaster(Master* m, CallOptions*,
+                          const ExtendSessionRequest& r,
+                          ExtendSessionResponse* p) {
+  return m->ExtendSession(r, p);
+}
+absl::Status InvokeMaster(Master* m, CallOptions* o, const RunStepRequest& r,
+                          RunStepResponse* p) {
+  return m->RunStep(o, r, p);
+}
+absl::Status InvokeMaster(Master* m, CallOptions*, const CloseSessionRequest& r,
+                          CloseSessionResponse* p) {
+  return m->CloseSession(r, p);
+}
+absl::Status InvokeMaster(Master* m, CallOptions*, const ListDevicesRequest& r,
+                          ListDevicesResponse* p) {
+  return m->ListDevices(r, p);
+}
+absl::Status InvokeMaster(Master* m, CallOptions*, const ResetRequest& r,
+                          ResetResponse* p) {
+  return m->Reset(r, p);
+}
+absl::Status InvokeMaster(Master* m, CallOptions*, const MakeCallableRequest& r,
+                          MakeCallableResponse* p) {
+  return m->MakeCallable(r, p);
+}
+absl::Status InvokeMaster(Master* m, CallOptions* o,
+                          const RunCallableRequest& r, RunCallableResponse* p) {
+  return m->RunCallable(o, r, p);
+}
+absl::Status InvokeMaster(Master* m, CallOptions*,
+                          const ReleaseCallableRequest& r,
+                          ReleaseCallableResponse* p) {
+  return m->ReleaseCallable(r, p);
+}
+
 }  // namespace cohort::runtime

@@ -117,6 +117,35 @@ class Master {
   std::thread gc_thread_;  // Only with gc_seconds_ > 0.
 };
 
+// Each master call by its request type, for callers that handle them alike
+// (the gRPC service, LocalMaster); `opts` is used by the calls that take it.
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const CreateSessionRequest& request,
+                          CreateSessionResponse* response);
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const ExtendSessionRequest& request,
+                          ExtendSessionResponse* response);
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const RunStepRequest& request,
+                          RunStepResponse* response);
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const CloseSessionRequest& request,
+                          CloseSessionResponse* response);
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const ListDevicesRequest& request,
+                          ListDevicesResponse* response);
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const ResetRequest& request, ResetResponse* response);
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const MakeCallableRequest& request,
+                          MakeCallableResponse* response);
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const RunCallableRequest& request,
+                          RunCallableResponse* response);
+absl::Status InvokeMaster(Master* master, CallOptions* opts,
+                          const ReleaseCallableRequest& request,
+                          ReleaseCallableResponse* response);
+
 }  // namespace cohort::runtime
 
 #endif  // COHORT_RUNTIME_MASTER_H_

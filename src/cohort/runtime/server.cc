@@ -16,6 +16,7 @@
 #include "cohort/runtime/grpc_master_service.h"
 #include "cohort/runtime/grpc_worker_cache.h"
 #include "cohort/runtime/grpc_worker_service.h"
+#include "cohort/runtime/local_master.h"
 #include "cohort/runtime/master.h"
 #include "cohort/runtime/server_coordination.h"
 #include "cohort/runtime/tensor_data_service.h"
@@ -140,11 +141,14 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
   task_ = resolved.task;
   Address address{resolved.host, resolved.port};
 
-  if (options.num_threads > kMaxServerThreads) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("task ", task_, ": ", options.num_threads,
-                     " threads asked for; at most ", kMaxServerThreads,
-                     " (0 for one per core)"));
+  const int num_threads =
+      options.num_threads > 0
+          ? options.num_threads
+          : def.default_session_config().intra_op_parallelism_threads();
+  if (num_threads > kMaxServerThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", task_, ": ", num_threads, " threads asked for; at most ",
+        kMaxServerThreads, " (0 for one per core)"));
   }
   if (options.default_step_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -157,7 +161,7 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
   Env* env = options.env != nullptr ? options.env : Env::Default();
   env_ = env;
   device_ = std::make_unique<Device>(absl::StrCat(task_, "/device:CPU:0"),
-                                     options.num_threads);
+                                     num_threads);
   // The cache first (the worker's remote Recvs go through it), then the
   // worker, whose own task the cache then reaches in process.
   COHORT_ASSIGN_OR_RETURN(
@@ -237,6 +241,10 @@ absl::Status Server::Init(const ServerDef& def, const ServerOptions& options) {
                            options.security, rpc::kMaxTensorMessageBytes));
   port_ = grpc_.port;
   target_ = absl::StrCat("grpc://", address.host, ":", port_);
+  if (!options.security.tls()) {
+    local_master_ = LocalMaster::Register(target_, master_.get(),
+                                          options.security.job_token);
+  }
   return absl::OkStatus();
 }
 
@@ -290,6 +298,9 @@ absl::Status Server::Stop() {
   // then let gRPC finish what is in flight, then wait for the master's own
   // call threads.
   if (master_ != nullptr) master_->Stop(stopping);
+  // In-process sessions' calls have returned (the master answered them
+  // with `stopping`); later ones are refused.
+  if (local_master_ != nullptr) local_master_->Detach();
   if (worker_ != nullptr) worker_->Stop(stopping);
   // Leave the job cleanly (the other servers learn that this task is gone)
   // and stop the service this task may host.

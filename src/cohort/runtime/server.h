@@ -66,6 +66,7 @@ namespace cohort::runtime {
 class GrpcMasterService;
 class GrpcWorkerCache;
 class GrpcWorkerService;
+class LocalMaster;
 class Master;
 class ServerCoordination;
 class TensorDataService;
@@ -84,7 +85,9 @@ inline constexpr int kMaxServerThreads = 1024;
 struct ServerOptions {
   rpc::TransportSecurity security;
   Env* env = nullptr;  // Null = Env::Default().
-  // Threads of the task's device; <= 0 = hardware threads; at most
+  // Threads of the task's device; <= 0 = the ServerDef's
+  // default_session_config.intra_op_parallelism_threads when positive (as
+  // TensorFlow's server sizes its devices), else hardware threads; at most
   // kMaxServerThreads (InvalidArgument beyond).
   int num_threads = 0;
   // See kDefaultStepTimeout; absl::InfiniteDuration() for no limit.
@@ -155,6 +158,8 @@ class Server {
   std::unique_ptr<GrpcWorkerCache> worker_cache_;
   std::unique_ptr<Worker> worker_;
   std::unique_ptr<Master> master_;
+  // master_ for GrpcSessions of this process (none with TLS).
+  std::shared_ptr<LocalMaster> local_master_;
   std::unique_ptr<GrpcWorkerService> worker_service_;
   std::unique_ptr<GrpcMasterService> master_service_;
   // Null under TLS (the framed transport has none; tensors stay on gRPC).

@@ -203,7 +203,10 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
 
   TrainReport report;
   Env* env = Env::Default();
-  const absl::Time start = env->Now();
+  // The first step registers the graph on the task and forms the group:
+  // set-up the side path does before its clock starts, so the rates count
+  // from its end.
+  absl::Time start = env->Now();
   absl::Time window_start = start;
   int64_t local_steps = 0, window_steps = 0;
   int offset = 0;
@@ -218,17 +221,19 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
                      {net.mean_loss, net.global_step}, {net.train}, &out),
         absl::StrCat(who, ": step ", local_steps + 1)));
     const double loss = out[0].scalar<float>();
-    if (local_steps == 0) report.initial_loss = loss;
+    if (local_steps == 0) {
+      report.initial_loss = loss;
+      start = window_start = env->Now();
+    }
     report.final_train_loss = loss;
-    ++local_steps;
-    ++window_steps;
-    const int64_t global_step = out[1].scalar<int64_t>();
-    if (chief && o.log_every > 0 &&
-        (global_step % o.log_every == 0 || global_step == o.steps)) {
+    if (local_steps++ > 0) ++window_steps;
+    // The global step read in the same Run may be from before or after
+    // its increment; the count of this task's steps is exact.
+    if (chief && o.log_every > 0 && local_steps % o.log_every == 0) {
       const double secs = absl::ToDoubleSeconds(env->Now() - window_start);
       log << absl::StrFormat(
-                 "step %d/%d loss %.4f examples/s %.0f", global_step, o.steps,
-                 loss,
+                 "step %d (global step %d of %d) loss %.4f examples/s %.0f",
+                 local_steps, out[1].scalar<int64_t>(), o.steps, loss,
                  secs > 0
                      ? window_steps * static_cast<double>(o.batch) * size / secs
                      : 0.0)
@@ -238,10 +243,10 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
     }
   }
   const double secs = absl::ToDoubleSeconds(env->Now() - start);
-  if (secs > 0) {
-    report.steps_per_second = local_steps / secs;
+  if (secs > 0 && local_steps > 1) {
+    report.steps_per_second = (local_steps - 1) / secs;
     report.examples_per_second =
-        local_steps * static_cast<double>(o.batch) * size / secs;
+        (local_steps - 1) * static_cast<double>(o.batch) * size / secs;
   }
 
   // Every task's parameters, compared through the group.

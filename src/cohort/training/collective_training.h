@@ -47,7 +47,11 @@ struct CollectiveTrainOptions {
 // Trains as the current worker context's task (distribute/worker_context.h);
 // FailedPrecondition outside a chief or worker task of a cluster. Progress
 // lines go to `log` on the chief. The report's checksum is the parameters'
-// crc32c, equal on every task.
+// crc32c, equal on every task; its rates count the steps after this task's
+// first (which registers the graph and forms the group, set-up that
+// RunDataParallelTraining does before its clock starts). The session's
+// threads: the coordinator's session config
+// (intra_op_parallelism_threads sizes each task's server).
 absl::StatusOr<TrainReport> RunCollectiveTraining(
     const CollectiveTrainOptions& options, std::ostream& log);
 

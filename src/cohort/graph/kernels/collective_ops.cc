@@ -91,8 +91,10 @@ class CollectiveReduceOp : public CollectiveOpBase {
     absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> group =
         FindGroup(ctx);
     COHORT_OP_REQUIRES_OK(ctx, Named(group.status()));
-    // The input may have other readers: reduce a copy.
-    Tensor out = ctx->input(0).DeepCopy();
+    // In place when the step holds the only reference to the input (a
+    // gradient computed for this op alone); a copy when others read it.
+    Tensor out;
+    if (!ctx->ForwardInput(0, &out)) out = ctx->input(0).DeepCopy();
     COHORT_OP_REQUIRES_OK(ctx, Named((*group)->AllReduce(
                                    &out, mean_, instance_key_, Deadline())));
     ctx->set_output(0, std::move(out));
