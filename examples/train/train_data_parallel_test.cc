@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -149,6 +150,95 @@ TEST(DataParallelJobTest, TwoTasksTrainToTheSameParametersAndLowerLoss) {
   EXPECT_GE(heldout, 0) << output;
   EXPECT_LT(heldout, 0.6) << output;
   EXPECT_GT(accuracy, 0.75) << output;
+}
+
+// The checksum on the "parameters identical across N tasks" line of `task`
+// ("worker:0", "chief:0"), or "" when there is none.
+std::string Checksum(const std::string& output, const std::string& task) {
+  const std::string key =
+      absl::StrCat("[", task, "] parameters identical across ");
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (!absl::StartsWith(line, key)) continue;
+    const size_t at = line.find("checksum ");
+    if (at != absl::string_view::npos) return std::string(line.substr(at + 9));
+  }
+  return "";
+}
+
+// The same job through the runtime (collective ops in each task's graph,
+// the distribute coordinator, MonitoredTrainingSession) computes the gang's
+// parameters bit for bit.
+TEST(CollectiveJobTest, ThroughTheRuntimeItComputesTheGangsParameters) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "train_collective_test.", getpid(),
+                   ".", absl::ToUnixNanos(absl::Now()));
+  const std::string bin = BinDir();
+  auto [gang_code, gang] =
+      RunToEnd({bin + "/cohort", "launch", "-n", "2", "--quiet",
+                "--barrier-timeout", "60", "--", bin + "/train_data_parallel",
+                "--steps", "120", "--log-every", "0", "--target-loss", "0.7"});
+  ASSERT_EQ(gang_code, 0) << gang;
+  auto [code, output] = RunToEnd({bin + "/cohort",
+                                  "launch",
+                                  "--chief",
+                                  "--workers",
+                                  "1",
+                                  "--quiet",
+                                  "--barrier-timeout",
+                                  "60",
+                                  "--",
+                                  bin + "/train_collective",
+                                  "--steps",
+                                  "120",
+                                  "--log-every",
+                                  "60",
+                                  "--checkpoint-dir",
+                                  dir + "/ckpt",
+                                  "--save-checkpoint-steps",
+                                  "50",
+                                  "--target-loss",
+                                  "0.7"});
+  ASSERT_EQ(code, 0) << output;
+  const std::string checksum = Checksum(output, "chief:0");
+  ASSERT_FALSE(checksum.empty()) << output;
+  EXPECT_EQ(checksum, Checksum(gang, "worker:0")) << output << gang;
+  EXPECT_THAT(output, HasSubstr("[chief:0] step 120 (global step"));
+  EXPECT_THAT(output, HasSubstr("checkpoint: " + dir + "/ckpt/model.ckpt-120"));
+}
+
+// A second run on the chief's checkpoint directory: the chief restores, every
+// worker takes the chief's state (otherwise its fresh weights would differ
+// and the final comparison would fail), and training goes on to the new
+// last step.
+TEST(CollectiveJobTest, ARestoredChiefHandsItsStateToEveryWorker) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "train_collective_restore.", getpid(),
+                   ".", absl::ToUnixNanos(absl::Now()));
+  const std::string bin = BinDir();
+  auto run = [&](int steps) {
+    return RunToEnd({bin + "/cohort", "launch", "--chief", "--workers", "2",
+                     "--quiet", "--barrier-timeout", "60", "--",
+                     bin + "/train_collective", "--steps",
+                     std::to_string(steps), "--log-every", "0",
+                     "--checkpoint-dir", dir, "--target-loss", "5"});
+  };
+  auto [first_code, first] = run(40);
+  ASSERT_EQ(first_code, 0) << first;
+  auto [code, output] = run(80);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_THAT(output,
+              HasSubstr("[chief:0] restored from " + dir + "/model.ckpt-40"));
+  EXPECT_THAT(output,
+              HasSubstr("[chief:0] parameters identical across 3 tasks"));
+  EXPECT_THAT(output, HasSubstr("checkpoint: " + dir + "/model.ckpt-80"));
+  EXPECT_NE(Checksum(output, "chief:0"), Checksum(first, "chief:0"));
+}
+
+TEST(CollectiveJobTest, OutsideACluster) {
+  auto [code, output] =
+      RunToEnd({BinDir() + "/train_collective", "--steps", "1"}, {"TF_CONFIG"});
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("cohort launch --chief --workers N"));
 }
 
 TEST(DataParallelJobTest, OutsideALaunchItNamesTheMissingVariable) {

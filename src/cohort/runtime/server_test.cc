@@ -16,6 +16,7 @@
 #include "cohort/graph/kernels/shape_ops.h"
 #include "cohort/rpc/socket.h"
 #include "cohort/runtime/grpc_session.h"
+#include "cohort/runtime/local_master.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -110,6 +111,39 @@ TEST(ServerTest, PortZeroInASingleTaskClusterServesOnTheBoundPort) {
                   ->Run({{"x", Tensor::Vec<int32_t>({41})}}, {"y:0"}, {}, &out)
                   .ok());
   EXPECT_TRUE(out[0].Equals(Tensor::Vec<int32_t>({41})));
+}
+
+// A session whose target is a server of its own process calls that master in
+// process (LocalMaster), but only with the server's token; once the server
+// stopped, its in-process calls are refused naming the target.
+TEST(ServerTest, ASessionInTheServersProcessCallsItsMasterInProcess) {
+  ServerOptions options;
+  options.security.job_token = "server-test-token-local";
+  auto server = Server::Create(OneTask("127.0.0.1:0"), options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->Start().ok());
+  const std::string target = (*server)->target();
+  EXPECT_NE(LocalMaster::Find(target, options.security.job_token), nullptr);
+  EXPECT_EQ(LocalMaster::Find(target, "another-token"), nullptr);
+
+  Scope root = Scope::NewRootScope();
+  ops::Identity(root.WithOpName("y"), ops::Const(root, 7));
+  GraphDef graph;
+  ASSERT_TRUE(root.ToGraphDef(&graph).ok());
+  GrpcSessionOptions session_options;
+  session_options.security = options.security;
+  auto session = GrpcSession::Create(target, graph, session_options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*session)->Run({}, {"y:0"}, {}, &out).ok());
+  EXPECT_EQ(out[0].scalar<int32_t>(), 7);
+
+  ASSERT_TRUE((*server)->Stop().ok());
+  EXPECT_EQ(LocalMaster::Find(target, options.security.job_token), nullptr);
+  absl::Status after = (*session)->Run({}, {"y:0"}, {}, &out);
+  EXPECT_EQ(after.code(), absl::StatusCode::kUnavailable) << after;
+  EXPECT_EQ(after.message(), absl::StrCat("the master at ", target,
+                                          " (in this process) has stopped"));
 }
 
 // CheckServerDef is Create's configuration checks without binding: OK for
