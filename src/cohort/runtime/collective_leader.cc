@@ -64,16 +64,16 @@ void CollectiveLeader::CompleteGroup(absl::Time deadline,
   const int64_t key = request.group_key();
   const std::string& task = request.task();
   if (request.group_size() < 1 || request.group_size() > kMaxGroupSize) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-        GroupName(key), ": ", task, " asked for group_size ",
-        request.group_size(), "; a group has 1 to ", kMaxGroupSize,
-        " members")));
+    return done(absl::InvalidArgumentError(
+        absl::StrCat(GroupName(key), ": ", task, " asked for group_size ",
+                     request.group_size(), "; a group has 1 to ", kMaxGroupSize,
+                     " members")));
   }
   absl::StatusOr<DeviceName> name = DeviceName::Parse(task);
   if (!name.ok() || !name->has_job || !name->has_task || name->has_type) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-        GroupName(key), ": the asking task '", task,
-        "' is not a task name (/job:J/replica:0/task:T)")));
+    return done(absl::InvalidArgumentError(
+        absl::StrCat(GroupName(key), ": the asking task '", task,
+                     "' is not a task name (/job:J/replica:0/task:T)")));
   }
   Answers answers;
   {
@@ -138,14 +138,14 @@ void CollectiveLeader::JoinLocked(absl::Time deadline,
   if (group.size != request.group_size()) {
     answers->emplace_back(
         std::move(done),
-        absl::InvalidArgumentError(absl::StrCat(
-            GroupName(key), ": ", task, " asked for group_size ",
-            request.group_size(), " but ",
-            group.joined.empty() ? std::string("the group")
-                                 : group.Members().front(),
-            " asked for ", group.size,
-            "; every member's collective ops must have the same "
-            "group_size")));
+        absl::InvalidArgumentError(
+            absl::StrCat(GroupName(key), ": ", task, " asked for group_size ",
+                         request.group_size(), " but ",
+                         group.joined.empty() ? std::string("the group")
+                                              : group.Members().front(),
+                         " asked for ", group.size,
+                         "; every member's collective ops must have the same "
+                         "group_size")));
     return;
   }
   if (joined == group.joined.end()) {
@@ -187,10 +187,10 @@ void CollectiveLeader::CompleteInstance(absl::Time deadline,
   const int64_t key = request.group_key();
   const std::string& task = request.task();
   if (request.payload().size() > kMaxPayloadBytes) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-        GroupName(key), ": ", task, " sent ", request.payload().size(),
-        " bytes for set-up round ", request.round(), "; at most ",
-        kMaxPayloadBytes)));
+    return done(absl::InvalidArgumentError(
+        absl::StrCat(GroupName(key), ": ", task, " sent ",
+                     request.payload().size(), " bytes for set-up round ",
+                     request.round(), "; at most ", kMaxPayloadBytes)));
   }
   Answers answers;
   {
@@ -203,12 +203,10 @@ void CollectiveLeader::CompleteInstance(absl::Time deadline,
           GroupName(key), ": set-up round ", request.round(), " from ", task,
           " names generation ", request.generation(), ", but the leader ",
           task_, " has ",
-          it == groups_.end() ? std::string("no such group")
-                              : absl::StrCat("generation ",
-                                             it->second.generation,
-                                             it->second.complete()
-                                                 ? ""
-                                                 : " still forming"),
+          it == groups_.end()
+              ? std::string("no such group")
+              : absl::StrCat("generation ", it->second.generation,
+                             it->second.complete() ? "" : " still forming"),
           ": a member restarted; resolve the group again")));
     }
     Group& group = it->second;
@@ -221,9 +219,9 @@ void CollectiveLeader::CompleteInstance(absl::Time deadline,
     auto round_it = group.rounds.find(request.round());
     if (round_it == group.rounds.end()) {
       if (static_cast<int>(group.rounds.size()) >= kMaxOpenRounds) {
-        return done(absl::ResourceExhaustedError(absl::StrCat(
-            GroupName(key), ": ", kMaxOpenRounds,
-            " set-up rounds already wait at the leader ", task_)));
+        return done(absl::ResourceExhaustedError(
+            absl::StrCat(GroupName(key), ": ", kMaxOpenRounds,
+                         " set-up rounds already wait at the leader ", task_)));
       }
       round_it = group.rounds.emplace(request.round(), Round()).first;
       round_it->second.payloads.resize(group.size);
@@ -314,10 +312,10 @@ void CollectiveLeader::Stop(const absl::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     if (!stopped_.ok()) return;
-    stopped_ = status.ok() ? absl::UnavailableError(absl::StrCat(
-                                 "collective group leader ", task_,
-                                 " is stopping"))
-                           : status;
+    stopped_ = status.ok()
+                   ? absl::UnavailableError(absl::StrCat(
+                         "collective group leader ", task_, " is stopping"))
+                   : status;
     for (auto& [key, group] : groups_) {
       for (auto& [id, w] : group.waiters) {
         if (w.timer_id != 0) timer_->Cancel(w.timer_id);
