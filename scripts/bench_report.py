@@ -753,6 +753,43 @@ def t_training(ds, files=None):
                        "repetitions that ran side by side")
 
 
+# Issue 28: the synchronous job through the runtime (train_collective's
+# path) keeps the gang's side path's speed: within 10%, same run.
+RUNTIME_TRAINING_FILES = ["bench/training/results-2026-11-26-sync*.jsonl"]
+RUNTIME_VS_GANG_TARGET = 0.9
+
+
+def t_training_runtime(ds, files=None):
+    """The synchronous job through the runtime (collective ops in each task's
+    graph, `runtime_examples_per_second`) against the gang's side path
+    (`examples_per_second`) and PyTorch DDP, per task count."""
+    q = Query(ds.files(files or RUNTIME_TRAINING_FILES))
+    rows = []
+    for tasks in (1, 2):
+        runtime = q.points("training", "runtime_examples_per_second", {"tasks": tasks})
+        gang = q.points("training", "examples_per_second", {"tasks": tasks})
+        if not runtime or not gang:
+            raise ReportError("training-runtime: no runtime_examples_per_second and "
+                              f"examples_per_second lines for {tasks} task(s) in "
+                              + ", ".join(f.rel for f in q.files))
+        gmed, gpairs = paired_ratio(runtime, gang)
+        _, torch, tmed, tpairs = training_vs_torch(q, runtime, tasks)
+        if not torch:
+            raise ReportError(f"training-runtime: no torch_ddp lines for {tasks} task(s)")
+        rows.append([str(tasks),
+                     spread(Stat([v for *_, v in runtime]), "examples/s"),
+                     spread(Stat([v for *_, v in gang]), "examples/s"),
+                     ratio_cell(gmed, gpairs, bold=gmed >= RUNTIME_VS_GANG_TARGET),
+                     verdict(gmed, RUNTIME_VS_GANG_TARGET, False),
+                     spread(Stat([v for *_, v in torch]), "examples/s"),
+                     ratio_cell(tmed, tpairs, bold=tmed >= TORCH_TARGETS[tasks]),
+                     verdict(tmed, TORCH_TARGETS[tasks], False)])
+    lines = table(["tasks", "through the runtime", "gang side path", "runtime / gang",
+                   "target", "PyTorch", "runtime / PyTorch", "target"], rows)
+    return Block(lines, q.used, peer="PyTorch (torch_ddp_peer.py)",
+                 extra="ratios = medians of the repetitions that ran side by side")
+
+
 def t_ps_training(ds, files=None):
     files = ds.files(files or PS_TRAINING_FILES)
     rows = []
@@ -907,6 +944,18 @@ def t_summary(ds, files=None):
                 spread(Stat([v for *_, v in torch]), "examples/s"),
                 ratio_cell(tmed, tpairs, bold=tmed >= TORCH_TARGETS[tasks]),
                 verdict(tmed, TORCH_TARGETS[tasks], False))
+    qr = Query(ds.files(RUNTIME_TRAINING_FILES))
+    for tasks in (1, 2):
+        runtime = qr.points("training", "runtime_examples_per_second", {"tasks": tasks})
+        ours, torch, rmed, rpairs = training_vs_torch(qr, runtime, tasks)
+        if torch:
+            add(f"training through the runtime (collective ops), {tasks} task"
+                f"{'s' if tasks > 1 else ''}, vs PyTorch "
+                f"({'DDP on gloo' if tasks > 1 else 'one process'})", list(qr.used),
+                spread(Stat([v for *_, v in ours]), "examples/s"),
+                spread(Stat([v for *_, v in torch]), "examples/s"),
+                ratio_cell(rmed, rpairs, bold=rmed >= TORCH_TARGETS[tasks]),
+                verdict(rmed, TORCH_TARGETS[tasks], False))
     for workers in PS_WORKERS:
         ours, torch, pmed, ppairs = ps_vs_torch(q, workers)
         if ours:
@@ -940,6 +989,7 @@ TABLES = {
     "graph-kernels": t_kernels,
     "training-dp": t_training,
     "training-torch": t_training_torch,
+    "training-runtime": t_training_runtime,
     "training-ps": t_ps_training,
     "training-ps-torch": t_training_ps_torch,
 }
