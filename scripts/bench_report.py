@@ -411,8 +411,10 @@ TRAINING_FILES = ["bench/training/results-2026-11-2*.jsonl"]
 # buffer reuse and same-host data plane. The earlier runs with the peer
 # (results-2026-11-26-torch.jsonl) measured the code before them; they stay
 # committed, and the scaling table, which is about 2 tasks against 1 of the
-# same run, still reads them.
-TORCH_TRAINING_FILES = ["bench/training/results-2026-11-26-speed*.jsonl"]
+# same run, still reads them. The sync runs (issue 28) measured the same code
+# plus the runtime path.
+TORCH_TRAINING_FILES = ["bench/training/results-2026-11-26-speed*.jsonl",
+                        "bench/training/results-2026-11-26-sync*.jsonl"]
 PS_TRAINING_FILES = ["bench/results-2026-11-24-ps-training.jsonl",
                      "bench/results-2026-11-24-ps-training-openblas.jsonl"]
 
