@@ -43,6 +43,7 @@ bool CollectiveGroups::SetResolver(Resolver resolver) {
 
 absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>>
 CollectiveGroups::FindOrResolve(int64_t group_key, int group_size,
+                                const std::string& communication_hint,
                                 absl::Time deadline) {
   absl::MutexLock resolving(&resolve_mu_);
   Resolver resolver;
@@ -54,7 +55,7 @@ CollectiveGroups::FindOrResolve(int64_t group_key, int group_size,
   }
   if (!resolver) return Find(group_key);
   absl::StatusOr<std::shared_ptr<Group>> group =
-      resolver(group_key, group_size, deadline);
+      resolver(group_key, group_size, communication_hint, deadline);
   if (!group.ok()) return group.status();
   absl::MutexLock lock(&mu_);
   groups_.emplace(group_key, *group);

@@ -65,17 +65,19 @@ class CollectiveGroups : public ResourceBase {
   absl::StatusOr<std::shared_ptr<Group>> Find(int64_t group_key) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Forms the group of `group_key` with `group_size` members by `deadline`.
+  // Forms the group of `group_key` with `group_size` members by `deadline`;
+  // `communication_hint` is the first op's attr ("auto", or "ring": the
+  // TCP ring even on one host).
   using Resolver = std::function<absl::StatusOr<std::shared_ptr<Group>>(
-      int64_t group_key, int group_size, absl::Time deadline)>;
+      int64_t group_key, int group_size, const std::string& communication_hint,
+      absl::Time deadline)>;
   // Sets the resolver unless one is set; returns whether it was set.
   bool SetResolver(Resolver resolver) ABSL_LOCKS_EXCLUDED(mu_);
   // The added group of `group_key`, else the resolver's (added on success);
   // without a resolver, Find's error. The resolver's errors are returned.
-  absl::StatusOr<std::shared_ptr<Group>> FindOrResolve(int64_t group_key,
-                                                       int group_size,
-                                                       absl::Time deadline)
-      ABSL_LOCKS_EXCLUDED(mu_, resolve_mu_);
+  absl::StatusOr<std::shared_ptr<Group>> FindOrResolve(
+      int64_t group_key, int group_size, const std::string& communication_hint,
+      absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_, resolve_mu_);
 
   std::string TypeName() const override { return kTypeName; }
   std::string DebugString() const override;

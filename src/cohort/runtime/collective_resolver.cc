@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/collective/collective_group.h"
 #include "cohort/collective/graph_groups.h"
@@ -33,7 +34,7 @@ absl::Status Annotated(const absl::Status& s, int64_t group_key,
 
 absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
     const GroupResolverOptions& o, int64_t group_key, int group_size,
-    absl::Time deadline) {
+    const std::string& hint, absl::Time deadline) {
   COHORT_ASSIGN_OR_RETURN(WorkerInterface * leader,
                           o.workers->GetWorker(o.leader));
   CompleteGroupRequest request;
@@ -65,6 +66,8 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
   group.host = o.host;
   group.job_token = o.job_token;
   group.env = o.env;
+  group.transport = hint == "ring" ? collective::Transport::kTcp
+                                   : collective::Transport::kAuto;
   group.setup_timeout = std::max(absl::ZeroDuration(), deadline - o.env->Now());
   const int64_t generation = members.generation();
   int64_t round = 0;
@@ -93,6 +96,10 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
   };
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<collective::CollectiveGroup> formed,
                           collective::CollectiveGroup::Create(group, exchange));
+  COHORT_LOG(INFO) << "collective group " << group_key << ": " << o.task
+                   << " is rank " << group.rank << " of " << group_size
+                   << " over " << formed->transport() << " (leader " << o.leader
+                   << ", generation " << generation << ")";
   return collective::GroupForGraphs(std::move(formed));
 }
 
@@ -101,10 +108,10 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
 CollectiveGroups::Resolver MakeGroupResolver(GroupResolverOptions options) {
   if (options.env == nullptr) options.env = Env::Default();
   return [o = std::move(options)](int64_t group_key, int group_size,
-                                  absl::Time deadline)
+                                  const std::string& hint, absl::Time deadline)
              -> absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> {
     absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> group =
-        Resolve(o, group_key, group_size, deadline);
+        Resolve(o, group_key, group_size, hint, deadline);
     if (!group.ok()) return Annotated(group.status(), group_key, o.leader);
     return group;
   };

@@ -136,6 +136,53 @@ TEST_F(CollectiveRuntimeTest, OneClientDrivesACollectiveOnEveryTask) {
   EXPECT_EQ(Values(out[2])[0], 6);
 }
 
+// communication_hint "ring" forms the group over the TCP ring between the
+// tasks' own endpoints (on one host, where "auto" takes shared memory): the
+// same bits on every task.
+TEST_F(CollectiveRuntimeTest, TheRingHintFormsTheGroupOverTcp) {
+  std::vector<std::vector<float>> got(3);
+  std::vector<absl::Status> status(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      Scope root = Scope::NewRootScope().WithDevice(kTasks[r]);
+      ops::CollectiveReduce(root.WithOpName("mean"),
+                            ops::Const(root, Contribution(r)), 3, 21, 1, "Div",
+                            0, "ring");
+      GraphDef g;
+      status[r] = root.ToGraphDef(&g);
+      if (!status[r].ok()) return;
+      auto session = cluster_->Session(kTasks[r], g, LeaderConfig(kChief));
+      if (session == nullptr) return;
+      std::vector<Tensor> out;
+      status[r] = session->Run({}, {"mean:0"}, {}, &out);
+      if (status[r].ok()) got[r] = Values(out[0]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(status[r].ok()) << kTasks[r] << ": " << status[r];
+    EXPECT_EQ(got[r], got[0]) << kTasks[r];
+    EXPECT_EQ(got[r][0], 2) << kTasks[r];
+    EXPECT_EQ(got[r][1], 20) << kTasks[r];
+  }
+}
+
+TEST_F(CollectiveRuntimeTest, AnUnknownHintIsRefusedNamingIt) {
+  Scope root = Scope::NewRootScope().WithDevice(kWorker1);
+  ops::CollectiveReduce(root.WithOpName("r"),
+                        ops::Const(root, Tensor::Vec<float>({1})), 2, 22, 1,
+                        "Id", 0, "nccl");
+  GraphDef g;
+  ASSERT_TRUE(root.ToGraphDef(&g).ok());
+  auto session = cluster_->Session(kWorker1, g, LeaderConfig(kChief));
+  ASSERT_NE(session, nullptr);
+  std::vector<Tensor> out;
+  absl::Status s = session->Run({}, {"r:0"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("communication_hint 'nccl'"));
+}
+
 TEST_F(CollectiveRuntimeTest, AMemberThatNeverJoinsIsNamedByTheLeader) {
   // worker:0 alone in a group of 2, with a 1-second op timeout: the leader
   // (chief:0, reached over gRPC) says who joined and how many are missing.

@@ -29,6 +29,14 @@ class CollectiveOpBase : public OpKernel {
                                         kMaxGroupSize, " members")));
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("group_key", &group_key_));
     COHORT_OP_REQUIRES_OK(ctx, ctx->GetAttr("instance_key", &instance_key_));
+    COHORT_OP_REQUIRES_OK(
+        ctx, ctx->GetAttr("communication_hint", &communication_hint_));
+    COHORT_OP_REQUIRES(
+        ctx, communication_hint_ == "auto" || communication_hint_ == "ring",
+        absl::InvalidArgumentError(absl::StrCat(
+            "communication_hint '", communication_hint_,
+            "' is not supported: \"auto\" (shared memory when every member "
+            "is on one host, else the TCP ring) or \"ring\" (the TCP ring)")));
     float timeout_seconds = 0;
     COHORT_OP_REQUIRES_OK(ctx,
                           ctx->GetAttr("timeout_seconds", &timeout_seconds));
@@ -45,7 +53,7 @@ class CollectiveOpBase : public OpKernel {
     COHORT_ASSIGN_OR_RETURN(
         std::shared_ptr<CollectiveGroups::Group> group,
         groups->FindOrResolve(group_key_, static_cast<int>(group_size_),
-                              Deadline()));
+                              communication_hint_, Deadline()));
     if (group->size() != group_size_) {
       return absl::InvalidArgumentError(absl::StrCat(
           name(), ": group_size ", group_size_, " but collective group ",
@@ -65,6 +73,7 @@ class CollectiveOpBase : public OpKernel {
   int64_t group_size_ = 0;
   int64_t group_key_ = 0;
   int64_t instance_key_ = 0;
+  std::string communication_hint_;
   absl::Duration timeout_;
 };
 
@@ -251,14 +260,16 @@ namespace ops {
 
 Output CollectiveReduce(const Scope& scope, Input input, int64_t group_size,
                         int64_t group_key, int64_t instance_key,
-                        const std::string& final_op, float timeout_seconds) {
+                        const std::string& final_op, float timeout_seconds,
+                        const std::string& communication_hint) {
   return BuildOp(scope, "CollectiveReduce", {input.ToOutput(scope)},
                  {{"group_size", group_size},
                   {"group_key", group_key},
                   {"instance_key", instance_key},
                   {"merge_op", std::string("Add")},
                   {"final_op", final_op},
-                  {"timeout_seconds", timeout_seconds}})
+                  {"timeout_seconds", timeout_seconds},
+                  {"communication_hint", communication_hint}})
       .output(0);
 }
 

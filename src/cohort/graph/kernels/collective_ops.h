@@ -35,11 +35,13 @@ absl::Status RegisterCollectiveKernels(KernelRegistry* registry);
 
 namespace ops {
 
-// final_op "Div" gives the mean.
+// final_op "Div" gives the mean. communication_hint "ring": the group the
+// runtime forms for this op's key uses the TCP ring even on one host.
 Output CollectiveReduce(const Scope& scope, Input input, int64_t group_size,
                         int64_t group_key, int64_t instance_key,
                         const std::string& final_op = "Id",
-                        float timeout_seconds = 0);
+                        float timeout_seconds = 0,
+                        const std::string& communication_hint = "auto");
 Output CollectiveBcastSend(const Scope& scope, Input input, int64_t group_size,
                            int64_t group_key, int64_t instance_key,
                            const TensorShape& shape);
