@@ -271,6 +271,50 @@ TEST(RuntimeMultiprocessTest, CohortRunAcrossThreeServerProcesses) {
   EXPECT_EQ(r.exit_code, 1);
 }
 
+// A CollectiveReduce on each worker process, driven by one `cohort run`: the
+// runtime forms the group through the leader the flag names (no program
+// registers anything) and both tasks get the sum.
+TEST(RuntimeMultiprocessTest, CohortRunsACollectiveAcrossServerProcesses) {
+  ProcessCluster cluster;
+  cluster.StartAll();
+  const std::string path = absl::StrCat(
+      ::testing::TempDir(), "/runtime_mp_collective_", getpid(), ".pbtxt");
+  std::string graph;
+  for (int w = 0; w < 2; ++w) {
+    absl::StrAppend(
+        &graph, "node { name: \"c", w,
+        "\" op: \"Const\" device: \"/job:worker/task:", w,
+        "\"\n  attr { key: \"dtype\" value { type: DT_FLOAT } }\n"
+        "  attr { key: \"value\" value { tensor { dtype: DT_FLOAT\n"
+        "    tensor_shape { dim { size: 2 } } float_val: ",
+        w + 1, " float_val: ", 10 * (w + 1),
+        " } } } }\n"
+        "node { name: \"sum",
+        w, "\" op: \"CollectiveReduce\" device: \"/job:worker/task:", w,
+        "\" input: \"c", w,
+        "\"\n  attr { key: \"T\" value { type: DT_FLOAT } }\n"
+        "  attr { key: \"group_size\" value { i: 2 } }\n"
+        "  attr { key: \"group_key\" value { i: 3 } }\n"
+        "  attr { key: \"instance_key\" value { i: 1 } }\n"
+        "  attr { key: \"merge_op\" value { s: \"Add\" } }\n"
+        "  attr { key: \"final_op\" value { s: \"Id\" } } }\n");
+  }
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(graph.c_str(), f);
+  fclose(f);
+  Result r = RunCli({"run", "--target", cluster.target("worker:1"), "--graph",
+                     path, "--fetch", "sum0:0", "--fetch", "sum1:0",
+                     "--collective-group-leader", kWorker0, "--format", "json",
+                     "--timeout", "30"});
+  ASSERT_EQ(r.exit_code, 0) << absl::StrJoin(r.lines, "\n");
+  ASSERT_EQ(r.lines.size(), 1u) << absl::StrJoin(r.lines, "\n");
+  auto json = ParseJson(r.lines[0], "cohort run output");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ((*json)["sum0:0"]["values"], Json::array({3.0, 30.0}));
+  EXPECT_EQ((*json)["sum1:0"]["values"], Json::array({3.0, 30.0}));
+}
+
 TEST(RuntimeMultiprocessTest, PsKilledBetweenStepsIsNamedAndComesBack) {
   ProcessCluster cluster;
   cluster.StartAll();

@@ -88,6 +88,9 @@ struct RunFlags {
   std::string format = "text";
   bool reset = false;
   std::vector<std::string> containers;
+  // The task that forms collective groups for the graph's collective ops
+  // (ConfigProto.experimental.collective_group_leader); "" for none.
+  std::string collective_group_leader;
   CoordSecurityFlags security;
 };
 
@@ -274,6 +277,8 @@ absl::Status Run(const RunFlags& f) {
   if (f.reset) {
     return runtime::GrpcSession::ResetTarget(f.target, f.containers, options);
   }
+  options.config.mutable_experimental()->set_collective_group_leader(
+      f.collective_group_leader);
   COHORT_ASSIGN_OR_RETURN(GraphDef graph,
                           ReadGraphDef(f.graph, kMaxRunGraphBytes));
   std::vector<std::pair<std::string, Tensor>> feeds;
@@ -331,6 +336,10 @@ void RegisterRunCommand(CLI::App& app, int& exit_code) {
       ->check(Seconds(/*allow_zero=*/true));
   command->add_option("--format", flags->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
+  command->add_option(
+      "--collective-group-leader", flags->collective_group_leader,
+      "TASK (/job:worker/replica:0/task:0) that forms the groups of the "
+      "graph's collective ops");
   command->add_flag("--reset", flags->reset,
                     "Reset the master: close its sessions and clear the "
                     "containers given as arguments (all when none)");

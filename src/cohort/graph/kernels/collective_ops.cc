@@ -1,5 +1,6 @@
 #include "cohort/graph/kernels/collective_ops.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -53,7 +54,7 @@ class CollectiveOpBase : public OpKernel {
     COHORT_ASSIGN_OR_RETURN(
         std::shared_ptr<CollectiveGroups::Group> group,
         groups->FindOrResolve(group_key_, static_cast<int>(group_size_),
-                              communication_hint_, Deadline()));
+                              communication_hint_, Deadline(ctx)));
     if (group->size() != group_size_) {
       return absl::InvalidArgumentError(absl::StrCat(
           name(), ": group_size ", group_size_, " but collective group ",
@@ -61,7 +62,11 @@ class CollectiveOpBase : public OpKernel {
     }
     return group;
   }
-  absl::Time Deadline() const { return absl::Now() + timeout_; }
+  // The op's own timeout, cut to the step's deadline: a step that timed
+  // out must not leave its collective waiting for minutes more.
+  absl::Time Deadline(OpKernelContext* ctx) const {
+    return std::min(absl::Now() + timeout_, ctx->deadline());
+  }
   absl::Status Named(const absl::Status& s) const {
     if (s.ok()) return s;
     return absl::Status(
@@ -105,7 +110,7 @@ class CollectiveReduceOp : public CollectiveOpBase {
     Tensor out;
     if (!ctx->ForwardInput(0, &out)) out = ctx->input(0).DeepCopy();
     COHORT_OP_REQUIRES_OK(ctx, Named((*group)->AllReduce(
-                                   &out, mean_, instance_key_, Deadline())));
+                                   &out, mean_, instance_key_, Deadline(ctx))));
     ctx->set_output(0, std::move(out));
   }
 
@@ -138,8 +143,9 @@ class CollectiveBcastOp : public CollectiveOpBase {
       COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape_, &allocated));
       out = *allocated;
     }
-    COHORT_OP_REQUIRES_OK(ctx, Named((*group)->Broadcast(
-                                   &out, is_root_, instance_key_, Deadline())));
+    COHORT_OP_REQUIRES_OK(
+        ctx, Named((*group)->Broadcast(&out, is_root_, instance_key_,
+                                       Deadline(ctx))));
     ctx->set_output(0, std::move(out));
   }
 
@@ -180,7 +186,7 @@ class CollectiveGatherOp : public CollectiveOpBase {
     Tensor* out = nullptr;
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &out));
     COHORT_OP_REQUIRES_OK(
-        ctx, Named((*group)->AllGather(in, out, instance_key_, Deadline())));
+        ctx, Named((*group)->AllGather(in, out, instance_key_, Deadline(ctx))));
   }
 };
 
