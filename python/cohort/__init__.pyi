@@ -141,7 +141,8 @@ _Feed = Union[np.ndarray, float, int, bool, str, bytes, Sequence[Any]]
 
 class Session:
     def __init__(self, target: str = ..., graph: Union[None, str, bytes, os.PathLike] = ...,
-                 token: Optional[str] = ..., timeout: Optional[float] = ...) -> None: ...
+                 token: Optional[str] = ..., timeout: Optional[float] = ...,
+                 config: Optional[Mapping[str, Any]] = ...) -> None: ...
     @overload
     def run(self, fetches: str, feed_dict: Optional[Mapping[str, _Feed]] = ...,
             timeout: Optional[float] = ...) -> Optional[np.ndarray]: ...

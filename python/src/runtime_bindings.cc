@@ -4,7 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,8 +14,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cohort/base/env.h"
 #include "cohort/cluster/cluster_spec.h"
+#include "cohort/config.pb.h"
 #include "cohort/coord/coordination_client.h"
 #include "cohort/graph/graph_io.h"
 #include "cohort/graph/local_session.h"
@@ -21,7 +25,10 @@
 #include "cohort/rpc/transport.h"
 #include "cohort/runtime/grpc_session.h"
 #include "cohort/runtime/server.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
 #include "python/src/bindings.h"
+#include "python/src/json_convert.h"
 #include "python/src/status.h"
 
 namespace py = pybind11;
@@ -214,22 +221,252 @@ absl::Duration StepTimeout(std::optional<double> seconds) {
   return absl::Seconds(*seconds);
 }
 
+// ---- Session config --------------------------------------------------------
+//
+// config= is the JSON form of ConfigProto (proto/cohort/config.proto) as a
+// dict. Every key and value is checked against the message's descriptor
+// before protobuf's JSON parser converts it: the parser alone would take
+// "x" for ["x"] and "4" for 4, and would name a bad key without its path.
+// Errors are InvalidArgumentError (a ValueError) naming the key's full path.
+
+namespace pb = ::google::protobuf;
+
+[[noreturn]] void ConfigError(const std::string& path,
+                              const std::string& what) {
+  ThrowStatus(absl::InvalidArgumentError(
+      absl::StrCat("config: \"", path, "\" ", what,
+                   " (cohort.ConfigProto, proto/cohort/config.proto)")));
+}
+
+std::string Repr(py::handle value) {
+  return py::repr(value).cast<std::string>();
+}
+
+// The field `key` names: its proto name or its JSON (lowerCamelCase) name,
+// as protobuf's JSON parser accepts both.
+const pb::FieldDescriptor* FindConfigField(const pb::Descriptor* type,
+                                           const std::string& key) {
+  if (const pb::FieldDescriptor* f = type->FindFieldByName(key)) return f;
+  for (int i = 0; i < type->field_count(); ++i) {
+    if (type->field(i)->json_name() == key) return type->field(i);
+  }
+  return nullptr;
+}
+
+void CheckConfigMessage(py::handle value, const pb::Descriptor* type,
+                        const std::string& path);
+
+// One value of `field` (one element, when the field is repeated).
+void CheckConfigScalar(py::handle value, const pb::FieldDescriptor* field,
+                       const std::string& path) {
+  const bool is_bool = py::isinstance<py::bool_>(value);
+  const bool is_int = py::isinstance<py::int_>(value) && !is_bool;
+  auto expected = [&](const std::string& type) {
+    ConfigError(path, absl::StrCat("must be ", type, ", got ", TypeName(value),
+                                   " ", Repr(value)));
+  };
+  switch (field->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+      return CheckConfigMessage(value, field->message_type(), path);
+    case pb::FieldDescriptor::CPPTYPE_BOOL:
+      if (!is_bool) expected("a bool");
+      return;
+    case pb::FieldDescriptor::CPPTYPE_STRING:
+      // A bytes field's JSON form is base64 text, so a str as well.
+      if (!py::isinstance<py::str>(value)) expected("a str");
+      return;
+    case pb::FieldDescriptor::CPPTYPE_FLOAT:
+    case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+      if (!is_int && !py::isinstance<py::float_>(value)) expected("a number");
+      return;
+    case pb::FieldDescriptor::CPPTYPE_ENUM:
+      if (py::isinstance<py::str>(value)) {
+        if (field->enum_type()->FindValueByName(value.cast<std::string>()) ==
+            nullptr) {
+          std::vector<std::string> names;
+          for (int i = 0; i < field->enum_type()->value_count(); ++i) {
+            names.push_back(field->enum_type()->value(i)->name());
+          }
+          ConfigError(path, absl::StrCat("has no value ", Repr(value),
+                                         "; its values are ",
+                                         absl::StrJoin(names, ", ")));
+        }
+        return;
+      }
+      if (!is_int) expected("an enum value's name (str) or number");
+      return;
+    default:
+      break;
+  }
+  // The integer types, with their ranges: 2**40 for an int32 is refused
+  // here, not wrapped.
+  const char* type_name = pb::FieldDescriptor::CppTypeName(field->cpp_type());
+  if (!is_int) expected(absl::StrCat("an int (", type_name, ")"));
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  bool fits = overflow == 0;
+  switch (field->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+      fits = fits && v >= std::numeric_limits<int32_t>::min() &&
+             v <= std::numeric_limits<int32_t>::max();
+      break;
+    case pb::FieldDescriptor::CPPTYPE_UINT32:
+      fits = fits && v >= 0 && v <= std::numeric_limits<uint32_t>::max();
+      break;
+    case pb::FieldDescriptor::CPPTYPE_UINT64:
+      // ToJson carries 64-bit signed integers: a uint64 above 2**63 - 1 is
+      // refused here (ConfigProto has no uint64 field).
+      fits = fits && v >= 0;
+      break;
+    default:  // CPPTYPE_INT64
+      break;
+  }
+  if (!fits) {
+    ConfigError(path, absl::StrCat("is out of range for ", type_name, ": ",
+                                   Repr(value)));
+  }
+}
+
+void CheckConfigMessage(py::handle value, const pb::Descriptor* type,
+                        const std::string& path) {
+  const std::string where = path.empty() ? std::string("config") : path;
+  if (!py::isinstance<py::dict>(value)) {
+    if (path.empty()) {
+      throw py::type_error(
+          "config: expected a dict (the JSON form of cohort.ConfigProto, "
+          "e.g. {\"experimental\": {\"collective_group_leader\": "
+          "\"/job:chief/replica:0/task:0\"}}) or None, got " +
+          TypeName(value));
+    }
+    ConfigError(path,
+                absl::StrCat("must be a dict (", type->full_name(), "), got ",
+                             TypeName(value), " ", Repr(value)));
+  }
+  std::vector<const pb::FieldDescriptor*> seen;
+  for (auto [k, v] : value.cast<py::dict>()) {
+    if (!py::isinstance<py::str>(k)) {
+      ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+          where, ": the key ", Repr(k), " is not a str (its type is ",
+          TypeName(k), "; cohort.ConfigProto, proto/cohort/config.proto)")));
+    }
+    const std::string key = k.cast<std::string>();
+    const std::string key_path = path.empty() ? key : path + "." + key;
+    const pb::FieldDescriptor* field = FindConfigField(type, key);
+    if (field == nullptr) {
+      std::vector<std::string> names;
+      for (int i = 0; i < type->field_count(); ++i) {
+        names.push_back(type->field(i)->name());
+      }
+      ConfigError(key_path,
+                  absl::StrCat("is not a key of ", type->full_name(),
+                               "; its keys are ", absl::StrJoin(names, ", ")));
+    }
+    for (const pb::FieldDescriptor* other : seen) {
+      if (other == field) {
+        ConfigError(key_path,
+                    absl::StrCat("names ", field->name(),
+                                 ", which another key of this dict names "
+                                 "too (by its proto or its JSON name)"));
+      }
+    }
+    seen.push_back(field);
+    // None is the field's default, as JSON's null.
+    if (v.is_none()) continue;
+    if (field->is_map()) {
+      if (!py::isinstance<py::dict>(v)) {
+        ConfigError(key_path, absl::StrCat("must be a dict, got ", TypeName(v),
+                                           " ", Repr(v)));
+      }
+      const pb::FieldDescriptor* mapped = field->message_type()->map_value();
+      for (auto [mk, mv] : v.cast<py::dict>()) {
+        CheckConfigScalar(mv, mapped,
+                          absl::StrCat(key_path, "[", Repr(mk), "]"));
+      }
+    } else if (field->is_repeated()) {
+      if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) {
+        ConfigError(key_path, absl::StrCat("must be a list, got ", TypeName(v),
+                                           " ", Repr(v)));
+      }
+      int i = 0;
+      for (py::handle item : v) {
+        CheckConfigScalar(item, field, absl::StrCat(key_path, "[", i++, "]"));
+      }
+    } else {
+      CheckConfigScalar(v, field, key_path);
+    }
+  }
+}
+
+ConfigProto ConfigFromPython(py::handle config) {
+  ConfigProto proto;
+  if (config.is_none()) return proto;
+  CheckConfigMessage(config, ConfigProto::descriptor(), "");
+  const std::string json = ToJson(config, "config").dump();
+  const auto status = pb::util::JsonStringToMessage(json, &proto);
+  if (!status.ok()) {
+    // Checked above; what is left is the parser's own (its message names
+    // the field).
+    ThrowStatus(absl::InvalidArgumentError(
+        absl::StrCat("config: ", std::string(status.message()),
+                     " (cohort.ConfigProto, proto/cohort/config.proto)")));
+  }
+  return proto;
+}
+
+// The parts of a ConfigProto a session in this process (target "") has:
+// its thread pool and its default step deadline. Every other field is the
+// distributed runtime's (device_filters, the collective group leader, ...)
+// and is refused by name rather than ignored.
+SessionOptions LocalSessionOptions(const ConfigProto& config) {
+  std::vector<const pb::FieldDescriptor*> set;
+  config.GetReflection()->ListFields(config, &set);
+  for (const pb::FieldDescriptor* field : set) {
+    if (field->number() == ConfigProto::kIntraOpParallelismThreadsFieldNumber ||
+        field->number() == ConfigProto::kOperationTimeoutInMsFieldNumber) {
+      continue;
+    }
+    // {"experimental": {}} sets nothing.
+    if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE &&
+        !field->is_repeated() &&
+        config.GetReflection()->GetMessage(config, field).ByteSizeLong() == 0) {
+      continue;
+    }
+    ThrowStatus(absl::InvalidArgumentError(absl::StrCat(
+        "config: \"", field->name(),
+        "\" applies to a session on a cluster's master (target "
+        "grpc://host:port); target \"\" runs the graph in this process, "
+        "where only intra_op_parallelism_threads and operation_timeout_in_ms "
+        "apply")));
+  }
+  SessionOptions options;
+  options.num_threads = config.intra_op_parallelism_threads();
+  if (config.operation_timeout_in_ms() > 0) {
+    options.default_timeout =
+        absl::Milliseconds(config.operation_timeout_in_ms());
+  }
+  return options;
+}
+
 class PySession {
  public:
   PySession(const std::string& target, py::handle graph,
-            std::optional<std::string> token, std::optional<double> timeout) {
+            std::optional<std::string> token, std::optional<double> timeout,
+            py::handle config) {
     graph_ = LoadGraph(graph);
     default_timeout_ = StepTimeout(timeout);
     runtime::GrpcSessionOptions options;
     options.security.job_token = JobToken(token);
+    options.config = ConfigFromPython(config);
+    SessionOptions local;
+    if (target.empty()) local = LocalSessionOptions(options.config);
     // Interruptible: a master that is not up yet is waited for (up to the
     // RPC timeout). The call owns copies of what it reads.
     session_ = CallInterruptible<std::shared_ptr<Session>>(
-        [target, graph = graph_,
-         options]() -> absl::StatusOr<std::shared_ptr<Session>> {
+        [target, graph = graph_, options,
+         local]() -> absl::StatusOr<std::shared_ptr<Session>> {
           absl::StatusOr<std::unique_ptr<Session>> session;
           if (target.empty()) {
-            session = LocalSession::Create(graph);
+            session = LocalSession::Create(graph, local);
           } else {
             session = runtime::GrpcSession::Create(target, graph, options);
           }
@@ -396,14 +633,32 @@ TensorFlow's tf.compat.v1.Session.
 Fetches are names: "node:0" fetches a tensor (a NumPy array that shares the
 tensor's memory), "node" runs an op (None). feed_dict maps placeholder names
 to arrays, lists or scalars (lists take the placeholder's dtype). Errors
-are the master's, naming the node, device or task.)doc")
+are the master's, naming the node, device or task.
+
+config= is the session's ConfigProto as a dict (its JSON form). A task of a
+between-graph job with collective ops names the group leader and keeps its
+master to its own task, as CollectiveAllReduceStrategy does:
+
+    config = {"experimental": {"collective_group_leader":
+                               "/job:chief/replica:0/task:0"},
+              "device_filters": ["/job:worker/task:0"]}
+    sess = cohort.Session(server.target, graph="task.pbtxt", config=config))doc")
       .def(py::init<const std::string&, py::handle, std::optional<std::string>,
-                    std::optional<double>>(),
+                    std::optional<double>, py::handle>(),
            py::arg("target") = "", py::arg("graph") = py::none(),
            py::arg("token") = py::none(), py::arg("timeout") = py::none(),
+           py::arg("config") = py::none(),
            "graph: a GraphDef file (.pb, .pbtxt) or serialized bytes. "
            "token: the job token (default COHORT_JOB_TOKEN). timeout: the "
-           "default step deadline in seconds (None: none).")
+           "default step deadline in seconds (None: none; it overrides "
+           "config's operation_timeout_in_ms). config: the session's "
+           "ConfigProto as a dict in its JSON form (proto/cohort/"
+           "config.proto), e.g. {\"experimental\": "
+           "{\"collective_group_leader\": \"/job:chief/replica:0/task:0\"}, "
+           "\"device_filters\": [\"/job:worker/task:1\"]}; a wrong key or "
+           "type raises InvalidArgumentError (a ValueError) naming it. With "
+           "target \"\" only intra_op_parallelism_threads and "
+           "operation_timeout_in_ms apply; other keys are refused.")
       .def("run", &PySession::Run, py::arg("fetches"),
            py::arg("feed_dict") = py::none(), py::arg("timeout") = py::none(),
            "Runs one step; returns one value for a str, a list for a list.")
