@@ -14,10 +14,19 @@ std::string GroupName(int64_t key) {
   return absl::StrCat("collective group ", key);
 }
 
+std::vector<std::string> Sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 }  // namespace
 
-CollectiveLeader::CollectiveLeader(std::string task, DeadlineTimer* timer)
-    : task_(std::move(task)), timer_(timer) {}
+CollectiveLeader::CollectiveLeader(std::string task, Env* env,
+                                   std::vector<std::string> cluster_tasks)
+    : task_(std::move(task)),
+      env_(env),
+      cluster_tasks_(Sorted(std::move(cluster_tasks))),
+      timer_(env) {}
 
 CollectiveLeader::~CollectiveLeader() {
   Stop(absl::UnavailableError(
@@ -49,12 +58,41 @@ void CollectiveLeader::Fill(const Group& group, int64_t key,
 }
 
 uint64_t CollectiveLeader::Arm(absl::Time deadline, std::function<void()> fn) {
-  if (deadline == absl::InfiniteFuture()) return 0;
-  return timer_->Schedule(deadline, std::move(fn));
+  return timer_.Schedule(std::min(deadline, env_->Now() + kMaxWait),
+                         std::move(fn));
+}
+
+void CollectiveLeader::Answer(Waiter& w, absl::Status status,
+                              Answers* answers) {
+  timer_.Cancel(w.timer_id);
+  answers->emplace_back(std::move(w.done), std::move(status));
 }
 
 void CollectiveLeader::Run(Answers answers) {
   for (auto& [done, status] : answers) done(status);
+}
+
+absl::StatusOr<CollectiveLeader::MemberKey> CollectiveLeader::CheckTask(
+    int64_t key, const std::string& task) const {
+  if (task.size() > kMaxTaskNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GroupName(key), ": a task name of ", task.size(),
+        " bytes asked; task names have at most ", kMaxTaskNameBytes));
+  }
+  absl::StatusOr<DeviceName> name = DeviceName::Parse(task);
+  if (!name.ok() || !name->has_job || !name->has_replica || !name->has_task ||
+      name->has_type || name->TaskName() != task) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GroupName(key), ": the asking task '", task,
+        "' is not a task name in canonical form (/job:J/replica:R/task:T)"));
+  }
+  if (!cluster_tasks_.empty() &&
+      !std::binary_search(cluster_tasks_.begin(), cluster_tasks_.end(), task)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GroupName(key), ": ", task, " is not a task of the cluster the leader ",
+        task_, " serves; check the session's cluster"));
+  }
+  return MemberKey{name->job, name->task};
 }
 
 void CollectiveLeader::CompleteGroup(absl::Time deadline,
@@ -62,24 +100,21 @@ void CollectiveLeader::CompleteGroup(absl::Time deadline,
                                      CompleteGroupResponse* response,
                                      StatusCallback done) {
   const int64_t key = request.group_key();
-  const std::string& task = request.task();
-  if (request.group_size() < 1 || request.group_size() > kMaxGroupSize) {
-    return done(absl::InvalidArgumentError(
-        absl::StrCat(GroupName(key), ": ", task, " asked for group_size ",
-                     request.group_size(), "; a group has 1 to ", kMaxGroupSize,
-                     " members")));
+  const int limit = cluster_tasks_.empty()
+                        ? kMaxGroupSize
+                        : std::min<int>(kMaxGroupSize, cluster_tasks_.size());
+  if (request.group_size() < 1 || request.group_size() > limit) {
+    return done(absl::InvalidArgumentError(absl::StrCat(
+        GroupName(key), ": ", request.task().substr(0, kMaxTaskNameBytes),
+        " asked for group_size ", request.group_size(), "; a group has 1 to ",
+        limit, " members (the cluster's tasks, at most ", kMaxGroupSize, ")")));
   }
-  absl::StatusOr<DeviceName> name = DeviceName::Parse(task);
-  if (!name.ok() || !name->has_job || !name->has_task || name->has_type) {
-    return done(absl::InvalidArgumentError(
-        absl::StrCat(GroupName(key), ": the asking task '", task,
-                     "' is not a task name (/job:J/replica:0/task:T)")));
-  }
+  absl::StatusOr<MemberKey> member = CheckTask(key, request.task());
+  if (!member.ok()) return done(member.status());
   Answers answers;
   {
     absl::MutexLock lock(&mu_);
-    JoinLocked(deadline, request, {name->job, name->task}, response,
-               std::move(done), &answers);
+    JoinLocked(deadline, request, *member, response, std::move(done), &answers);
   }
   Run(std::move(answers));
 }
@@ -91,19 +126,16 @@ void CollectiveLeader::JoinLocked(absl::Time deadline,
                                   StatusCallback done, Answers* answers) {
   const int64_t key = request.group_key();
   const std::string& task = request.task();
-  if (!stopped_.ok()) {
-    answers->emplace_back(std::move(done), stopped_);
-    return;
-  }
+  auto refuse = [&](absl::Status status) {
+    answers->emplace_back(std::move(done), std::move(status));
+  };
+  if (!stopped_.ok()) return refuse(stopped_);
   auto it = groups_.find(key);
   if (it == groups_.end()) {
     if (static_cast<int>(groups_.size()) >= kMaxGroups) {
-      answers->emplace_back(
-          std::move(done),
-          absl::ResourceExhaustedError(absl::StrCat(
-              GroupName(key), ": the leader ", task_, " already holds ",
-              kMaxGroups, " groups; use fewer group keys")));
-      return;
+      return refuse(absl::ResourceExhaustedError(absl::StrCat(
+          GroupName(key), ": the leader ", task_, " already holds ", kMaxGroups,
+          " groups; use fewer group keys")));
     }
     it = groups_.emplace(key, Group()).first;
     it->second.size = request.group_size();
@@ -118,14 +150,13 @@ void CollectiveLeader::JoinLocked(absl::Time deadline,
     } else {
       // Restarted after: whatever the old membership set up is gone.
       for (auto& [r, round] : group.rounds) {
-        for (auto& [id, w] : round.waiters) {
-          if (w.timer_id != 0) timer_->Cancel(w.timer_id);
-          answers->emplace_back(
-              std::move(w.done),
-              absl::AbortedError(absl::StrCat(
-                  GroupName(key), ": ", task,
-                  " restarted (new incarnation) during set-up round ", r,
-                  "; the group is formed anew")));
+        for (auto& [rank, w] : round.waiters) {
+          Answer(w,
+                 absl::AbortedError(absl::StrCat(
+                     GroupName(key), ": ", task,
+                     " restarted (new incarnation) during set-up round ", r,
+                     "; the group is formed anew")),
+                 answers);
         }
       }
       group.joined.clear();
@@ -136,46 +167,49 @@ void CollectiveLeader::JoinLocked(absl::Time deadline,
     }
   }
   if (group.size != request.group_size()) {
-    answers->emplace_back(
-        std::move(done),
-        absl::InvalidArgumentError(
-            absl::StrCat(GroupName(key), ": ", task, " asked for group_size ",
-                         request.group_size(), " but ",
-                         group.joined.empty() ? std::string("the group")
-                                              : group.Members().front(),
-                         " asked for ", group.size,
-                         "; every member's collective ops must have the same "
-                         "group_size")));
-    return;
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        GroupName(key), ": ", task, " asked for group_size ",
+        request.group_size(), " but ",
+        group.joined.empty() ? std::string("the group")
+                             : group.Members().front(),
+        " asked for ", group.size,
+        "; every member's collective ops must have the same group_size")));
   }
   if (joined == group.joined.end()) {
     if (group.complete()) {
-      answers->emplace_back(
-          std::move(done),
-          absl::InvalidArgumentError(absl::StrCat(
-              GroupName(key), " (group_size ", group.size, ") already has ",
-              group.size, " members (", absl::StrJoin(group.Members(), ", "),
-              "); ", task,
-              " would be one more: check the group_size of its collective "
-              "ops")));
-      return;
+      return refuse(absl::InvalidArgumentError(absl::StrCat(
+          GroupName(key), " (group_size ", group.size, ") already has ",
+          group.size, " members (", absl::StrJoin(group.Members(), ", "), "); ",
+          task,
+          " would be one more: check the group_size of its collective ops")));
     }
     group.joined.emplace(member, std::make_pair(task, request.incarnation()));
   }
   if (!group.complete()) {
+    // One wait per member: a newer call (a retry) replaces the older.
+    auto previous = group.waiters.find(member);
+    if (previous != group.waiters.end()) {
+      Answer(previous->second,
+             absl::AbortedError(absl::StrCat(
+                 GroupName(key), ": replaced by a newer call from ", task)),
+             answers);
+      group.waiters.erase(previous);
+    }
     const uint64_t id = next_waiter_++;
-    Waiter& w = group.waiters[id];
+    Waiter& w = group.waiters[member];
     w.done = std::move(done);
     w.group_response = response;
-    w.timer_id = Arm(deadline, [this, key, id] { OnGroupDeadline(key, id); });
+    w.id = id;
+    w.timer_id = Arm(deadline, [this, key, member, id] {
+      OnGroupDeadline(key, member, id);
+    });
     return;
   }
   Fill(group, key, response);
   answers->emplace_back(std::move(done), absl::OkStatus());
-  for (auto& [id, w] : group.waiters) {
-    if (w.timer_id != 0) timer_->Cancel(w.timer_id);
+  for (auto& [m, w] : group.waiters) {
     Fill(group, key, w.group_response);
-    answers->emplace_back(std::move(w.done), absl::OkStatus());
+    Answer(w, absl::OkStatus(), answers);
   }
   group.waiters.clear();
 }
@@ -185,77 +219,100 @@ void CollectiveLeader::CompleteInstance(absl::Time deadline,
                                         CompleteInstanceResponse* response,
                                         StatusCallback done) {
   const int64_t key = request.group_key();
-  const std::string& task = request.task();
   if (request.payload().size() > kMaxPayloadBytes) {
-    return done(absl::InvalidArgumentError(
-        absl::StrCat(GroupName(key), ": ", task, " sent ",
-                     request.payload().size(), " bytes for set-up round ",
-                     request.round(), "; at most ", kMaxPayloadBytes)));
+    return done(absl::InvalidArgumentError(absl::StrCat(
+        GroupName(key), ": ", request.task().substr(0, kMaxTaskNameBytes),
+        " sent ", request.payload().size(), " bytes for set-up round ",
+        request.round(), "; at most ", kMaxPayloadBytes)));
   }
   Answers answers;
   {
     absl::MutexLock lock(&mu_);
-    if (!stopped_.ok()) return done(stopped_);
-    auto it = groups_.find(key);
-    if (it == groups_.end() || !it->second.complete() ||
-        it->second.generation != request.generation()) {
-      return done(absl::FailedPreconditionError(absl::StrCat(
-          GroupName(key), ": set-up round ", request.round(), " from ", task,
-          " names generation ", request.generation(), ", but the leader ",
-          task_, " has ",
-          it == groups_.end()
-              ? std::string("no such group")
-              : absl::StrCat("generation ", it->second.generation,
-                             it->second.complete() ? "" : " still forming"),
-          ": a member restarted; resolve the group again")));
-    }
-    Group& group = it->second;
-    const int rank = group.RankOf(task);
-    if (rank < 0) {
-      return done(absl::FailedPreconditionError(
-          absl::StrCat(GroupName(key), ": ", task, " is not a member (",
-                       absl::StrJoin(group.Members(), ", "), ")")));
-    }
-    auto round_it = group.rounds.find(request.round());
-    if (round_it == group.rounds.end()) {
-      if (static_cast<int>(group.rounds.size()) >= kMaxOpenRounds) {
-        return done(absl::ResourceExhaustedError(
-            absl::StrCat(GroupName(key), ": ", kMaxOpenRounds,
-                         " set-up rounds already wait at the leader ", task_)));
-      }
-      round_it = group.rounds.emplace(request.round(), Round()).first;
-      round_it->second.payloads.resize(group.size);
-      round_it->second.sent.resize(group.size, false);
-    }
-    Round& round = round_it->second;
-    round.payloads[rank] = request.payload();
-    round.sent[rank] = true;
-    if (std::find(round.sent.begin(), round.sent.end(), false) !=
-        round.sent.end()) {
-      const uint64_t id = next_waiter_++;
-      Waiter& w = round.waiters[id];
-      w.done = std::move(done);
-      w.round_response = response;
-      const int64_t r = request.round();
-      w.timer_id =
-          Arm(deadline, [this, key, r, id] { OnRoundDeadline(key, r, id); });
-      return;
-    }
-    for (const std::string& p : round.payloads) response->add_payload(p);
-    answers.emplace_back(std::move(done), absl::OkStatus());
-    for (auto& [id, w] : round.waiters) {
-      if (w.timer_id != 0) timer_->Cancel(w.timer_id);
-      for (const std::string& p : round.payloads) {
-        w.round_response->add_payload(p);
-      }
-      answers.emplace_back(std::move(w.done), absl::OkStatus());
-    }
-    group.rounds.erase(round_it);
+    SendLocked(deadline, request, response, std::move(done), &answers);
   }
   Run(std::move(answers));
 }
 
-void CollectiveLeader::OnGroupDeadline(int64_t key, uint64_t waiter) {
+void CollectiveLeader::SendLocked(absl::Time deadline,
+                                  const CompleteInstanceRequest& request,
+                                  CompleteInstanceResponse* response,
+                                  StatusCallback done, Answers* answers) {
+  const int64_t key = request.group_key();
+  const std::string& task = request.task();
+  auto refuse = [&](absl::Status status) {
+    answers->emplace_back(std::move(done), std::move(status));
+  };
+  if (!stopped_.ok()) return refuse(stopped_);
+  auto it = groups_.find(key);
+  if (it == groups_.end() || !it->second.complete() ||
+      it->second.generation != request.generation()) {
+    return refuse(absl::FailedPreconditionError(absl::StrCat(
+        GroupName(key), ": set-up round ", request.round(), " from ",
+        task.substr(0, kMaxTaskNameBytes), " names generation ",
+        request.generation(), ", but the leader ", task_, " has ",
+        it == groups_.end()
+            ? std::string("no such group")
+            : absl::StrCat("generation ", it->second.generation,
+                           it->second.complete() ? "" : " still forming"),
+        ": a member restarted; resolve the group again")));
+  }
+  Group& group = it->second;
+  const int rank = group.RankOf(task);
+  if (rank < 0) {
+    return refuse(absl::FailedPreconditionError(absl::StrCat(
+        GroupName(key), ": ", task.substr(0, kMaxTaskNameBytes),
+        " is not a member (", absl::StrJoin(group.Members(), ", "), ")")));
+  }
+  auto round_it = group.rounds.find(request.round());
+  if (round_it == group.rounds.end()) {
+    if (static_cast<int>(group.rounds.size()) >= kMaxOpenRounds) {
+      return refuse(absl::ResourceExhaustedError(
+          absl::StrCat(GroupName(key), ": ", kMaxOpenRounds,
+                       " set-up rounds already wait at the leader ", task_)));
+    }
+    round_it = group.rounds.emplace(request.round(), Round()).first;
+    round_it->second.payloads.resize(group.size);
+    round_it->second.sent.resize(group.size, false);
+  }
+  Round& round = round_it->second;
+  round.payloads[rank] = request.payload();
+  round.sent[rank] = true;
+  if (std::find(round.sent.begin(), round.sent.end(), false) !=
+      round.sent.end()) {
+    // One wait per member: a newer call (a retry) replaces the older.
+    auto previous = round.waiters.find(rank);
+    if (previous != round.waiters.end()) {
+      Answer(previous->second,
+             absl::AbortedError(absl::StrCat(
+                 GroupName(key), ": set-up round ", request.round(),
+                 ": replaced by a newer call from ", task)),
+             answers);
+      round.waiters.erase(previous);
+    }
+    const uint64_t id = next_waiter_++;
+    Waiter& w = round.waiters[rank];
+    w.done = std::move(done);
+    w.round_response = response;
+    w.id = id;
+    const int64_t r = request.round();
+    w.timer_id = Arm(deadline, [this, key, r, rank, id] {
+      OnRoundDeadline(key, r, rank, id);
+    });
+    return;
+  }
+  for (const std::string& p : round.payloads) response->add_payload(p);
+  answers->emplace_back(std::move(done), absl::OkStatus());
+  for (auto& [q, w] : round.waiters) {
+    for (const std::string& p : round.payloads) {
+      w.round_response->add_payload(p);
+    }
+    Answer(w, absl::OkStatus(), answers);
+  }
+  group.rounds.erase(round_it);
+}
+
+void CollectiveLeader::OnGroupDeadline(int64_t key, MemberKey member,
+                                       uint64_t id) {
   StatusCallback done;
   absl::Status status;
   {
@@ -263,8 +320,8 @@ void CollectiveLeader::OnGroupDeadline(int64_t key, uint64_t waiter) {
     auto it = groups_.find(key);
     if (it == groups_.end()) return;
     Group& group = it->second;
-    auto w = group.waiters.find(waiter);
-    if (w == group.waiters.end()) return;
+    auto w = group.waiters.find(member);
+    if (w == group.waiters.end() || w->second.id != id) return;
     done = std::move(w->second.done);
     group.waiters.erase(w);
     status = absl::DeadlineExceededError(absl::StrCat(
@@ -276,35 +333,51 @@ void CollectiveLeader::OnGroupDeadline(int64_t key, uint64_t waiter) {
         " missing: check that every task of the group runs its graph with "
         "this group's collective ops and names the same "
         "collective_group_leader"));
+    // It no longer waits: it is not counted until it asks again, and a
+    // group nobody waits for is forgotten (its key and size with it).
+    group.joined.erase(member);
+    if (group.joined.empty()) groups_.erase(it);
   }
   done(status);
 }
 
-void CollectiveLeader::OnRoundDeadline(int64_t key, int64_t r,
-                                       uint64_t waiter) {
-  StatusCallback done;
-  absl::Status status;
+void CollectiveLeader::OnRoundDeadline(int64_t key, int64_t r, int rank,
+                                       uint64_t id) {
+  Answers answers;
   {
     absl::MutexLock lock(&mu_);
     auto it = groups_.find(key);
     if (it == groups_.end()) return;
     auto round = it->second.rounds.find(r);
     if (round == it->second.rounds.end()) return;
-    auto w = round->second.waiters.find(waiter);
-    if (w == round->second.waiters.end()) return;
-    done = std::move(w->second.done);
-    round->second.waiters.erase(w);
+    auto w = round->second.waiters.find(rank);
+    if (w == round->second.waiters.end() || w->second.id != id) return;
     std::vector<std::string> missing;
     const std::vector<std::string> members = it->second.Members();
     for (size_t q = 0; q < members.size(); ++q) {
       if (!round->second.sent[q]) missing.push_back(members[q]);
     }
-    status = absl::DeadlineExceededError(absl::StrCat(
-        GroupName(key), ": set-up round ", r, " at the leader ", task_,
-        " still waits for ", absl::StrJoin(missing, ", "),
-        ": check that it is running and reaches the same collective op"));
+    const std::string who = absl::StrJoin(missing, ", ");
+    answers.emplace_back(
+        std::move(w->second.done),
+        absl::DeadlineExceededError(absl::StrCat(
+            GroupName(key), ": set-up round ", r, " at the leader ", task_,
+            " still waits for ", who,
+            ": check that it is running and reaches the same collective op")));
+    round->second.waiters.erase(w);
+    // The round is abandoned: a later attempt must not complete against the
+    // payloads of this one (an endpoint that is closed by then).
+    for (auto& [q, other] : round->second.waiters) {
+      Answer(other,
+             absl::AbortedError(absl::StrCat(
+                 GroupName(key), ": set-up round ", r, " abandoned: ", who,
+                 " did not send by ", members[rank],
+                 "'s deadline; the set-up starts over at the next step")),
+             &answers);
+    }
+    it->second.rounds.erase(round);
   }
-  done(status);
+  Run(std::move(answers));
 }
 
 void CollectiveLeader::Stop(const absl::Status& status) {
@@ -317,15 +390,9 @@ void CollectiveLeader::Stop(const absl::Status& status) {
                          "collective group leader ", task_, " is stopping"))
                    : status;
     for (auto& [key, group] : groups_) {
-      for (auto& [id, w] : group.waiters) {
-        if (w.timer_id != 0) timer_->Cancel(w.timer_id);
-        answers.emplace_back(std::move(w.done), stopped_);
-      }
+      for (auto& [member, w] : group.waiters) Answer(w, stopped_, &answers);
       for (auto& [r, round] : group.rounds) {
-        for (auto& [id, w] : round.waiters) {
-          if (w.timer_id != 0) timer_->Cancel(w.timer_id);
-          answers.emplace_back(std::move(w.done), stopped_);
-        }
+        for (auto& [rank, w] : round.waiters) Answer(w, stopped_, &answers);
       }
     }
     groups_.clear();

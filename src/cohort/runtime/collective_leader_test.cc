@@ -41,7 +41,7 @@ using RoundCall = Pending<CompleteInstanceResponse>;
 
 class CollectiveLeaderTest : public ::testing::Test {
  protected:
-  CollectiveLeaderTest() : timer_(&env_), leader_(kLeader, &timer_) {}
+  CollectiveLeaderTest() : leader_(kLeader, &env_, {}) {}
 
   std::unique_ptr<GroupCall> Join(
       int64_t key, int size, const std::string& task, uint64_t incarnation = 1,
@@ -76,11 +76,11 @@ class CollectiveLeaderTest : public ::testing::Test {
     auto a = Join(key, 2, kChief);
     auto b = Join(key, 2, kWorker0);
     ASSERT_TRUE(a->answered.HasBeenNotified());
+    ASSERT_TRUE(a->status.ok()) << a->status;
     ASSERT_TRUE(b->status.ok()) << b->status;
   }
 
   FakeEnv env_;
-  DeadlineTimer timer_;
   CollectiveLeader leader_;
 };
 
@@ -137,6 +137,13 @@ TEST_F(CollectiveLeaderTest, BadRequestsAreRefusedWithoutState) {
   auto junk = Join(1, 2, "chief0");
   EXPECT_EQ(junk->status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(junk->status.message(), HasSubstr("'chief0' is not a task"));
+  // Another spelling of a member would take its slot: only the canonical one.
+  auto short_form = Join(1, 2, "/job:chief/task:0");
+  EXPECT_EQ(short_form->status.code(), absl::StatusCode::kInvalidArgument);
+  auto long_name =
+      Join(1, 2, "/job:" + std::string(300, 'a') + "/replica:0/task:0");
+  EXPECT_EQ(long_name->status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(long_name->status.message(), HasSubstr("at most 256"));
   // None of them made a group: a pair still forms under key 1.
   FormPair(1);
   auto big = Send(1, 0, 0, kChief,
@@ -160,19 +167,90 @@ TEST_F(CollectiveLeaderTest, TooManyGroupsIsResourceExhausted) {
 }
 
 TEST_F(CollectiveLeaderTest, GroupDeadlineNamesWhoJoinedAndHowManyAreMissing) {
-  const absl::Time deadline = env_.Now() + absl::Seconds(10);
-  auto chief = Join(3, 3, kChief, 1, deadline);
-  auto w0 = Join(3, 3, kWorker0, 1, deadline);
-  env_.BlockUntilAwaiting(deadline);
+  const absl::Time start = env_.Now();
+  auto chief = Join(3, 3, kChief, 1, start + absl::Seconds(10));
+  auto w0 = Join(3, 3, kWorker0, 1, start + absl::Seconds(20));
+  env_.BlockUntilAwaiting(start + absl::Seconds(10));
   env_.AdvanceTime(absl::Seconds(10));
   chief->answered.WaitForNotification();
-  w0->answered.WaitForNotification();
   EXPECT_EQ(chief->status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(chief->status.message(),
               HasSubstr("collective group 3 (group_size 3) at the leader "
                         "/job:chief/replica:0/task:0: 2 of 3 members joined "
                         "by the deadline (/job:chief/replica:0/task:0, "
                         "/job:worker/replica:0/task:0), 1 missing"));
+  // The chief stopped waiting, so it left the forming group.
+  env_.BlockUntilAwaiting(start + absl::Seconds(20));
+  env_.AdvanceTime(absl::Seconds(10));
+  w0->answered.WaitForNotification();
+  EXPECT_THAT(w0->status.message(),
+              HasSubstr("1 of 3 members joined by the deadline "
+                        "(/job:worker/replica:0/task:0), 2 missing"));
+  // Nobody waits now: the group is forgotten, size and all.
+  auto fresh = Join(3, 2, kWorker2);
+  EXPECT_FALSE(fresh->answered.HasBeenNotified());
+}
+
+TEST_F(CollectiveLeaderTest, ACallWithoutADeadlineWaitsAtMostMaxWait) {
+  auto chief = Join(5, 2, kChief);  // InfiniteFuture.
+  env_.BlockUntilAwaiting(env_.Now() + CollectiveLeader::kMaxWait);
+  env_.AdvanceTime(CollectiveLeader::kMaxWait);
+  chief->answered.WaitForNotification();
+  EXPECT_EQ(chief->status.code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(CollectiveLeaderTest, ANewerCallOfAMemberReplacesItsOlderOne) {
+  auto first = Join(6, 2, kChief);
+  auto second = Join(6, 2, kChief);
+  ASSERT_TRUE(first->answered.HasBeenNotified());
+  EXPECT_EQ(first->status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(first->status.message(),
+              HasSubstr("replaced by a newer call from "
+                        "/job:chief/replica:0/task:0"));
+  EXPECT_FALSE(second->answered.HasBeenNotified());
+  auto w0 = Join(6, 2, kWorker0);
+  ASSERT_TRUE(second->answered.HasBeenNotified());
+  EXPECT_TRUE(second->status.ok()) << second->status;
+}
+
+// A round that a member's deadline ended is dropped whole: the next attempt
+// must not complete against the old attempt's payload.
+TEST_F(CollectiveLeaderTest, AnAbandonedRoundDoesNotPoisonTheNextAttempt) {
+  FormPair(7);
+  const absl::Time deadline = env_.Now() + absl::Seconds(3);
+  auto stale = Send(7, 0, 0, kChief, "old", deadline);
+  env_.BlockUntilAwaiting(deadline);
+  env_.AdvanceTime(absl::Seconds(3));
+  stale->answered.WaitForNotification();
+  EXPECT_EQ(stale->status.code(), absl::StatusCode::kDeadlineExceeded);
+  auto w = Send(7, 0, 0, kWorker0, "w");
+  EXPECT_FALSE(w->answered.HasBeenNotified());
+  auto c = Send(7, 0, 0, kChief, "new");
+  ASSERT_TRUE(w->answered.HasBeenNotified());
+  EXPECT_THAT(w->response.payload(), ElementsAre("new", "w"));
+  EXPECT_THAT(c->response.payload(), ElementsAre("new", "w"));
+}
+
+TEST_F(CollectiveLeaderTest, OnlyTasksOfTheClusterMayAsk) {
+  CollectiveLeader leader(kLeader, &env_, {kChief, kWorker0});
+  CompleteGroupRequest r;
+  r.set_group_key(1);
+  r.set_group_size(2);
+  r.set_task(kWorker2);
+  GroupCall outsider;
+  leader.CompleteGroup(absl::InfiniteFuture(), r, &outsider.response,
+                       outsider.Done());
+  EXPECT_EQ(outsider.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(outsider.status.message(),
+              HasSubstr("/job:worker/replica:0/task:2 is not a task of the "
+                        "cluster"));
+  r.set_task(kChief);
+  r.set_group_size(3);
+  GroupCall too_big;
+  leader.CompleteGroup(absl::InfiniteFuture(), r, &too_big.response,
+                       too_big.Done());
+  EXPECT_EQ(too_big.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_big.status.message(), HasSubstr("a group has 1 to 2"));
 }
 
 TEST_F(CollectiveLeaderTest, RoundsExchangePayloadsByRank) {

@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cohort/graph/builder.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/collective_ops.h"
 #include "cohort/runtime/test_cluster.h"
+#include "cohort/runtime/worker.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -204,6 +206,48 @@ TEST_F(CollectiveRuntimeTest, AMemberThatNeverJoinsIsNamedByTheLeader) {
                         "/job:chief/replica:0/task:0: 1 of 2 members joined by "
                         "the deadline (/job:worker/replica:0/task:0), 1 "
                         "missing"));
+}
+
+// A collective whose peers never come waits no longer than its step: the
+// session's 1-second operation timeout ends it, not the op's own 10 minutes.
+TEST_F(CollectiveRuntimeTest, ACollectiveWaitsNoLongerThanItsStep) {
+  // Form group 31 of chief and worker:0 with a first step on both.
+  auto graph_for = [](const char* task) {
+    Scope root = Scope::NewRootScope().WithDevice(task);
+    ops::CollectiveReduce(root.WithOpName("r"),
+                          ops::Const(root, Tensor::Vec<float>({1})), 2, 31, 1);
+    GraphDef g;
+    EXPECT_TRUE(root.ToGraphDef(&g).ok());
+    return g;
+  };
+  ConfigProto config = LeaderConfig(kChief);
+  config.set_operation_timeout_in_ms(1000);
+  auto chief = cluster_->Session(kChief, graph_for(kChief), config);
+  auto worker = cluster_->Session(kWorker0, graph_for(kWorker0), config);
+  ASSERT_NE(chief, nullptr);
+  ASSERT_NE(worker, nullptr);
+  absl::Status worker_status;
+  std::thread peer([&] {
+    std::vector<Tensor> out;
+    worker_status = worker->Run({}, {"r:0"}, {}, &out);
+  });
+  std::vector<Tensor> out;
+  ASSERT_TRUE(chief->Run({}, {"r:0"}, {}, &out).ok());
+  peer.join();
+  ASSERT_TRUE(worker_status.ok()) << worker_status;
+  // The chief alone now: its reduce waits for worker:0 until the step's
+  // deadline. The master answers at that deadline whatever its worker does;
+  // the worker's step must end too (with the op's 10 minutes it would hold
+  // its thread that long).
+  absl::Status s = chief->Run({}, {"r:0"}, {}, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  Worker* chief_worker = cluster_->server(kChief)->worker();
+  const absl::Time limit = absl::Now() + absl::Seconds(10);
+  while (chief_worker->NumRunningSteps() > 0 && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(chief_worker->NumRunningSteps(), 0u)
+      << "the chief's reduce still runs 10 s after its step's deadline";
 }
 
 TEST_F(CollectiveRuntimeTest, WithoutALeaderAnUnknownGroupSaysWhatToSet) {

@@ -116,7 +116,7 @@ class Worker::Impl {
   RecentRequestIds recv_tensor_ids_;
   WorkerSessionMgr sessions_;
   RendezvousMgr rendezvous_;
-  DeadlineTimer timer_;  // RecvTensor and collective leader deadlines.
+  DeadlineTimer timer_;  // RecvTensor deadlines.
   CollectiveLeader collective_leader_;
   // Graph handles: hex of a per-worker counter (TF GraphMgr); only unique
   // within this worker's life, which is what sessions last.
