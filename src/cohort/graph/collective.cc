@@ -22,6 +22,10 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> CollectiveGroups::Find(
   absl::MutexLock lock(&mu_);
   auto it = groups_.find(group_key);
   if (it != groups_.end()) return it->second;
+  return NotFoundLocked(group_key);
+}
+
+absl::Status CollectiveGroups::NotFoundLocked(int64_t group_key) const {
   std::vector<int64_t> keys;
   for (const auto& [key, group] : groups_) keys.push_back(key);
   return absl::FailedPreconditionError(absl::StrCat(
@@ -34,30 +38,52 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> CollectiveGroups::Find(
       "group for the session's device (collective/graph_groups.h)"));
 }
 
-bool CollectiveGroups::SetResolver(Resolver resolver) {
+absl::Status CollectiveGroups::SetResolver(const std::string& source,
+                                           Resolver resolver) {
   absl::MutexLock lock(&mu_);
-  if (resolver_) return false;
+  if (resolver_) {
+    if (resolver_source_ == source) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this task's collective groups are formed through the group leader ",
+        resolver_source_, "; a session now names ", source,
+        ": every session of a job must name the same "
+        "collective_group_leader"));
+  }
   resolver_ = std::move(resolver);
-  return true;
+  resolver_source_ = source;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>>
 CollectiveGroups::FindOrResolve(int64_t group_key, int group_size,
                                 const std::string& communication_hint,
                                 absl::Time deadline) {
-  absl::MutexLock resolving(&resolve_mu_);
   Resolver resolver;
   {
     absl::MutexLock lock(&mu_);
+    struct Ready {
+      CollectiveGroups* self;
+      int64_t key;
+      bool operator()() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+        return self->groups_.count(key) > 0 || self->resolving_.count(key) == 0;
+      }
+    } ready{this, group_key};
+    if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "another op of this task is still forming collective group ",
+          group_key, " (it waits for the group's other members)"));
+    }
     auto it = groups_.find(group_key);
     if (it != groups_.end()) return it->second;
+    if (!resolver_) return NotFoundLocked(group_key);
     resolver = resolver_;
+    resolving_.insert(group_key);
   }
-  if (!resolver) return Find(group_key);
   absl::StatusOr<std::shared_ptr<Group>> group =
       resolver(group_key, group_size, communication_hint, deadline);
-  if (!group.ok()) return group.status();
   absl::MutexLock lock(&mu_);
+  resolving_.erase(group_key);
+  if (!group.ok()) return group.status();
   groups_.emplace(group_key, *group);
   return *group;
 }

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -71,23 +72,33 @@ class CollectiveGroups : public ResourceBase {
   using Resolver = std::function<absl::StatusOr<std::shared_ptr<Group>>(
       int64_t group_key, int group_size, const std::string& communication_hint,
       absl::Time deadline)>;
-  // Sets the resolver unless one is set; returns whether it was set.
-  bool SetResolver(Resolver resolver) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sets the resolver, named by `source` (the leader it asks). OK when one
+  // of the same source is set (kept); FailedPrecondition naming both when
+  // one of another source is.
+  absl::Status SetResolver(const std::string& source, Resolver resolver)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The added group of `group_key`, else the resolver's (added on success);
   // without a resolver, Find's error. The resolver's errors are returned.
+  // Keys resolve independently; a second op of the same key waits for the
+  // first's resolution (until `deadline`: DeadlineExceeded).
   absl::StatusOr<std::shared_ptr<Group>> FindOrResolve(
       int64_t group_key, int group_size, const std::string& communication_hint,
-      absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_, resolve_mu_);
+      absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::string TypeName() const override { return kTypeName; }
   std::string DebugString() const override;
 
  private:
-  // Held while a resolver runs (it blocks on other tasks); before mu_.
-  absl::Mutex resolve_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // FailedPrecondition naming `group_key` and the keys there are.
+  absl::Status NotFoundLocked(int64_t group_key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   std::map<int64_t, std::shared_ptr<Group>> groups_ ABSL_GUARDED_BY(mu_);
   Resolver resolver_ ABSL_GUARDED_BY(mu_);
+  std::string resolver_source_ ABSL_GUARDED_BY(mu_);
+  // Keys whose resolution runs now (outside mu_: it blocks on other tasks).
+  std::set<int64_t> resolving_ ABSL_GUARDED_BY(mu_);
 };
 
 // The groups of `resources` (created empty on first use).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/collective/collective_group.h"
@@ -42,21 +43,35 @@ absl::StatusOr<std::shared_ptr<CollectiveGroups::Group>> Resolve(
   request.set_group_size(group_size);
   request.set_task(o.task);
   request.set_incarnation(o.incarnation);
-  request.set_timeout_ms(TimeoutMs(deadline, o.env));
   CompleteGroupResponse members;
-  {
+  // The leader's server may not be up yet (each task of a between-graph job
+  // starts its own): Unavailable is tried again, backing off, until the
+  // deadline; the last error is returned.
+  absl::Duration backoff = absl::Milliseconds(20);
+  for (;;) {
+    request.set_timeout_ms(TimeoutMs(deadline, o.env));
     CallOptions opts;
     opts.set_deadline(deadline + kLeaderGrace);
-    COHORT_RETURN_IF_ERROR(WaitFor([&](StatusCallback done) {
+    members.Clear();
+    absl::Status s = WaitFor([&](StatusCallback done) {
       leader->CompleteGroupAsync(&opts, &request, &members, std::move(done));
-    }));
+    });
+    if (!absl::IsUnavailable(s) || o.env->Now() + backoff >= deadline) {
+      COHORT_RETURN_IF_ERROR(s);
+      break;
+    }
+    o.env->SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
   }
   const auto me =
       std::find(members.task().begin(), members.task().end(), o.task);
   if (members.task_size() != group_size || me == members.task().end()) {
     return absl::InternalError(absl::StrCat(
-        "the leader answered ", members.task_size(), " members without ",
-        o.task, " for group_size ", group_size));
+        "the leader answered ", members.task_size(), " members (",
+        absl::StrJoin(members.task(), ", "), ") without ", o.task,
+        " for group_size ", group_size,
+        ": check that every task names the same collective_group_leader and "
+        "runs the same cohort version"));
   }
   collective::GroupOptions group;
   group.name = absl::StrCat("group ", group_key);

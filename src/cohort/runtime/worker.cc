@@ -317,7 +317,9 @@ void Worker::Impl::RegisterGraph(CallOptions*,
           "graph for ", env_.task_name, " names the collective group leader ",
           leader, " but this worker has no worker cache to reach it")));
     }
-    (*groups)->SetResolver(MakeGroupResolver(std::move(resolver)));
+    absl::Status set =
+        (*groups)->SetResolver(leader, MakeGroupResolver(std::move(resolver)));
+    if (!set.ok()) return done(set);
   }
   (*session)->AddGraph(handle, std::move(*graph));
   response->set_graph_handle(handle);
