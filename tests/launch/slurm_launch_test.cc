@@ -186,11 +186,11 @@ TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {
 // workers form their collective group through the group leader and end with
 // identical parameters (the job compares them and fails otherwise).
 TEST_F(SlurmLaunchTest, CollectiveTrainingThroughTheRuntime) {
-  CommandRun r = Srun(
-      3, {"--jobs", "chief=1,worker=2"},
-      absl::StrCat(BinDir(),
-                   "/train_collective --steps 100 --log-every 50 "
-                   "--target-loss 0.7 --checkpoint-dir $D/checkpoint"));
+  CommandRun r =
+      Srun(3, {"--jobs", "chief=1,worker=2"},
+           absl::StrCat(BinDir(),
+                        "/train_collective --steps 100 --log-every 50 "
+                        "--target-loss 0.7 --checkpoint-dir $D/checkpoint"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output,
               HasSubstr("[chief:0] parameters identical across 3 tasks"));
