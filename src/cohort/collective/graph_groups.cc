@@ -20,6 +20,7 @@ class GraphGroup : public CollectiveGroups::Group {
 
   int size() const override { return group_->size(); }
   int rank() const override { return group_->rank(); }
+  std::string transport() const override { return group_->transport(); }
 
   absl::Status AllReduce(Tensor* t, bool mean, int64_t instance,
                          absl::Time deadline) override {

@@ -47,6 +47,8 @@ class CollectiveGroups : public ResourceBase {
     virtual ~Group() = default;
     virtual int size() const = 0;
     virtual int rank() const = 0;
+    // How the data moves ("shm", "tcp"): for logs and tests.
+    virtual std::string transport() const = 0;
     // `t` (float or double) replaced by the sum, or the mean when `mean`.
     virtual absl::Status AllReduce(Tensor* t, bool mean, int64_t instance,
                                    absl::Time deadline) = 0;

@@ -22,6 +22,7 @@ class FakeGroup : public CollectiveGroups::Group {
   explicit FakeGroup(int size) : size_(size) {}
   int size() const override { return size_; }
   int rank() const override { return 0; }
+  std::string transport() const override { return "fake"; }
   absl::Status AllReduce(Tensor*, bool, int64_t, absl::Time) override {
     return absl::OkStatus();
   }

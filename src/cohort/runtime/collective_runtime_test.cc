@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cohort/graph/builder.h"
+#include "cohort/graph/collective.h"
+#include "cohort/graph/device.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/collective_ops.h"
 #include "cohort/runtime/test_cluster.h"
@@ -107,6 +109,13 @@ TEST_F(CollectiveRuntimeTest, EachTaskRunsItsOwnGraphAndTheGroupResolves) {
     EXPECT_EQ(got[r][0], mean) << kTasks[r];  // Bit-identical everywhere.
     EXPECT_THAT(got[r][1], ElementsAre(0, 1, 2)) << kTasks[r];
     EXPECT_THAT(got[r][2], ElementsAre(7, 8)) << kTasks[r];
+    // On one host "auto" moves the data through shared memory.
+    auto groups = CollectiveGroupsOf(
+        cluster_->server(kTasks[r])->device()->resource_manager());
+    ASSERT_TRUE(groups.ok()) << groups.status();
+    auto group = (*groups)->Find(1);
+    ASSERT_TRUE(group.ok()) << group.status();
+    EXPECT_EQ((*group)->transport(), "shm") << kTasks[r];
   }
 }
 
@@ -155,7 +164,10 @@ TEST_F(CollectiveRuntimeTest, TheRingHintFormsTheGroupOverTcp) {
       status[r] = root.ToGraphDef(&g);
       if (!status[r].ok()) return;
       auto session = cluster_->Session(kTasks[r], g, LeaderConfig(kChief));
-      if (session == nullptr) return;
+      if (session == nullptr) {
+        status[r] = absl::UnavailableError("no session");
+        return;
+      }
       std::vector<Tensor> out;
       status[r] = session->Run({}, {"mean:0"}, {}, &out);
       if (status[r].ok()) got[r] = Values(out[0]);
@@ -164,9 +176,18 @@ TEST_F(CollectiveRuntimeTest, TheRingHintFormsTheGroupOverTcp) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(status[r].ok()) << kTasks[r] << ": " << status[r];
+    ASSERT_EQ(got[r].size(), 3u) << kTasks[r];
     EXPECT_EQ(got[r], got[0]) << kTasks[r];
     EXPECT_EQ(got[r][0], 2) << kTasks[r];
     EXPECT_EQ(got[r][1], 20) << kTasks[r];
+    // The group each task formed moves its data over TCP.
+    auto groups = CollectiveGroupsOf(
+        cluster_->server(kTasks[r])->device()->resource_manager());
+    ASSERT_TRUE(groups.ok()) << groups.status();
+    auto group = (*groups)->Find(21);
+    ASSERT_TRUE(group.ok()) << group.status();
+    EXPECT_EQ((*group)->transport(), "tcp") << kTasks[r];
+    EXPECT_EQ((*group)->rank(), r) << kTasks[r];
   }
 }
 

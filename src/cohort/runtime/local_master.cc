@@ -47,21 +47,34 @@ void LocalMaster::Detach() {
       Registry().erase(it);
     }
   }
+  std::set<CallOptions*> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    master_ = nullptr;
+    cancelling_ = true;
+    calls = in_flight_;
+  }
+  // Outside mu_ (a cancel callback may do anything but wait for its own
+  // call); no call leaves, and so no caller frees its options, meanwhile.
+  for (CallOptions* opts : calls) opts->StartCancel();
   absl::MutexLock lock(&mu_);
-  master_ = nullptr;
+  cancelling_ = false;
   mu_.Await(absl::Condition(
-      +[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
+      +[](std::set<CallOptions*>* in_flight) { return in_flight->empty(); },
+      &in_flight_));
 }
 
-Master* LocalMaster::Enter() {
+Master* LocalMaster::Enter(CallOptions* opts) {
   absl::MutexLock lock(&mu_);
-  if (master_ != nullptr) ++in_flight_;
+  if (master_ != nullptr) in_flight_.insert(opts);
   return master_;
 }
 
-void LocalMaster::Leave() {
+void LocalMaster::Leave(CallOptions* opts) {
   absl::MutexLock lock(&mu_);
-  --in_flight_;
+  mu_.Await(absl::Condition(
+      +[](bool* cancelling) { return !*cancelling; }, &cancelling_));
+  in_flight_.erase(opts);
 }
 
 absl::Status LocalMaster::Detached() const {

@@ -21,6 +21,7 @@
 #define COHORT_RUNTIME_LOCAL_MASTER_H_
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -49,14 +50,15 @@ class LocalMaster {
   template <typename Request, typename Response>
   absl::Status Call(CallOptions* opts, const Request& request,
                     Response* response) ABSL_LOCKS_EXCLUDED(mu_) {
-    Master* master = Enter();
+    Master* master = Enter(opts);
     if (master == nullptr) return Detached();
     absl::Status status = InvokeMaster(master, opts, request, response);
-    Leave();
+    Leave(opts);
     return status;
   }
 
-  // Unregisters, refuses new calls and waits for those in flight.
+  // Unregisters, refuses new calls, cancels those in flight (as a stopping
+  // gRPC server cancels its calls) and waits for them to return.
   void Detach() ABSL_LOCKS_EXCLUDED(mu_);
 
   LocalMaster(std::string target, Master* master, std::string job_token)
@@ -65,15 +67,18 @@ class LocalMaster {
         master_(master) {}
 
  private:
-  Master* Enter() ABSL_LOCKS_EXCLUDED(mu_);
-  void Leave() ABSL_LOCKS_EXCLUDED(mu_);
+  // The master, `opts` counted in flight; null once detached.
+  Master* Enter(CallOptions* opts) ABSL_LOCKS_EXCLUDED(mu_);
+  void Leave(CallOptions* opts) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Detached() const;
 
   const std::string target_;
   const std::string job_token_;
   absl::Mutex mu_;
   Master* master_ ABSL_GUARDED_BY(mu_);
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<CallOptions*> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Detach is cancelling the calls in flight: none may leave until it is done.
+  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace cohort::runtime

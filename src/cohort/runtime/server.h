@@ -127,6 +127,8 @@ class Server {
   int bound_port() const { return port_; }
   Master* master() { return master_.get(); }
   Worker* worker() { return worker_.get(); }
+  // The task's device (its shared resources: variables, collective groups).
+  Device* device() { return device_.get(); }
   // This task's coordination agent once registered (server_coordination.h),
   // valid until Stop(); for barriers among the tasks of the job. Blocks until
   // the agent registered or `timeout` passed.
