@@ -57,12 +57,10 @@ resolver = cohort.TFConfigClusterResolver()
 task_type, task_id = resolver.task_type, resolver.task_id
 # COHORT_JOB_TOKEN and the cluster are the launcher's.
 server = cohort.Server(resolver.cluster_spec(), job_name=task_type, task_index=task_id)
-# No distribute coordinator here to wait for the gang (its worker barrier):
-# the group is resolved through the leader's server at the first collective,
-# and a leader not serving yet is UnavailableError, so every task waits
-# until all serve.
+# No barrier before the first step: the group is resolved through the
+# leader's server at the first collective, and a leader not serving yet is
+# asked again until the op's deadline.
 kv = cohort.coordination_client()
-kv.barrier("servers-up", timeout=30)
 # The leader orders members by job name, then task index.
 rank = {{"chief": 0, "worker": 1}}[task_type]
 config = {{"experimental": {{"collective_group_leader": "{leader}"}},
