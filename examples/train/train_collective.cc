@@ -63,10 +63,9 @@ int main(int argc, char** argv) {
         training::RunCollectiveTraining(o, std::cout);
     if (!r.ok()) return r.status();
     if (phase_stats) {
-      std::cout << absl::StrFormat(
-                       "%s:%d: phases over %d steps:\n%s", c->task_type(),
-                       c->task_id(), o.train.steps,
-                       PhaseStats::Summary(o.train.steps))
+      std::cout << absl::StrFormat("%s:%d: phases over %d steps:\n%s",
+                                   c->task_type(), c->task_id(), o.train.steps,
+                                   PhaseStats::Summary(o.train.steps))
                 << std::endl;
     }
     if (c->is_chief()) {
