@@ -15,8 +15,8 @@
 #include "bench/common/peer.h"
 #include "bench/training/ps_job.h"
 #include "cohort/base/json.h"
-#include "cohort/base/subprocess.h"
 #include "cohort/base/status.h"
+#include "cohort/base/subprocess.h"
 #include "cohort/distribute/distribute_coordinator.h"
 #include "cohort/distribute/strategy.h"
 #include "cohort/distribute/worker_context.h"
@@ -152,15 +152,15 @@ int RunRuntimeChild(const Flags& f) {
                             training::RunCollectiveTraining(o, quiet));
     const distribute::WorkerContext* c = distribute::CurrentWorkerContext();
     if (!c->is_chief()) return absl::OkStatus();
-    PrintChildResult(Json{
-        {"suite", "training"},
-        {"metric", "runtime_examples_per_second"},
-        {"params",
-         {{"tasks", c->num_workers()},
-          {"parameters", Parameters(f)},
-          {"batch", f.batch}}},
-        {"value", std::round(r.examples_per_second * 10) / 10},
-        {"unit", "examples/s"}});
+    PrintChildResult(
+        Json{{"suite", "training"},
+             {"metric", "runtime_examples_per_second"},
+             {"params",
+              {{"tasks", c->num_workers()},
+               {"parameters", Parameters(f)},
+               {"batch", f.batch}}},
+             {"value", std::round(r.examples_per_second * 10) / 10},
+             {"unit", "examples/s"}});
     return absl::OkStatus();
   };
   absl::Status s = distribute::RunDistributeCoordinator(options);
@@ -224,9 +224,8 @@ std::vector<std::string> PeerArgs(const Flags& f) {
 int PrintRatiosPerCount(const std::string& metric, const std::string& param,
                         const std::vector<int>& counts,
                         const std::string& peer_suite,
-                        const std::string& peer_metric,
-                        const std::string& note, const Json& extra,
-                        const MeasurementLog& ours,
+                        const std::string& peer_metric, const std::string& note,
+                        const Json& extra, const MeasurementLog& ours,
                         const MeasurementLog& peer) {
   int rc = 0;
   for (int count : counts) {
