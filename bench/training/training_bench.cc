@@ -17,8 +17,6 @@
 #include "cohort/base/json.h"
 #include "cohort/base/status.h"
 #include "cohort/base/subprocess.h"
-#include "cohort/distribute/distribute_coordinator.h"
-#include "cohort/distribute/strategy.h"
 #include "cohort/distribute/worker_context.h"
 #include "cohort/training/collective_training.h"
 #include "cohort/training/data_parallel.h"
@@ -139,31 +137,23 @@ int RunRuntimeChild(const Flags& f) {
   training::CollectiveTrainOptions o;
   o.train = OptionsFor(f);
   o.save_checkpoint_steps = 0;
-  distribute::CollectiveAllReduceStrategy strategy;
-  distribute::DistributeCoordinatorOptions options;
-  options.mode = distribute::CoordinatorMode::kIndependentWorker;
-  options.strategy = &strategy;
-  ConfigProto config;
-  config.set_intra_op_parallelism_threads(o.train.threads);
-  options.session_config = config;
-  options.worker_fn = [&](const distribute::Strategy*) -> absl::Status {
-    std::ostringstream quiet;
-    COHORT_ASSIGN_OR_RETURN(training::TrainReport r,
-                            training::RunCollectiveTraining(o, quiet));
-    const distribute::WorkerContext* c = distribute::CurrentWorkerContext();
-    if (!c->is_chief()) return absl::OkStatus();
-    PrintChildResult(
-        Json{{"suite", "training"},
-             {"metric", "runtime_examples_per_second"},
-             {"params",
-              {{"tasks", c->num_workers()},
-               {"parameters", Parameters(f)},
-               {"batch", f.batch}}},
-             {"value", std::round(r.examples_per_second * 10) / 10},
-             {"unit", "examples/s"}});
-    return absl::OkStatus();
-  };
-  absl::Status s = distribute::RunDistributeCoordinator(options);
+  std::ostringstream quiet;
+  absl::Status s = training::RunCollectiveTrainingJob(
+      o, quiet,
+      [&](const training::TrainReport& r,
+          const distribute::WorkerContext& c) -> absl::Status {
+        if (!c.is_chief()) return absl::OkStatus();
+        PrintChildResult(
+            Json{{"suite", "training"},
+                 {"metric", "runtime_examples_per_second"},
+                 {"params",
+                  {{"tasks", c.num_workers()},
+                   {"parameters", Parameters(f)},
+                   {"batch", f.batch}}},
+                 {"value", std::round(r.examples_per_second * 10) / 10},
+                 {"unit", "examples/s"}});
+        return absl::OkStatus();
+      });
   if (!s.ok()) {
     std::cerr << s << std::endl;
     return 1;

@@ -20,8 +20,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cohort/base/phase_stats.h"
-#include "cohort/distribute/distribute_coordinator.h"
-#include "cohort/distribute/strategy.h"
 #include "cohort/distribute/worker_context.h"
 #include "cohort/training/collective_training.h"
 #include "examples/train/train_flags.h"
@@ -48,37 +46,27 @@ int main(int argc, char** argv) {
   }
 
   bool met_target = true;
-  distribute::CollectiveAllReduceStrategy strategy;
-  distribute::DistributeCoordinatorOptions options;
-  options.mode = distribute::CoordinatorMode::kIndependentWorker;
-  options.strategy = &strategy;
-  // Each task's server runs --threads intra-op threads, as the gang's
-  // session does.
-  ConfigProto config;
-  config.set_intra_op_parallelism_threads(o.train.threads);
-  options.session_config = config;
-  options.worker_fn = [&](const distribute::Strategy*) -> absl::Status {
-    const distribute::WorkerContext* c = distribute::CurrentWorkerContext();
-    absl::StatusOr<training::TrainReport> r =
-        training::RunCollectiveTraining(o, std::cout);
-    if (!r.ok()) return r.status();
-    if (phase_stats) {
-      std::cout << absl::StrFormat("%s:%d: phases over %d steps:\n%s",
-                                   c->task_type(), c->task_id(), o.train.steps,
-                                   PhaseStats::Summary(o.train.steps))
-                << std::endl;
-    }
-    if (c->is_chief()) {
-      examples::PrintTrainReport(*r, c->num_workers(), o.train.batch,
-                                 std::cout);
-    }
-    met_target = examples::MetTargetLoss(
-        *r, target_loss,
-        absl::StrCat("train_collective: ", c->task_type(), ":", c->task_id()),
-        std::cerr);
-    return absl::OkStatus();
-  };
-  absl::Status status = distribute::RunDistributeCoordinator(options);
+  absl::Status status = training::RunCollectiveTrainingJob(
+      o, std::cout,
+      [&](const training::TrainReport& r,
+          const distribute::WorkerContext& c) -> absl::Status {
+        if (phase_stats) {
+          std::cout << absl::StrFormat("%s:%d: phases over %d steps:\n%s",
+                                       c.task_type(), c.task_id(),
+                                       o.train.steps,
+                                       PhaseStats::Summary(o.train.steps))
+                    << std::endl;
+        }
+        if (c.is_chief()) {
+          examples::PrintTrainReport(r, c.num_workers(), o.train.batch,
+                                     std::cout);
+        }
+        met_target = examples::MetTargetLoss(
+            r, target_loss,
+            absl::StrCat("train_collective: ", c.task_type(), ":", c.task_id()),
+            std::cerr);
+        return absl::OkStatus();
+      });
   if (!status.ok()) {
     std::cerr << "train_collective: " << status << std::endl;
     return 1;

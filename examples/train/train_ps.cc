@@ -180,16 +180,10 @@ absl::Status Train(const Flags& f, Env* env) {
     }
   }
   if (chief && !f.checkpoint_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(f.checkpoint_dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create --checkpoint-dir ", f.checkpoint_dir,
-                       ": ", ec.message()));
-    }
     // A directory others can write is one where they can plant the
     // checkpoint this task restores (graph/checkpoint.h).
-    COHORT_RETURN_IF_ERROR(CheckCheckpointDirectory(f.checkpoint_dir));
+    COHORT_RETURN_IF_ERROR(
+        CreateCheckpointDirectory(f.checkpoint_dir, "--checkpoint-dir"));
   }
   // The scaffold's saver says whether the chief's session was restored.
   o.scaffold = std::make_shared<training::Scaffold>();

@@ -9,9 +9,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <system_error>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
@@ -128,6 +130,17 @@ int RemoveStaleTempFiles(const std::string& dir) {
     if (::unlink(path.c_str()) == 0) ++removed;
   }
   return removed;
+}
+
+absl::Status CreateCheckpointDirectory(const std::string& dir,
+                                       const std::string& flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create ", flag, " ", dir, ": ", ec.message()));
+  }
+  return CheckCheckpointDirectory(dir);
 }
 
 absl::Status CheckCheckpointDirectory(const std::string& dir) {

@@ -84,6 +84,12 @@ int RemoveStaleTempFiles(const std::string& dir);
 // NotFound when it does not exist.
 absl::Status CheckCheckpointDirectory(const std::string& dir);
 
+// Creates `dir` (and its parents) when missing, then CheckCheckpointDirectory.
+// FailedPrecondition naming `flag` (e.g. "--checkpoint-dir") and the
+// directory when it cannot be created.
+absl::Status CreateCheckpointDirectory(const std::string& dir,
+                                       const std::string& flag);
+
 // The pointer file's contents: names of checkpoint files in its directory.
 struct CheckpointState {
   std::string model_checkpoint_path;

@@ -68,6 +68,20 @@ void CollectiveLeader::Answer(Waiter& w, absl::Status status,
   answers->emplace_back(std::move(w.done), std::move(status));
 }
 
+template <typename K>
+CollectiveLeader::Waiter& CollectiveLeader::NewWaiter(
+    std::map<K, Waiter>& waiters, const K& k, absl::Status replaced,
+    Answers* answers) {
+  auto previous = waiters.find(k);
+  if (previous != waiters.end()) {
+    Answer(previous->second, std::move(replaced), answers);
+    waiters.erase(previous);
+  }
+  Waiter& w = waiters[k];
+  w.id = next_waiter_++;
+  return w;
+}
+
 void CollectiveLeader::Run(Answers answers) {
   for (auto& [done, status] : answers) done(status);
 }
@@ -186,20 +200,14 @@ void CollectiveLeader::JoinLocked(absl::Time deadline,
     group.joined.emplace(member, std::make_pair(task, request.incarnation()));
   }
   if (!group.complete()) {
-    // One wait per member: a newer call (a retry) replaces the older.
-    auto previous = group.waiters.find(member);
-    if (previous != group.waiters.end()) {
-      Answer(previous->second,
-             absl::AbortedError(absl::StrCat(
-                 GroupName(key), ": replaced by a newer call from ", task)),
-             answers);
-      group.waiters.erase(previous);
-    }
-    const uint64_t id = next_waiter_++;
-    Waiter& w = group.waiters[member];
+    Waiter& w = NewWaiter(
+        group.waiters, member,
+        absl::AbortedError(absl::StrCat(
+            GroupName(key), ": replaced by a newer call from ", task)),
+        answers);
     w.done = std::move(done);
     w.group_response = response;
-    w.id = id;
+    const uint64_t id = w.id;
     w.timer_id = Arm(deadline, [this, key, member, id] {
       OnGroupDeadline(key, member, id);
     });
@@ -279,21 +287,15 @@ void CollectiveLeader::SendLocked(absl::Time deadline,
   round.sent[rank] = true;
   if (std::find(round.sent.begin(), round.sent.end(), false) !=
       round.sent.end()) {
-    // One wait per member: a newer call (a retry) replaces the older.
-    auto previous = round.waiters.find(rank);
-    if (previous != round.waiters.end()) {
-      Answer(previous->second,
-             absl::AbortedError(absl::StrCat(
-                 GroupName(key), ": set-up round ", request.round(),
-                 ": replaced by a newer call from ", task)),
-             answers);
-      round.waiters.erase(previous);
-    }
-    const uint64_t id = next_waiter_++;
-    Waiter& w = round.waiters[rank];
+    Waiter& w =
+        NewWaiter(round.waiters, rank,
+                  absl::AbortedError(absl::StrCat(
+                      GroupName(key), ": set-up round ", request.round(),
+                      ": replaced by a newer call from ", task)),
+                  answers);
     w.done = std::move(done);
     w.round_response = response;
-    w.id = id;
+    const uint64_t id = w.id;
     const int64_t r = request.round();
     w.timer_id = Arm(deadline, [this, key, r, rank, id] {
       OnRoundDeadline(key, r, rank, id);

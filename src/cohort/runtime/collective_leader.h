@@ -156,6 +156,12 @@ class CollectiveLeader {
   uint64_t Arm(absl::Time deadline, std::function<void()> fn);
   // Cancels `w`'s timer and queues its answer.
   void Answer(Waiter& w, absl::Status status, Answers* answers);
+  // The waiter of `k` in `waiters`, new: one wait per member, so an older
+  // call of `k` (a retry's predecessor) is answered `replaced` first.
+  template <typename K>
+  Waiter& NewWaiter(std::map<K, Waiter>& waiters, const K& k,
+                    absl::Status replaced, Answers* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Run(Answers answers);
 
   const std::string task_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "cohort/runtime/worker_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,24 +23,9 @@ constexpr char kLeader[] = "/job:chief/replica:0/task:0";
 // A leader whose first `unavailable` CompleteGroup calls fail as a server
 // that is not listening yet would; then it forms a group of this task alone
 // and echoes every set-up round.
-class ScriptedLeader : public WorkerInterface {
+class ScriptedLeader : public testing::UnimplementedWorker {
  public:
   explicit ScriptedLeader(int unavailable) : unavailable_(unavailable) {}
-#define COHORT_TEST_UNUSED_(Name)                                       \
-  void Name##Async(CallOptions*, const Name##Request*, Name##Response*, \
-                   StatusCallback done) override {                      \
-    done(absl::UnimplementedError(#Name));                              \
-  }
-  COHORT_TEST_UNUSED_(GetStatus)
-  COHORT_TEST_UNUSED_(CreateWorkerSession)
-  COHORT_TEST_UNUSED_(DeleteWorkerSession)
-  COHORT_TEST_UNUSED_(RegisterGraph)
-  COHORT_TEST_UNUSED_(DeregisterGraph)
-  COHORT_TEST_UNUSED_(RunGraph)
-  COHORT_TEST_UNUSED_(CleanupGraph)
-  COHORT_TEST_UNUSED_(CleanupAll)
-  COHORT_TEST_UNUSED_(RecvTensor)
-#undef COHORT_TEST_UNUSED_
 
   void CompleteGroupAsync(CallOptions*, const CompleteGroupRequest* request,
                           CompleteGroupResponse* response,

@@ -41,25 +41,8 @@ struct RecvResult {
 };
 
 // A worker that holds every RecvTensor until the test answers it.
-class HeldRecvWorker : public WorkerInterface {
+class HeldRecvWorker : public testing::UnimplementedWorker {
  public:
-#define COHORT_TEST_UNUSED_(Name)                                       \
-  void Name##Async(CallOptions*, const Name##Request*, Name##Response*, \
-                   StatusCallback done) override {                      \
-    done(absl::UnimplementedError(#Name));                              \
-  }
-  COHORT_TEST_UNUSED_(GetStatus)
-  COHORT_TEST_UNUSED_(CreateWorkerSession)
-  COHORT_TEST_UNUSED_(DeleteWorkerSession)
-  COHORT_TEST_UNUSED_(RegisterGraph)
-  COHORT_TEST_UNUSED_(DeregisterGraph)
-  COHORT_TEST_UNUSED_(RunGraph)
-  COHORT_TEST_UNUSED_(CleanupGraph)
-  COHORT_TEST_UNUSED_(CleanupAll)
-  COHORT_TEST_UNUSED_(CompleteGroup)
-  COHORT_TEST_UNUSED_(CompleteInstance)
-#undef COHORT_TEST_UNUSED_
-
   struct Held {
     CallOptions* opts;
     const RecvTensorRequest* request;

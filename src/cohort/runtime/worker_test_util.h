@@ -25,6 +25,19 @@
 
 namespace cohort::runtime::testing {
 
+// A worker whose every RPC answers Unimplemented naming it: tests override
+// the calls they script.
+class UnimplementedWorker : public WorkerInterface {
+ public:
+#define COHORT_WORKER_TEST_UNIMPLEMENTED_(Name)                         \
+  void Name##Async(CallOptions*, const Name##Request*, Name##Response*, \
+                   StatusCallback done) override {                      \
+    done(absl::UnimplementedError(#Name));                              \
+  }
+  COHORT_WORKER_RPCS(COHORT_WORKER_TEST_UNIMPLEMENTED_)
+#undef COHORT_WORKER_TEST_UNIMPLEMENTED_
+};
+
 inline std::string Task(const std::string& job, int index) {
   return absl::StrCat("/job:", job, "/replica:0/task:", index);
 }

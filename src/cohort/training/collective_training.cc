@@ -1,9 +1,7 @@
 #include "cohort/training/collective_training.h"
 
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -13,8 +11,11 @@
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 #include "cohort/base/status.h"
+#include "cohort/distribute/distribute_coordinator.h"
+#include "cohort/distribute/strategy.h"
 #include "cohort/distribute/worker_context.h"
 #include "cohort/graph/builder.h"
+#include "cohort/graph/checkpoint.h"
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/collective_ops.h"
 #include "cohort/graph/kernels/state_ops.h"
@@ -170,13 +171,8 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
   // equal); only the chief restores and saves checkpoints.
   mts.is_chief = true;
   if (chief && !o.checkpoint_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.checkpoint_dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create --checkpoint-dir ", o.checkpoint_dir,
-                       ": ", ec.message()));
-    }
+    COHORT_RETURN_IF_ERROR(
+        CreateCheckpointDirectory(o.checkpoint_dir, "--checkpoint-dir"));
     mts.checkpoint_dir = o.checkpoint_dir;
     if (options.save_checkpoint_steps > 0) {
       mts.save_checkpoint_steps = options.save_checkpoint_steps;
@@ -287,6 +283,25 @@ absl::StatusOr<TrainReport> RunCollectiveTraining(
                             Saver::LatestCheckpoint(o.checkpoint_dir));
   }
   return report;
+}
+
+absl::Status RunCollectiveTrainingJob(const CollectiveTrainOptions& options,
+                                      std::ostream& log,
+                                      const CollectiveReportFn& report) {
+  distribute::CollectiveAllReduceStrategy strategy;
+  distribute::DistributeCoordinatorOptions coordinator;
+  coordinator.mode = distribute::CoordinatorMode::kIndependentWorker;
+  coordinator.strategy = &strategy;
+  // Each task's server runs the job's intra-op threads, as the gang's
+  // session does.
+  ConfigProto config;
+  config.set_intra_op_parallelism_threads(options.train.threads);
+  coordinator.session_config = config;
+  coordinator.worker_fn = [&](const distribute::Strategy*) -> absl::Status {
+    COHORT_ASSIGN_OR_RETURN(TrainReport r, RunCollectiveTraining(options, log));
+    return report(r, *distribute::CurrentWorkerContext());
+  };
+  return distribute::RunDistributeCoordinator(coordinator);
 }
 
 }  // namespace cohort::training

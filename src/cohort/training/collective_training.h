@@ -30,9 +30,12 @@
 #define COHORT_TRAINING_COLLECTIVE_TRAINING_H_
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cohort/distribute/worker_context.h"
 #include "cohort/training/data_parallel.h"
 
 namespace cohort::training {
@@ -54,6 +57,17 @@ struct CollectiveTrainOptions {
 // (intra_op_parallelism_threads sizes each task's server).
 absl::StatusOr<TrainReport> RunCollectiveTraining(
     const CollectiveTrainOptions& options, std::ostream& log);
+
+// The whole program of one task: RunDistributeCoordinator (INDEPENDENT_
+// WORKER, from TF_CONFIG) with CollectiveAllReduceStrategy, each task's
+// server sized to options.train.threads intra-op threads, running
+// RunCollectiveTraining and then `report` with its result in each chief and
+// worker task. The first error of either is returned.
+using CollectiveReportFn = std::function<absl::Status(
+    const TrainReport& report, const distribute::WorkerContext& task)>;
+absl::Status RunCollectiveTrainingJob(const CollectiveTrainOptions& options,
+                                      std::ostream& log,
+                                      const CollectiveReportFn& report);
 
 }  // namespace cohort::training
 

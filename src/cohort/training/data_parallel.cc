@@ -346,13 +346,8 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   report.heldout_accuracy = Accuracy(out[1], data.heldout.labels);
 
   if (chief && !o.checkpoint_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.checkpoint_dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create --checkpoint-dir ", o.checkpoint_dir,
-                       ": ", ec.message()));
-    }
+    COHORT_RETURN_IF_ERROR(
+        CreateCheckpointDirectory(o.checkpoint_dir, "--checkpoint-dir"));
     Saver saver(m.session->device()->resource_manager());
     COHORT_ASSIGN_OR_RETURN(report.checkpoint_path,
                             saver.Save(o.checkpoint_dir, o.steps));
