@@ -47,10 +47,10 @@ struct GangRun {
 };
 
 // Launches the gang and waits for it. When every member exits 0, partition
-// 0's (the chief's) result lines get "rep" (and "note") and go through log->Print.
-// Returns false, printing only an error line (with the gang's output) and
-// none of partition 0's lines, when any member fails, partition 0 prints no
-// result or prints one that is not JSON.
+// 0's (the chief's) result lines get "rep" (and "note") and go through
+// log->Print. Returns false, printing only an error line (with the gang's
+// output) and none of partition 0's lines, when any member fails, partition 0
+// prints no result or prints one that is not JSON.
 bool RunGang(const GangRun& run, MeasurementLog* log);
 
 }  // namespace cohort::bench
