@@ -14,18 +14,13 @@ std::string GroupName(int64_t key) {
   return absl::StrCat("collective group ", key);
 }
 
-std::vector<std::string> Sorted(std::vector<std::string> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
 }  // namespace
 
 CollectiveLeader::CollectiveLeader(std::string task, Env* env,
-                                   std::vector<std::string> cluster_tasks)
+                                   TaskList cluster_tasks)
     : task_(std::move(task)),
       env_(env),
-      cluster_tasks_(Sorted(std::move(cluster_tasks))),
+      cluster_tasks_(std::move(cluster_tasks)),
       timer_(env) {}
 
 CollectiveLeader::~CollectiveLeader() {
@@ -87,7 +82,8 @@ void CollectiveLeader::Run(Answers answers) {
 }
 
 absl::StatusOr<CollectiveLeader::MemberKey> CollectiveLeader::CheckTask(
-    int64_t key, const std::string& task) const {
+    int64_t key, const std::string& task,
+    const std::vector<std::string>& cluster) const {
   if (task.size() > kMaxTaskNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         GroupName(key), ": a task name of ", task.size(),
@@ -100,8 +96,8 @@ absl::StatusOr<CollectiveLeader::MemberKey> CollectiveLeader::CheckTask(
         GroupName(key), ": the asking task '", task,
         "' is not a task name in canonical form (/job:J/replica:R/task:T)"));
   }
-  if (!cluster_tasks_.empty() &&
-      !std::binary_search(cluster_tasks_.begin(), cluster_tasks_.end(), task)) {
+  if (!cluster.empty() &&
+      std::find(cluster.begin(), cluster.end(), task) == cluster.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         GroupName(key), ": ", task, " is not a task of the cluster the leader ",
         task_, " serves; check the session's cluster"));
@@ -114,16 +110,18 @@ void CollectiveLeader::CompleteGroup(absl::Time deadline,
                                      CompleteGroupResponse* response,
                                      StatusCallback done) {
   const int64_t key = request.group_key();
-  const int limit = cluster_tasks_.empty()
+  const std::vector<std::string> cluster =
+      cluster_tasks_ ? cluster_tasks_() : std::vector<std::string>();
+  const int limit = cluster.empty()
                         ? kMaxGroupSize
-                        : std::min<int>(kMaxGroupSize, cluster_tasks_.size());
+                        : std::min<int>(kMaxGroupSize, cluster.size());
   if (request.group_size() < 1 || request.group_size() > limit) {
     return done(absl::InvalidArgumentError(absl::StrCat(
         GroupName(key), ": ", request.task().substr(0, kMaxTaskNameBytes),
         " asked for group_size ", request.group_size(), "; a group has 1 to ",
         limit, " members (the cluster's tasks, at most ", kMaxGroupSize, ")")));
   }
-  absl::StatusOr<MemberKey> member = CheckTask(key, request.task());
+  absl::StatusOr<MemberKey> member = CheckTask(key, request.task(), cluster);
   if (!member.ok()) return done(member.status());
   Answers answers;
   {

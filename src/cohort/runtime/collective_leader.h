@@ -82,11 +82,13 @@ class CollectiveLeader {
   static constexpr size_t kMaxTaskNameBytes = 256;
   static constexpr absl::Duration kMaxWait = absl::Minutes(11);
 
+  // The tasks that may ask, asked at each call (the worker cache may be
+  // filled after the leader is built); null or empty: any canonical name.
+  using TaskList = std::function<std::vector<std::string>()>;
+
   // `task` is this leader's own name (in errors); `env` its clock (not
-  // owned, outlives the leader); `cluster_tasks` the tasks that may ask
-  // (empty: any canonical task name).
-  CollectiveLeader(std::string task, Env* env,
-                   std::vector<std::string> cluster_tasks);
+  // owned, outlives the leader).
+  CollectiveLeader(std::string task, Env* env, TaskList cluster_tasks);
   // Stop()s with Unavailable if not stopped.
   ~CollectiveLeader();
   CollectiveLeader(const CollectiveLeader&) = delete;
@@ -135,8 +137,9 @@ class CollectiveLeader {
 
   // The asking task's key, or InvalidArgument (not canonical, too long, not
   // of the cluster).
-  absl::StatusOr<MemberKey> CheckTask(int64_t key,
-                                      const std::string& task) const;
+  absl::StatusOr<MemberKey> CheckTask(
+      int64_t key, const std::string& task,
+      const std::vector<std::string>& cluster) const;
   // CompleteGroup under the lock: `done` is stored as a waiter or put in
   // `answers` with its outcome.
   void JoinLocked(absl::Time deadline, const CompleteGroupRequest& request,
@@ -166,7 +169,7 @@ class CollectiveLeader {
 
   const std::string task_;
   Env* const env_;
-  const std::vector<std::string> cluster_tasks_;  // Sorted.
+  const TaskList cluster_tasks_;
   absl::Mutex mu_;
   absl::Status stopped_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Group> groups_ ABSL_GUARDED_BY(mu_);

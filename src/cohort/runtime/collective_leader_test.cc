@@ -41,7 +41,7 @@ using RoundCall = Pending<CompleteInstanceResponse>;
 
 class CollectiveLeaderTest : public ::testing::Test {
  protected:
-  CollectiveLeaderTest() : leader_(kLeader, &env_, {}) {}
+  CollectiveLeaderTest() : leader_(kLeader, &env_, nullptr) {}
 
   std::unique_ptr<GroupCall> Join(
       int64_t key, int size, const std::string& task, uint64_t incarnation = 1,
@@ -232,7 +232,9 @@ TEST_F(CollectiveLeaderTest, AnAbandonedRoundDoesNotPoisonTheNextAttempt) {
 }
 
 TEST_F(CollectiveLeaderTest, OnlyTasksOfTheClusterMayAsk) {
-  CollectiveLeader leader(kLeader, &env_, {kChief, kWorker0});
+  CollectiveLeader leader(kLeader, &env_, [] {
+    return std::vector<std::string>{kChief, kWorker0};
+  });
   CompleteGroupRequest r;
   r.set_group_key(1);
   r.set_group_size(2);

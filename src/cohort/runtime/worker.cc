@@ -112,10 +112,10 @@ Worker::Impl::Impl(WorkerEnv env)
       sessions_(env_.task_name, env_.device),
       rendezvous_(RendezvousOptions(env_)),
       timer_(env_.env),
-      collective_leader_(env_.task_name, env_.env,
-                         env_.worker_cache != nullptr
-                             ? env_.worker_cache->ListTasks()
-                             : std::vector<std::string>()) {}
+      collective_leader_(env_.task_name, env_.env, [cache = env_.worker_cache] {
+        return cache != nullptr ? cache->ListTasks()
+                                : std::vector<std::string>();
+      }) {}
 
 Worker::Impl::~Impl() {
   Stop(StoppingError(env_.task_name));
