@@ -130,7 +130,11 @@ std::string SharedMemoryHostKey() {
     }
     fclose(f);
   }
+  // The network namespace too: tasks in different ones are different hosts
+  // for every decision (a network-namespace lab host, a pod), though they
+  // could share /dev/shm here; their data must cross the link.
   return absl::StrCat(boot, "/pid:", StatIdentity("/proc/self/ns/pid"),
+                      "/net:", StatIdentity("/proc/self/ns/net"),
                       "/shm:", StatIdentity("/dev/shm"));
 }
 

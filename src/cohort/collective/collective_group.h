@@ -13,8 +13,8 @@
 // Resolution: Create() tells every member who the others are through an
 // Exchange (an all-gather of one short string per member), normally the
 // coordination service's key-value store; nothing of the data goes through
-// it. When every member runs on this host (same boot, PID namespace and
-// /dev/shm), the group moves data through shared memory
+// it. When every member runs on this host (same boot, PID and network
+// namespaces and /dev/shm), the group moves data through shared memory
 // (shm_communicator.h); otherwise over TCP between the members' own
 // endpoints (ring_communicator.h), which check the job token like every
 // cohort endpoint. GroupOptions::transport can force either.
@@ -131,9 +131,9 @@ class CollectiveGroup {
   int64_t calls_ = 0;
 };
 
-// This host's identity for choosing shared memory: boot id, PID namespace
-// and the /dev/shm file system. Equal keys: shared memory works between
-// the two processes.
+// This host's identity for choosing shared memory: boot id, PID and network
+// namespaces and the /dev/shm file system. Equal keys: the two processes are
+// on one host and shared memory works between them.
 std::string SharedMemoryHostKey();
 
 }  // namespace cohort::collective
