@@ -189,6 +189,9 @@ TEST_F(CollectiveLeaderTest, GroupDeadlineNamesWhoJoinedAndHowManyAreMissing) {
   // Nobody waits now: the group is forgotten, size and all.
   auto fresh = Join(3, 2, kWorker2);
   EXPECT_FALSE(fresh->answered.HasBeenNotified());
+  // Answered before `fresh` goes (the leader outlives this body).
+  leader_.Stop(absl::CancelledError("test over"));
+  EXPECT_TRUE(absl::IsCancelled(fresh->status));
 }
 
 TEST_F(CollectiveLeaderTest, ACallWithoutADeadlineWaitsAtMostMaxWait) {
