@@ -15,6 +15,8 @@ PACKAGES=(
   # tests run every suite with its peer.
   python3-torch
   iperf3
+  # The multi-host lab (scripts/lab.sh): ip, tc and bridge.
+  iproute2
 )
 
 missing=()
