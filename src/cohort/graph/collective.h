@@ -38,6 +38,8 @@ class CollectiveGroups : public ResourceBase {
  public:
   static constexpr char kTypeName[] = "CollectiveGroups";
   static constexpr char kName[] = "collective_groups";
+  // The largest group the ops accept and the runtime's leader forms.
+  static constexpr int kMaxGroupSize = 4096;
 
   // One group as the ops use it. Every call blocks until the group's other
   // members made the same call (same instance) or `deadline`; errors name

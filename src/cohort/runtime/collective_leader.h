@@ -68,6 +68,7 @@
 #include "absl/time/time.h"
 #include "cohort/base/deadline_timer.h"
 #include "cohort/base/env.h"
+#include "cohort/graph/collective.h"
 #include "cohort/runtime/worker_interface.h"
 #include "cohort/worker.pb.h"
 
@@ -75,7 +76,7 @@ namespace cohort::runtime {
 
 class CollectiveLeader {
  public:
-  static constexpr int kMaxGroupSize = 4096;
+  static constexpr int kMaxGroupSize = CollectiveGroups::kMaxGroupSize;
   static constexpr int kMaxGroups = 1024;
   static constexpr size_t kMaxPayloadBytes = 4096;
   static constexpr int kMaxOpenRounds = 16;

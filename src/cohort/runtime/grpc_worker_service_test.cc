@@ -228,6 +228,17 @@ TEST_F(GrpcWorkerTest, WrongOrMissingTokenIsRefusedAndChangesNothing) {
     GetStatusResponse status;
     EXPECT_EQ(DoGetStatus(&intruder, {}, &status).code(), refused);
     EXPECT_EQ(status.device_attributes_size(), 0);  // no data
+    // The collective group leader's calls too: nothing joins, nothing waits.
+    CompleteGroupRequest join;
+    join.set_group_key(1);
+    join.set_group_size(2);
+    join.set_task(kA);
+    EXPECT_EQ(DoCompleteGroup(&intruder, join).code(), refused) << token;
+    CompleteInstanceRequest round;
+    round.set_group_key(1);
+    round.set_task(kA);
+    round.set_payload(std::string(64, 'x'));
+    EXPECT_EQ(DoCompleteInstance(&intruder, round).code(), refused) << token;
   }
   RegisterGraphRequest req;
   req.set_session_handle("x");

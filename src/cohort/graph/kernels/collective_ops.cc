@@ -14,8 +14,7 @@ namespace {
 
 // TensorFlow's timeout_seconds 0 means "none"; every cohort wait has one.
 constexpr absl::Duration kDefaultTimeout = absl::Minutes(10);
-// The largest group the runtime's group leader forms.
-constexpr int64_t kMaxGroupSize = 4096;
+constexpr int64_t kMaxGroupSize = CollectiveGroups::kMaxGroupSize;
 
 // The attrs every collective op has, and the group they name.
 class CollectiveOpBase : public OpKernel {
