@@ -120,15 +120,17 @@ TEST_F(EngineLaunchTest, KubernetesIndexedJobPodsRunTheJob) {
 }
 
 // A launcher that dies (its node lost) stops its heartbeats to task 0's
-// control plane: the other launcher stops its program and fails, naming it.
+// control plane: task 0's launcher names it at the heartbeat timeout, and
+// once the partition grace has passed too the other launcher stops its
+// program and fails, naming it and its host.
 TEST_F(EngineLaunchTest, ALostLauncherFailsTheWholeJob) {
   std::vector<std::unique_ptr<Subprocess>> launchers;
   const absl::Time start = absl::Now();
   for (int i = 0; i < 2; ++i) {
     launchers.push_back(StartCommand(
         Argv("tf_config",
-             {"--heartbeat-timeout", "2", "--max-restarts", "3", "--stop-grace",
-              "1"},
+             {"--heartbeat-timeout", "2", "--partition-grace", "2",
+              "--max-restarts", "3", "--stop-grace", "1"},
              "echo $$ > $D/pid.$COHORT_PARTITION_ID; exec sleep 60"),
         {TfConfig(i), "COHORT_JOB_TOKEN=lost-test-token-0123"}));
     ASSERT_NE(launchers.back(), nullptr);
@@ -144,8 +146,14 @@ TEST_F(EngineLaunchTest, ALostLauncherFailsTheWholeJob) {
   kill(launchers[1]->pid(), SIGKILL);
   CommandRun r = FinishCommand(*launchers[0], start);
   EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("launcher:1 on 127.0.0.1 has sent no heartbeat for "));
+  EXPECT_THAT(r.output,
+              HasSubstr("s: its host may be partitioned, stalled or down; "
+                        "it is declared lost 4s after its last heartbeat"));
   EXPECT_THAT(r.output, HasSubstr("task launcher:1 (incarnation"));
-  EXPECT_THAT(r.output, HasSubstr("sent no heartbeat"));
+  EXPECT_THAT(r.output, HasSubstr("sent no heartbeat for 4"));
+  EXPECT_THAT(r.output, HasSubstr("(launcher:1 runs on 127.0.0.1)"));
   EXPECT_THAT(r.output, HasSubstr("stopped worker:0"));
   // The orphaned program of the killed launcher.
   std::ifstream pid_in(pid1);
@@ -169,6 +177,8 @@ TEST_F(EngineLaunchTest, AProgramsLostHeartbeatFailsTheJob) {
                                      dir_ + "/logs",
                                      "--heartbeat-timeout",
                                      "2",
+                                     "--partition-grace",
+                                     "0",
                                      "--stop-grace",
                                      "1",
                                      "--",

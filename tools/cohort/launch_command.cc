@@ -143,6 +143,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     std::string jobs;
     std::string rendezvous;
     double rendezvous_timeout_s = 300;
+    double partition_grace_s = 60;
     std::string bind_host = "0.0.0.0";
     std::vector<std::string> command;
   };
@@ -223,6 +224,14 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       ->check(Seconds(/*allow_zero=*/false))
       ->needs(engine_opt);
   launch
+      ->add_option("--partition-grace", flags->partition_grace_s,
+                   "with --engine: seconds a silent launcher or program (a "
+                   "partitioned or stalled host) may take to be heard from "
+                   "again after --heartbeat-timeout before the job declares "
+                   "it lost (default 60; 0: lost at the heartbeat timeout)")
+      ->check(Seconds(/*allow_zero=*/true))
+      ->needs(engine_opt);
+  launch
       ->add_option("--bind-host", flags->bind_host,
                    "with --engine: the address the launcher's servers and "
                    "its task's port bind (default 0.0.0.0)")
@@ -272,6 +281,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
       options.stop_grace = absl::Seconds(flags->stop_grace_s);
       options.heartbeat_timeout = absl::Seconds(flags->heartbeat_timeout_s);
+      options.partition_grace = absl::Seconds(flags->partition_grace_s);
       options.bind_host = flags->bind_host;
       options.log_dir = flags->log_dir;
       options.progress = !flags->quiet;

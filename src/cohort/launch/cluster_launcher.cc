@@ -21,6 +21,7 @@
 #include "cohort/coord/framed_coordination.h"
 #include "cohort/launch/attempt_supervisor.h"
 #include "cohort/launch/launch_support.h"
+#include "cohort/launch/silence_watch.h"
 #include "cohort/launch/task_failure_watch.h"
 #include "cohort/launch/task_process.h"
 #include "cohort/rpc/socket.h"
@@ -63,6 +64,9 @@ struct ClusterLauncher::Impl {
     if (!options.messages) options.messages = LineWriter(stderr);
   }
 
+  absl::Duration LostAfter() const {
+    return options.heartbeat_timeout + options.partition_grace;
+  }
   void Message(const std::string& line) {
     absl::MutexLock lock(&out_mu);
     options.messages(absl::StrCat("[cohort ", options.engine.engine, " task ",
@@ -110,6 +114,7 @@ struct ClusterLauncher::Impl {
   std::unique_ptr<coord::CoordinationServer> control;
   std::shared_ptr<barrier::BarrierCoordinator> coordinator;
   std::unique_ptr<coord::CoordinationServer> programs;
+  std::unique_ptr<SilenceWatch> silence;
 
   std::unique_ptr<coord::CoordinationAgent> agent;
 };
@@ -144,6 +149,11 @@ absl::Status ClusterLauncher::Impl::Validate() {
         " task's environment or pass --token-file (docs/slurm.md, "
         "docs/kubernetes.md)"));
   }
+  if (options.partition_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--partition-grace must not be negative, got ",
+                     absl::FormatDuration(options.partition_grace)));
+  }
   if (options.max_restarts < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-restarts must not be negative, got ", options.max_restarts));
@@ -174,7 +184,7 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
   co.security = security;
   co.service.env = env;
   co.service.jobs = {{"launcher", options.engine.count}};
-  co.service.heartbeat_timeout = options.heartbeat_timeout;
+  co.service.heartbeat_timeout = LostAfter();
   co.service.shutdown_barrier_timeout = options.rendezvous_timeout;
   absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> server =
       coord::CoordinationServer::Start(std::move(co));
@@ -192,7 +202,21 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
   COHORT_ASSIGN_OR_RETURN(
       programs,
       StartJobControlPlane(env, OnHost(options.bind_host, 0), security,
-                           options.heartbeat_timeout, tasks, coordinator));
+                           LostAfter(), tasks, coordinator));
+  std::vector<std::pair<coord::TaskId, std::string>> launchers, programs_at;
+  for (int k = 0; k < options.engine.count; ++k) {
+    launchers.push_back({{"launcher", k}, options.engine.hosts[k]});
+    programs_at.push_back(
+        {{tasks[k].job, tasks[k].index}, options.engine.hosts[k]});
+  }
+  silence = std::make_unique<SilenceWatch>(
+      env,
+      std::vector<SilenceWatch::Watched>{
+          {control->service(), std::move(launchers)},
+          {programs->service(), std::move(programs_at)}},
+      options.heartbeat_timeout, LostAfter(),
+      [this](const std::string& line) { Message(line); });
+  silence->Start();
   return absl::OkStatus();
 }
 
@@ -204,7 +228,10 @@ absl::Status ClusterLauncher::Impl::Connect() {
           security));
   coord::CoordinationAgentOptions ao;
   ao.task = {"launcher", me};
-  ao.heartbeat_timeout = options.heartbeat_timeout;
+  // Contact lost for heartbeat_timeout is a partition this launcher may
+  // still survive; for LostAfter() it is the control plane lost.
+  ao.heartbeat_timeout = LostAfter();
+  ao.heartbeat_interval = options.heartbeat_timeout / 2;
   ao.register_timeout = options.rendezvous_timeout;
   ao.shutdown_timeout = options.rendezvous_timeout;
   ao.env = env;
@@ -369,9 +396,18 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
 
   if (end.outcome == AttemptEnd::Outcome::kLost) {
     result.exit_code = 1;
+    // A launcher declared lost is named with its host: that host is the one
+    // to check.
+    std::string lost_host;
+    if (std::optional<coord::TaskId> source = coord::ErrorSourceTask(end.lost);
+        source.has_value() && source->job == "launcher" && source->index >= 0 &&
+        source->index < e.count) {
+      lost_host = absl::StrCat(" (launcher:", source->index, " runs on ",
+                               e.hosts[source->index], ")");
+    }
     result.failure_summary = absl::StrCat(
         "the launchers lost each other (control plane at ", e.rendezvous,
-        ", served by engine task 0): ", end.lost.message());
+        ", served by engine task 0): ", end.lost.message(), lost_host);
     Message(result.failure_summary);
     Message(absl::StrCat("stopped ", spec.Name(), "; the job failed"));
     return end;
@@ -486,6 +522,7 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
   // control plane stays up until the last launcher knows the outcome.
   agent->Shutdown().IgnoreError();
   agent.reset();
+  silence.reset();
   if (programs != nullptr) programs->Stop();
   if (control != nullptr) control->Stop();
   return result;

@@ -33,11 +33,15 @@
 // root-cause summary; the others print one line naming it. While restarts
 // remain (and the failure was not an interruption) all start the next
 // attempt together, its number agreed through the control plane's keys;
-// otherwise every launcher exits with the root cause's code. A launcher that
-// loses the control plane (task 0's launcher died, or its own heartbeats
-// stopped reaching it) stops its program and fails at once; task 0's
-// launcher then fails every other launcher (the coordination service's
-// error propagation). The job succeeds when every chief, worker and
+// otherwise every launcher exits with the root cause's code.
+//
+// Silence: a launcher or program whose heartbeats stop is named at
+// heartbeat_timeout (SilenceWatch) but declared lost only after
+// partition_grace more, so a partition healed within it is survived. A
+// launcher that loses the control plane for that long (task 0's launcher or
+// its host died, or its own host is cut off) stops its program and fails;
+// one declared lost fails every other launcher (the coordination service's
+// error propagation), naming it and its host. The job succeeds when every chief, worker and
 // evaluator program exited 0 in one attempt; ps programs are then stopped.
 //
 // Thread safety: Run() is called once, from one thread; Stop() may be called
@@ -73,7 +77,13 @@ struct ClusterLaunchOptions {
   // launcher waits for all the others at an attempt's start and end.
   absl::Duration rendezvous_timeout = absl::Minutes(5);
   absl::Duration barrier_timeout = absl::Hours(24 * 365);
+  // A launcher or program silent for heartbeat_timeout is named by task 0's
+  // launcher (with its host); it is declared lost only when silent for
+  // heartbeat_timeout + partition_grace. A host partitioned, stalled or
+  // rebooting its network for less costs the job nothing beyond what its
+  // programs' own recovery does; a dead host is found that much later.
   absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration partition_grace = absl::Seconds(60);
   absl::Duration stop_grace = absl::Seconds(5);
   // The address this launcher's servers bind (task 0's control plane, the
   // program's port is picked on it).

@@ -211,6 +211,10 @@ void TuneTcpSocket(int fd, absl::Duration keepalive_idle) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  unsigned int user_timeout_ms =
+      static_cast<unsigned int>((idle + interval * probes) * 1000);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+             sizeof(user_timeout_ms));
 }
 
 // `address`'s IPv4 socket address; a host name is looked up (getaddrinfo,

@@ -92,8 +92,11 @@ absl::StatusOr<int> PickFreePort(const std::string& host);
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address,
                                     absl::Time deadline);
 
-// Sets TCP_NODELAY and TCP keepalive (a silent peer is dropped by the kernel
-// after about `keepalive_idle` + 3 probes 1 s apart).
+// Sets TCP_NODELAY, TCP keepalive and TCP_USER_TIMEOUT: a silent peer
+// (a partitioned or dead host) is dropped by the kernel after about
+// `keepalive_idle` + 3 probes 1 s apart, whether this side waits to read
+// (keepalive) or has sent bytes that are never acknowledged (user timeout:
+// without it a write stalled mid-frame retransmits for ~15 minutes).
 void TuneTcpSocket(int fd, absl::Duration keepalive_idle = absl::Seconds(10));
 
 // "a.b.c.d:port" of the peer, or "unknown peer".

@@ -566,9 +566,12 @@ struct MasterSession::Step : MasterSession::Running {
       // The first error is the root cause, unless it is derived (a
       // cancelled partition, an aborted rendezvous: consequences of another
       // error); a derived error never replaces a root one. The first error
-      // of any kind cancels the other calls.
+      // of any kind cancels the other calls, so a Cancelled answer after it
+      // is this step's own doing, derived too (it hid the lost ps's
+      // Unavailable from MonitoredSession's recovery).
       if (!s.ok()) {
-        const bool derived = IsDerivedError(s);
+        const bool derived =
+            IsDerivedError(s) || (root >= 0 && absl::IsCancelled(s));
         if (root < 0) cancel = true;
         if (root < 0 || (root_derived && !derived)) {
           root = p;
