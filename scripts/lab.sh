@@ -12,6 +12,8 @@
 #   scripts/lab.sh partition HOST       cuts HOST's link at the switch: its
 #                                       packets vanish, both ends stay up
 #   scripts/lab.sh heal HOST            restores the link
+#   scripts/lab.sh kill HOST            the host dies: its link is cut and
+#                                       every process in it gets SIGKILL
 #   scripts/lab.sh bytes HOST           bytes received and sent on HOST's link
 #   scripts/lab.sh check                exit 0 when the lab can be made here,
 #                                       else 77 with the reason on stderr
@@ -128,10 +130,17 @@ case "${1:-}" in
     # STP port states: 0 disabled (frames dropped), 3 forwarding.
     ip netns exec "$SWITCH" bridge link set dev "port$(host_index "$2")" \
       state "$([[ "$1" == partition ]] && echo 0 || echo 3)" ;;
+  kill)
+    [[ $# -eq 2 ]] || die "usage: kill HOST"
+    ns="$(require_host "$2")"
+    ip netns exec "$SWITCH" bridge link set dev "port$(host_index "$2")" state 0
+    # Every process whose network namespace is the host's (what it ran
+    # through `exec`, and their children).
+    ip netns pids "$ns" | xargs -r kill -9 ;;
   bytes)
     [[ $# -eq 2 ]] || die "usage: bytes HOST"
     ns="$(require_host "$2")"
     echo "rx $(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/rx_bytes)" \
          "tx $(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/tx_bytes)" ;;
-  *) die "usage: up N [--rate RATE] | down | exec HOST -- CMD | addr HOST | partition HOST | heal HOST | bytes HOST | check" ;;
+  *) die "usage: up N [--rate RATE] | down | exec HOST -- CMD | addr HOST | partition HOST | heal HOST | kill HOST | bytes HOST | check" ;;
 esac

@@ -2,7 +2,8 @@
 # Tests across the multi-host lab (scripts/lab.sh, docs/lab.md): hosts made
 # of network namespaces, one task per host, traffic over the lab's links.
 #
-#   tests/lab/lab_test.sh script|collective|ps BIN_DIR [PS_HIDDEN]
+#   tests/lab/lab_test.sh script|collective|ps|partition_ps|partition_worker|
+#                         partition_control|host_dies BIN_DIR [PS_HIDDEN]
 #
 # PS_HIDDEN: the PS job's hidden units (default 1024; the sanitizer builds
 # pass 64).
@@ -84,24 +85,43 @@ test_script() {
 
 # One `cohort launch --engine tf_config` per host, TF_CONFIG naming the lab
 # addresses ($1: the cluster JSON; then "type:index@host" per task; the
-# program after --). Waits for all; their logs go to $WORK/<type><index>.log.
-launch_per_host() {
+# program after --), started in the background: PIDS[i] and their logs
+# $WORK/<type><index>.log. LAUNCH_FLAGS: more flags for every launcher.
+start_per_host() {
   local cluster="$1"; shift
   local tasks=()
   while [[ "$1" != -- ]]; do tasks+=("$1"); shift; done
   shift
-  local pids=() t type index host
+  PIDS=()
+  local t type index host
   for t in "${tasks[@]}"; do
     type="${t%%:*}"; index="${t#*:}"; index="${index%@*}"; host="${t#*@}"
+    # shellcheck disable=SC2086 # LAUNCH_FLAGS is a list of flags
     timeout 240 bash "$LAB" exec "$host" -- env \
       TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"$type\", \"index\": $index}}" \
       "$BIN/cohort" launch --engine tf_config --token-file "$WORK/token" \
-      --rendezvous-timeout 60 --quiet -- "$@" >"$WORK/$type$index.log" 2>&1 &
-    pids+=($!)
+      --rendezvous-timeout 60 --quiet ${LAUNCH_FLAGS:-} -- "$@" \
+      >"$WORK/$type$index.log" 2>&1 &
+    PIDS+=($!)
   done
+}
+
+# Waits for every launcher start_per_host started; the last failure's status.
+wait_per_host() {
   local rc=0 pid
-  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  for pid in "${PIDS[@]}"; do wait "$pid" || rc=$?; done
   return $rc
+}
+
+launch_per_host() { start_per_host "$@"; wait_per_host; }
+
+# Until file $1 has a line matching $2 (grep -E), at most $3 seconds.
+await_line() {
+  local deadline=$((SECONDS + $3))
+  until grep -qE -- "$2" "$1" 2>/dev/null; do
+    (( SECONDS < deadline )) || return 1
+    sleep 0.2
+  done
 }
 
 # Synchronous training through the runtime across 2 hosts: the group is
@@ -146,9 +166,141 @@ test_ps() {
   echo "PASSED: the PS job across 4 hosts (ps host received $rx B)"
 }
 
+# The PS job's cluster on 4 hosts: chief h0, workers h1 h2, ps h3.
+PS_CLUSTER='{"chief": ["10.77.0.1:2222"], "worker": ["10.77.0.2:2222", "10.77.0.3:2222"], "ps": ["10.77.0.4:2222"]}'
+PS_TASKS=(chief:0@h0 worker:0@h1 worker:1@h2 ps:0@h3)
+# Steps of the partition tests' PS job: while the ps is cut off nobody steps,
+# so the job is still running when the link comes back however fast it is.
+PART_HIDDEN=$(( PS_HIDDEN < 256 ? PS_HIDDEN : 256 ))
+PART_STEPS=20000
+
+# Behaviour 4 (docs/lab.md): the ps's host is cut off mid-training until the
+# workers give it up.
+# The steps fail once the data plane gives the ps up (TCP keepalive and user
+# timeout, ~13 s), naming the ps and its address; the launchers name it at
+# the heartbeat timeout and wait (--partition-grace); after the heal the
+# workers' MonitoredSession recovery carries on: one attempt, no restart.
+test_partition_ps() {
+  bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
+  LAUNCH_FLAGS="--heartbeat-timeout 5" start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
+    "$BIN/train_ps" --steps "$PART_STEPS" --hidden "$PART_HIDDEN" --log-every 500 \
+    --checkpoint-dir "$WORK/ckpt" --save-checkpoint-steps 1000
+  await_line "$WORK/worker0.log" "global_step" 120 || fail "the job never stepped"
+  bash "$LAB" partition h3
+  await_line "$WORK/chief0.log" "ps:0 on 10.77.0.4 has sent no heartbeat" 30 ||
+    fail "task 0's launcher did not name the silent ps"
+  await_line "$WORK/worker0.log" "An error was raised.*/job:ps/replica:0/task:0 \(10\.77\.0\.4:[0-9]+\) is unavailable" 60 ||
+    fail "worker:0's steps did not fail naming the ps while it was cut off"
+  bash "$LAB" heal h3
+  wait_per_host || fail "the job did not survive the ps's partition"
+  grep -q "ps:0 on 10.77.0.4 is heard from again" "$WORK/chief0.log" ||
+    fail "the ps was not heard from again"
+  grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted"
+  grep -qE "\[chief:0\] final: global_step [0-9]+" "$WORK/chief0.log" || fail "no final line"
+  echo "PASSED: the ps's host cut off; the workers recovered it, one attempt"
+}
+
+# Behaviour 3: a worker's host is cut off for 30 s mid-training. Its
+# launcher and program are named at the heartbeat timeout; the others train
+# on; after the heal it rejoins and the job ends at the requested step in
+# one attempt, its latest checkpoint whole (a fresh local run restores it).
+test_partition_worker() {
+  bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
+  LAUNCH_FLAGS="--heartbeat-timeout 5" start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
+    "$BIN/train_ps" --steps "$PART_STEPS" --hidden "$PART_HIDDEN" --log-every 500 \
+    --checkpoint-dir "$WORK/ckpt" --save-checkpoint-steps 1000
+  await_line "$WORK/worker0.log" "global_step" 120 || fail "the job never stepped"
+  bash "$LAB" partition h1
+  await_line "$WORK/chief0.log" "(launcher:2|worker:0) on 10.77.0.2 has sent no heartbeat" 30 ||
+    fail "task 0's launcher did not name the silent worker's host"
+  # The 30 s are counted from the notice: the partition is long enough for
+  # the worker's connections to the ps to be given up.
+  local cut=$SECONDS
+  while (( SECONDS - cut < 25 )); do sleep 1; done
+  bash "$LAB" heal h1
+  wait_per_host || fail "the job did not survive the worker's partition"
+  grep -qE "(launcher:2|worker:0) on 10.77.0.2 is heard from again" "$WORK/chief0.log" ||
+    fail "the worker's host was not heard from again"
+  grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted"
+  local final
+  final="$(grep -oE "\[chief:0\] final: global_step [0-9]+" "$WORK/chief0.log" | grep -oE "[0-9]+$")"
+  [[ -n "$final" ]] && (( final >= PART_STEPS )) || fail "the job ended at step '${final}'"
+  # The latest checkpoint is whole: a local run restores it.
+  "$BIN/train_ps" --steps "$PART_STEPS" --hidden "$PART_HIDDEN" --log-every 0 \
+    --checkpoint-dir "$WORK/ckpt" >"$WORK/restore.log" 2>&1 || fail "restoring the checkpoint"
+  grep -qE "restored from .*global step [0-9]+" "$WORK/restore.log" ||
+    fail "the latest checkpoint was not restored"
+  echo "PASSED: a worker's host cut off for 30 s; it rejoined, step $final, one attempt"
+}
+
+# Expects every launcher in PIDS to exit non-zero within $1 seconds.
+expect_all_exit_within() {
+  local deadline=$((SECONDS + $1)) pid
+  for pid in "${PIDS[@]}"; do
+    while kill -0 "$pid" 2>/dev/null; do
+      (( SECONDS < deadline )) || fail "a launcher still runs $1 s later (hang)"
+      sleep 0.2
+    done
+    wait "$pid" && fail "a launcher exited 0 after losing its job"
+  done
+  return 0
+}
+
+# Behaviour 5: the host serving the control plane (task 0's launcher) is cut
+# off for good. Every other launcher stops its program and exits within
+# heartbeat timeout + grace + stop grace, naming the control plane.
+test_partition_control() {
+  bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
+  LAUNCH_FLAGS="--heartbeat-timeout 3 --partition-grace 5 --stop-grace 2" \
+    start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
+    "$BIN/train_ps" --steps 100000000 --hidden "$PART_HIDDEN" --log-every 500
+  await_line "$WORK/worker0.log" "global_step" 120 || fail "the job never stepped"
+  bash "$LAB" partition h0
+  local others=("${PIDS[@]:1}") chief="${PIDS[0]}"
+  PIDS=("${others[@]}")
+  expect_all_exit_within 40
+  local f
+  for f in worker0 worker1 ps0; do
+    grep -q "the launchers lost each other (control plane at 10.77.0.1:2222" "$WORK/$f.log" ||
+      fail "$f's launcher did not name the lost control plane"
+  done
+  bash "$LAB" heal h0
+  PIDS=("$chief")
+  expect_all_exit_within 40
+  echo "PASSED: the control plane's host cut off; every launcher stopped and named it"
+}
+
+# Behaviour 6: a worker's host dies (every process in it SIGKILLed, its
+# link down). Task 0's launcher names it and its address at the heartbeat
+# timeout; after the grace the job ends everywhere, naming the lost
+# launcher and its host. No hang.
+test_host_dies() {
+  bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
+  LAUNCH_FLAGS="--heartbeat-timeout 3 --partition-grace 5 --stop-grace 2" \
+    start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
+    "$BIN/train_ps" --steps 100000000 --hidden "$PART_HIDDEN" --log-every 500
+  await_line "$WORK/worker0.log" "global_step" 120 || fail "the job never stepped"
+  bash "$LAB" kill h1
+  local dead="${PIDS[1]}"
+  wait "$dead" 2>/dev/null  # killed with its host
+  PIDS=("${PIDS[0]}" "${PIDS[@]:2}")
+  expect_all_exit_within 40
+  # Engine tasks are in job-name order (chief, ps, worker, worker): worker:0
+  # on h1 is launcher:2.
+  grep -q "launcher:2 on 10.77.0.2 has sent no heartbeat" "$WORK/chief0.log" ||
+    fail "task 0's launcher did not name the dead host's launcher"
+  grep -q "(launcher:2 runs on 10.77.0.2)" "$WORK/chief0.log" ||
+    fail "the job's end did not name the dead host"
+  echo "PASSED: a dead host was named, and every other launcher ended"
+}
+
 case "$TEST" in
   script) test_script ;;
   collective) test_collective ;;
   ps) test_ps ;;
+  partition_ps) test_partition_ps ;;
+  partition_worker) test_partition_worker ;;
+  partition_control) test_partition_control ;;
+  host_dies) test_host_dies ;;
   *) echo "unknown test $TEST" >&2; exit 2 ;;
 esac

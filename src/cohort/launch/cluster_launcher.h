@@ -41,8 +41,9 @@
 // launcher that loses the control plane for that long (task 0's launcher or
 // its host died, or its own host is cut off) stops its program and fails;
 // one declared lost fails every other launcher (the coordination service's
-// error propagation), naming it and its host. The job succeeds when every chief, worker and
-// evaluator program exited 0 in one attempt; ps programs are then stopped.
+// error propagation), naming it and its host. The job succeeds when every
+// chief, worker and evaluator program exited 0 in one attempt; ps programs are
+// then stopped.
 //
 // Thread safety: Run() is called once, from one thread; Stop() may be called
 // from any thread at any time.

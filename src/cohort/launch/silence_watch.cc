@@ -56,9 +56,9 @@ void SilenceWatch::Check() {
           w.service->GetTaskState({});
       if (!states.ok()) continue;  // the service stopped: the job is ending
       for (const coord::TaskStateSnapshot& s : *states) {
-        auto where = std::find_if(
-            w.tasks.begin(), w.tasks.end(),
-            [&](const auto& t) { return t.first == s.task; });
+        auto where =
+            std::find_if(w.tasks.begin(), w.tasks.end(),
+                         [&](const auto& t) { return t.first == s.task; });
         if (where == w.tasks.end()) continue;
         const std::string name =
             absl::StrCat(s.task.ToString(), " on ", where->second);
@@ -69,8 +69,8 @@ void SilenceWatch::Check() {
           silent_[name] = now - s.heartbeat_age;
           lines.push_back(absl::StrCat(
               name, " has sent no heartbeat for ",
-              absl::FormatDuration(absl::Trunc(s.heartbeat_age,
-                                               absl::Milliseconds(100))),
+              absl::FormatDuration(
+                  absl::Trunc(s.heartbeat_age, absl::Milliseconds(100))),
               ": its host may be partitioned, stalled or down; it is declared "
               "lost ",
               absl::FormatDuration(lost_after_),
@@ -78,12 +78,12 @@ void SilenceWatch::Check() {
               "(--heartbeat-timeout plus --partition-grace)"));
         } else if (!silent && known != silent_.end()) {
           if (connected) {
-            lines.push_back(absl::StrCat(
-                name, " is heard from again after ",
-                absl::FormatDuration(absl::Trunc(
-                    now - s.heartbeat_age - known->second,
-                    absl::Milliseconds(100))),
-                " of silence"));
+            lines.push_back(
+                absl::StrCat(name, " is heard from again after ",
+                             absl::FormatDuration(absl::Trunc(
+                                 now - s.heartbeat_age - known->second,
+                                 absl::Milliseconds(100))),
+                             " of silence"));
           }
           silent_.erase(known);  // lost or gone: the service says so itself
         }
