@@ -621,6 +621,55 @@ def t_collective(ds, files=None):
                  extra="AllReduce SUM float32, p50 per launch; target ≤ 0.5× gloo at 64 MiB")
 
 
+# Issue 29: the all-reduce across the multi-host lab (one process per host,
+# links capped by tbf), `cohort bench collective --lab`.
+LAB_COLLECTIVE_FILES = ["bench/collective/lab-2026-11-2*.jsonl"]
+
+
+def _bits_per_second(rate):
+    for suffix, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1)):
+        if rate.endswith(suffix):
+            return float(rate[:-len(suffix)]) * scale
+    return float(rate)
+
+
+def t_collective_lab(ds, files=None):
+    """cohort's TCP ring and gloo, one process per lab host: p50 time, the
+    fraction of the link's bound 2(N-1)/N * bytes / rate (per run), and the
+    paired ratio."""
+    q = Query(ds.files(files or LAB_COLLECTIVE_FILES))
+    rows = []
+    rates = set()
+    for world in (2, 4):
+        for mib in (64,):
+            where = {"MiB": mib, "world": world, "lab": lambda v: True}
+            ours = q.points("collective", "allreduce_time_p50", where)
+            gloo = q.points("gloo", "allreduce_time_p50", where)
+            if not ours or not gloo:
+                raise ReportError(f"collective --lab: no lines for {mib} MiB, {world} hosts")
+            rate = None
+            for f in q.files:
+                for m in f.measurements:
+                    if m.get("metric") == "allreduce_time_p50" and \
+                            m.get("params", {}).get("world") == world:
+                        rate = m["params"]["lab"]
+            rates.add(rate)
+            bound_ms = 2 * (world - 1) / world * mib * (1 << 20) * 8 / _bits_per_second(rate) * 1e3
+            med, pairs = paired_ratio(ours, gloo)
+            rows.append([f"{mib} MiB, {world} hosts",
+                         spread(Stat([v for *_, v in ours]), "ms"),
+                         spread(Stat([v for *_, v in gloo]), "ms"),
+                         f"{num(bound_ms)} ms",
+                         spread(Stat([bound_ms / v for *_, v in ours])),
+                         spread(Stat([bound_ms / v for *_, v in gloo])),
+                         ratio_cell(med, pairs)])
+    lines = table(["size, hosts", "cohort (TCP ring)", "gloo", "link bound",
+                   "cohort / bound", "gloo / bound", "cohort / gloo"], rows)
+    return Block(lines, q.used, peer="gloo `all_reduce` (torch.distributed), one rank per lab host",
+                 extra=f"AllReduce SUM float32 p50 per run, links capped at {', '.join(sorted(rates))}; "
+                       "bound = 2(N-1)/N × bytes / rate; targets ≥ 0.85 of the bound, ≤ 0.7× gloo")
+
+
 def _openblas(v):
     return isinstance(v, str) and v.startswith("openblas")
 
@@ -986,6 +1035,7 @@ TABLES = {
     "runtime": t_runtime,
     "runtime-transfer": t_runtime_transfer,
     "collective": t_collective,
+    "collective-lab": t_collective_lab,
     "graph-matmul": t_graph,
     "graph-eigen": t_graph_eigen,
     "graph-kernels": t_kernels,

@@ -1,8 +1,11 @@
 #include "bench/collective/collective_bench.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <set>
 #include <string>
@@ -11,12 +14,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "bench/common/flags.h"
 #include "bench/common/gang.h"
+#include "bench/common/lab.h"
 #include "bench/common/peer.h"
 #include "cohort/barrier/barrier_task_context.h"
 #include "cohort/base/json.h"
 #include "cohort/base/status.h"
+#include "cohort/base/subprocess.h"
 #include "cohort/collective/collective_group.h"
 #include "cohort/rpc/transport.h"
 
@@ -31,17 +37,23 @@ struct Flags {
   std::string peer_script;
   bool no_peer = false;
   bool child = false;
+  bool lab = false;            // one member per lab host (docs/lab.md)
+  std::string rate = "5gbit";  // each lab host's egress cap
 };
 
 bool ParseFlags(const std::vector<std::string>& args, Flags& f,
                 std::string& error) {
   FlagReader flags(args,
                    "flags: --sizes 2,4 --mib 1,64 --transports shm,tcp "
-                   "--reps 3 --peer-script PATH --no-peer");
+                   "--reps 3 --peer-script PATH --no-peer --lab --rate 5gbit");
   std::set<std::string> transports;
   while (flags.Next()) {
     if (flags.Is("--child")) {
       flags.Switch(f.child);
+    } else if (flags.Is("--lab")) {
+      flags.Switch(f.lab);
+    } else if (flags.Is("--rate")) {
+      flags.Value(f.rate);
     } else if (flags.Is("--no-peer")) {
       flags.Switch(f.no_peer);
     } else if (flags.Is("--peer-script")) {
@@ -140,6 +152,203 @@ absl::Status RunChildMeasurements(const Flags& f) {
   return absl::OkStatus();
 }
 
+// The lab's result lines from host 0's output: the launcher prefixes the
+// program's lines with its task, the peer prints bare JSON.
+std::vector<Json> ResultLines(const std::string& output,
+                              const std::string& prefix) {
+  std::vector<Json> lines;
+  for (absl::string_view l : absl::StrSplit(output, '\n')) {
+    if (!absl::StartsWith(l, prefix)) continue;
+    absl::StatusOr<Json> j =
+        ParseJson(std::string(l.substr(prefix.size())), "a lab result line");
+    if (j.ok() && j->contains("metric")) lines.push_back(*std::move(j));
+  }
+  return lines;
+}
+
+// The cohort binary that launches the lab's members: this one, or the one
+// beside it.
+std::string CohortBinary() {
+  const std::string exe = ExecutablePath();
+  if (absl::EndsWith(exe, "/cohort")) return exe;
+  return exe.substr(0, exe.rfind('/') + 1) + "cohort";
+}
+
+// `cohort bench collective --lab`: the members (and gloo's ranks) one per
+// lab host, their links capped at --rate, over TCP across the links. Besides
+// the times and the ratio to gloo, each world size gets
+//   allreduce_bound_fraction  the physical bound 2(N-1)/N * bytes / rate
+//                             over the median p50 (1.0: the links are full)
+// for cohort and for gloo.
+int RunLabBench(const Flags& f) {
+  int rc = 0;
+  PrintEnvLine("collective", "start");
+  absl::StatusOr<double> bps = Lab::RateBitsPerSecond(f.rate);
+  if (!bps.ok()) {
+    PrintErrorLine("collective", std::string(bps.status().message()));
+    return 1;
+  }
+  PeerRunner peer("gloo", "gloo_peer.py", f.peer_script);
+  bool use_peer = !f.no_peer;
+  if (use_peer) {
+    if (absl::Status s = peer.Check(); !s.ok()) {
+      PrintErrorLine("gloo", std::string(s.message()));
+      rc = 1;
+      use_peer = false;
+    }
+  }
+  std::vector<std::string> mibs;
+  for (int n : f.mib) mibs.push_back(std::to_string(n));
+  char dir_template[] = "/tmp/cohort-lab-bench.XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    PrintErrorLine("collective", "mkdtemp failed for the lab's token file");
+    return 1;
+  }
+  const std::string dir = dir_template;
+  MeasurementLog ours, gloo;
+  const Json lab_params = {{"transport", "tcp"}, {"lab", f.rate}};
+  for (int world : f.sizes) {
+    Lab lab;
+    if (absl::Status s = lab.Up(world, f.rate); !s.ok()) {
+      PrintErrorLine("collective", std::string(s.message()),
+                     {{"params", {{"world", world}}}});
+      rc = 1;
+      break;
+    }
+    std::vector<std::string> addresses;
+    for (int i = 0; i < world; ++i) {
+      addresses.push_back(Lab::Address(i) + ":2222");
+    }
+    const std::string cluster = JsonDump(Json{{"worker", Json(addresses)}});
+    for (int rep = 0; rep < f.reps; ++rep) {
+      std::vector<std::vector<std::string>> members, ranks;
+      const std::string token = absl::StrCat(dir, "/token-", world, "-", rep);
+      for (int i = 0; i < world; ++i) {
+        std::vector<std::string> argv = {
+            "env",
+            absl::StrCat("TF_CONFIG={\"cluster\": ", cluster,
+                         ", \"task\": {\"type\": \"worker\", \"index\": ", i,
+                         "}}"),
+            CohortBinary(),
+            "launch",
+            "--engine",
+            "tf_config",
+            "--token-file",
+            token,
+            "--quiet",
+            "--rendezvous-timeout",
+            "60",
+            "--"};
+        for (const std::string& a : SelfCommand("collective")) {
+          argv.push_back(a);
+        }
+        for (const char* a : {"--child", "--transports", "tcp", "--mib"}) {
+          argv.push_back(a);
+        }
+        argv.push_back(absl::StrJoin(mibs, ","));
+        members.push_back(std::move(argv));
+        ranks.push_back({"env", "GLOO_SOCKET_IFNAME=eth0", "/usr/bin/python3",
+                         peer.script_path(), "--rank", std::to_string(i),
+                         "--master", Lab::Address(0) + ":29500",
+                         "--world-sizes", std::to_string(world), "--measure",
+                         "allreduce", "--mib", absl::StrJoin(mibs, ","),
+                         "--reps", "1", "--deadline", "100"});
+      }
+      absl::StatusOr<std::vector<std::string>> out =
+          lab.RunOnHosts(members, absl::Minutes(10));
+      std::vector<Json> lines =
+          out.ok()
+              ? ResultLines((*out)[0], std::string("[worker:0] ") + kResultTag)
+              : std::vector<Json>{};
+      if (lines.empty()) {
+        PrintErrorLine("collective",
+                       out.ok()
+                           ? "lab host 0 printed no measurement: " + (*out)[0]
+                           : std::string(out.status().message()),
+                       {{"params", {{"world", world}}}, {"rep", rep}});
+        rc = 1;
+      }
+      for (Json& l : lines) {
+        l["params"].update(lab_params);
+        l["rep"] = rep;
+        l["note"] =
+            "one member per lab host (network namespace), links "
+            "capped by tbf";
+        ours.Print(l);
+      }
+      if (!use_peer) continue;
+      out = lab.RunOnHosts(ranks, absl::Minutes(10));
+      lines = out.ok() ? ResultLines((*out)[0], "") : std::vector<Json>{};
+      if (lines.empty()) {
+        PrintErrorLine("gloo",
+                       out.ok()
+                           ? "gloo rank 0 printed no measurement: " + (*out)[0]
+                           : std::string(out.status().message()),
+                       {{"params", {{"world", world}}}, {"rep", rep}});
+        rc = 1;
+      }
+      for (Json& l : lines) {
+        l["params"].update(lab_params);
+        l["rep"] = rep;
+        gloo.Print(l);
+      }
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  // The bound, and the ratio to gloo, per world size and size.
+  for (int world : f.sizes) {
+    for (int mib : f.mib) {
+      const double bound_ms =
+          2.0 * (world - 1) / world * mib * double(1 << 20) * 8 / *bps * 1e3;
+      for (auto [log, suite] :
+           {std::pair<MeasurementLog*, const char*>{&ours, "collective"},
+            {&gloo, "gloo"}}) {
+        std::vector<double> p50;
+        for (const Json& l : log->lines()) {
+          if (l.value("metric", "") == "allreduce_time_p50" &&
+              l["params"].value("world", 0) == world &&
+              l["params"].value("MiB", 0) == mib) {
+            p50.push_back(l.value("value", 0.0));
+          }
+        }
+        if (p50.empty()) continue;
+        const double median = Percentile(p50, 50);
+        Json line = {{"suite", suite},
+                     {"metric", "allreduce_bound_fraction"},
+                     {"params",
+                      {{"MiB", mib},
+                       {"world", world},
+                       {"transport", "tcp"},
+                       {"lab", f.rate}}},
+                     {"value", Round3(bound_ms / median)},
+                     {"unit", "fraction"},
+                     {"bound_ms", Round3(bound_ms)},
+                     {"median_p50_ms", Round3(median)},
+                     {"runs", p50.size()}};
+        std::cout << JsonDump(line) << std::endl;
+      }
+      if (!use_peer) continue;
+      RatioSpec spec{"allreduce_time_p50",
+                     {{"MiB", mib}, {"world", world}, {"lab", f.rate}},
+                     "allreduce_time_p50",
+                     Json::object(),
+                     true,
+                     "cohort AllReduce SUM float32 vs torch.distributed "
+                     "all_reduce on gloo, one process per lab host",
+                     {{"transport", "tcp"}}};
+      if (absl::Status s = PrintRatio("collective", "gloo", ours, gloo, spec);
+          !s.ok()) {
+        PrintErrorLine("collective", "no ratio for allreduce_time_p50: " +
+                                         std::string(s.message()));
+        rc = 1;
+      }
+    }
+  }
+  PrintEnvLine("collective", "end");
+  return rc;
+}
+
 bool ComparedGlooMetric(const Json& line) {
   return absl::StartsWith(line.value("metric", ""), "allreduce_");
 }
@@ -184,6 +393,7 @@ int RunCollectiveBench(const std::vector<std::string>& args) {
     if (!s.ok()) std::cerr << s << std::endl;
     return s.ok() ? 0 : 1;
   }
+  if (flags.lab) return RunLabBench(flags);
   int rc = 0;
   PrintEnvLine("collective", "start");
   PeerRunner peer("gloo", "gloo_peer.py", flags.peer_script);

@@ -41,6 +41,7 @@ and, when a rank fails or a group overruns --deadline, a line
   /usr/bin/python3 gloo_peer.py [--world-sizes 2,4] [--reps 3]
       [--measure barrier,all_gather_object,all_gather,allreduce,init]
       [--iters 300] [--gather-iters 200] [--mib 1,64] [--deadline 60]
+      [--rank R --master HOST:PORT]   (one rank per lab host; rank 0 prints)
 """
 import argparse
 import datetime
@@ -84,7 +85,7 @@ def time_iterations(op, warmup, iters):
     return times
 
 
-def rank_main(rank, world, port, opts):
+def rank_main(rank, world, port, opts, host="127.0.0.1"):
     """One member of the group; returns its lines (rank 0's are kept)."""
     lines = []
 
@@ -98,7 +99,7 @@ def rank_main(rank, world, port, opts):
     torch.set_num_threads(1)
     started = time.monotonic()
     dist.init_process_group(
-        "gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
+        "gloo", init_method="tcp://%s:%d" % (host, port), rank=rank,
         world_size=world, timeout=datetime.timedelta(seconds=opts.deadline))
     init_ms = (time.monotonic() - started) * 1e3
     measure = set(opts.measure)
@@ -166,6 +167,13 @@ def main():
     parser.add_argument("--mib", type=int_list, default=[1, 64])
     parser.add_argument("--deadline", type=float, default=60.0,
                         help="seconds one group may take")
+    parser.add_argument("--rank", type=int, default=None,
+                        help="run only this rank of one group of "
+                        "--world-sizes (one value) ranks, meeting at "
+                        "--master: one process per host of the multi-host "
+                        "lab, GLOO_SOCKET_IFNAME=eth0")
+    parser.add_argument("--master", default=None,
+                        help="HOST:PORT of rank 0's rendezvous (with --rank)")
     opts = parser.parse_args()
     opts.measure = [m for m in opts.measure.split(",") if m]
     unknown = sorted(set(opts.measure) - set(ALL_MEASURES))
@@ -174,6 +182,16 @@ def main():
                      (",".join(unknown), ",".join(ALL_MEASURES)))
     if opts.iters < 1 or opts.gather_iters < 1 or opts.reps < 1:
         parser.error("--iters, --gather-iters and --reps must be positive")
+    if opts.rank is not None:
+        if len(opts.world_sizes) != 1 or opts.master is None or \
+                not 0 <= opts.rank < opts.world_sizes[0]:
+            parser.error("--rank needs one --world-sizes value above it "
+                         "and --master HOST:PORT")
+        host, port = opts.master.rsplit(":", 1)
+        for line in rank_main(opts.rank, opts.world_sizes[0], int(port),
+                              opts, host):
+            print(json.dumps(line), flush=True)
+        return
     kill_forked_on_sigterm()
     status = 0
     for world in opts.world_sizes:

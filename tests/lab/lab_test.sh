@@ -185,16 +185,14 @@ test_partition_ps() {
   LAUNCH_FLAGS="--heartbeat-timeout 5" start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
     "$BIN/train_ps" --steps "$PART_STEPS" --hidden "$PART_HIDDEN" --log-every 500 \
     --checkpoint-dir "$WORK/ckpt" --save-checkpoint-steps 1000
-  await_line "$WORK/worker0.log" "global_step" 120 || fail "the job never stepped"
+  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
   bash "$LAB" partition h3
-  await_line "$WORK/chief0.log" "ps:0 on 10.77.0.4 has sent no heartbeat" 30 ||
+  await_line "$WORK/chief0.log" "launcher:1 \(ps:0\) on 10.77.0.4 has sent no heartbeat" 30 ||
     fail "task 0's launcher did not name the silent ps"
   await_line "$WORK/worker0.log" "An error was raised.*/job:ps/replica:0/task:0 \(10\.77\.0\.4:[0-9]+\) is unavailable" 60 ||
     fail "worker:0's steps did not fail naming the ps while it was cut off"
   bash "$LAB" heal h3
   wait_per_host || fail "the job did not survive the ps's partition"
-  grep -q "ps:0 on 10.77.0.4 is heard from again" "$WORK/chief0.log" ||
-    fail "the ps was not heard from again"
   grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted"
   grep -qE "\[chief:0\] final: global_step [0-9]+" "$WORK/chief0.log" || fail "no final line"
   echo "PASSED: the ps's host cut off; the workers recovered it, one attempt"
@@ -209,9 +207,9 @@ test_partition_worker() {
   LAUNCH_FLAGS="--heartbeat-timeout 5" start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
     "$BIN/train_ps" --steps "$PART_STEPS" --hidden "$PART_HIDDEN" --log-every 500 \
     --checkpoint-dir "$WORK/ckpt" --save-checkpoint-steps 1000
-  await_line "$WORK/worker0.log" "global_step" 120 || fail "the job never stepped"
+  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
   bash "$LAB" partition h1
-  await_line "$WORK/chief0.log" "(launcher:2|worker:0) on 10.77.0.2 has sent no heartbeat" 30 ||
+  await_line "$WORK/chief0.log" "launcher:2 \(worker:0\) on 10.77.0.2 has sent no heartbeat" 30 ||
     fail "task 0's launcher did not name the silent worker's host"
   # The 30 s are counted from the notice: the partition is long enough for
   # the worker's connections to the ps to be given up.
@@ -219,8 +217,6 @@ test_partition_worker() {
   while (( SECONDS - cut < 25 )); do sleep 1; done
   bash "$LAB" heal h1
   wait_per_host || fail "the job did not survive the worker's partition"
-  grep -qE "(launcher:2|worker:0) on 10.77.0.2 is heard from again" "$WORK/chief0.log" ||
-    fail "the worker's host was not heard from again"
   grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted"
   local final
   final="$(grep -oE "\[chief:0\] final: global_step [0-9]+" "$WORK/chief0.log" | grep -oE "[0-9]+$")"
@@ -254,7 +250,7 @@ test_partition_control() {
   LAUNCH_FLAGS="--heartbeat-timeout 3 --partition-grace 5 --stop-grace 2" \
     start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
     "$BIN/train_ps" --steps 100000000 --hidden "$PART_HIDDEN" --log-every 500
-  await_line "$WORK/worker0.log" "global_step" 120 || fail "the job never stepped"
+  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
   bash "$LAB" partition h0
   local others=("${PIDS[@]:1}") chief="${PIDS[0]}"
   PIDS=("${others[@]}")
@@ -279,7 +275,7 @@ test_host_dies() {
   LAUNCH_FLAGS="--heartbeat-timeout 3 --partition-grace 5 --stop-grace 2" \
     start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
     "$BIN/train_ps" --steps 100000000 --hidden "$PART_HIDDEN" --log-every 500
-  await_line "$WORK/worker0.log" "global_step" 120 || fail "the job never stepped"
+  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
   bash "$LAB" kill h1
   local dead="${PIDS[1]}"
   wait "$dead" 2>/dev/null  # killed with its host
@@ -287,10 +283,13 @@ test_host_dies() {
   expect_all_exit_within 40
   # Engine tasks are in job-name order (chief, ps, worker, worker): worker:0
   # on h1 is launcher:2.
-  grep -q "launcher:2 on 10.77.0.2 has sent no heartbeat" "$WORK/chief0.log" ||
+  grep -q "launcher:2 (worker:0) on 10.77.0.2 has sent no heartbeat" "$WORK/chief0.log" ||
     fail "task 0's launcher did not name the dead host's launcher"
-  grep -q "(launcher:2 runs on 10.77.0.2)" "$WORK/chief0.log" ||
-    fail "the job's end did not name the dead host"
+  local f
+  for f in chief0 worker1 ps0; do
+    grep -q "(launcher:2 runs on 10.77.0.2)" "$WORK/$f.log" ||
+      fail "$f's launcher did not name the dead host at the job's end"
+  done
   echo "PASSED: a dead host was named, and every other launcher ended"
 }
 

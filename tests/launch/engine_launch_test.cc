@@ -147,7 +147,8 @@ TEST_F(EngineLaunchTest, ALostLauncherFailsTheWholeJob) {
   CommandRun r = FinishCommand(*launchers[0], start);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output,
-              HasSubstr("launcher:1 on 127.0.0.1 has sent no heartbeat for "));
+              HasSubstr("launcher:1 (worker:1) on 127.0.0.1 has sent no "
+                        "heartbeat for "));
   EXPECT_THAT(r.output,
               HasSubstr("s: its host may be partitioned, stalled or down; "
                         "it is declared lost 4s after its last heartbeat"));

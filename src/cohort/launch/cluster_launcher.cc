@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -64,6 +65,23 @@ struct ClusterLauncher::Impl {
     if (!options.messages) options.messages = LineWriter(stderr);
   }
 
+  // " (launcher:2 runs on 10.77.0.2)" for each launcher `message` names:
+  // the host is the thing to check.
+  std::string LauncherHosts(absl::string_view message) const {
+    std::string out;
+    for (int k = 0; k < options.engine.count; ++k) {
+      const std::string name = absl::StrCat("launcher:", k);
+      for (size_t at = message.find(name); at != absl::string_view::npos;
+           at = message.find(name, at + 1)) {
+        const size_t end = at + name.size();
+        if (end < message.size() && absl::ascii_isdigit(message[end])) continue;
+        absl::StrAppend(&out, " (", name, " runs on ", options.engine.hosts[k],
+                        ")");
+        break;
+      }
+    }
+    return out;
+  }
   absl::Duration LostAfter() const {
     return options.heartbeat_timeout + options.partition_grace;
   }
@@ -203,17 +221,18 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
       programs,
       StartJobControlPlane(env, OnHost(options.bind_host, 0), security,
                            LostAfter(), tasks, coordinator));
-  std::vector<std::pair<coord::TaskId, std::string>> launchers, programs_at;
+  // The launchers only: their heartbeat interval is this job's, and each
+  // stands for its host (a program's own interval is its server's).
+  std::vector<std::pair<coord::TaskId, std::string>> launchers;
   for (int k = 0; k < options.engine.count; ++k) {
-    launchers.push_back({{"launcher", k}, options.engine.hosts[k]});
-    programs_at.push_back(
-        {{tasks[k].job, tasks[k].index}, options.engine.hosts[k]});
+    launchers.push_back({{"launcher", k},
+                         absl::StrCat("launcher:", k, " (", tasks[k].Name(),
+                                      ") on ", options.engine.hosts[k])});
   }
   silence = std::make_unique<SilenceWatch>(
       env,
       std::vector<SilenceWatch::Watched>{
-          {control->service(), std::move(launchers)},
-          {programs->service(), std::move(programs_at)}},
+          {control->service(), std::move(launchers)}},
       options.heartbeat_timeout, LostAfter(),
       [this](const std::string& line) { Message(line); });
   silence->Start();
@@ -396,18 +415,10 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
 
   if (end.outcome == AttemptEnd::Outcome::kLost) {
     result.exit_code = 1;
-    // A launcher declared lost is named with its host: that host is the one
-    // to check.
-    std::string lost_host;
-    if (std::optional<coord::TaskId> source = coord::ErrorSourceTask(end.lost);
-        source.has_value() && source->job == "launcher" && source->index >= 0 &&
-        source->index < e.count) {
-      lost_host = absl::StrCat(" (launcher:", source->index, " runs on ",
-                               e.hosts[source->index], ")");
-    }
     result.failure_summary = absl::StrCat(
         "the launchers lost each other (control plane at ", e.rendezvous,
-        ", served by engine task 0): ", end.lost.message(), lost_host);
+        ", served by engine task 0): ", end.lost.message(),
+        LauncherHosts(end.lost.message()));
     Message(result.failure_summary);
     Message(absl::StrCat("stopped ", spec.Name(), "; the job failed"));
     return end;
@@ -496,7 +507,10 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
               ran.status(),
               absl::StrCat("launcher:", me, " on ", options.engine.hosts[me])))
           .IgnoreError();
-      return ran.status();
+      const std::string hosts = LauncherHosts(ran.status().message());
+      if (hosts.empty()) return ran.status();
+      return absl::Status(ran.status().code(),
+                          absl::StrCat(ran.status().message(), hosts));
     }
     if (ran->outcome == AttemptEnd::Outcome::kLost) return result;
     const RestartPolicy::Decision decision = policy.Decide(*ran);

@@ -60,8 +60,7 @@ void SilenceWatch::Check() {
             std::find_if(w.tasks.begin(), w.tasks.end(),
                          [&](const auto& t) { return t.first == s.task; });
         if (where == w.tasks.end()) continue;
-        const std::string name =
-            absl::StrCat(s.task.ToString(), " on ", where->second);
+        const std::string& name = where->second;
         const bool connected = s.state == coord::TaskState::kConnected;
         const bool silent = connected && s.heartbeat_age >= silent_after_;
         auto known = silent_.find(name);

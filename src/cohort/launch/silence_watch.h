@@ -6,15 +6,16 @@
 // heartbeat timeout, who is silent, where it runs and when it will be
 // declared lost, and again when it is heard from.
 //
-//   SilenceWatch watch(env, {{control, launchers}, {programs, tasks}},
+//   SilenceWatch watch(env, {{control, launchers}},
 //                      absl::Seconds(10), absl::Seconds(70), message);
 //   watch.Start();   // checks every silent_after / 4; the destructor stops it
 //
 // Lines:
-//   "launcher:2 on 10.77.0.3 has sent no heartbeat for 10s: its host may be
-//    partitioned, stalled or down; it is declared lost 70s after its last
-//    heartbeat unless it is heard from (--partition-grace)"
-//   "launcher:2 on 10.77.0.3 is heard from again after 23s of silence"
+//   "launcher:2 (worker:0) on 10.77.0.3 has sent no heartbeat for 10s: its
+//    host may be partitioned, stalled or down; it is declared lost 1m10s
+//    after its last heartbeat unless it is heard from (...)"
+//   "launcher:2 (worker:0) on 10.77.0.3 is heard from again after 23s of
+//    silence"
 //
 // Thread safety: Check() and the watch's thread may run concurrently;
 // `message` is called from either, one line at a time.
@@ -39,7 +40,8 @@ class SilenceWatch {
  public:
   struct Watched {
     coord::CoordinationService* service;  // must outlive the watch
-    // Each watched task and where it runs ("10.77.0.3"), named in the lines.
+    // Each watched task and how the lines name it
+    // ("launcher:2 (worker:0) on 10.77.0.3").
     std::vector<std::pair<coord::TaskId, std::string>> tasks;
   };
 

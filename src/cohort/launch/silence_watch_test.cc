@@ -39,7 +39,9 @@ class SilenceWatchTest : public ::testing::Test {
     watch_ = std::make_unique<SilenceWatch>(
         &env_,
         std::vector<SilenceWatch::Watched>{
-            {service_.get(), {{kL0, "10.77.0.1"}, {kL1, "10.77.0.2"}}}},
+            {service_.get(),
+             {{kL0, "launcher:0 on 10.77.0.1"},
+              {kL1, "launcher:1 on 10.77.0.2"}}}},
         absl::Seconds(10), absl::Seconds(70), [this](const std::string& l) {
           absl::MutexLock lock(&mu_);
           lines_.push_back(l);
