@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -129,6 +130,28 @@ absl::Status TimeAllReduce(barrier::BarrierTaskContext& task,
   return absl::OkStatus();
 }
 
+// This member's host as TF_CONFIG names it (the launchers' agreed address
+// of its task), so that other hosts reach its ring endpoint; loopback when
+// there is none (a gang on this machine).
+std::string TaskHost() {
+  std::optional<std::string> text = Env::Default()->GetVar("TF_CONFIG");
+  if (!text.has_value()) return "127.0.0.1";
+  absl::StatusOr<Json> config = ParseJson(*text, "TF_CONFIG");
+  if (!config.ok() || !config->contains("task") ||
+      !config->contains("cluster")) {
+    return "127.0.0.1";
+  }
+  const Json& task = (*config)["task"];
+  const Json& job = (*config)["cluster"][task.value("type", "")];
+  const int index = task.value("index", -1);
+  if (!job.is_array() || index < 0 || index >= static_cast<int>(job.size()) ||
+      !job[index].is_string()) {
+    return "127.0.0.1";
+  }
+  const std::string address = job[index].get<std::string>();
+  return address.substr(0, address.rfind(':'));
+}
+
 absl::Status RunChildMeasurements(const Flags& f) {
   COHORT_ASSIGN_OR_RETURN(barrier::BarrierTaskContext * task,
                           barrier::BarrierTaskContext::Get());
@@ -139,6 +162,7 @@ absl::Status RunChildMeasurements(const Flags& f) {
   o.size = task->num_tasks();
   o.task = Env::Default()->GetVar("COHORT_TASK_NAME").value_or("");
   o.job_token = Env::Default()->GetVar(rpc::kJobTokenEnvVar).value_or("");
+  o.host = TaskHost();
   o.transport = transport == "tcp" ? collective::Transport::kTcp
                                    : collective::Transport::kSharedMemory;
   COHORT_ASSIGN_OR_RETURN(auto group,
