@@ -642,7 +642,8 @@ def t_collective_lab(ds, files=None):
     rates = set()
     for world in (2, 4):
         for mib in (64,):
-            where = {"MiB": mib, "world": world, "lab": lambda v: True}
+            where = {"MiB": mib, "world": world, "lab": lambda v: True,
+                     "chunk_kib": 1024}
             ours = q.points("collective", "allreduce_time_p50", where)
             gloo = q.points("gloo", "allreduce_time_p50", where)
             if not ours or not gloo:

@@ -7,6 +7,7 @@
 #
 #   scripts/lab.sh up N [--rate RATE]   hosts cohort-h0..h(N-1), 10.77.0.1..N
 #   scripts/lab.sh down                 removes every namespace the lab made
+#                                       (and SIGKILLs what still runs in them)
 #   scripts/lab.sh exec HOST -- CMD...  runs CMD inside HOST (h0, 0, cohort-h0)
 #   scripts/lab.sh addr HOST            prints HOST's address
 #   scripts/lab.sh partition HOST       cuts HOST's link at the switch: its
@@ -74,7 +75,11 @@ down() {
   local ns
   for ns in $(ip netns list | awk '{print $1}'); do
     case "$ns" in
-      "$SWITCH"|"$PREFIX"[0-9]*) ip netns del "$ns" ;;
+      "$SWITCH"|"$PREFIX"[0-9]*)
+        # What still runs in a host dies with it (a deleted namespace would
+        # leave its processes running, cut off).
+        ip netns pids "$ns" | xargs -r kill -9
+        ip netns del "$ns" ;;
     esac
   done
 }

@@ -40,13 +40,15 @@ struct Flags {
   bool child = false;
   bool lab = false;            // one member per lab host (docs/lab.md)
   std::string rate = "5gbit";  // each lab host's egress cap
+  int chunk_kib = 1024;        // the TCP ring's piece size
 };
 
 bool ParseFlags(const std::vector<std::string>& args, Flags& f,
                 std::string& error) {
   FlagReader flags(args,
                    "flags: --sizes 2,4 --mib 1,64 --transports shm,tcp "
-                   "--reps 3 --peer-script PATH --no-peer --lab --rate 5gbit");
+                   "--reps 3 --peer-script PATH --no-peer --lab --rate 5gbit "
+                   "--chunk-kib 1024");
   std::set<std::string> transports;
   while (flags.Next()) {
     if (flags.Is("--child")) {
@@ -55,6 +57,8 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
       flags.Switch(f.lab);
     } else if (flags.Is("--rate")) {
       flags.Value(f.rate);
+    } else if (flags.Is("--chunk-kib")) {
+      flags.PositiveInt(f.chunk_kib);
     } else if (flags.Is("--no-peer")) {
       flags.Switch(f.no_peer);
     } else if (flags.Is("--peer-script")) {
@@ -149,7 +153,11 @@ std::string TaskHost() {
     return "127.0.0.1";
   }
   const std::string address = job[index].get<std::string>();
-  return address.substr(0, address.rfind(':'));
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // IPv6
+  }
+  return host;
 }
 
 absl::Status RunChildMeasurements(const Flags& f) {
@@ -163,6 +171,7 @@ absl::Status RunChildMeasurements(const Flags& f) {
   o.task = Env::Default()->GetVar("COHORT_TASK_NAME").value_or("");
   o.job_token = Env::Default()->GetVar(rpc::kJobTokenEnvVar).value_or("");
   o.host = TaskHost();
+  o.tcp_chunk_bytes = static_cast<size_t>(f.chunk_kib) << 10;
   o.transport = transport == "tcp" ? collective::Transport::kTcp
                                    : collective::Transport::kSharedMemory;
   COHORT_ASSIGN_OR_RETURN(auto group,
@@ -230,7 +239,8 @@ int RunLabBench(const Flags& f) {
   }
   const std::string dir = dir_template;
   MeasurementLog ours, gloo;
-  const Json lab_params = {{"transport", "tcp"}, {"lab", f.rate}};
+  const Json lab_params = {
+      {"transport", "tcp"}, {"lab", f.rate}, {"chunk_kib", f.chunk_kib}};
   for (int world : f.sizes) {
     Lab lab;
     if (absl::Status s = lab.Up(world, f.rate); !s.ok()) {
@@ -270,6 +280,8 @@ int RunLabBench(const Flags& f) {
           argv.push_back(a);
         }
         argv.push_back(absl::StrJoin(mibs, ","));
+        argv.push_back("--chunk-kib");
+        argv.push_back(std::to_string(f.chunk_kib));
         members.push_back(std::move(argv));
         ranks.push_back({"env", "GLOO_SOCKET_IFNAME=eth0", "/usr/bin/python3",
                          peer.script_path(), "--rank", std::to_string(i),

@@ -185,7 +185,8 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       ->add_option("--heartbeat-timeout", flags->heartbeat_timeout_s,
                    "seconds without heartbeats after which the job's "
                    "coordination service fails a connected task (default "
-                   "10)")
+                   "10); with --engine a silent task is named then and "
+                   "failed after --partition-grace more")
       ->check(Seconds(/*allow_zero=*/false));
   launch->add_option("--log-dir", flags->log_dir,
                      "directory for per-task logs (default: a new directory "

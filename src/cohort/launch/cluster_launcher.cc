@@ -70,6 +70,9 @@ struct ClusterLauncher::Impl {
   std::string LauncherHosts(absl::string_view message) const {
     std::string out;
     for (int k = 0; k < options.engine.count; ++k) {
+      // This launcher's own loss ("launcher:2 lost contact with the
+      // coordination service") points at task 0's host, named already.
+      if (k == me) continue;
       const std::string name = absl::StrCat("launcher:", k);
       for (size_t at = message.find(name); at != absl::string_view::npos;
            at = message.find(name, at + 1)) {
@@ -132,6 +135,7 @@ struct ClusterLauncher::Impl {
   std::unique_ptr<coord::CoordinationServer> control;
   std::shared_ptr<barrier::BarrierCoordinator> coordinator;
   std::unique_ptr<coord::CoordinationServer> programs;
+  // Declared after the services it watches: destroyed before them.
   std::unique_ptr<SilenceWatch> silence;
 
   std::unique_ptr<coord::CoordinationAgent> agent;
@@ -221,18 +225,25 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
       programs,
       StartJobControlPlane(env, OnHost(options.bind_host, 0), security,
                            LostAfter(), tasks, coordinator));
-  // The launchers only: their heartbeat interval is this job's, and each
-  // stands for its host (a program's own interval is its server's).
-  std::vector<std::pair<coord::TaskId, std::string>> launchers;
+  // Launchers stand for their hosts (their heartbeat interval is this
+  // job's); programs heartbeat at their server's own interval (every 5 s by
+  // default), so they are silent after at least kProgramSilence.
+  constexpr absl::Duration kProgramSilence = absl::Seconds(10);
+  std::vector<std::pair<coord::TaskId, std::string>> launchers, programs_at;
   for (int k = 0; k < options.engine.count; ++k) {
     launchers.push_back({{"launcher", k},
                          absl::StrCat("launcher:", k, " (", tasks[k].Name(),
                                       ") on ", options.engine.hosts[k])});
+    programs_at.push_back(
+        {{tasks[k].job, tasks[k].index},
+         absl::StrCat(tasks[k].Name(), " on ", options.engine.hosts[k])});
   }
   silence = std::make_unique<SilenceWatch>(
       env,
       std::vector<SilenceWatch::Watched>{
-          {control->service(), std::move(launchers)}},
+          {control->service(), std::move(launchers)},
+          {programs->service(), std::move(programs_at),
+           std::max(options.heartbeat_timeout, kProgramSilence)}},
       options.heartbeat_timeout, LostAfter(),
       [this](const std::string& line) { Message(line); });
   silence->Start();

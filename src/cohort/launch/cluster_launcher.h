@@ -35,15 +35,16 @@
 // attempt together, its number agreed through the control plane's keys;
 // otherwise every launcher exits with the root cause's code.
 //
-// Silence: a launcher or program whose heartbeats stop is named at
-// heartbeat_timeout (SilenceWatch) but declared lost only after
-// partition_grace more, so a partition healed within it is survived. A
-// launcher that loses the control plane for that long (task 0's launcher or
-// its host died, or its own host is cut off) stops its program and fails;
-// one declared lost fails every other launcher (the coordination service's
-// error propagation), naming it and its host. The job succeeds when every
-// chief, worker and evaluator program exited 0 in one attempt; ps programs are
-// then stopped.
+// Silence: a launcher or program whose heartbeats stop is named by task 0's
+// launcher once silent for heartbeat_timeout (a program: at least 10 s, its
+// server's own interval; SilenceWatch) but declared lost only after
+// heartbeat_timeout + partition_grace, so a partition healed within it is
+// survived. A launcher that loses the control plane for that long (task 0's
+// launcher or its host died, or its own host is cut off) stops its program and
+// fails; one declared lost fails every other launcher (the coordination
+// service's error propagation), naming it and its host. The job succeeds when
+// every chief, worker and evaluator program exited 0 in one attempt; ps
+// programs are then stopped.
 //
 // Thread safety: Run() is called once, from one thread; Stop() may be called
 // from any thread at any time.

@@ -52,6 +52,9 @@ void SilenceWatch::Check() {
   {
     absl::MutexLock lock(&mu_);
     for (const Watched& w : watched_) {
+      const absl::Duration silent_after = w.silent_after > absl::ZeroDuration()
+                                              ? w.silent_after
+                                              : silent_after_;
       absl::StatusOr<std::vector<coord::TaskStateSnapshot>> states =
           w.service->GetTaskState({});
       if (!states.ok()) continue;  // the service stopped: the job is ending
@@ -62,7 +65,7 @@ void SilenceWatch::Check() {
         if (where == w.tasks.end()) continue;
         const std::string& name = where->second;
         const bool connected = s.state == coord::TaskState::kConnected;
-        const bool silent = connected && s.heartbeat_age >= silent_after_;
+        const bool silent = connected && s.heartbeat_age >= silent_after;
         auto known = silent_.find(name);
         if (silent && known == silent_.end()) {
           silent_[name] = now - s.heartbeat_age;

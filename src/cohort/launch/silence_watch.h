@@ -43,6 +43,9 @@ class SilenceWatch {
     // Each watched task and how the lines name it
     // ("launcher:2 (worker:0) on 10.77.0.3").
     std::vector<std::pair<coord::TaskId, std::string>> tasks;
+    // Silent after this long without a heartbeat; 0: the watch's
+    // silent_after. (Programs heartbeat at their server's own interval.)
+    absl::Duration silent_after = absl::ZeroDuration();
   };
 
   SilenceWatch(Env* env, std::vector<Watched> watched,

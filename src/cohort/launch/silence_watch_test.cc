@@ -60,9 +60,10 @@ class SilenceWatchTest : public ::testing::Test {
 
   FakeEnv env_;
   std::unique_ptr<coord::CoordinationService> service_;
-  std::unique_ptr<SilenceWatch> watch_;
+  // Before the watch: its thread's callback uses them until it is joined.
   absl::Mutex mu_;
   std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SilenceWatch> watch_;
 };
 
 TEST_F(SilenceWatchTest, NamesASilentTaskOnceWithItsHostAndWhenItIsLost) {

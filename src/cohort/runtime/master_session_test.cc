@@ -1,6 +1,7 @@
 // The master without gRPC: in-process Workers behind a WorkerCache that
 // counts the calls each task receives, so the master's caching and
 // fan-out can be asserted exactly.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "cohort/graph/standard_registries.h"
 #include "cohort/runtime/master.h"
 #include "cohort/runtime/worker.h"
+#include "cohort/runtime/worker_errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -50,6 +52,22 @@ class CountingWorker : public WorkerInterface {
   Worker* const worker_;
   absl::Mutex mu_;
   std::map<std::string, int> counts_ ABSL_GUARDED_BY(mu_);
+};
+
+// A partition whose RunGraph answers as `script` says (given the call's
+// options and its done callback); every other RPC is forwarded.
+class ScriptedRunGraph : public CountingWorker {
+ public:
+  using Script = std::function<void(CallOptions*, StatusCallback)>;
+  ScriptedRunGraph(Worker* worker, Script script)
+      : CountingWorker(worker), script_(std::move(script)) {}
+  void RunGraphAsync(CallOptions* opts, const RunGraphRequest* request,
+                     RunGraphResponse* response, StatusCallback done) override {
+    script_(opts, std::move(done));
+  }
+
+ private:
+  Script script_;
 };
 
 // Tasks ps:0, worker:0, worker:1, each a Worker with its own Device.
@@ -89,6 +107,13 @@ class InProcessWorkers : public WorkerCache {
   }
   CountingWorker* counting(const std::string& task) {
     return tasks_.at(task).counting.get();
+  }
+  // `task`'s RunGraph answers as `script` says from now on.
+  void ScriptRunGraph(const std::string& task,
+                      ScriptedRunGraph::Script script) {
+    Task& t = tasks_.at(task);
+    t.counting =
+        std::make_unique<ScriptedRunGraph>(t.worker.get(), std::move(script));
   }
 
  private:
@@ -195,6 +220,36 @@ TEST_F(MasterSessionTest, CloseDeregistersAndDeletesWorkerSessions) {
   absl::Status s = Run(handle, 1, &y);
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(s.message(), HasSubstr("is not found"));
+}
+
+// The step's first error is its root cause. When that error is itself
+// derived (a rendezvous aborted by another failure), the plain Cancelled a
+// partition answers because the master cancelled it after that error must
+// not replace it: it hid a lost ps's error from MonitoredSession's recovery.
+TEST_F(MasterSessionTest, ACancelledAnswerAfterTheFirstErrorIsNotTheRootCause) {
+  // Scripted before the session exists: the master keeps the workers it
+  // is given. Registration still reaches the real workers.
+  workers_.ScriptRunGraph(
+      "/job:worker/replica:0/task:0",
+      [](CallOptions* opts, StatusCallback done) {
+        // Answers only when the master cancels it, with a plain Cancelled,
+        // as an executor's step cancellation does.
+        auto shared = std::make_shared<StatusCallback>(std::move(done));
+        opts->SetCancelCallback([shared] {
+          (*shared)(absl::CancelledError("step 7 was cancelled"));
+        });
+      });
+  workers_.ScriptRunGraph(
+      "/job:ps/replica:0/task:0", [](CallOptions*, StatusCallback done) {
+        done(MarkDerived(
+            absl::UnavailableError("/job:ps/replica:0/task:0 is unavailable: "
+                                   "lost the connection")));
+      });
+  const std::string handle = CreateSession(TwoTaskGraph());
+  float y = 0;
+  absl::Status s = Run(handle, 1, &y);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr("/job:ps/replica:0/task:0"));
 }
 
 TEST_F(MasterSessionTest, ExtendChecksTheGraphVersion) {
