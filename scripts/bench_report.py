@@ -605,8 +605,12 @@ def t_collective(ds, files=None):
             gloo = q.points("gloo", "allreduce_time_p50", {"MiB": mib, "world": world})
             ratios = []
             for transport in ("shm", "tcp"):
-                ours = q.points("collective", "allreduce_time_p50",
-                                {"MiB": mib, "world": world, "transport": transport})
+                # The TCP ring as it is now: 256 KiB pieces (runs before
+                # 2026-11-26's chunk256 sent 1 MiB pieces and carry no size).
+                where = {"MiB": mib, "world": world, "transport": transport}
+                if transport == "tcp":
+                    where["chunk_kib"] = 256
+                ours = q.points("collective", "allreduce_time_p50", where)
                 if not ours or not gloo:
                     raise ReportError(f"collective: no lines for {mib} MiB, {world}, {transport}")
                 cells.append(spread(Stat([v for *_, v in ours]), "ms"))
@@ -636,37 +640,46 @@ def _bits_per_second(rate):
 def t_collective_lab(ds, files=None):
     """cohort's TCP ring and gloo, one process per lab host: p50 time, the
     fraction of the link's bound 2(N-1)/N * bytes / rate (per run), and the
-    paired ratio."""
-    q = Query(ds.files(files or LAB_COLLECTIVE_FILES))
+    paired ratio; a row per piece size of cohort's ring, gloo from the same
+    runs."""
+    all_files = ds.files(files or LAB_COLLECTIVE_FILES)
     rows = []
     rates = set()
-    for world in (2, 4):
-        for mib in (64,):
-            where = {"MiB": mib, "world": world, "lab": lambda v: True,
-                     "chunk_kib": 1024}
-            ours = q.points("collective", "allreduce_time_p50", where)
-            gloo = q.points("gloo", "allreduce_time_p50", where)
+    used = []
+    for chunk in (1024, 256):
+        same_runs = [f for f in all_files if any(
+            m.get("suite") == "collective" and m.get("params", {}).get("chunk_kib") == chunk
+            for m in f.measurements)]
+        if not same_runs:
+            continue
+        q = Query(same_runs)
+        for world in (2, 4):
+            mib = 64
+            ours = q.points("collective", "allreduce_time_p50",
+                            {"MiB": mib, "world": world, "chunk_kib": chunk})
+            gloo = q.points("gloo", "allreduce_time_p50", {"MiB": mib, "world": world})
             if not ours or not gloo:
-                raise ReportError(f"collective --lab: no lines for {mib} MiB, {world} hosts")
-            rate = None
-            for f in q.files:
-                for m in f.measurements:
-                    if m.get("metric") == "allreduce_time_p50" and \
-                            m.get("params", {}).get("world") == world:
-                        rate = m["params"]["lab"]
+                raise ReportError(f"collective --lab: no lines for {mib} MiB, {world} hosts, "
+                                  f"{chunk} KiB pieces")
+            rate = next(m["params"]["lab"] for f in q.files for m in f.measurements
+                        if m.get("metric") == "allreduce_time_p50"
+                        and m.get("params", {}).get("world") == world)
             rates.add(rate)
             bound_ms = 2 * (world - 1) / world * mib * (1 << 20) * 8 / _bits_per_second(rate) * 1e3
             med, pairs = paired_ratio(ours, gloo)
-            rows.append([f"{mib} MiB, {world} hosts",
+            rows.append([f"{mib} MiB, {world} hosts, {chunk} KiB pieces",
                          spread(Stat([v for *_, v in ours]), "ms"),
                          spread(Stat([v for *_, v in gloo]), "ms"),
                          f"{num(bound_ms)} ms",
                          spread(Stat([bound_ms / v for *_, v in ours])),
                          spread(Stat([bound_ms / v for *_, v in gloo])),
                          ratio_cell(med, pairs)])
-    lines = table(["size, hosts", "cohort (TCP ring)", "gloo", "link bound",
+        used += [f for f in q.used if f not in used]
+    if not rows:
+        raise ReportError("collective --lab: no runs")
+    lines = table(["size, hosts, ring pieces", "cohort (TCP ring)", "gloo", "link bound",
                    "cohort / bound", "gloo / bound", "cohort / gloo"], rows)
-    return Block(lines, q.used, peer="gloo `all_reduce` (torch.distributed), one rank per lab host",
+    return Block(lines, used, peer="gloo `all_reduce` (torch.distributed), one rank per lab host",
                  extra=f"AllReduce SUM float32 p50 per run, links capped at {', '.join(sorted(rates))}; "
                        "bound = 2(N-1)/N × bytes / rate; targets ≥ 0.85 of the bound, ≤ 0.7× gloo")
 

@@ -40,7 +40,7 @@ struct Flags {
   bool child = false;
   bool lab = false;            // one member per lab host (docs/lab.md)
   std::string rate = "5gbit";  // each lab host's egress cap
-  int chunk_kib = 1024;        // the TCP ring's piece size
+  int chunk_kib = 256;         // the TCP ring's piece size (its default)
 };
 
 bool ParseFlags(const std::vector<std::string>& args, Flags& f,
@@ -48,7 +48,7 @@ bool ParseFlags(const std::vector<std::string>& args, Flags& f,
   FlagReader flags(args,
                    "flags: --sizes 2,4 --mib 1,64 --transports shm,tcp "
                    "--reps 3 --peer-script PATH --no-peer --lab --rate 5gbit "
-                   "--chunk-kib 1024");
+                   "--chunk-kib 256");
   std::set<std::string> transports;
   while (flags.Next()) {
     if (flags.Is("--child")) {
@@ -86,7 +86,7 @@ int ItersFor(int mib) { return mib >= 16 ? 6 : 50; }
 
 absl::Status TimeAllReduce(barrier::BarrierTaskContext& task,
                            collective::CollectiveGroup& group, int mib,
-                           const std::string& transport) {
+                           const std::string& transport, int chunk_kib) {
   const size_t count = static_cast<size_t>(mib) << 18;  // float32 per MiB
   std::vector<float> data(count, 1.0f);
   const absl::Duration timeout = absl::Minutes(2);
@@ -120,6 +120,7 @@ absl::Status TimeAllReduce(barrier::BarrierTaskContext& task,
   const double p50 = Percentile(ms, 50);
   const double algbw = mib * double(1 << 20) / (p50 / 1e3) / 1e9;
   Json params{{"MiB", mib}, {"world", world}, {"transport", transport}};
+  if (transport == "tcp") params["chunk_kib"] = chunk_kib;
   PrintChildResult(Json{{"suite", "collective"},
                         {"metric", "allreduce_time_p50"},
                         {"params", params},
@@ -180,7 +181,8 @@ absl::Status RunChildMeasurements(const Flags& f) {
                                 return task->AllGather(mine);
                               }));
   for (int mib : f.mib) {
-    COHORT_RETURN_IF_ERROR(TimeAllReduce(*task, *group, mib, transport));
+    COHORT_RETURN_IF_ERROR(
+        TimeAllReduce(*task, *group, mib, transport, f.chunk_kib));
   }
   return absl::OkStatus();
 }
@@ -239,8 +241,7 @@ int RunLabBench(const Flags& f) {
   }
   const std::string dir = dir_template;
   MeasurementLog ours, gloo;
-  const Json lab_params = {
-      {"transport", "tcp"}, {"lab", f.rate}, {"chunk_kib", f.chunk_kib}};
+  const Json lab_params = {{"transport", "tcp"}, {"lab", f.rate}};
   for (int world : f.sizes) {
     Lab lab;
     if (absl::Status s = lab.Up(world, f.rate); !s.ok()) {
@@ -452,8 +453,13 @@ int RunCollectiveBench(const std::vector<std::string>& args) {
         GangRun run;
         run.suite = "collective";
         run.world = world;
-        run.child_args = {"--child", "--transports", t, "--mib",
-                          absl::StrJoin(mibs, ",")};
+        run.child_args = {"--child",
+                          "--transports",
+                          t,
+                          "--mib",
+                          absl::StrJoin(mibs, ","),
+                          "--chunk-kib",
+                          std::to_string(flags.chunk_kib)};
         run.rep = rep;
         run.note = "processes started by cohort launch, one CPU thread each";
         run.error_params = {{"transport", t}};
