@@ -3,7 +3,7 @@
 # of network namespaces, one task per host, traffic over the lab's links.
 #
 #   tests/lab/lab_test.sh script|collective|ps|partition_ps|partition_worker|
-#                         partition_control|host_dies BIN_DIR [PS_HIDDEN]
+#                         partition_control|host_dies|stall BIN_DIR [PS_HIDDEN]
 #
 # PS_HIDDEN: the PS job's hidden units (default 1024; the sanitizer builds
 # pass 64).
@@ -307,6 +307,40 @@ test_host_dies() {
   echo "PASSED: a dead host was named, and every other launcher ended"
 }
 
+# Behaviour 7: a 64 MiB reply crossing from h1 to h0 on 200 Mbit/s links,
+# cut mid-frame. Both ends give the connection up within the sockets' bound
+# (keepalive on the reader, TCP_USER_TIMEOUT on the writer: about 13 s), the
+# reader's error names the server's address, and the server is left with no
+# open connection.
+test_stall() {
+  bash "$LAB" up 2 --rate 200mbit >"$WORK/up.log" 2>&1 || fail "lab up 2"
+  COHORT_JOB_TOKEN="$(head -c 24 /dev/urandom | base64)"  # the environment, not argv
+  export COHORT_JOB_TOKEN
+  bash "$LAB" exec h1 -- "$BIN/lab_stall_probe" serve 10.77.0.2 7200 >"$WORK/serve.log" 2>&1 &
+  PIDS+=($!)
+  await_line "$WORK/serve.log" "^serving" 30 || fail "the probe server did not start"
+  local before; before="$(bash "$LAB" bytes h1 | awk '{print $4}')"
+  bash "$LAB" exec h0 -- "$BIN/lab_stall_probe" fetch 10.77.0.2:7200 >"$WORK/fetch.log" 2>&1 &
+  local fetch=$!
+  PIDS+=("$fetch")
+  # Mid-frame: once 8 MiB of the reply left h1 (the 64 take ~2.7 s).
+  local deadline=$((SECONDS + 30)) sent=0
+  while (( sent < (8 << 20) )); do
+    (( SECONDS < deadline )) || fail "the reply never started"
+    sent=$(( $(bash "$LAB" bytes h1 | awk '{print $4}') - before ))
+    sleep 0.05
+  done
+  bash "$LAB" partition h1
+  local cut=$SECONDS
+  wait "$fetch" && fail "the fetch succeeded across a cut link: $(cat "$WORK/fetch.log")"
+  (( SECONDS - cut <= 40 )) || fail "the fetch took $((SECONDS - cut)) s to give up"
+  grep -qE "^error: UNAVAILABLE: .*10\.77\.0\.2:7200" "$WORK/fetch.log" ||
+    fail "the fetch's error did not name the server: $(cat "$WORK/fetch.log")"
+  await_line "$WORK/serve.log" "^closed 10\.77\.0\.1:[0-9]+: 0 open connection" 40 ||
+    fail "the server kept the stalled connection"
+  echo "PASSED: a 64 MiB reply cut mid-frame: both ends gave up within $((SECONDS - cut)) s, named, nothing left open"
+}
+
 case "$TEST" in
   script) test_script ;;
   collective) test_collective ;;
@@ -315,5 +349,6 @@ case "$TEST" in
   partition_worker) test_partition_worker ;;
   partition_control) test_partition_control ;;
   host_dies) test_host_dies ;;
+  stall) test_stall ;;
   *) echo "unknown test $TEST" >&2; exit 2 ;;
 esac
