@@ -291,44 +291,33 @@ int RunLabBench(const Flags& f) {
                          "allreduce", "--mib", absl::StrJoin(mibs, ","),
                          "--reps", "1", "--deadline", "100"});
       }
-      absl::StatusOr<std::vector<std::string>> out =
-          lab.RunOnHosts(members, absl::Minutes(10));
-      std::vector<Json> lines =
-          out.ok()
-              ? ResultLines((*out)[0], std::string("[worker:0] ") + kResultTag)
-              : std::vector<Json>{};
-      if (lines.empty()) {
-        PrintErrorLine("collective",
-                       out.ok()
-                           ? "lab host 0 printed no measurement: " + (*out)[0]
-                           : std::string(out.status().message()),
-                       {{"params", {{"world", world}}}, {"rep", rep}});
-        rc = 1;
-      }
-      for (Json& l : lines) {
-        l["params"].update(lab_params);
-        l["rep"] = rep;
-        l["note"] =
-            "one member per lab host (network namespace), links "
-            "capped by tbf";
-        ours.Print(l);
-      }
-      if (!use_peer) continue;
-      out = lab.RunOnHosts(ranks, absl::Minutes(10));
-      lines = out.ok() ? ResultLines((*out)[0], "") : std::vector<Json>{};
-      if (lines.empty()) {
-        PrintErrorLine("gloo",
-                       out.ok()
-                           ? "gloo rank 0 printed no measurement: " + (*out)[0]
-                           : std::string(out.status().message()),
-                       {{"params", {{"world", world}}}, {"rep", rep}});
-        rc = 1;
-      }
-      for (Json& l : lines) {
-        l["params"].update(lab_params);
-        l["rep"] = rep;
-        gloo.Print(l);
-      }
+      // Runs one side on every host and keeps host 0's result lines.
+      auto run = [&](const std::vector<std::vector<std::string>>& argv,
+                     const std::string& suite, const std::string& prefix,
+                     const std::string& note, MeasurementLog* log) {
+        absl::StatusOr<std::vector<std::string>> out =
+            lab.RunOnHosts(argv, absl::Minutes(10));
+        std::vector<Json> lines =
+            out.ok() ? ResultLines((*out)[0], prefix) : std::vector<Json>{};
+        if (lines.empty()) {
+          PrintErrorLine(suite,
+                         out.ok()
+                             ? "lab host 0 printed no measurement: " + (*out)[0]
+                             : std::string(out.status().message()),
+                         {{"params", {{"world", world}}}, {"rep", rep}});
+          rc = 1;
+        }
+        for (Json& l : lines) {
+          l["params"].update(lab_params);
+          l["rep"] = rep;
+          if (!note.empty()) l["note"] = note;
+          log->Print(l);
+        }
+      };
+      run(members, "collective", std::string("[worker:0] ") + kResultTag,
+          "one member per lab host (network namespace), links capped by tbf",
+          &ours);
+      if (use_peer) run(ranks, "gloo", "", "", &gloo);
     }
   }
   std::error_code ignored;

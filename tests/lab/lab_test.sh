@@ -2,7 +2,7 @@
 # Tests across the multi-host lab (scripts/lab.sh, docs/lab.md): hosts made
 # of network namespaces, one task per host, traffic over the lab's links.
 #
-#   tests/lab/lab_test.sh script|collective|ps|partition_ps|partition_worker|
+#   tests/lab/lab_test.sh script|collective|collective4|ps|partition_ps|partition_worker|
 #                         partition_control|host_dies|stall BIN_DIR [PS_HIDDEN]
 #
 # PS_HIDDEN: the PS job's hidden units (default 1024; the sanitizer builds
@@ -131,27 +131,37 @@ await_line() {
   done
 }
 
-# Synchronous training through the runtime across 2 hosts: the group is
-# formed over the TCP ring (another network namespace is another host), the
-# gradients cross the link, the parameters end identical.
+# Synchronous training through the runtime across $1 hosts (2 or 4): the
+# group is formed over the TCP ring (another network namespace is another
+# host), the gradients cross the links, the parameters end identical.
 test_collective() {
-  bash "$LAB" up 2 >"$WORK/up.log" 2>&1 || fail "lab up 2"
+  local n="$1" i workers=() tasks=(chief:0@h0)
+  bash "$LAB" up "$n" >"$WORK/up.log" 2>&1 || fail "lab up $n"
+  for (( i = 1; i < n; i++ )); do
+    workers+=("\"10.77.0.$((i + 1)):2222\"")
+    tasks+=("worker:$((i - 1))@h$i")
+  done
   local before; before="$(bash "$LAB" bytes h1)"
-  launch_per_host '{"chief": ["10.77.0.1:2222"], "worker": ["10.77.0.2:2222"]}' \
-    chief:0@h0 worker:0@h1 -- "$BIN/train_collective" --steps 150 --log-every 50 \
-    --target-loss 0.7 || fail "the job across 2 hosts failed"
-  grep -q "\[chief:0\] parameters identical across 2 tasks" "$WORK/chief0.log" ||
+  launch_per_host "{\"chief\": [\"10.77.0.1:2222\"], \"worker\": [$(IFS=,; echo "${workers[*]}")]}" \
+    "${tasks[@]}" -- "$BIN/train_collective" --steps 150 --log-every 50 \
+    --target-loss 0.7 || fail "the job across $n hosts failed"
+  grep -q "\[chief:0\] parameters identical across $n tasks" "$WORK/chief0.log" ||
     fail "no parameter check on the chief"
-  grep -q "is rank 0 of 2 over tcp" "$WORK/chief0.log" || fail "chief's group not over tcp"
-  grep -q "is rank 1 of 2 over tcp" "$WORK/worker0.log" || fail "worker's group not over tcp"
+  grep -q "is rank 0 of $n over tcp" "$WORK/chief0.log" || fail "chief's group not over tcp"
+  for (( i = 1; i < n; i++ )); do
+    grep -q "is rank $i of $n over tcp" "$WORK/worker$((i - 1)).log" ||
+      fail "worker:$((i - 1))'s group not over tcp"
+  done
   local after rx tx
   after="$(bash "$LAB" bytes h1)"
   rx=$(( $(echo "$after" | awk '{print $2}') - $(echo "$before" | awk '{print $2}') ))
   tx=$(( $(echo "$after" | awk '{print $4}') - $(echo "$before" | awk '{print $4}') ))
-  # 150 steps of 1,348 float gradients each way at least.
-  (( rx > 150 * 1348 * 4 && tx > 150 * 1348 * 4 )) ||
-    fail "too few bytes crossed h1's link (rx $rx, tx $tx)"
-  echo "PASSED: collective across 2 hosts over tcp (h1's link: rx $rx B, tx $tx B)"
+  # Every step's ring all-reduce moves 2(n-1)/n of the 1,348 float
+  # gradients through each member's link each way: at least that.
+  local least=$(( 150 * 1348 * 4 * 2 * (n - 1) / n ))
+  (( rx > least && tx > least )) ||
+    fail "too few bytes crossed h1's link (rx $rx, tx $tx; at least $least each way)"
+  echo "PASSED: collective across $n hosts over tcp (h1's link: rx $rx B, tx $tx B)"
 }
 
 # The main PS job with its tasks on 4 hosts.
@@ -181,6 +191,22 @@ PS_TASKS=(chief:0@h0 worker:0@h1 worker:1@h2 ps:0@h3)
 PART_HIDDEN=$(( PS_HIDDEN < 256 ? PS_HIDDEN : 256 ))
 PART_STEPS=20000
 
+# Starts the PS job on the 4 hosts with launcher flags $1 and $2 steps,
+# checkpointing, and waits for worker:0's first logged step.
+start_ps_job() {
+  LAUNCH_FLAGS="$1" start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
+    "$BIN/train_ps" --steps "$2" --hidden "$PART_HIDDEN" --log-every 500 \
+    --checkpoint-dir "$WORK/ckpt" --save-checkpoint-steps 1000
+  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
+}
+
+# After the job: it succeeded in its first attempt (a restart was allowed).
+expect_one_attempt() {
+  wait_per_host || fail "the job did not survive $1"
+  grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted after $1"
+  return 0
+}
+
 # Behaviour 4 (docs/lab.md): the ps's host is cut off mid-training until the
 # workers give it up.
 # The steps fail once the data plane gives the ps up (TCP keepalive and user
@@ -191,19 +217,14 @@ test_partition_ps() {
   bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
   # The grace (120 s) outlasts the waits below (30 s + 60 s); a restart
   # would be allowed (--max-restarts 1), so "one attempt" can fail.
-  LAUNCH_FLAGS="--heartbeat-timeout 5 --partition-grace 120 --max-restarts 1" \
-    start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
-    "$BIN/train_ps" --steps "$PART_STEPS" --hidden "$PART_HIDDEN" --log-every 500 \
-    --checkpoint-dir "$WORK/ckpt" --save-checkpoint-steps 1000
-  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
+  start_ps_job "--heartbeat-timeout 5 --partition-grace 120 --max-restarts 1" "$PART_STEPS"
   bash "$LAB" partition h3
   await_line "$WORK/chief0.log" "launcher:1 \(ps:0\) on 10.77.0.4 has sent no heartbeat" 30 ||
     fail "task 0's launcher did not name the silent ps"
   await_line "$WORK/worker0.log" "An error was raised.*/job:ps/replica:0/task:0 \(10\.77\.0\.4:[0-9]+\) is unavailable" 60 ||
     fail "worker:0's steps did not fail naming the ps while it was cut off"
   bash "$LAB" heal h3
-  wait_per_host || fail "the job did not survive the ps's partition"
-  grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted"
+  expect_one_attempt "the ps's partition"
   grep -qE "\[chief:0\] final: global_step [0-9]+" "$WORK/chief0.log" || fail "no final line"
   echo "PASSED: the ps's host cut off; the workers recovered it, one attempt"
 }
@@ -214,11 +235,7 @@ test_partition_ps() {
 # attempt, its latest checkpoint whole (a fresh local run restores it).
 test_partition_worker() {
   bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
-  LAUNCH_FLAGS="--heartbeat-timeout 5 --partition-grace 120 --max-restarts 1" \
-    start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
-    "$BIN/train_ps" --steps "$PART_STEPS" --hidden "$PART_HIDDEN" --log-every 500 \
-    --checkpoint-dir "$WORK/ckpt" --save-checkpoint-steps 1000
-  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
+  start_ps_job "--heartbeat-timeout 5 --partition-grace 120 --max-restarts 1" "$PART_STEPS"
   bash "$LAB" partition h1
   await_line "$WORK/chief0.log" "launcher:2 \(worker:0\) on 10.77.0.2 has sent no heartbeat" 30 ||
     fail "task 0's launcher did not name the silent worker's host"
@@ -228,8 +245,7 @@ test_partition_worker() {
   await_line "$WORK/worker0.log" "An error was raised.*/job:ps/replica:0/task:0 \(10\.77\.0\.4:[0-9]+\) is unavailable" 60 ||
     fail "worker:0's steps did not fail while its host was cut off"
   bash "$LAB" heal h1
-  wait_per_host || fail "the job did not survive the worker's partition"
-  grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted"
+  expect_one_attempt "the worker's partition"
   local final
   final="$(grep -oE "\[chief:0\] final: global_step [0-9]+" "$WORK/chief0.log" | grep -oE "[0-9]+$")"
   [[ -n "$final" ]] && (( final >= PART_STEPS )) || fail "the job ended at step '${final}'"
@@ -259,10 +275,7 @@ expect_all_exit_within() {
 # heartbeat timeout + grace + stop grace, naming the control plane.
 test_partition_control() {
   bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
-  LAUNCH_FLAGS="--heartbeat-timeout 3 --partition-grace 5 --stop-grace 2" \
-    start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
-    "$BIN/train_ps" --steps 100000000 --hidden "$PART_HIDDEN" --log-every 500
-  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
+  start_ps_job "--heartbeat-timeout 3 --partition-grace 5 --stop-grace 2" 100000000
   bash "$LAB" partition h0
   local others=("${PIDS[@]:1}") chief="${PIDS[0]}"
   PIDS=("${others[@]}")
@@ -286,10 +299,7 @@ test_partition_control() {
 # launcher and its host. No hang.
 test_host_dies() {
   bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
-  LAUNCH_FLAGS="--heartbeat-timeout 3 --partition-grace 5 --stop-grace 2" \
-    start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
-    "$BIN/train_ps" --steps 100000000 --hidden "$PART_HIDDEN" --log-every 500
-  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
+  start_ps_job "--heartbeat-timeout 3 --partition-grace 5 --stop-grace 2" 100000000
   bash "$LAB" kill h1
   local dead="${PIDS[1]}"
   wait "$dead" 2>/dev/null  # killed with its host
@@ -343,7 +353,8 @@ test_stall() {
 
 case "$TEST" in
   script) test_script ;;
-  collective) test_collective ;;
+  collective) test_collective 2 ;;
+  collective4) test_collective 4 ;;
   ps) test_ps ;;
   partition_ps) test_partition_ps ;;
   partition_worker) test_partition_worker ;;
