@@ -596,6 +596,34 @@ def t_runtime_transfer(ds, files=None):
     return Block(lines, q.used, peer="iperf3, loopback")
 
 
+# Issue 29: a tensor and a step across the multi-host lab's link
+# (`cohort bench runtime --lab`: ps:0 on h1, worker:0 and the client on h0).
+LAB_RUNTIME_FILES = ["bench/runtime/lab-2026-11-2*.jsonl"]
+
+
+def t_runtime_lab(ds, files=None):
+    q = Query(ds.files(files or LAB_RUNTIME_FILES))
+    lab = {"lab": lambda v: True}
+    ours = q.points("runtime", "tensor_transfer_throughput", dict(lab, bytes=64 << 20))
+    peer = q.points("iperf3", "tcp_bw_recv_bytes", dict(lab, streams=1))
+    step = q.points("runtime", "remote_step_p50", lab)
+    if not ours or not peer or not step:
+        raise ReportError("runtime --lab: no transfer, iperf3 or remote step lines")
+    rates = sorted({m["params"]["lab"] for f in q.files for m in f.measurements
+                    if "lab" in m.get("params", {})})
+    med, pairs = paired_ratio(ours, peer)
+    rows = [["64 MiB tensor ps:0 (h1) → worker:0 (h0)",
+             spread(Stat([v for *_, v in ours]), "GB/s"),
+             spread(Stat([v for *_, v in peer]), "GB/s"),
+             ratio_cell(med, pairs, bold=med >= 0.9)],
+            ["remote step p50 (client and master on h0, a Placeholder on h1)",
+             spread(Stat([v for *_, v in step]), "µs"), "", ""]]
+    lines = table(["across one lab link", "cohort", "iperf3 (one TCP stream, h1 → h0)",
+                   "ratio"], rows)
+    return Block(lines, q.used, peer="iperf3 across the same link",
+                 extra=f"links capped at {', '.join(rates)}; target ≥ 0.9× iperf3")
+
+
 def t_collective(ds, files=None):
     q = Query(ds.files(files or COLLECTIVE_FILES))
     rows = []
@@ -984,6 +1012,14 @@ def t_summary(ds, files=None):
     add("runtime: 64 MiB tensor between tasks vs iperf3", q.used,
         spread(Stat([v for *_, v in ours]), "GB/s"), spread(Stat([v for *_, v in peer]), "GB/s"),
         ratio_cell(med, pairs, bold=med >= 0.9), verdict(med, 0.9, False))
+    q = Query(ds.files(LAB_RUNTIME_FILES))
+    lab = {"lab": lambda v: True}
+    ours = q.points("runtime", "tensor_transfer_throughput", dict(lab, bytes=64 << 20))
+    peer = q.points("iperf3", "tcp_bw_recv_bytes", dict(lab, streams=1))
+    med, pairs = paired_ratio(ours, peer)
+    add("runtime: 64 MiB tensor across a lab link (5 Gbit/s) vs iperf3 on it", q.used,
+        spread(Stat([v for *_, v in ours]), "GB/s"), spread(Stat([v for *_, v in peer]), "GB/s"),
+        ratio_cell(med, pairs, bold=med >= 0.9), verdict(med, 0.9, False))
     q = Query(ds.files(COLLECTIVE_FILES))
     r = lower_ratio_row(q, "", "collective", "allreduce_time_p50",
                         {"MiB": 64, "world": 2, "transport": "shm"}, "gloo",
@@ -1060,6 +1096,7 @@ TABLES = {
     "runtime-transfer": t_runtime_transfer,
     "collective": t_collective,
     "collective-lab": t_collective_lab,
+    "runtime-lab": t_runtime_lab,
     "graph-matmul": t_graph,
     "graph-eigen": t_graph_eigen,
     "graph-kernels": t_kernels,

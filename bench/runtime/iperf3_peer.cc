@@ -1,5 +1,8 @@
 #include "bench/runtime/iperf3_peer.h"
 
+#include <arpa/inet.h>
+#include <sys/types.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -27,11 +30,14 @@ constexpr absl::Duration kClientSlack = absl::Seconds(30);
 
 double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
-// True when 127.0.0.1:`port` has a listening TCP socket. /proc/net/tcp
-// rather than a probe connect: iperf3 -s -1 serves exactly one connection,
-// and a probe would be it.
-bool IsListeningOnLoopback(int port) {
-  std::ifstream in("/proc/net/tcp");
+// True when `address`:`port` has a listening TCP socket in the network
+// namespace of process `pid`. /proc/PID/net/tcp rather than a probe
+// connect: iperf3 -s -1 serves exactly one connection, and a probe would be
+// it; and the server's own view, which in the lab is another host's.
+bool IsListening(pid_t pid, const std::string& address, int port) {
+  in_addr want{};
+  if (inet_pton(AF_INET, address.c_str(), &want) != 1) return false;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/net/tcp"));
   std::string line;
   std::getline(in, line);  // Header.
   while (std::getline(in, line)) {
@@ -42,9 +48,8 @@ bool IsListeningOnLoopback(int port) {
                     &local_port, &state) != 3) {
       continue;
     }
-    constexpr unsigned kLoopback = 0x0100007F;
     constexpr unsigned kListen = 0x0A;
-    if (address == kLoopback && static_cast<int>(local_port) == port &&
+    if (address == want.s_addr && static_cast<int>(local_port) == port &&
         state == kListen) {
       return true;
     }
@@ -52,12 +57,13 @@ bool IsListeningOnLoopback(int port) {
   return false;
 }
 
-absl::Status AwaitListening(ChildProcess& server, int port) {
+absl::Status AwaitListening(ChildProcess& server, const std::string& host,
+                            int port) {
   const absl::Time deadline = absl::Now() + kListenTimeout;
-  while (!IsListeningOnLoopback(port)) {
+  while (!IsListening(server.pid(), host, port)) {
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "iperf3 server (pid ", server.pid(), ") did not listen on ", kHost,
+          "iperf3 server (pid ", server.pid(), ") did not listen on ", host,
           ":", port, " within ", absl::FormatDuration(kListenTimeout),
           "; its output ends: ", server.Tail()));
     }
@@ -65,7 +71,7 @@ absl::Status AwaitListening(ChildProcess& server, int port) {
     if (server.AwaitExit(absl::Milliseconds(10))) {
       const launch::ExitInfo how = server.Stop(absl::ZeroDuration());
       return absl::UnavailableError(absl::StrCat(
-          "iperf3 server on ", kHost, ":", port, " ", how.Describe(),
+          "iperf3 server on ", host, ":", port, " ", how.Describe(),
           " before listening; its output ends: ", server.Tail()));
     }
   }
@@ -110,19 +116,27 @@ absl::StatusOr<double> ParseIperf3ReceivedBitsPerSecond(
   return bps->get<double>();
 }
 
-absl::StatusOr<std::vector<Json>> MeasureIperf3(int seconds, int rep) {
+absl::StatusOr<std::vector<Json>> MeasureIperf3(int seconds, int rep,
+                                                const Iperf3Hosts& hosts) {
   COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(kHost));
   const std::string port_text = std::to_string(port);
-  absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(
-      "iperf3 server", {kIperf3, "-s", "-1", "-B", kHost, "-p", port_text});
+  std::vector<std::string> server_argv = hosts.server_prefix;
+  for (const std::string& a :
+       {std::string(kIperf3), std::string("-s"), std::string("-1"),
+        std::string("-B"), hosts.server, std::string("-p"), port_text}) {
+    server_argv.push_back(a);
+  }
+  absl::StatusOr<std::unique_ptr<ChildProcess>> server =
+      ChildProcess::Start("iperf3 server", server_argv);
   if (!server.ok()) return NotInstalled(server.status());
-  COHORT_RETURN_IF_ERROR(AwaitListening(**server, port));
+  COHORT_RETURN_IF_ERROR(AwaitListening(**server, hosts.server, port));
 
   COHORT_ASSIGN_OR_RETURN(
       auto client,
-      ChildProcess::Start("iperf3 client",
-                          {kIperf3, "-c", kHost, "-B", kHost, "-p", port_text,
-                           "-t", std::to_string(seconds), "-P", "1", "-J"}));
+      ChildProcess::Start(
+          "iperf3 client",
+          {kIperf3, "-c", hosts.server, "-B", hosts.client, "-p", port_text,
+           "-t", std::to_string(seconds), "-P", "1", "-J"}));
   COHORT_ASSIGN_OR_RETURN(
       launch::ExitInfo how,
       client->WaitForExit(absl::Seconds(seconds) + kClientSlack));
@@ -132,10 +146,11 @@ absl::StatusOr<std::vector<Json>> MeasureIperf3(int seconds, int rep) {
   (*server)->Stop(absl::Seconds(2));
   if (!bps.ok() || !how.ok()) {
     return absl::InternalError(absl::StrCat(
-        "iperf3 client to ", kHost, ":", port, " ", how.Describe(), ": ",
+        "iperf3 client to ", hosts.server, ":", port, " ", how.Describe(), ": ",
         bps.ok() ? "a report was printed anyway" : bps.status().message()));
   }
-  const Json params = {{"streams", 1}, {"seconds", seconds}, {"host", kHost}};
+  const Json params = {
+      {"streams", 1}, {"seconds", seconds}, {"host", hosts.server}};
   return std::vector<Json>{
       {{"suite", "iperf3"},
        {"metric", "tcp_bw_recv"},

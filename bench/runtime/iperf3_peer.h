@@ -45,7 +45,16 @@ absl::StatusOr<double> ParseIperf3ReceivedBitsPerSecond(absl::string_view text);
 //  - DeadlineExceeded: the server never listened, or the client hung;
 //  - Internal / FailedPrecondition: the client failed; the message carries
 //    iperf3's error and the tail of its output.
-absl::StatusOr<std::vector<Json>> MeasureIperf3(int seconds, int rep);
+// Where the two ends run: the server binds and the client dials `server`,
+// the client binds `client`; `server_prefix` goes before the server's
+// command (`ip netns exec cohort-h1` in the multi-host lab).
+struct Iperf3Hosts {
+  std::string server = "127.0.0.1";
+  std::string client = "127.0.0.1";
+  std::vector<std::string> server_prefix;
+};
+absl::StatusOr<std::vector<Json>> MeasureIperf3(int seconds, int rep,
+                                                const Iperf3Hosts& hosts = {});
 
 }  // namespace cohort::bench
 

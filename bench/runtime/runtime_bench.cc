@@ -21,12 +21,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "bench/common/flags.h"
+#include "bench/common/gang.h"
+#include "bench/common/lab.h"
 #include "bench/common/peer.h"
 #include "bench/runtime/iperf3_peer.h"
 #include "bench/runtime/server_cluster.h"
@@ -71,6 +75,12 @@ struct Flags {
   int iperf_seconds = 5;
   int server_threads = 0;
   bool no_peer = false;
+  // The multi-host lab (docs/lab.md): ps:0 on h1, worker:0 and the client
+  // on h0, links capped at `rate`. `lab` brings the lab up and runs the
+  // suite again inside h0 with `lab_inner`.
+  bool lab = false;
+  bool lab_inner = false;
+  std::string rate = "5gbit";
 };
 
 // State of one run of the suite.
@@ -91,9 +101,18 @@ double LoadAverage1m() {
   return getloadavg(load, 1) == 1 ? Round3(load[0]) : -1;
 }
 
+// The lab's link rate while the suite runs inside the lab ("" otherwise):
+// every line's params carry it, so that lab figures never mix with
+// loopback ones. Set once, before any measurement.
+std::string& LabRate() {
+  static std::string rate;
+  return rate;
+}
+
 // A measurement line of this suite, stamped with the load average.
-Json Line(const std::string& metric, const Json& params, double value,
+Json Line(const std::string& metric, Json params, double value,
           const std::string& unit, int rep) {
+  if (!LabRate().empty()) params["lab"] = LabRate();
   return Json{{"suite", kSuite},
               {"metric", metric},
               {"params", params},
@@ -183,7 +202,8 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* f,
                    "flags: --reps N --only transfer,remote,overhead "
                    "--sizes 1M,16M,64M --transfer-seconds S "
                    "--transfer-min-steps N --runs N --warmup N "
-                   "--iperf-seconds N --server-threads N --no-peer --quick");
+                   "--iperf-seconds N --server-threads N --no-peer --quick "
+                   "--lab --rate 5gbit");
   // --quick first, so that explicit flags override what it sets.
   if (flags.Has("--quick")) {
     f->reps = 1;
@@ -224,6 +244,12 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* f,
       flags.PositiveInt(f->iperf_seconds);
     } else if (flags.Is("--server-threads")) {
       flags.NonNegativeInt(f->server_threads);
+    } else if (flags.Is("--lab")) {
+      flags.Switch(f->lab);
+    } else if (flags.Is("--lab-inner")) {
+      flags.Switch(f->lab_inner);
+    } else if (flags.Is("--rate")) {
+      flags.Value(f->rate);
     } else if (flags.Is("--no-peer")) {
       flags.Switch(f->no_peer);
     } else if (flags.Is("--quick")) {
@@ -448,8 +474,14 @@ absl::Status MeasureTransfer(Bench& b, const ServerCluster& cluster,
 }
 
 void RunIperf3(Bench& b, int rep) {
+  Iperf3Hosts hosts;
+  if (b.flags.lab_inner) {
+    hosts.server = Lab::Address(1);
+    hosts.client = Lab::Address(0);
+    hosts.server_prefix = {"ip", "netns", "exec", "cohort-h1"};
+  }
   absl::StatusOr<std::vector<Json>> lines =
-      MeasureIperf3(b.flags.iperf_seconds, rep);
+      MeasureIperf3(b.flags.iperf_seconds, rep, hosts);
   if (!lines.ok()) {
     Fail(b, absl::StrCat("iperf3 peer: ", lines.status().message()),
          {{"peer", "iperf3"}, {"rep", rep}});
@@ -457,6 +489,7 @@ void RunIperf3(Bench& b, int rep) {
   }
   for (Json& line : *lines) {
     line["loadavg_1m"] = LoadAverage1m();
+    if (!LabRate().empty()) line["params"]["lab"] = LabRate();
     PrintJsonLine(line);
     if (line["metric"] != "tcp_bw_recv_bytes") continue;
     for (int64_t bytes : b.flags.sizes) {
@@ -478,10 +511,14 @@ void PrintTransferRatios(Bench& b, const std::vector<TransferCase>& cases) {
     spec.peer_metric = "tcp_bw_recv_bytes";
     spec.peer_params = {{"streams", 1}};
     spec.lower_is_better = false;
-    spec.note =
+    spec.note = absl::StrCat(
         "cohort tensor GB/s (ps:0 -> worker:0 through RecvTensor) / one "
-        "iperf3 TCP stream on loopback, medians over repetitions of the "
-        "same run";
+        "iperf3 TCP stream ",
+        LabRate().empty()
+            ? std::string("on loopback")
+            : absl::StrCat("from h1 to h0 across a lab link capped at ",
+                           LabRate()),
+        ", medians over repetitions of the same run");
     absl::Status s =
         PrintRatio(kSuite, "iperf3", b.ours, b.peer_per_size, spec);
     if (!s.ok()) {
@@ -660,6 +697,17 @@ absl::StatusOr<std::unique_ptr<ServerCluster>> StartCluster(
   options.exe = b.exe;
   options.job_token = b.token;
   options.threads = b.flags.server_threads;
+  if (b.flags.lab_inner) {
+    // This process and worker:0 on h0; ps:0 on h1, across the link.
+    options.host = [](const std::string& job) {
+      return Lab::Address(job == "ps" ? 1 : 0);
+    };
+    options.prefix = [](const std::string& job) {
+      return job == "ps"
+                 ? std::vector<std::string>{"ip", "netns", "exec", "cohort-h1"}
+                 : std::vector<std::string>{};
+    };
+  }
   return ServerCluster::Start(jobs, options);
 }
 
@@ -782,6 +830,35 @@ void Teardown(Bench& b, Fixture& x) {
   }
 }
 
+// `--lab`: two lab hosts with links capped at --rate, and the suite again
+// inside h0 (`--lab-inner`, the other flags as given): only a process in a
+// lab host reaches the lab's addresses. Its lines go to stdout as they are.
+int RunInLab(const Flags& f, const std::vector<std::string>& args) {
+  Lab lab;
+  if (absl::Status s = lab.Up(2, f.rate); !s.ok()) {
+    PrintErrorLine(kSuite, std::string(s.message()));
+    return 1;
+  }
+  std::vector<std::string> inner = SelfCommand(kSuite);
+  for (const std::string& a : args) {
+    if (a != "--lab") inner.push_back(a);
+  }
+  inner.push_back("--lab-inner");
+  absl::StatusOr<std::vector<std::string>> out =
+      lab.RunOnHosts({inner}, absl::Minutes(30));
+  if (!out.ok()) {
+    PrintErrorLine(kSuite, std::string(out.status().message()));
+    return 1;
+  }
+  // Its JSON lines to stdout, its diagnostics (the same pipe) to stderr.
+  for (absl::string_view line : absl::StrSplit((*out)[0], '\n')) {
+    if (line.empty()) continue;
+    (absl::StartsWith(line, "{") ? std::cout : std::cerr) << line << "\n";
+  }
+  std::cout << std::flush;
+  return 0;
+}
+
 }  // namespace
 
 int RunRuntimeBench(const std::vector<std::string>& args) {
@@ -790,6 +867,11 @@ int RunRuntimeBench(const std::vector<std::string>& args) {
   if (!ParseFlags(args, &b.flags, error)) {
     std::cerr << "cohort bench runtime: " << error << "\n";
     return 2;
+  }
+  if (b.flags.lab && !b.flags.lab_inner) return RunInLab(b.flags, args);
+  if (b.flags.lab_inner) {
+    LabRate() = b.flags.rate;
+    b.flags.overhead = false;  // a loopback figure: not a lab one
   }
   b.exe = SelfPath();
   b.token = NewJobToken();

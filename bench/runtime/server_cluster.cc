@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<ServerCluster>> ServerCluster::Start(
       // which `cohort server` binds and reports on its "serving" line, but
       // one way for all sizes keeps this simple.)
       COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(kHost));
-      spec[job].push_back(absl::StrCat(kHost, ":", port));
+      const std::string host = options.host ? options.host(job) : kHost;
+      spec[job].push_back(absl::StrCat(host, ":", port));
       cluster->tasks_.push_back(Task{job, i, "", nullptr});
     }
   }
@@ -42,9 +43,14 @@ absl::StatusOr<std::unique_ptr<ServerCluster>> ServerCluster::Start(
   // peers (the coordination agent registers with its service) before it
   // says it serves.
   for (Task& task : cluster->tasks_) {
-    std::vector<std::string> argv = {
-        options.exe, "server", "--cluster", spec_json,
-        "--job",     task.job, "--task",    std::to_string(task.index)};
+    std::vector<std::string> argv;
+    if (options.prefix) argv = options.prefix(task.job);
+    for (const std::string& a :
+         {options.exe, std::string("server"), std::string("--cluster"),
+          spec_json, std::string("--job"), task.job, std::string("--task"),
+          std::to_string(task.index)}) {
+      argv.push_back(a);
+    }
     if (options.threads > 0) {
       argv.push_back("--threads");
       argv.push_back(std::to_string(options.threads));

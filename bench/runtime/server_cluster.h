@@ -22,6 +22,7 @@
 #ifndef COHORT_BENCH_RUNTIME_SERVER_CLUSTER_H_
 #define COHORT_BENCH_RUNTIME_SERVER_CLUSTER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,6 +43,11 @@ class ServerCluster {
     int threads = 0;  // `--threads` of each server; 0 = its default.
     // Bounds the wait for every "serving grpc://..." line.
     absl::Duration start_timeout = absl::Seconds(60);
+    // Where each job's tasks run (the multi-host lab): the address in the
+    // cluster (default 127.0.0.1) and a prefix to their command (e.g. `ip
+    // netns exec cohort-h1`). Unset: this machine's loopback.
+    std::function<std::string(const std::string& job)> host;
+    std::function<std::vector<std::string>(const std::string& job)> prefix;
   };
 
   // Starts `jobs` ({job name, number of tasks}) and blocks until every
