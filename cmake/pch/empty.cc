@@ -1,0 +1,2 @@
+// Empty: the precompiled-header targets (cmake/CohortPch.cmake) compile their
+// header only.
