@@ -599,6 +599,7 @@ def t_runtime_transfer(ds, files=None):
 # Issue 29: a tensor and a step across the multi-host lab's link
 # (`cohort bench runtime --lab`: ps:0 on h1, worker:0 and the client on h0).
 LAB_RUNTIME_FILES = ["bench/runtime/lab-2026-11-2*.jsonl"]
+RECOVERY_FILES = ["bench/recovery/results-*.jsonl"]
 
 
 def t_runtime_lab(ds, files=None):
@@ -1081,13 +1082,44 @@ def t_summary(ds, files=None):
         spread(Stat([v for *_, v in two]), "examples/s"),
         spread(Stat([v for *_, v in one]), "examples/s") + " (1 task)",
         ratio_cell(med, pairs, bold=med >= 1.6), verdict(med, 1.6, False))
+    q = Query(ds.files(RECOVERY_FILES))
+    r = lower_ratio_row(q, "", "recovery", "rejoin_time", {"tasks": 4}, "torchrun_recovery",
+                        "rejoin_time", {"tasks": 4}, "ms", target=0.2)
+    add("recovery: a worker killed, kill → first step after it, 4 tasks (ps job, "
+        "--restart task) vs torchrun (DDP, restart from checkpoint)", q.used, *r[1:])
     lines = table(["what", "cohort", "peer", "ratio", "target", "raw lines"], rows,
                   align=["---", "---:", "---:", "---:", "---", "---"])
     return Block(lines, used, peer="TCPStore, gloo and PyTorch from torch, iperf3, NumPy",
                  extra="ratio = cohort / peer, both measured in the same run")
 
 
+def t_recovery(ds, files=None):
+    """From a worker's kill -9 to training again: cohort's ps job under
+    --restart task against torchrun (DDP, every worker restarted from the
+    checkpoint), same run."""
+    q = Query(ds.files(files or RECOVERY_FILES))
+    where = {"tasks": 4}
+    rows = [lower_ratio_row(q, "detect: kill → the failure acted on", "recovery",
+                            "detect_time", where, "torchrun_recovery",
+                            "detect_time", where, "ms"),
+            lower_ratio_row(q, "rejoin: kill → first step after it", "recovery",
+                            "rejoin_time", where, "torchrun_recovery",
+                            "rejoin_time", where, "ms", target=0.2)]
+    lost_ours = q.points("recovery", "steps_lost", where)
+    lost_peer = q.points("torchrun_recovery", "steps_lost", where)
+    if not lost_ours or not lost_peer:
+        raise ReportError("recovery: no steps_lost lines on one side")
+    rows.append(["steps lost", spread(Stat([v for *_, v in lost_ours])),
+                 spread(Stat([v for *_, v in lost_peer])), "", ""])
+    lines = table(["4 tasks, one worker killed", "cohort (ps job, --restart task)",
+                   "torchrun (DDP, --max_restarts 3)", "ratio", "target ≤ 0.2×"],
+                  rows)
+    return Block(lines, q.used, peer="torchrun from torch",
+                 extra="ratio = cohort / torchrun, both measured in the same run")
+
+
 TABLES = {
+    "recovery": t_recovery,
     "summary": t_summary,
     "coord": t_coord,
     "coord-throughput": t_coord_throughput,

@@ -200,10 +200,12 @@ start_ps_job() {
   await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
 }
 
-# After the job: it succeeded in its first attempt (a restart was allowed).
+# After the job: it succeeded in its first attempt, no task restarted (a
+# restart was allowed: the job's roles make it --restart task).
 expect_one_attempt() {
   wait_per_host || fail "the job did not survive $1"
   grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted after $1"
+  grep -q "restarted alone" "$WORK"/*.log && fail "a task was restarted after $1"
   return 0
 }
 

@@ -1,13 +1,15 @@
 // `cohort launch --engine slurm` under a real Slurm (scripts/slurm_local.sh
 // starts one on this machine): `srun -n 4 -O cohort launch --engine slurm`,
 // one launcher per Slurm task, for the gang barrier and allGather, a failing
-// task stopping the others, a whole-gang retry and the parameter-server
-// training job with --jobs. Without a running Slurm every test is skipped,
-// with the reason printed.
+// task stopping the others, a whole-gang retry, a task restarted alone
+// (--restart task) and the parameter-server training job with --jobs.
+// Without a running Slurm every test is skipped, with the reason printed.
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@ namespace cohort::launch {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using launch_testing::BinDir;
 using launch_testing::CommandRun;
@@ -163,6 +166,40 @@ TEST_F(SlurmLaunchTest, TheWholeGangRetries) {
     EXPECT_THAT(r.output,
                 HasSubstr(absl::StrCat("[worker:", i, "] attempt 1 ok")));
   }
+}
+
+// --restart task under Slurm: worker:1's process is killed (kill -9 of
+// itself) once all four run; its launcher starts it again alone, and the
+// three others, which wait for the restarted one, were never stopped.
+TEST_F(SlurmLaunchTest, AKilledTaskIsRestartedAlone) {
+  CommandRun r =
+      Srun(4, {"--restart", "task", "--max-restarts", "1"},
+           "echo $COHORT_TASK_NAME.$COHORT_TASK_RESTART >> $D/starts; "
+           "if [ $COHORT_PARTITION_ID = 1 ]; then "
+           "if [ $COHORT_TASK_RESTART = 0 ]; then "
+           "while [ $(grep -c '[.]0$' $D/starts) -lt 4 ]; do sleep 0.01; done; "
+           "kill -9 $$; fi; touch $D/back; exit 0; fi; "
+           "while [ ! -e $D/back ]; do sleep 0.01; done; "
+           "echo done in process $COHORT_TASK_RESTART");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("killed by signal 9 (SIGKILL)"));
+  EXPECT_THAT(r.output, HasSubstr("restarted alone (restart 1 of 1)"));
+  EXPECT_THAT(r.output, Not(HasSubstr("restarting the whole gang")));
+  for (int i : {0, 2, 3}) {
+    EXPECT_EQ(Lines(r.output, absl::StrCat("[worker:", i, "] done")),
+              std::vector<std::string>{
+                  absl::StrCat("[worker:", i, "] done in process 0")})
+        << r.output;
+  }
+  std::ifstream starts_file(dir_ + "/starts");
+  std::vector<std::string> starts;
+  for (std::string line; std::getline(starts_file, line);) {
+    starts.push_back(line);
+  }
+  std::sort(starts.begin(), starts.end());
+  EXPECT_EQ(starts,
+            (std::vector<std::string>{"worker:0.0", "worker:1.0", "worker:1.1",
+                                      "worker:2.0", "worker:3.0"}));
 }
 
 TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {

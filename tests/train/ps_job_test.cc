@@ -1,8 +1,12 @@
 // The parameter-server job (examples/train/train_ps.cc) between real
 // processes on 127.0.0.1:
 //  - a whole run under `cohort launch` (chief, 2 workers, ps, evaluator);
-//  - kill -9 of the ps mid-run under `cohort launch --max-restarts 1`: the
-//    gang restarts and the chief resumes from its latest checkpoint;
+//  - kill -9 of the ps mid-run under `cohort launch --restart gang
+//    --max-restarts 1`: the gang restarts and the chief resumes from its
+//    latest checkpoint;
+//  - kill -9 of a worker, and of the ps, under `--restart task` (the
+//    default for a job with roles): that task alone is restarted, the others
+//    keep their processes and the global step keeps increasing;
 //  - kill -9 of a ps running as its own process, restarted on its port:
 //    the chief and the worker recover their sessions (no process of theirs
 //    restarts) and the chief restores the lost variables.
@@ -281,10 +285,10 @@ TEST(PsJobTest, LaunchedJobTrainsToTheStepAndEvaluatesEachCheckpoint) {
 
 TEST(PsJobTest, GangRestartedAfterKillResumesFromTheCheckpoint) {
   const std::string dir = FreshDir("restart");
-  TestProcess job(
-      LaunchArgs(dir, {"1", "--ps", "1", "--max-restarts", "1"},
-                 Concat({"--steps", "800", "--save-checkpoint-steps", "100"},
-                        ModelFlags(0))));
+  TestProcess job(LaunchArgs(
+      dir, {"1", "--ps", "1", "--restart", "gang", "--max-restarts", "1"},
+      Concat({"--steps", "800", "--save-checkpoint-steps", "100"},
+             ModelFlags(0))));
   // Past the checkpoint at 100 (and more), kill the ps.
   ASSERT_THAT(WaitForFigure(&job, "[chief:0] chief:0: global_step",
                             "global_step", 300, absl::Seconds(120)),
@@ -318,6 +322,160 @@ TEST(PsJobTest, GangRestartedAfterKillResumesFromTheCheckpoint) {
   const std::string final_line = LineWith(&job, "[chief:0] final:");
   EXPECT_GE(FigureAfter(final_line, "global_step").value_or(-1), 800)
       << final_line;
+}
+
+// `cohort launch --chief --workers 2 --ps 1 --max-restarts 1` (task
+// restarts: the default for a job with roles) with its messages on stdout
+// too. Each task runs train_ps through /bin/sh, and `task`'s first restart
+// waits for <dir>/go before it runs train_ps (exit 7 after 120 s): while it
+// is held down the test watches the others.
+std::unique_ptr<TestProcess> StartTaskRestartJob(const std::string& dir,
+                                                 const std::string& task,
+                                                 int steps) {
+  const std::string hold = absl::StrCat(
+      "if [ \"$COHORT_TASK_NAME\" = ", task,
+      " ] && [ \"$COHORT_TASK_RESTART\" = 1 ]; then echo held down; i=0; "
+      "while [ ! -e ",
+      dir, "/go ]; do i=$((i+1)); [ $i -gt 2400 ] && exit 7; sleep 0.05; ",
+      "done; fi; exec \"$0\" \"$@\"");
+  std::vector<std::string> argv = {"/bin/sh",
+                                   "-c",
+                                   "exec \"$0\" \"$@\" 2>&1",
+                                   kCohort,
+                                   "launch",
+                                   "--chief",
+                                   "--workers",
+                                   "2",
+                                   "--ps",
+                                   "1",
+                                   "--max-restarts",
+                                   "1",
+                                   "--log-dir",
+                                   dir + "/logs",
+                                   "--",
+                                   "/bin/sh",
+                                   "-c",
+                                   hold,
+                                   kTrainPs,
+                                   "--checkpoint-dir",
+                                   dir + "/ckpt",
+                                   "--log-every",
+                                   "50",
+                                   "--steps",
+                                   std::to_string(steps),
+                                   "--save-checkpoint-steps",
+                                   "100"};
+  for (const std::string& f : ModelFlags(0)) argv.push_back(f);
+  return std::make_unique<TestProcess>(argv);
+}
+
+// The chief's latest global step in the lines read so far.
+double ChiefStep(TestProcess* job) {
+  double step = -1;
+  for (const std::string& line : job->lines()) {
+    if (absl::StartsWith(line, "[chief:0] chief:0: global_step")) {
+      step = std::max(step, FigureAfter(line, "global_step").value_or(-1));
+    }
+  }
+  return step;
+}
+
+// A worker killed mid-training is started again alone: while it is down
+// (held before train_ps) the chief's global step goes on increasing and no
+// other task's process changes; the restarted worker then trains again
+// (GlobalStepWaiterHook lets it through at once: the step is far past its
+// wait), and the job ends in its first attempt, the restart in its summary.
+TEST(PsJobTest, AKilledWorkerIsRestartedAloneWhileTheOthersKeepStepping) {
+  const std::string dir = FreshDir("task_restart_worker");
+  std::unique_ptr<TestProcess> job =
+      StartTaskRestartJob(dir, "worker:1", /*steps=*/1500);
+  ASSERT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
+                            "global_step", 200, absl::Seconds(120)),
+              Not(""))
+      << absl::StrJoin(job->lines(), "\n");
+  std::vector<std::optional<pid_t>> others;
+  for (const char* task : {"chief:0", "worker:0", "ps:0"}) {
+    others.push_back(TaskPid(job->pid(), task));
+    ASSERT_TRUE(others.back().has_value()) << "no process of " << task;
+  }
+  std::optional<pid_t> worker1 = TaskPid(job->pid(), "worker:1");
+  ASSERT_TRUE(worker1.has_value());
+  ASSERT_EQ(kill(*worker1, SIGKILL), 0);
+
+  const std::string restarted =
+      job->WaitForLine("restarted alone (restart 1 of 1)", absl::Seconds(30));
+  EXPECT_THAT(restarted, HasSubstr(absl::StrCat("worker:1 (pid ", *worker1,
+                                                ") killed by signal 9 "
+                                                "(SIGKILL)")));
+  ASSERT_THAT(job->WaitForLine("[worker:1] held down", absl::Seconds(30)),
+              Not(""));
+  // worker:1 is down: the others train on.
+  const double at_restart = ChiefStep(job.get());
+  EXPECT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
+                            "global_step", at_restart + 150, absl::Seconds(60)),
+              Not(""))
+      << "the chief stopped stepping while worker:1 was down (at " << at_restart
+      << ")";
+  int i = 0;
+  for (const char* task : {"chief:0", "worker:0", "ps:0"}) {
+    EXPECT_EQ(TaskPid(job->pid(), task), others[i++]) << task;
+  }
+  std::ofstream(dir + "/go").put('\n');
+  EXPECT_THAT(WaitForFigure(job.get(), "[worker:1] worker:1: global_step",
+                            "global_step", at_restart, absl::Seconds(60)),
+              Not(""))
+      << "the restarted worker:1 never trained";
+  Drain(job.get(), absl::Seconds(240));
+  ASSERT_EQ(ExitCode(job.get(), absl::Seconds(30)), 0)
+      << absl::StrJoin(job->lines(), "\n");
+  EXPECT_THAT(LineWith(job.get(), "1 task restart(s) in attempt 0:"), Not(""));
+  EXPECT_EQ(LineWith(job.get(), "attempt 1"), "");
+  EXPECT_GE(FigureAfter(LineWith(job.get(), "[chief:0] final:"), "global_step")
+                .value_or(-1),
+            1500);
+}
+
+// The ps killed: it alone is started again on its port, empty; the chief's
+// and the workers' sessions recover (MonitoredSession), the chief restores
+// the variables from its latest checkpoint, and no other process changes.
+TEST(PsJobTest, AKilledPsIsRestartedAloneAndTheSessionsRecover) {
+  const std::string dir = FreshDir("task_restart_ps");
+  std::unique_ptr<TestProcess> job =
+      StartTaskRestartJob(dir, "ps:0", /*steps=*/1000);
+  // Past the checkpoint at 100 (and more), kill the ps.
+  ASSERT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
+                            "global_step", 300, absl::Seconds(120)),
+              Not(""))
+      << absl::StrJoin(job->lines(), "\n");
+  std::vector<std::optional<pid_t>> others;
+  for (const char* task : {"chief:0", "worker:0", "worker:1"}) {
+    others.push_back(TaskPid(job->pid(), task));
+    ASSERT_TRUE(others.back().has_value()) << "no process of " << task;
+  }
+  std::optional<pid_t> ps = TaskPid(job->pid(), "ps:0");
+  ASSERT_TRUE(ps.has_value());
+  ASSERT_EQ(kill(*ps, SIGKILL), 0);
+  EXPECT_THAT(
+      job->WaitForLine("restarted alone (restart 1 of 1)", absl::Seconds(30)),
+      HasSubstr(absl::StrCat("ps:0 (pid ", *ps, ") killed by signal 9")));
+  ASSERT_THAT(job->WaitForLine("[ps:0] held down", absl::Seconds(30)), Not(""));
+  std::ofstream(dir + "/go").put('\n');
+  // The chief's session recovery (MonitoredSession) restores the lost
+  // variables from its latest checkpoint.
+  ASSERT_THAT(job->WaitForLine("Restoring parameters from", absl::Seconds(120)),
+              HasSubstr(dir + "/ckpt/model.ckpt-"))
+      << absl::StrJoin(job->lines(), "\n");
+  int i = 0;
+  for (const char* task : {"chief:0", "worker:0", "worker:1"}) {
+    EXPECT_EQ(TaskPid(job->pid(), task), others[i++]) << task;
+  }
+  Drain(job.get(), absl::Seconds(240));
+  ASSERT_EQ(ExitCode(job.get(), absl::Seconds(30)), 0)
+      << absl::StrJoin(job->lines(), "\n");
+  EXPECT_EQ(LineWith(job.get(), "attempt 1"), "");
+  EXPECT_GE(FigureAfter(LineWith(job.get(), "[chief:0] final:"), "global_step")
+                .value_or(-1),
+            1000);
 }
 
 // Processes started by hand from TF_CONFIG, as on machines without a

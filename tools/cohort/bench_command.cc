@@ -20,6 +20,7 @@
 #include "bench/collective/collective_bench.h"
 #include "bench/coord/coord_bench.h"
 #include "bench/graph/graph_bench.h"
+#include "bench/recovery/recovery_bench.h"
 #include "bench/runtime/runtime_bench.h"
 #include "bench/training/training_bench.h"
 #include "tools/cohort/commands.h"
@@ -62,6 +63,10 @@ const BenchSuite kSuites[] = {
      "data-parallel training: examples/s of 1 and 2 tasks on a model of "
      "a million parameters, gradients all-reduced; the scaling",
      &bench::RunTrainingBench},
+    {"recovery",
+     "fault tolerance: from a worker's kill -9 to the job training again "
+     "(the ps job under --restart task), with the torchrun peer",
+     &bench::RunRecoveryBench},
 };
 
 void ListSuites(std::ostream& out) {

@@ -5,6 +5,7 @@
 //
 //   cohort launch -n 4 -- ./my_task --flag
 //   cohort launch --chief --workers 2 --ps 1 --max-restarts 2 -- python3 t.py
+//       (roles declared: a failed task is restarted alone, --restart task)
 //   srun -n 4 cohort launch --engine slurm --jobs chief=1,worker=2,ps=1 -- ...
 //
 // Exit code: 0 when the job succeeded; otherwise the root-cause task's exit
@@ -133,6 +134,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     bool evaluator = false;
     int slots = -1;
     int max_restarts = 0;
+    std::string restart;
     double barrier_timeout_s = 365.0 * 24 * 3600;
     double stop_grace_s = 5;
     double heartbeat_timeout_s = 10;
@@ -169,8 +171,16 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
                      "task slots on this machine; a job needing more fails "
                      "before starting anything (default: no limit)");
   launch->add_option("--max-restarts", flags->max_restarts,
-                     "how many times the whole gang may be restarted after a "
+                     "how many times the whole gang (--restart gang), or "
+                     "each task (--restart task), may be restarted after a "
                      "task fails (default 0)");
+  launch->add_option(
+      "--restart", flags->restart,
+      "what a task's failure restarts: gang (every task, from the start: "
+      "the default for -n and engine jobs without --jobs) or task (the "
+      "failed task alone, the others keep running: the default where the "
+      "job declares roles with --chief/--workers/--ps/--evaluator or "
+      "--jobs)");
   launch
       ->add_option("--barrier-timeout", flags->barrier_timeout_s,
                    "seconds a barrier sync may wait for all tasks (default "
@@ -254,6 +264,18 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     }
     const absl::Duration rendezvous_timeout =
         absl::Seconds(flags->rendezvous_timeout_s);
+    // Roles declared: a ps or chief outlives a worker's restart, so the
+    // failed task alone is restarted unless the user asks for the gang.
+    const bool roles = !flags->jobs.empty() || flags->chief ||
+                       flags->workers > 0 || flags->ps > 0 || flags->evaluator;
+    launch::RestartMode restart =
+        roles ? launch::RestartMode::kTask : launch::RestartMode::kGang;
+    if (!flags->restart.empty()) {
+      absl::StatusOr<launch::RestartMode> asked =
+          launch::ParseRestartMode(flags->restart);
+      if (!asked.ok()) return fail(asked.status());
+      restart = *asked;
+    }
 
     if (!flags->engine.empty()) {
       launch::EngineFlags ef;
@@ -277,6 +299,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
         options.jobs = *jobs;
       }
       options.command = flags->command;
+      options.restart = restart;
       options.max_restarts = flags->max_restarts;
       options.rendezvous_timeout = rendezvous_timeout;
       options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
@@ -316,6 +339,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     options.num_ps = flags->ps;
     options.evaluator = flags->evaluator;
     options.slots = flags->slots;
+    options.restart = restart;
     options.max_restarts = flags->max_restarts;
     options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
     options.stop_grace = absl::Seconds(flags->stop_grace_s);

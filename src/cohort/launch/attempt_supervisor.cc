@@ -7,9 +7,11 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cohort/base/status.h"
+#include "cohort/launch/launch_support.h"
 
 namespace cohort::launch {
 namespace {
@@ -27,11 +29,12 @@ void AttemptEvents::Push(Event e) {
   events_.push_back(std::move(e));
 }
 
-void AttemptEvents::TaskExited(int attempt, int task, ExitInfo exit,
-                               absl::Time when) {
+void AttemptEvents::TaskExited(int attempt, int task, int restart,
+                               ExitInfo exit, absl::Time when) {
   Event e{Event::kExit};
   e.attempt = attempt;
   e.task = task;
+  e.restart = restart;
   e.exit = exit;
   e.when = when;
   Push(std::move(e));
@@ -110,10 +113,37 @@ AttemptPlan::Task PlanTask(TaskEnvironmentInputs inputs,
   return task;
 }
 
+std::string DescribeRestart(const TaskRestart& r, int task_restarts) {
+  return absl::StrCat(
+      r.task, " (", r.cause.where, ") ", r.cause.reason, " at ",
+      FormatWallTime(r.cause.when), ", ",
+      absl::FormatDuration(
+          absl::Trunc(r.cause.after_start, absl::Milliseconds(1))),
+      " after it started; restarted alone (restart ", r.restart, " of ",
+      task_restarts,
+      "), the other tasks kept running; its log: ", r.new_log_path);
+}
+
+std::vector<std::string> RestartSummaryLines(
+    int attempt, const std::vector<TaskRestart>& restarts, int task_restarts) {
+  if (restarts.empty()) return {};
+  std::vector<std::string> lines = {absl::StrCat(
+      restarts.size(), " task restart(s) in attempt ", attempt, ":")};
+  for (const TaskRestart& r : restarts) {
+    lines.push_back("  " + DescribeRestart(r, task_restarts));
+  }
+  return lines;
+}
+
 struct AttemptSupervisor::State {
   struct Running {
     std::unique_ptr<TaskProcess> process;
     bool exited = false;
+    int restart = 0;  // times this task was started again
+    // Set when the supervisor killed the task to restart it (the
+    // coordination service failed it while it ran): the failure its exit
+    // answers.
+    std::optional<FailureRecord> killed_for;
   };
   std::vector<Running> running;  // the plan's tasks that started, in order
   int exited = 0;
@@ -130,6 +160,7 @@ struct AttemptSupervisor::State {
   absl::Time kill_at = absl::InfiniteFuture();
   absl::Time next_progress;
   std::string last_progress;
+  std::vector<TaskRestart> restarts;
 };
 
 AttemptSupervisor::AttemptSupervisor(Env* env, AttemptEvents* events,
@@ -182,15 +213,25 @@ FailureRecord AttemptSupervisor::RecordFor(State& s, int task,
   return r;
 }
 
+absl::StatusOr<std::unique_ptr<TaskProcess>> AttemptSupervisor::Spawn(
+    int task, int restart) {
+  TaskProcess::Options o = plan_.tasks[task].options;
+  o.on_exit = [events = events_, attempt = plan_.attempt, task, restart](
+                  ExitInfo exit, absl::Time when) {
+    events->TaskExited(attempt, task, restart, exit, when);
+  };
+  o.env.push_back(absl::StrCat(kEnvTaskRestart, "=", restart));
+  if (restart > 0 && absl::EndsWith(o.log_path, ".log")) {
+    o.log_path = absl::StrCat(o.log_path.substr(0, o.log_path.size() - 4),
+                              ".restart-", restart, ".log");
+  }
+  return TaskProcess::Start(env_, std::move(o));
+}
+
 void AttemptSupervisor::Start(State& s) {
   const int attempt = plan_.attempt;
   for (int i = 0; i < static_cast<int>(plan_.tasks.size()); ++i) {
-    TaskProcess::Options o = plan_.tasks[i].options;
-    o.on_exit = [events = events_, attempt, i](ExitInfo exit, absl::Time when) {
-      events->TaskExited(attempt, i, exit, when);
-    };
-    absl::StatusOr<std::unique_ptr<TaskProcess>> process =
-        TaskProcess::Start(env_, std::move(o));
+    absl::StatusOr<std::unique_ptr<TaskProcess>> process = Spawn(i, 0);
     if (!process.ok()) {
       s.spawn_error =
           Annotate(process.status(), absl::StrCat("of attempt ", attempt));
@@ -245,7 +286,9 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
     case Event::kExit:
       // Attempts never overlap (each ends when its tasks have exited), but
       // the rule stands: an older attempt's event changes nothing.
-      if (e.attempt == plan_.attempt) OnExit(s, e.task, e.exit, e.when);
+      if (e.attempt == plan_.attempt) {
+        OnExit(s, e.task, e.restart, e.exit, e.when);
+      }
       return;
     case Event::kTaskFailed: {
       if (e.attempt != plan_.attempt || s.stopping) return;
@@ -254,12 +297,31 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
       // already exited is judged by its exit: one that exited 0 without
       // shutting its agent down is not failed later for its silence.
       FailureRecord r = e.record;
+      const bool restarts = plan_.task_restarts >= 0;
       for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
         if (plan_.tasks[i].job_task != r.job_task) continue;
-        if (s.running[i].exited) return;
+        State::Running& running = s.running[i];
+        if (running.exited) return;
         r = RecordFor(s, i, e.record.reason, e.record.when, e.record.code);
+        if (!restarts) break;
+        // A failure dated before the current process could have been
+        // silent that long is its predecessor's, reported late.
+        if (r.when < running.process->started() + plan_.service_silence ||
+            running.killed_for.has_value()) {
+          return;
+        }
+        // Still running, yet failed (silent, or it reported an error): it
+        // is killed, and its exit answers this failure.
+        Message(absl::StrCat(r.task, " (", r.where, ") ", r.reason,
+                             "; killing it"));
+        running.killed_for = r;
+        running.process->SignalGroup(SIGKILL);
+        return;
       }
-      Record(s, r);
+      // Under task restarts another launcher's task is that launcher's to
+      // restart: its exit reaches it, and a lost launcher is the control
+      // plane's to report.
+      if (!restarts) Record(s, r);
       return;
     }
     case Event::kChanged:
@@ -292,13 +354,15 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
   }
 }
 
-void AttemptSupervisor::OnExit(State& s, int task, const ExitInfo& exit,
-                               absl::Time when) {
+void AttemptSupervisor::OnExit(State& s, int task, int restart,
+                               const ExitInfo& exit, absl::Time when) {
   State::Running& r = s.running[task];
-  if (r.exited) return;
-  r.exited = true;
-  ++s.exited;
+  if (r.exited || restart != r.restart) return;
   const TaskProcess& p = *r.process;
+  if (exit.ok() || s.stopping || s.lost) {
+    r.exited = true;
+    ++s.exited;
+  }
   if (exit.ok()) {
     if (p.spec().job == "ps" || s.lost) return;
     ++s.done;
@@ -319,7 +383,39 @@ void AttemptSupervisor::OnExit(State& s, int task, const ExitInfo& exit,
   if (s.stopping || s.lost) return;
   // The record carries the last lines: read what is left in the pipe.
   r.process->Finish(env_->Now() + kDrain);
-  Record(s, RecordFor(s, task, exit.Describe(), when, exit.ShellCode()));
+  FailureRecord cause =
+      r.killed_for.has_value()
+          ? *r.killed_for
+          : RecordFor(s, task, exit.Describe(), when, exit.ShellCode());
+  if (RestartAlone(s, task, cause)) return;
+  r.exited = true;
+  ++s.exited;
+  Record(s, cause);
+}
+
+bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
+  if (plan_.task_restarts < 0) return false;
+  State::Running& r = s.running[task];
+  if (r.restart >= plan_.task_restarts) {
+    Message(absl::StrCat(cause.task, " ", cause.reason,
+                         " with no restart left (", r.restart, " of ",
+                         plan_.task_restarts, " used): the job fails"));
+    return false;
+  }
+  const int restart = r.restart + 1;
+  absl::StatusOr<std::unique_ptr<TaskProcess>> process = Spawn(task, restart);
+  if (!process.ok()) {
+    absl::StrAppend(&cause.reason,
+                    "; starting it again failed: ", process.status().message());
+    return false;
+  }
+  TaskRestart restarted{cause.task, restart, cause, (*process)->log_path()};
+  Message(DescribeRestart(restarted, plan_.task_restarts));
+  s.restarts.push_back(std::move(restarted));
+  r.process = *std::move(process);
+  r.restart = restart;
+  r.killed_for.reset();
+  return true;
 }
 
 void AttemptSupervisor::BeginStop(State& s) {
@@ -369,6 +465,7 @@ AttemptEnd AttemptSupervisor::Decide(State& s) {
   end.spawn_error = s.spawn_error;
   end.stopped_running = s.stopped_running;
   end.stopped_others = s.stopped_others;
+  end.restarts = s.restarts;
   if (s.lost) {
     end.outcome = AttemptEnd::Outcome::kLost;
     end.lost = s.lost_error;
@@ -398,6 +495,41 @@ RestartPolicy::Decision GangRestartPolicy::Decide(const AttemptEnd& end) {
 std::string GangRestartPolicy::RestartMessage(int next_attempt) const {
   return absl::StrCat("restarting the whole gang as attempt ", next_attempt,
                       " (", restarts_left(), " restart(s) left after this)");
+}
+
+std::string GangRestartPolicy::GiveUpMessage(int attempts) const {
+  return absl::StrCat("giving up after ", attempts,
+                      " attempt(s) (--max-restarts ", max_restarts_, ")");
+}
+
+// --- TaskRestartPolicy -----------------------------------------------------
+
+RestartPolicy::Decision TaskRestartPolicy::Decide(const AttemptEnd& end) {
+  return end.outcome == AttemptEnd::Outcome::kFailed ? Decision::kGiveUp
+                                                     : Decision::kFinish;
+}
+
+std::string TaskRestartPolicy::GiveUpMessage(int attempts) const {
+  return absl::StrCat(
+      "giving up: a task failed with none of its ", max_restarts_,
+      " restart(s) left (--restart task --max-restarts ", max_restarts_, ")");
+}
+
+absl::StatusOr<RestartMode> ParseRestartMode(absl::string_view text) {
+  if (text == "gang") return RestartMode::kGang;
+  if (text == "task") return RestartMode::kTask;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--restart must be gang (a failure restarts every task) or task (the "
+      "failed task is restarted alone), got \"",
+      text, "\""));
+}
+
+std::unique_ptr<RestartPolicy> MakeRestartPolicy(RestartMode mode,
+                                                 int max_restarts) {
+  if (mode == RestartMode::kTask) {
+    return std::make_unique<TaskRestartPolicy>(max_restarts);
+  }
+  return std::make_unique<GangRestartPolicy>(max_restarts);
 }
 
 }  // namespace cohort::launch

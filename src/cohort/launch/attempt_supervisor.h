@@ -13,6 +13,11 @@
 //   decide  how the attempt ended (AttemptEnd), and, across attempts, the
 //           restart policy says whether another one starts.
 //
+// Task restarts (`cohort launch --restart task`, AttemptPlan::task_restarts):
+// a task of this launcher that fails is started again alone, on the same
+// address with the same environment, while every other task keeps running;
+// only a task that fails with no restart left fails the attempt.
+//
 //   AttemptEvents events(env);                  // for the whole run
 //   LocalAttemptLedger ledger(must_finish, [&] { events.Changed(); });
 //   AttemptPlan plan = ...;                     // tasks, grace, sinks
@@ -34,6 +39,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
@@ -50,8 +56,10 @@ class AttemptEvents {
  public:
   explicit AttemptEvents(Env* env) : env_(env) {}
 
-  // Task `task` (index in the attempt's plan) of `attempt` exited.
-  void TaskExited(int attempt, int task, ExitInfo exit, absl::Time when);
+  // Task `task` (index in the attempt's plan) of `attempt` exited; `restart`
+  // counts the times it was started again before (0: its first process).
+  void TaskExited(int attempt, int task, int restart, ExitInfo exit,
+                  absl::Time when);
   // Something outside the task's process failed it (the coordination
   // service after lost heartbeats or a reported error).
   void TaskFailed(int attempt, FailureRecord record);
@@ -74,6 +82,7 @@ class AttemptEvents {
     enum Kind { kExit, kTaskFailed, kChanged, kLost, kStop } kind;
     int attempt = 0;
     int task = 0;
+    int restart = 0;
     ExitInfo exit;
     absl::Time when;
     FailureRecord record;
@@ -109,6 +118,16 @@ struct AttemptPlan {
   absl::Duration progress_interval = absl::InfiniteDuration();
   std::function<int()> waiting_at_barrier;  // for the progress line
   std::function<void(const std::string&)> messages;
+  // -1: a failed task fails the attempt (the gang rule). N >= 0: a task of
+  // this launcher that fails (exits non-zero or by a signal; or, running,
+  // is failed by the coordination service) is started again alone, up to N
+  // times; the next failure fails the attempt.
+  int task_restarts = -1;
+  // The silence after which the coordination service fails a task. A
+  // failure it reports for a restarted task sooner than this after the new
+  // process started is the old process's (its heartbeats stopped before
+  // the restart) and is dropped.
+  absl::Duration service_silence = absl::ZeroDuration();
   // Runs once, on the supervisor's thread, when the attempt's failure is
   // first known, before any task is stopped (the launcher clears the
   // attempt's barriers so tasks waiting there learn why).
@@ -117,13 +136,33 @@ struct AttemptPlan {
 
 // The plan entry both launchers make for job task `inputs.task`: its
 // environment (TaskEnvironment), its log <log_dir>/<job>-<index>.attempt-<A>
-// .log, and a fresh epoch file beside it (a reused --log-dir starts at epoch
-// 0).
+// .log (a restarted task's: ...attempt-<A>.restart-<R>.log), and a fresh
+// epoch file beside it (a reused --log-dir starts at epoch 0; a restarted
+// task keeps its epoch).
 AttemptPlan::Task PlanTask(TaskEnvironmentInputs inputs,
                            const std::vector<std::string>& command,
                            const std::string& log_dir, int tail_lines,
                            std::function<void(const std::string&)> output,
                            std::function<void(const std::string&)> messages);
+
+// One restart of a task alone (AttemptPlan::task_restarts).
+struct TaskRestart {
+  std::string task;          // "worker:1"
+  int restart = 0;           // 1 for its first restart
+  FailureRecord cause;       // the failure that the restart answered
+  std::string new_log_path;  // the restarted process's log
+};
+
+// "worker:1 (pid 42) killed by signal 9 (SIGKILL) at TIME, 12.3s after it
+// started; restarted alone (restart 1 of 2), the other tasks kept running;
+// its log: LOG".
+std::string DescribeRestart(const TaskRestart& r, int task_restarts);
+
+// What a launcher prints once an attempt in which tasks were restarted
+// alone has ended: "N task restart(s) in attempt A:", then each restart
+// (DescribeRestart), indented; nothing when there were none.
+std::vector<std::string> RestartSummaryLines(
+    int attempt, const std::vector<TaskRestart>& restarts, int task_restarts);
 
 struct AttemptEnd {
   enum class Outcome { kSucceeded, kFailed, kStopped, kLost };
@@ -139,6 +178,8 @@ struct AttemptEnd {
   // coordination service failed can still be running).
   int stopped_running = 0;
   int stopped_others = 0;
+  // Each restart of a task of this launcher, in order.
+  std::vector<TaskRestart> restarts;
 };
 
 class AttemptSupervisor {
@@ -159,7 +200,13 @@ class AttemptSupervisor {
   void Start(State& s);
   void Watch(State& s);
   void Handle(State& s, AttemptEvents::Event& e);
-  void OnExit(State& s, int task, const ExitInfo& exit, absl::Time when);
+  void OnExit(State& s, int task, int restart, const ExitInfo& exit,
+              absl::Time when);
+  // Whether plan task `task`, which failed as `cause`, is started again
+  // alone; when it is, its process is replaced. A restart that cannot
+  // start the program adds why to `cause`.
+  bool RestartAlone(State& s, int task, FailureRecord& cause);
+  absl::StatusOr<std::unique_ptr<TaskProcess>> Spawn(int task, int restart);
   void BeginStop(State& s);
   void Tick(State& s, absl::Time now);
   AttemptEnd Decide(State& s);
@@ -177,6 +224,14 @@ class AttemptSupervisor {
   const AttemptPlan plan_;
 };
 
+// What a task's failure restarts (`cohort launch --restart`): every task of
+// the job (kGang, a new attempt) or the failed task alone (kTask,
+// AttemptPlan::task_restarts).
+enum class RestartMode { kGang, kTask };
+
+// "gang" or "task"; anything else is InvalidArgument naming --restart.
+absl::StatusOr<RestartMode> ParseRestartMode(absl::string_view text);
+
 // Across attempts: whether a finished attempt is followed by another.
 class RestartPolicy {
  public:
@@ -186,8 +241,15 @@ class RestartPolicy {
   // What the launcher says when it restarts ("restarting the whole gang as
   // attempt 2 (1 restart(s) left after this)").
   virtual std::string RestartMessage(int next_attempt) const = 0;
+  // What it says when it gives up after `attempts` attempts.
+  virtual std::string GiveUpMessage(int attempts) const = 0;
   virtual int restarts_left() const = 0;
 };
+
+// The policy for `mode`: GangRestartPolicy, or TaskRestartPolicy (whose
+// restarts the attempt's supervisor makes).
+std::unique_ptr<RestartPolicy> MakeRestartPolicy(RestartMode mode,
+                                                 int max_restarts);
 
 // Spark's barrier-stage rule: any failure restarts every task of the job,
 // up to `max_restarts` times; a stop or a lost control plane never does.
@@ -196,11 +258,27 @@ class GangRestartPolicy : public RestartPolicy {
   explicit GangRestartPolicy(int max_restarts) : max_restarts_(max_restarts) {}
   Decision Decide(const AttemptEnd& end) override;
   std::string RestartMessage(int next_attempt) const override;
+  std::string GiveUpMessage(int attempts) const override;
   int restarts_left() const override { return max_restarts_ - restarts_; }
 
  private:
   const int max_restarts_;
   int restarts_ = 0;
+};
+
+// Task restarts: each task may be restarted alone `max_restarts` times
+// within the one attempt (the supervisor does it); an attempt that still
+// fails is never followed by another.
+class TaskRestartPolicy : public RestartPolicy {
+ public:
+  explicit TaskRestartPolicy(int max_restarts) : max_restarts_(max_restarts) {}
+  Decision Decide(const AttemptEnd& end) override;
+  std::string RestartMessage(int next_attempt) const override { return ""; }
+  std::string GiveUpMessage(int attempts) const override;
+  int restarts_left() const override { return 0; }
+
+ private:
+  const int max_restarts_;
 };
 
 }  // namespace cohort::launch

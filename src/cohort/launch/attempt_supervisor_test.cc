@@ -6,6 +6,8 @@
 #include "cohort/launch/attempt_supervisor.h"
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -31,6 +33,17 @@ FailureRecord Failure(const std::string& task, int job_task, int code) {
   r.job_task = job_task;
   r.reason = absl::StrCat("exited with code ", code);
   r.code = code;
+  return r;
+}
+
+// What the coordination service reports of a silent task, dated `when`.
+FailureRecord NoHeartbeat(const std::string& task, int job_task,
+                          absl::Time when = absl::Time()) {
+  FailureRecord r;
+  r.task = task;
+  r.job_task = job_task;
+  r.reason = "was failed by the coordination service: no heartbeat";
+  r.when = when;
   return r;
 }
 
@@ -198,6 +211,28 @@ TEST(GangRestartPolicyTest, StopsAndLossesAndSuccessesNeverRestart) {
   EXPECT_EQ(policy.restarts_left(), 5);
 }
 
+TEST(RestartModeTest, IsGangOrTaskAndAnythingElseNamesTheFlag) {
+  EXPECT_EQ(*ParseRestartMode("gang"), RestartMode::kGang);
+  EXPECT_EQ(*ParseRestartMode("task"), RestartMode::kTask);
+  absl::StatusOr<RestartMode> bad = ParseRestartMode("worker");
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_THAT(bad.status().message(), HasSubstr("--restart must be gang"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("got \"worker\""));
+}
+
+// Task restarts happen inside the attempt: a failed attempt is the last.
+TEST(TaskRestartPolicyTest, AFailedAttemptIsNeverRestarted) {
+  TaskRestartPolicy policy(3);
+  AttemptEnd end;
+  end.outcome = Outcome::kFailed;
+  EXPECT_EQ(policy.Decide(end), RestartPolicy::Decision::kGiveUp);
+  end.outcome = Outcome::kSucceeded;
+  EXPECT_EQ(policy.Decide(end), RestartPolicy::Decision::kFinish);
+  EXPECT_EQ(policy.GiveUpMessage(1),
+            "giving up: a task failed with none of its 3 restart(s) left "
+            "(--restart task --max-restarts 3)");
+}
+
 // --- One attempt of real processes ----------------------------------------
 
 // A LocalAttemptLedger that counts the failures written to it, or refuses
@@ -290,7 +325,8 @@ TEST_F(AttemptSupervisorTest, AFailureStopsTheOthersAndIsTheOnlyFailure) {
 
 // Spark #29: an event of an earlier attempt never fails the current one.
 TEST_F(AttemptSupervisorTest, AnEarlierAttemptsExitIsIgnored) {
-  events_.TaskExited(/*attempt=*/0, 0, ExitInfo{false, 3}, absl::Now());
+  events_.TaskExited(/*attempt=*/0, 0, /*restart=*/0, ExitInfo{false, 3},
+                     absl::Now());
   AttemptEnd end = Run(Plan({"exit 0"}, /*attempt=*/1), 1);
   EXPECT_EQ(end.outcome, Outcome::kSucceeded);
 }
@@ -320,11 +356,8 @@ TEST_F(AttemptSupervisorTest, AFailureThatCannotBeRecordedEndsTheAttempt) {
 // service later says of its silence. (The exit is queued first; the real
 // process is then ended by the supervisor's cleanup.)
 TEST_F(AttemptSupervisorTest, TheServiceCannotFailATaskThatExitedZero) {
-  events_.TaskExited(0, 0, ExitInfo{false, 0}, absl::Now());
-  FailureRecord silent;
-  silent.task = "worker:0";
-  silent.job_task = 0;
-  silent.reason = "was failed by the coordination service: no heartbeat";
+  events_.TaskExited(0, 0, 0, ExitInfo{false, 0}, absl::Now());
+  FailureRecord silent = NoHeartbeat("worker:0", 0);
   events_.TaskFailed(0, silent);
   AttemptEnd end = Run(Plan({"exec sleep 60"}), 1);
   EXPECT_EQ(end.outcome, Outcome::kSucceeded);
@@ -357,10 +390,7 @@ TEST_F(AttemptSupervisorTest, AStopEndsTheAttemptAsInterrupted) {
 // A failure the coordination service saw is told with what the supervisor
 // knows of the task: its pid and log.
 TEST_F(AttemptSupervisorTest, AFailureTheServiceSawNamesTheTask) {
-  FailureRecord seen;
-  seen.task = "worker:0";
-  seen.job_task = 0;
-  seen.reason = "was failed by the coordination service: no heartbeat";
+  FailureRecord seen = NoHeartbeat("worker:0", 0);
   events_.TaskFailed(0, seen);
   AttemptEnd end = Run(Plan({"exec sleep 60"}), 1);
   EXPECT_EQ(end.outcome, Outcome::kFailed);
@@ -388,6 +418,142 @@ TEST_F(AttemptSupervisorTest, AProgramThatCannotStartFailsTheAttempt) {
   EXPECT_EQ(end.failure.task, "worker:1");
   EXPECT_THAT(end.failure.reason, HasSubstr("could not start"));
   EXPECT_EQ(end.stopped_running, 1);  // worker:0 had started
+}
+
+// --- Task restarts (--restart task) ----------------------------------------
+
+class TaskRestartTest : public AttemptSupervisorTest {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/task_restart.", getpid(), ".",
+                        absl::ToUnixNanos(absl::Now()));
+    ASSERT_EQ(mkdir(dir_.c_str(), 0755), 0) << dir_;
+  }
+  // Plan() with each task's log in the test's directory.
+  AttemptPlan LoggedPlan(const std::vector<std::string>& scripts,
+                         int task_restarts) {
+    AttemptPlan plan = Plan(scripts);
+    plan.task_restarts = task_restarts;
+    for (AttemptPlan::Task& t : plan.tasks) {
+      t.options.log_path =
+          absl::StrCat(dir_, "/worker-", t.job_task, ".attempt-0.log");
+    }
+    return plan;
+  }
+  // A script that fails (printing "dying") in the task's first process and
+  // runs `then` in its first restart.
+  std::string FailsOnce(const std::string& then) {
+    return absl::StrCat("if [ \"$COHORT_TASK_RESTART\" = 1 ]; then ", then,
+                        "; fi; echo dying; exit 3");
+  }
+  // A script that exits 0 once `file` exists, or 9 after 60 s.
+  std::string ExitsOnceThere(const std::string& file) {
+    return absl::StrCat("i=0; while [ $i -lt 600 ]; do [ -e ", dir_, "/", file,
+                        " ] && exit 0; sleep 0.1; i=$((i+1)); done; exit 9");
+  }
+  std::string dir_;
+};
+
+// worker:1 fails; it alone is started again (its second run makes the file
+// worker:0 waits for), and worker:0, never stopped, finishes with it.
+TEST_F(TaskRestartTest, AFailedTaskIsRestartedAloneWhileTheOthersRun) {
+  AttemptEnd end =
+      Run(LoggedPlan(
+              {ExitsOnceThere("restarted"),
+               FailsOnce(absl::StrCat("touch ", dir_, "/restarted; exit 0"))},
+              /*task_restarts=*/2),
+          2);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(failures_written_, 0);
+  EXPECT_EQ(end.stopped_running, 0);
+  ASSERT_EQ(end.restarts.size(), 1u);
+  const TaskRestart& r = end.restarts[0];
+  EXPECT_EQ(r.task, "worker:1");
+  EXPECT_EQ(r.restart, 1);
+  EXPECT_EQ(r.cause.reason, "exited with code 3");
+  EXPECT_THAT(r.cause.tail, ElementsAre("dying"));
+  EXPECT_EQ(r.cause.log_path, dir_ + "/worker-1.attempt-0.log");
+  EXPECT_EQ(r.new_log_path, dir_ + "/worker-1.attempt-0.restart-1.log");
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_, HasSubstr("worker:1 (pid "));
+  EXPECT_THAT(messages_, HasSubstr(") exited with code 3 at "));
+  EXPECT_THAT(messages_,
+              HasSubstr("restarted alone (restart 1 of 2), the other tasks "
+                        "kept running; its log: " +
+                        r.new_log_path));
+}
+
+// Restarts are counted per task: the failure after the last one fails the
+// attempt, and the gang's rule applies from there (the others stopped).
+TEST_F(TaskRestartTest, AFailureWithNoRestartLeftFailsTheAttempt) {
+  AttemptEnd end =
+      Run(LoggedPlan({"exec sleep 60", "echo dying; exit 3"}, 1), 2);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_EQ(end.failure.task, "worker:1");
+  EXPECT_EQ(end.failure.reason, "exited with code 3");
+  EXPECT_EQ(end.failure.log_path, dir_ + "/worker-1.attempt-0.restart-1.log");
+  EXPECT_EQ(failures_written_, 1);
+  ASSERT_EQ(end.restarts.size(), 1u);
+  EXPECT_EQ(end.stopped_others, 1);  // worker:0
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_, HasSubstr("worker:1 exited with code 3 with no "
+                                   "restart left (1 of 1 used): the job "
+                                   "fails"));
+}
+
+// Without restarts left from the start (--max-restarts 0) task restarts
+// are the gang's rule.
+TEST_F(TaskRestartTest, ZeroRestartsFailTheAttemptAtTheFirstFailure) {
+  AttemptEnd end = Run(LoggedPlan({"exec sleep 60", "exit 3"}, 0), 2);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_TRUE(end.restarts.empty());
+  EXPECT_EQ(end.stopped_others, 1);
+}
+
+// A task the service failed while it still runs (silent: hung, or cut
+// off) is killed and started again; its restart names the service's
+// reason.
+TEST_F(TaskRestartTest, ARunningTaskTheServiceFailedIsKilledAndRestarted) {
+  FailureRecord silent = NoHeartbeat("worker:0", 0);
+  // Dated after the process starts (the service would date it at least
+  // service_silence after the task's last heartbeat).
+  silent.when = absl::Now() + absl::Seconds(1);
+  events_.TaskFailed(0, silent);
+  // The first run sleeps (hung, as far as the service knows); the second
+  // exits 0.
+  AttemptEnd end =
+      Run(LoggedPlan(
+              {"[ \"$COHORT_TASK_RESTART\" = 1 ] && exit 0; exec sleep 60"}, 1),
+          1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  ASSERT_EQ(end.restarts.size(), 1u);
+  EXPECT_EQ(end.restarts[0].cause.reason, silent.reason);
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_, HasSubstr("no heartbeat; killing it"));
+}
+
+// The service fails the old process of a restarted task only once its
+// heartbeats were late, possibly after the new process started: a failure
+// dated sooner after the start than the service's silence is the old
+// process's, and the new one runs on.
+TEST_F(TaskRestartTest, ALateFailureOfTheOldProcessIsDropped) {
+  FailureRecord late = NoHeartbeat("worker:0", 0, absl::Now());
+  events_.TaskFailed(0, late);
+  AttemptPlan plan = LoggedPlan({"sleep 0.5; exit 0"}, 1);
+  plan.service_silence = absl::Seconds(30);
+  AttemptEnd end = Run(std::move(plan), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_TRUE(end.restarts.empty());
+}
+
+// Another launcher's task (under an engine) is that launcher's to restart:
+// the service's record of it does not fail this launcher's attempt.
+TEST_F(TaskRestartTest, AnotherLaunchersTaskIsNotThisLaunchersFailure) {
+  FailureRecord other = NoHeartbeat("worker:5", 5, absl::Now());
+  events_.TaskFailed(0, other);
+  AttemptEnd end = Run(LoggedPlan({"sleep 0.5; exit 0"}, 1), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(failures_written_, 0);
 }
 
 // --- The service's failures reach the attempt -------------------------------

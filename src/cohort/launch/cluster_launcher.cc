@@ -222,9 +222,9 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
   coordinator = std::make_shared<barrier::BarrierCoordinator>(
       env, options.barrier_timeout);
   COHORT_ASSIGN_OR_RETURN(
-      programs,
-      StartJobControlPlane(env, OnHost(options.bind_host, 0), security,
-                           LostAfter(), tasks, coordinator));
+      programs, StartJobControlPlane(env, OnHost(options.bind_host, 0),
+                                     security, LostAfter(), tasks, coordinator,
+                                     options.restart == RestartMode::kTask));
   // Launchers stand for their hosts (their heartbeat interval is this
   // job's); programs heartbeat at their server's own interval (every 5 s by
   // default), so they are silent after at least kProgramSilence.
@@ -396,6 +396,10 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   plan.log_dir = result.log_dir;
   plan.announce = options.progress;
   plan.stop_grace = options.stop_grace;
+  if (options.restart == RestartMode::kTask) {
+    plan.task_restarts = options.max_restarts;
+    plan.service_silence = LostAfter();
+  }
   plan.messages = [this](const std::string& line) { Message(line); };
   std::string barrier_failure;
   if (me == 0) {
@@ -424,6 +428,10 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
     end = AttemptSupervisor(env, &events, &ledger, std::move(plan)).Run();
   }
 
+  for (const std::string& line :
+       RestartSummaryLines(attempt, end.restarts, options.max_restarts)) {
+    Message(line);
+  }
   if (end.outcome == AttemptEnd::Outcome::kLost) {
     result.exit_code = 1;
     result.failure_summary = absl::StrCat(
@@ -507,7 +515,8 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
                          ")"));
   }
 
-  GangRestartPolicy policy(options.max_restarts);
+  std::unique_ptr<RestartPolicy> policy =
+      MakeRestartPolicy(options.restart, options.max_restarts);
   for (int attempt = 0;; ++attempt) {
     result.attempts = attempt + 1;
     absl::StatusOr<AttemptEnd> ran = RunAttempt(attempt, result);
@@ -524,7 +533,7 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
                           absl::StrCat(ran.status().message(), hosts));
     }
     if (ran->outcome == AttemptEnd::Outcome::kLost) return result;
-    const RestartPolicy::Decision decision = policy.Decide(*ran);
+    const RestartPolicy::Decision decision = policy->Decide(*ran);
     if (ran->outcome == AttemptEnd::Outcome::kSucceeded) {
       result.succeeded = true;
       result.exit_code = 0;
@@ -536,12 +545,11 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
     }
     if (ran->outcome == AttemptEnd::Outcome::kStopped) result.exit_code = 130;
     if (decision == RestartPolicy::Decision::kGiveUp) {
-      Message(absl::StrCat("giving up after ", attempt + 1,
-                           " attempt(s) (--max-restarts ", options.max_restarts,
-                           "); logs in ", result.log_dir));
+      Message(absl::StrCat(policy->GiveUpMessage(attempt + 1), "; logs in ",
+                           result.log_dir));
     }
     if (decision != RestartPolicy::Decision::kRestart) break;
-    if (me == 0) Message(policy.RestartMessage(attempt + 1));
+    if (me == 0) Message(policy->RestartMessage(attempt + 1));
   }
   // Every launcher waits at the service's shutdown barrier, so task 0's
   // control plane stays up until the last launcher knows the outcome.

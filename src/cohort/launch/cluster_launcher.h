@@ -71,6 +71,11 @@ struct ClusterLaunchOptions {
   // own jobs (tf_config), else every task a worker.
   std::map<std::string, int> jobs;
   std::vector<std::string> command;
+  // As LaunchOptions::restart and max_restarts: under kTask each launcher
+  // restarts its own program alone; the coordination service fails no
+  // other program for it, and task 0 leaves another launcher's program to
+  // that launcher.
+  RestartMode restart = RestartMode::kGang;
   int max_restarts = 0;
   // Required, the same on every launcher (see docs/slurm.md,
   // docs/kubernetes.md for how each engine hands it over).

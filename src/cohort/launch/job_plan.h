@@ -19,6 +19,12 @@
 
 namespace cohort::launch {
 
+// How many times the launcher started this task again alone (--restart
+// task) before this process: "0" for its first process. A program may use
+// it to tell a fresh start from a restart (torchrun's
+// TORCHELASTIC_RESTART_COUNT).
+inline constexpr char kEnvTaskRestart[] = "COHORT_TASK_RESTART";
+
 // The barrier stage every launched gang runs as.
 inline constexpr int64_t kStageId = 0;
 

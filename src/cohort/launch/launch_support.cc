@@ -103,13 +103,18 @@ absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartJobControlPlane(
     Env* env, const std::string& address,
     const rpc::TransportSecurity& security, absl::Duration heartbeat_timeout,
     const std::vector<TaskSpec>& tasks,
-    std::shared_ptr<barrier::BarrierCoordinator> coordinator) {
+    std::shared_ptr<barrier::BarrierCoordinator> coordinator,
+    bool tasks_restart_alone) {
   coord::CoordinationServerOptions co;
   co.address = address;
   co.security = security;
   co.service.env = env;
   co.service.heartbeat_timeout = heartbeat_timeout;
-  for (const TaskSpec& t : tasks) ++co.service.jobs[t.job];
+  for (const TaskSpec& t : tasks) {
+    ++co.service.jobs[t.job];
+    if (tasks_restart_alone) co.service.recoverable_jobs.insert(t.job);
+  }
+  co.service.allow_new_incarnation_to_reconnect = tasks_restart_alone;
   COHORT_RETURN_IF_ERROR(barrier::ServeBarriers(std::move(coordinator), co));
   return coord::CoordinationServer::Start(std::move(co));
 }

@@ -51,12 +51,16 @@ std::vector<std::string> FailureSummaryLines(int attempt,
 // The job's one control plane: a coordination service for `tasks` at
 // `address` ("host:0": any port) with `coordinator`'s barriers served on the
 // same server (barrier/barrier_control_plane.h), every call checked against
-// `security`. Errors as CoordinationServer::Start.
+// `security`. With `tasks_restart_alone` (--restart task) every job is
+// recoverable: a task's failure is not propagated to the others, and its
+// restarted process registers with a new incarnation. Errors as
+// CoordinationServer::Start.
 absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartJobControlPlane(
     Env* env, const std::string& address,
     const rpc::TransportSecurity& security, absl::Duration heartbeat_timeout,
     const std::vector<TaskSpec>& tasks,
-    std::shared_ptr<barrier::BarrierCoordinator> coordinator);
+    std::shared_ptr<barrier::BarrierCoordinator> coordinator,
+    bool tasks_restart_alone);
 
 // The attempt supervisor's on_failure hook for a launcher that serves the
 // job's barriers: keeps the gang's own barrier failure, if any, for the

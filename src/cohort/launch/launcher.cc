@@ -120,6 +120,10 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   plan.log_dir = result.log_dir;
   plan.announce = options.progress;
   plan.stop_grace = options.stop_grace;
+  if (options.restart == RestartMode::kTask) {
+    plan.task_restarts = options.max_restarts;
+    plan.service_silence = options.heartbeat_timeout;
+  }
   if (options.progress) plan.progress_interval = kProgressInterval;
   plan.waiting_at_barrier = [this, attempt] {
     std::optional<GangSnapshot> gang = coordinator->Snapshot(kStageId, attempt);
@@ -152,6 +156,10 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   // A program that cannot be started at all is the caller's error, not a
   // failed attempt.
   if (!end.spawn_error.ok() && attempt == 0) return end.spawn_error;
+  for (const std::string& line :
+       RestartSummaryLines(attempt, end.restarts, options.max_restarts)) {
+    Message(line);
+  }
   if (end.outcome == AttemptEnd::Outcome::kFailed) {
     Summarize(attempt, end, barrier_failure, result);
   }
@@ -219,7 +227,8 @@ absl::Status Launcher::Impl::StartControlPlane(const std::string& log_dir) {
   COHORT_ASSIGN_OR_RETURN(
       control,
       StartJobControlPlane(env, absl::StrCat(options.host, ":0"), security,
-                           options.heartbeat_timeout, tasks, coordinator));
+                           options.heartbeat_timeout, tasks, coordinator,
+                           options.restart == RestartMode::kTask));
   barriers = barrier::BarrierEndpointsOf(*control);
   absl::MutexLock lock(&mu);
   barrier_address = barriers.grpc;
@@ -232,7 +241,8 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
   COHORT_ASSIGN_OR_RETURN(result.log_dir, PrepareLogDir(options.log_dir));
   COHORT_RETURN_IF_ERROR(StartControlPlane(result.log_dir));
 
-  GangRestartPolicy policy(options.max_restarts);
+  std::unique_ptr<RestartPolicy> policy =
+      MakeRestartPolicy(options.restart, options.max_restarts);
   for (int attempt = 0;; ++attempt) {
     if (events.stop_requested()) {
       result.exit_code = 130;
@@ -240,7 +250,7 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
     }
     result.attempts = attempt + 1;
     COHORT_ASSIGN_OR_RETURN(AttemptEnd end, RunAttempt(attempt, result));
-    const RestartPolicy::Decision decision = policy.Decide(end);
+    const RestartPolicy::Decision decision = policy->Decide(end);
     if (end.outcome == AttemptEnd::Outcome::kSucceeded) {
       result.succeeded = true;
       result.exit_code = 0;
@@ -249,12 +259,11 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
                            " task(s) of attempt ", attempt, " finished"));
     }
     if (decision == RestartPolicy::Decision::kGiveUp) {
-      Message(absl::StrCat("giving up after ", attempt + 1,
-                           " attempt(s) (--max-restarts ", options.max_restarts,
-                           "); logs in ", result.log_dir));
+      Message(absl::StrCat(policy->GiveUpMessage(attempt + 1), "; logs in ",
+                           result.log_dir));
     }
     if (decision != RestartPolicy::Decision::kRestart) break;
-    Message(policy.RestartMessage(attempt + 1));
+    Message(policy->RestartMessage(attempt + 1));
   }
   control->Stop();
   return result;

@@ -25,6 +25,13 @@
 // "[worker:1] line" and to <log_dir>/worker-1.attempt-<A>.log. Launcher
 // messages (progress, root-cause summary) go to `messages`.
 //
+// Failure handling under --restart task (LaunchOptions::restart kTask): a
+// task that fails is restarted alone, with the same TF_CONFIG and a new
+// process (a new incarnation at the coordination service, whose jobs are
+// then all recoverable: one task's failure is not propagated to the
+// others), up to max_restarts times per task; the failure after that is
+// handled as below, and never restarts the gang.
+//
 // Failure handling: when a task of the current attempt exits non-zero or by
 // a signal, or the coordination service puts it in ERROR (its heartbeats
 // stopped for heartbeat_timeout, or it reported an error), the launcher stops
@@ -55,6 +62,7 @@
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
+#include "cohort/launch/attempt_supervisor.h"
 #include "cohort/launch/job_plan.h"
 
 namespace cohort::launch {
@@ -65,7 +73,11 @@ struct LaunchOptions : JobShape {
   // Slots on this machine; a job with more tasks fails before starting
   // anything. -1: no limit.
   int slots = -1;
-  // How many times the whole gang may be restarted after a failure.
+  // What a failure restarts: the whole gang (a new attempt), or the failed
+  // task alone (its own process again; the others keep running).
+  RestartMode restart = RestartMode::kGang;
+  // How many times the whole gang (kGang), or each task (kTask), may be
+  // restarted after a failure.
   int max_restarts = 0;
   // The coordinator's sync timeout (Spark's spark.barrier.sync.timeout,
   // default 365 days).
