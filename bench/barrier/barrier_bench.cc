@@ -242,14 +242,7 @@ int RunBarrierBench(const std::vector<std::string>& args) {
   PrintEnvLine("barrier", "start");
   PeerRunner peer("gloo", "gloo_peer.py", flags.peer_script);
   peer.set_filter(ComparedGlooMetric);
-  bool use_peer = !flags.no_peer;
-  if (use_peer) {
-    if (absl::Status s = peer.Check(); !s.ok()) {
-      PrintErrorLine("gloo", std::string(s.message()));
-      rc = 1;
-      use_peer = false;
-    }
-  }
+  const bool use_peer = peer.Use(!flags.no_peer, &rc);
   std::vector<std::string> sizes;
   for (int n : flags.sizes) sizes.push_back(std::to_string(n));
   MeasurementLog ours, gloo;

@@ -224,14 +224,7 @@ int RunLabBench(const Flags& f) {
     return 1;
   }
   PeerRunner peer("gloo", "gloo_peer.py", f.peer_script);
-  bool use_peer = !f.no_peer;
-  if (use_peer) {
-    if (absl::Status s = peer.Check(); !s.ok()) {
-      PrintErrorLine("gloo", std::string(s.message()));
-      rc = 1;
-      use_peer = false;
-    }
-  }
+  const bool use_peer = peer.Use(!f.no_peer, &rc);
   std::vector<std::string> mibs;
   for (int n : f.mib) mibs.push_back(std::to_string(n));
   char dir_template[] = "/tmp/cohort-lab-bench.XXXXXX";
@@ -424,14 +417,7 @@ int RunCollectiveBench(const std::vector<std::string>& args) {
   PrintEnvLine("collective", "start");
   PeerRunner peer("gloo", "gloo_peer.py", flags.peer_script);
   peer.set_filter(ComparedGlooMetric);
-  bool use_peer = !flags.no_peer;
-  if (use_peer) {
-    if (absl::Status s = peer.Check(); !s.ok()) {
-      PrintErrorLine("gloo", std::string(s.message()));
-      rc = 1;
-      use_peer = false;
-    }
-  }
+  const bool use_peer = peer.Use(!flags.no_peer, &rc);
   std::vector<std::string> sizes, mibs;
   for (int n : flags.sizes) sizes.push_back(std::to_string(n));
   for (int n : flags.mib) mibs.push_back(std::to_string(n));

@@ -180,6 +180,15 @@ PeerRunner::PeerRunner(std::string suite, std::string script, std::string path)
   }
 }
 
+bool PeerRunner::Use(bool wanted, int* rc) {
+  if (!wanted) return false;
+  absl::Status s = Check();
+  if (s.ok()) return true;
+  PrintErrorLine(suite_, std::string(s.message()));
+  *rc = 1;
+  return false;
+}
+
 absl::Status PeerRunner::Check() {
   if (path_.empty() || access(path_.c_str(), R_OK) != 0) {
     return absl::NotFoundError(absl::StrCat(

@@ -116,6 +116,12 @@ class PeerRunner {
   // NotFound / FailedPrecondition saying what is missing and how to fix it.
   absl::Status Check();
 
+  // Whether a suite runs this peer: false when not `wanted` (--no-peer);
+  // false too when Check() fails, after printing its error line (under the
+  // peer's suite name) and setting *rc to 1: the run goes on without the
+  // peer and fails.
+  bool Use(bool wanted, int* rc);
+
   // Runs the script with `args` (at most `timeout`, then SIGTERM, then
   // SIGKILL 10 s later), prints each JSON line of its stdout with "rep" set
   // to `rep`, and keeps the measurements in `log`. Error lines on its stdout

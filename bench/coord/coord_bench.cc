@@ -711,14 +711,7 @@ int RunCoordBench(const std::vector<std::string>& args) {
   int rc = 0;
   PrintEnvLine(kSuite, "start");
   PeerRunner peer("tcpstore", "tcpstore_peer.py", f.peer_script);
-  bool use_peer = !f.no_peer;
-  if (use_peer) {
-    if (absl::Status s = peer.Check(); !s.ok()) {
-      PrintErrorLine("tcpstore", std::string(s.message()));
-      rc = 1;
-      use_peer = false;
-    }
-  }
+  const bool use_peer = peer.Use(!f.no_peer, &rc);
   auto check = [&](const absl::Status& s, const std::string& what,
                    const Json& params, int rep) {
     if (s.ok()) return;

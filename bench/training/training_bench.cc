@@ -360,16 +360,6 @@ int PrintPsRatios(const Flags& f, const MeasurementLog& ours,
       Json::object(), ours, torch);
 }
 
-// A peer the run uses: its script and torch found, else an error line (the
-// run goes on without it and fails).
-bool CheckPeer(PeerRunner& peer, const std::string& suite, int* rc) {
-  absl::Status s = peer.Check();
-  if (s.ok()) return true;
-  PrintErrorLine(suite, std::string(s.message()));
-  *rc = 1;
-  return false;
-}
-
 // The scaling line of the data-parallel runs: the most tasks against one.
 int PrintScaling(const Flags& flags, const MeasurementLog& log) {
   int most = 1;
@@ -450,7 +440,7 @@ int RunTrainingBench(const std::vector<std::string>& args) {
   PeerRunner ddp("torch_ddp", "torch_ddp_peer.py", flags.peer_script);
   PeerRunner rpc_ps("torch_rpc_ps", "torch_rpc_ps_peer.py",
                     flags.ps_peer_script);
-  const bool use_ddp = !flags.no_peer && CheckPeer(ddp, "torch_ddp", &rc);
+  const bool use_ddp = ddp.Use(!flags.no_peer, &rc);
   if (!flags.no_ps && access(TrainPsPath(flags).c_str(), X_OK) != 0) {
     // Once, up front, rather than one launcher error per job.
     PrintErrorLine("training",
@@ -462,8 +452,7 @@ int RunTrainingBench(const std::vector<std::string>& args) {
     rc = 1;
     flags.no_ps = true;
   }
-  const bool use_rpc_ps =
-      !flags.no_peer && !flags.no_ps && CheckPeer(rpc_ps, "torch_rpc_ps", &rc);
+  const bool use_rpc_ps = rpc_ps.Use(!flags.no_peer && !flags.no_ps, &rc);
   MeasurementLog log, torch;
   // Each repetition runs cohort's side, then the peers': every pair of
   // figures a ratio divides saw the same machine, minutes apart at most.

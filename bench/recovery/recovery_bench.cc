@@ -1,0 +1,377 @@
+#include "bench/recovery/recovery_bench.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "bench/common/flags.h"
+#include "bench/common/peer.h"
+#include "cohort/base/env.h"
+#include "cohort/base/json.h"
+#include "cohort/base/subprocess.h"
+#include "cohort/launch/launcher.h"
+
+namespace cohort::bench {
+namespace {
+
+constexpr char kSuite[] = "recovery";
+constexpr char kVictim[] = "worker:1";
+// How long one job may take from its start to its end.
+constexpr absl::Duration kJobDeadline = absl::Minutes(10);
+// Lines of the job's output an error carries.
+constexpr size_t kOutputTail = 20;
+
+struct Flags {
+  int reps = 3;
+  int kill_step = 120;
+  int steps = 300;
+  int checkpoint_every = 50;
+  int hidden = 1024;
+  int batch = 64;
+  std::string train_ps;
+  std::string peer_script;
+  bool no_peer = false;
+};
+
+bool ParseFlags(const std::vector<std::string>& args, Flags& f,
+                std::string& error) {
+  FlagReader flags(args,
+                   "flags: --reps N --kill-step N --steps N "
+                   "--checkpoint-every N --hidden N --batch N "
+                   "--train-ps PATH --peer-script PATH --no-peer");
+  while (flags.Next()) {
+    if (flags.Is("--reps")) {
+      flags.PositiveInt(f.reps);
+    } else if (flags.Is("--kill-step")) {
+      flags.PositiveInt(f.kill_step);
+    } else if (flags.Is("--steps")) {
+      flags.PositiveInt(f.steps);
+    } else if (flags.Is("--checkpoint-every")) {
+      flags.PositiveInt(f.checkpoint_every);
+    } else if (flags.Is("--hidden")) {
+      flags.PositiveInt(f.hidden);
+    } else if (flags.Is("--batch")) {
+      flags.PositiveInt(f.batch);
+    } else if (flags.Is("--train-ps")) {
+      flags.Value(f.train_ps);
+    } else if (flags.Is("--peer-script")) {
+      flags.Value(f.peer_script);
+    } else if (flags.Is("--no-peer")) {
+      flags.Switch(f.no_peer);
+    } else {
+      flags.Unknown();
+    }
+  }
+  if (!flags.ok()) {
+    error = flags.error();
+    return false;
+  }
+  if (f.steps <= f.kill_step) {
+    error = absl::StrCat("--steps (", f.steps, ") must be past --kill-step (",
+                         f.kill_step, "): the job trains on after the kill");
+    return false;
+  }
+  return true;
+}
+
+// The job's output as it is printed, each line with when it was read.
+class TimedLines {
+ public:
+  void Add(const std::string& line) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    lines_.push_back({absl::Now(), line});
+  }
+  // Waits until `match` holds for a line from index `from` on; returns its
+  // index, or nullopt at `deadline`.
+  template <typename Match>
+  std::optional<size_t> Await(size_t from, Match match, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    std::optional<size_t> found;
+    size_t next = from;
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (; next < lines_.size() && !found.has_value(); ++next) {
+        if (match(lines_[next].second)) found = next;
+      }
+      return found.has_value();
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+    return found;
+  }
+  std::pair<absl::Time, std::string> At(size_t i) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return lines_[i];
+  }
+  std::vector<std::pair<absl::Time, std::string>> Snapshot()
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return lines_;
+  }
+  std::string Tail() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> tail;
+    for (size_t i = lines_.size() > kOutputTail ? lines_.size() - kOutputTail
+                                                : 0;
+         i < lines_.size(); ++i) {
+      tail.push_back(lines_[i].second);
+    }
+    return absl::StrJoin(tail, " | ");
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::pair<absl::Time, std::string>> lines_ ABSL_GUARDED_BY(mu_);
+};
+
+// The number after `key` in `line` ("global_step 420 ..."), if any.
+std::optional<int64_t> NumberAfter(absl::string_view line,
+                                   absl::string_view key) {
+  const size_t at = line.find(key);
+  if (at == absl::string_view::npos) return std::nullopt;
+  absl::string_view rest = line.substr(at + key.size());
+  const size_t end = rest.find_first_not_of("0123456789");
+  int64_t v;
+  if (!absl::SimpleAtoi(rest.substr(0, end), &v)) return std::nullopt;
+  return v;
+}
+
+// A training task's step line: "[worker:1] worker:1: global_step 420 ...".
+std::optional<int64_t> StepOf(absl::string_view line,
+                              absl::string_view task = "") {
+  if (!task.empty() && !absl::StartsWith(line, absl::StrCat("[", task, "] "))) {
+    return std::nullopt;
+  }
+  if (!absl::StrContains(line, ": global_step ")) return std::nullopt;
+  return NumberAfter(line, ": global_step ");
+}
+
+std::string TrainPsPath(const Flags& f) {
+  if (!f.train_ps.empty()) return f.train_ps;
+  const std::string exe = ExecutablePath();
+  return exe.substr(0, exe.rfind('/') + 1) + "train_ps";
+}
+
+Json Params(const Flags& f) {
+  return {{"tasks", 4},
+          {"job", "ps"},
+          {"kill_step", f.kill_step},
+          {"checkpoint_every", f.checkpoint_every}};
+}
+
+// One run of the main job with one kill; its lines go to `log`.
+absl::Status MeasureOnce(const Flags& f, int rep, MeasurementLog* log) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / "cohort-bench-recovery-XXXXXX")
+          .string();
+  if (mkdtemp(dir.data()) == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a directory like ", dir,
+                     " for the job's checkpoints; check TMPDIR"));
+  }
+  launch::LaunchOptions o;
+  o.chief = true;
+  o.num_workers = 2;
+  o.num_ps = 1;
+  o.restart = launch::RestartMode::kTask;
+  o.max_restarts = 1;
+  o.log_dir = dir + "/logs";
+  o.stop_grace = absl::Seconds(2);
+  o.command = {TrainPsPath(f),
+               "--steps",
+               std::to_string(f.steps),
+               "--batch",
+               std::to_string(f.batch),
+               "--hidden",
+               std::to_string(f.hidden),
+               "--log-every",
+               "1",
+               "--checkpoint-dir",
+               dir + "/ckpt",
+               "--save-checkpoint-steps",
+               std::to_string(f.checkpoint_every)};
+  TimedLines lines;
+  o.output = [&lines](const std::string& line) { lines.Add(line); };
+  o.messages = [&lines](const std::string& line) { lines.Add(line); };
+  launch::Launcher launcher(Env::Default(), o);
+  absl::StatusOr<launch::LaunchResult> launched;
+  std::thread job([&] { launched = launcher.Run(); });
+
+  const absl::Time deadline = absl::Now() + kJobDeadline;
+  absl::Status failed;
+  auto fail = [&](const std::string& why) {
+    failed = absl::InternalError(
+        absl::StrCat("the ps job (chief, 2 workers, ps; --restart task): ", why,
+                     "; output ends: ", lines.Tail()));
+    launcher.Stop();
+  };
+  const std::string victim_pid = absl::StrCat(kVictim, " (pid ");
+  std::optional<size_t> started = lines.Await(
+      0, [&](const std::string& l) { return absl::StrContains(l, victim_pid); },
+      deadline);
+  std::optional<size_t> at_kill_step;
+  if (started.has_value()) {
+    at_kill_step = lines.Await(
+        0,
+        [&](const std::string& l) {
+          return StepOf(l, kVictim).value_or(-1) >= f.kill_step;
+        },
+        deadline);
+  }
+  int64_t pid = 0;
+  absl::Time killed;
+  if (!at_kill_step.has_value()) {
+    fail(absl::StrCat(kVictim, " never logged global step ", f.kill_step,
+                      " (raise --steps, or check train_ps)"));
+  } else {
+    const std::string announce = lines.At(*started).second;
+    pid = NumberAfter(announce, victim_pid).value_or(0);
+    if (pid <= 0 || kill(static_cast<pid_t>(pid), SIGKILL) != 0) {
+      fail(absl::StrCat("cannot kill ", kVictim, " (pid ", pid, ") from \"",
+                        announce, "\""));
+    }
+    killed = absl::Now();
+  }
+  std::optional<size_t> restarted, rejoined;
+  if (failed.ok()) {
+    restarted = lines.Await(
+        *at_kill_step,
+        [](const std::string& l) {
+          return absl::StrContains(l, "restarted alone");
+        },
+        deadline);
+    if (restarted.has_value()) {
+      rejoined = lines.Await(
+          *restarted,
+          [](const std::string& l) { return StepOf(l, kVictim).has_value(); },
+          deadline);
+    }
+    if (!rejoined.has_value()) {
+      fail(absl::StrCat(kVictim, " (pid ", pid,
+                        ") was killed, but the launcher did not restart it, "
+                        "or it never stepped again"));
+    }
+  }
+  job.join();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  if (!failed.ok()) return failed;
+  if (!launched.ok()) return launched.status();
+  if (!launched->succeeded) {
+    return absl::InternalError(absl::StrCat(
+        "the ps job failed after the kill: ", launched->failure_summary,
+        "; output ends: ", lines.Tail()));
+  }
+  // The last global step any task logged before the kill, and the
+  // restarted worker's first.
+  int64_t before = 0;
+  for (const auto& [when, line] : lines.Snapshot()) {
+    if (when > killed) break;
+    before = std::max(before, StepOf(line).value_or(0));
+  }
+  const auto [restart_at, restart_line] = lines.At(*restarted);
+  const auto [rejoin_at, rejoin_line] = lines.At(*rejoined);
+  const int64_t first = StepOf(rejoin_line).value_or(0);
+  const Json params = Params(f);
+  auto print = [&](const char* metric, double value, const char* unit) {
+    log->Print(Json{{"suite", kSuite},
+                    {"metric", metric},
+                    {"params", params},
+                    {"value", Round3(value)},
+                    {"unit", unit},
+                    {"rep", rep}});
+  };
+  print("detect_time", absl::ToDoubleMilliseconds(restart_at - killed), "ms");
+  print("rejoin_time", absl::ToDoubleMilliseconds(rejoin_at - killed), "ms");
+  print("steps_lost",
+        static_cast<double>(std::max<int64_t>(0, before + 1 - first)), "steps");
+  return absl::OkStatus();
+}
+
+std::vector<std::string> PeerArgs(const Flags& f) {
+  return {"--reps",
+          "1",
+          "--tasks",
+          "4",
+          "--kill-step",
+          std::to_string(f.kill_step),
+          "--steps",
+          std::to_string(f.steps),
+          "--checkpoint-every",
+          std::to_string(f.checkpoint_every),
+          "--hidden",
+          std::to_string(f.hidden),
+          "--batch",
+          std::to_string(f.batch)};
+}
+
+}  // namespace
+
+int RunRecoveryBench(const std::vector<std::string>& args) {
+  Flags flags;
+  std::string error;
+  if (!ParseFlags(args, flags, error)) {
+    std::cerr << "cohort bench recovery: " << error << std::endl;
+    return 1;
+  }
+  int rc = 0;
+  PrintEnvLine(kSuite, "start");
+  if (access(TrainPsPath(flags).c_str(), X_OK) != 0) {
+    PrintErrorLine(kSuite, "train_ps not found at " + TrainPsPath(flags) +
+                               ": build it (cmake --build build --target "
+                               "train_ps) or pass --train-ps PATH");
+    return 1;
+  }
+  PeerRunner torchrun("torchrun_recovery", "torchrun_recovery_peer.py",
+                      flags.peer_script);
+  const bool use_peer = torchrun.Use(!flags.no_peer, &rc);
+  MeasurementLog log, peer;
+  for (int rep = 0; rep < flags.reps; ++rep) {
+    if (absl::Status s = MeasureOnce(flags, rep, &log); !s.ok()) {
+      PrintErrorLine(kSuite, std::string(s.message()), {{"rep", rep}});
+      rc = 1;
+    }
+    if (!use_peer) continue;
+    if (absl::Status s =
+            torchrun.Run(PeerArgs(flags), absl::Minutes(10), rep, &peer);
+        !s.ok()) {
+      PrintErrorLine("torchrun_recovery", std::string(s.message()),
+                     {{"rep", rep}});
+      rc = 1;
+    }
+  }
+  if (use_peer) {
+    for (const char* metric : {"detect_time", "rejoin_time"}) {
+      RatioSpec spec{metric, {{"tasks", 4}}, metric};
+      spec.note =
+          "cohort: the ps job, the killed worker restarted alone; torchrun: "
+          "DDP, every worker restarted from the last checkpoint";
+      if (absl::Status s =
+              PrintRatio(kSuite, "torchrun_recovery", log, peer, spec);
+          !s.ok()) {
+        PrintErrorLine(kSuite, std::string(s.message()), {{"metric", metric}});
+        rc = 1;
+      }
+    }
+  }
+  PrintEnvLine(kSuite, "end");
+  return rc;
+}
+
+}  // namespace cohort::bench
