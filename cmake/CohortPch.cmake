@@ -12,7 +12,13 @@
 # clang accepts a precompiled header only where the language options match,
 # so targets compiled with other options keep parsing for themselves:
 # those under COHORT_SANITIZE_EXCLUDE (no sanitizer), the Python extension
-# (hidden visibility) and the sanitizer runtime (Abseil's own sources).
+# (hidden visibility) and the sanitizer runtime (Abseil's own sources); a
+# source file given another optimisation level sets SKIP_PRECOMPILE_HEADERS
+# itself (src/cohort/graph/kernels). Executables are compiled -fPIC rather
+# than -fPIE to share the libraries' header (a shade slower calls in the
+# executables' own code; the hot code is in the libraries, -fPIC already).
+# `-DCOHORT_PCH=OFF` builds without: every file must still include what it
+# uses.
 option(COHORT_PCH "precompile the third-party headers every target parses" ON)
 # -pthread is a language option that a precompiled header must share with
 # its users; most targets get it from their dependencies, so all get it.
@@ -25,15 +31,22 @@ function(cohort_precompile_headers)
     return()
   endif()
   set(dir ${PROJECT_SOURCE_DIR}/cmake/pch)
+  # The headers' own libraries: whatever definitions or options they give
+  # their users must be in the precompiled header too.
+  set(deps absl::base absl::status absl::statusor absl::strings
+      absl::str_format absl::synchronization absl::time absl::flat_hash_map
+      absl::flat_hash_set protobuf::libprotobuf gRPC::grpc++
+      nlohmann_json::nlohmann_json)
   add_library(cohort_pch_lib OBJECT ${dir}/empty.cc)
   target_include_directories(cohort_pch_lib PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(cohort_pch_lib PRIVATE ${deps})
   target_precompile_headers(cohort_pch_lib PRIVATE ${dir}/third_party.h)
   if(COHORT_BUILD_TESTS)
     # An executable, as the tests are (-fPIE, another language option than
     # the libraries' -fPIC); gtest_main gives it its main().
     add_executable(cohort_pch_test ${dir}/empty.cc)
     target_include_directories(cohort_pch_test PRIVATE ${PROJECT_SOURCE_DIR})
-    target_link_libraries(cohort_pch_test PRIVATE GTest::gmock GTest::gtest_main)
+    target_link_libraries(cohort_pch_test PRIVATE ${deps} GTest::gmock GTest::gtest_main)
     target_compile_options(cohort_pch_test PRIVATE -O0)
     target_precompile_headers(cohort_pch_test PRIVATE ${dir}/test_third_party.h)
   endif()

@@ -659,13 +659,6 @@ def t_collective(ds, files=None):
 LAB_COLLECTIVE_FILES = ["bench/collective/lab-2026-11-2*.jsonl"]
 
 
-def _bits_per_second(rate):
-    for suffix, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1)):
-        if rate.endswith(suffix):
-            return float(rate[:-len(suffix)]) * scale
-    return float(rate)
-
-
 def t_collective_lab(ds, files=None):
     """cohort's TCP ring and gloo, one process per lab host: p50 time, the
     fraction of the link's bound 2(N-1)/N * bytes / rate (per run), and the
@@ -694,7 +687,16 @@ def t_collective_lab(ds, files=None):
                         if m.get("metric") == "allreduce_time_p50"
                         and m.get("params", {}).get("world") == world)
             rates.add(rate)
-            bound_ms = 2 * (world - 1) / world * mib * (1 << 20) * 8 / _bits_per_second(rate) * 1e3
+            # The suite's own bound (its allreduce_bound_fraction line), not
+            # the rate parsed again here.
+            bound_ms = next((m["bound_ms"] for f in q.files for m in f.measurements
+                             if m.get("metric") == "allreduce_bound_fraction"
+                             and m.get("params", {}).get("world") == world
+                             and m.get("params", {}).get("MiB") == mib
+                             and "bound_ms" in m), None)
+            if bound_ms is None:
+                raise ReportError(f"collective --lab: no allreduce_bound_fraction line with "
+                                  f"bound_ms for {mib} MiB, {world} hosts")
             med, pairs = paired_ratio(ours, gloo)
             rows.append([f"{mib} MiB, {world} hosts, {chunk} KiB pieces",
                          spread(Stat([v for *_, v in ours]), "ms"),
@@ -1099,7 +1101,7 @@ def t_recovery(ds, files=None):
     checkpoint), same run."""
     q = Query(ds.files(files or RECOVERY_FILES))
     where = {"tasks": 4}
-    rows = [lower_ratio_row(q, "detect: kill → the failure acted on", "recovery",
+    rows = [lower_ratio_row(q, "detect: kill → the job knows of it", "recovery",
                             "detect_time", where, "torchrun_recovery",
                             "detect_time", where, "ms"),
             lower_ratio_row(q, "rejoin: kill → first step after it", "recovery",

@@ -73,6 +73,10 @@ void Lab::Down() {
   up_ = false;
 }
 
+std::vector<std::string> Lab::ExecPrefix(int host) {
+  return {"ip", "netns", "exec", absl::StrCat("cohort-h", host)};
+}
+
 std::string Lab::Address(int host) {
   return absl::StrCat("10.77.0.", host + 1);
 }

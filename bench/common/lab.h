@@ -41,6 +41,9 @@ class Lab {
 
   // Host i's address ("10.77.0.(i+1)").
   static std::string Address(int host);
+  // The command prefix that runs a program in host i's network namespace
+  // (lab.sh's "cohort-h<i>"): {"ip", "netns", "exec", "cohort-h1"}.
+  static std::vector<std::string> ExecPrefix(int host);
   // Bits per second of a tc rate ("5gbit", "800mbit", "100kbit", "1000").
   static absl::StatusOr<double> RateBitsPerSecond(const std::string& rate);
 

@@ -98,8 +98,13 @@ class TimedLines {
     absl::MutexLock lock(&mu_);
     lines_.push_back({absl::Now(), line});
   }
+  // No more lines will come (the job ended): waits end.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
   // Waits until `match` holds for a line from index `from` on; returns its
-  // index, or nullopt at `deadline`.
+  // index, or nullopt at `deadline` or once closed without one.
   template <typename Match>
   std::optional<size_t> Await(size_t from, Match match, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_) {
@@ -110,7 +115,7 @@ class TimedLines {
       for (; next < lines_.size() && !found.has_value(); ++next) {
         if (match(lines_[next].second)) found = next;
       }
-      return found.has_value();
+      return found.has_value() || closed_;
     };
     mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
     return found;
@@ -138,6 +143,7 @@ class TimedLines {
  private:
   absl::Mutex mu_;
   std::vector<std::pair<absl::Time, std::string>> lines_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The number after `key` in `line` ("global_step 420 ..."), if any.
@@ -211,7 +217,10 @@ absl::Status MeasureOnce(const Flags& f, int rep, MeasurementLog* log) {
   o.messages = [&lines](const std::string& line) { lines.Add(line); };
   launch::Launcher launcher(Env::Default(), o);
   absl::StatusOr<launch::LaunchResult> launched;
-  std::thread job([&] { launched = launcher.Run(); });
+  std::thread job([&] {
+    launched = launcher.Run();
+    lines.Close();
+  });
 
   const absl::Time deadline = absl::Now() + kJobDeadline;
   absl::Status failed;
@@ -226,7 +235,9 @@ absl::Status MeasureOnce(const Flags& f, int rep, MeasurementLog* log) {
       0, [&](const std::string& l) { return absl::StrContains(l, victim_pid); },
       deadline);
   std::optional<size_t> at_kill_step;
-  if (started.has_value()) {
+  if (!started.has_value()) {
+    fail(absl::StrCat("the launcher never announced ", kVictim, "'s pid"));
+  } else {
     at_kill_step = lines.Await(
         0,
         [&](const std::string& l) {
@@ -236,10 +247,10 @@ absl::Status MeasureOnce(const Flags& f, int rep, MeasurementLog* log) {
   }
   int64_t pid = 0;
   absl::Time killed;
-  if (!at_kill_step.has_value()) {
+  if (started.has_value() && !at_kill_step.has_value()) {
     fail(absl::StrCat(kVictim, " never logged global step ", f.kill_step,
                       " (raise --steps, or check train_ps)"));
-  } else {
+  } else if (at_kill_step.has_value()) {
     const std::string announce = lines.At(*started).second;
     pid = NumberAfter(announce, victim_pid).value_or(0);
     if (pid <= 0 || kill(static_cast<pid_t>(pid), SIGKILL) != 0) {
@@ -250,10 +261,13 @@ absl::Status MeasureOnce(const Flags& f, int rep, MeasurementLog* log) {
   }
   std::optional<size_t> restarted, rejoined;
   if (failed.ok()) {
+    // The victim's own restart line: "worker:1 (pid P) killed by ...".
+    const std::string victim = absl::StrCat(kVictim, " (pid ", pid, ")");
     restarted = lines.Await(
         *at_kill_step,
-        [](const std::string& l) {
-          return absl::StrContains(l, "restarted alone");
+        [&](const std::string& l) {
+          return absl::StrContains(l, victim) &&
+                 absl::StrContains(l, "restarted alone");
         },
         deadline);
     if (restarted.has_value()) {

@@ -478,7 +478,7 @@ void RunIperf3(Bench& b, int rep) {
   if (b.flags.lab_inner) {
     hosts.server = Lab::Address(1);
     hosts.client = Lab::Address(0);
-    hosts.server_prefix = {"ip", "netns", "exec", "cohort-h1"};
+    hosts.server_prefix = Lab::ExecPrefix(1);
   }
   absl::StatusOr<std::vector<Json>> lines =
       MeasureIperf3(b.flags.iperf_seconds, rep, hosts);
@@ -703,9 +703,7 @@ absl::StatusOr<std::unique_ptr<ServerCluster>> StartCluster(
       return Lab::Address(job == "ps" ? 1 : 0);
     };
     options.prefix = [](const std::string& job) {
-      return job == "ps"
-                 ? std::vector<std::string>{"ip", "netns", "exec", "cohort-h1"}
-                 : std::vector<std::string>{};
+      return job == "ps" ? Lab::ExecPrefix(1) : std::vector<std::string>{};
     };
   }
   return ServerCluster::Start(jobs, options);

@@ -3,7 +3,7 @@
 # of network namespaces, one task per host, traffic over the lab's links.
 #
 #   tests/lab/lab_test.sh script|collective|collective4|ps|partition_ps|partition_worker|
-#                         partition_control|host_dies|stall BIN_DIR [PS_HIDDEN]
+#                         partition_control|host_dies|stall|restart_task BIN_DIR [PS_HIDDEN]
 #
 # PS_HIDDEN: the PS job's hidden units (default 1024; the sanitizer builds
 # pass 64).
@@ -319,6 +319,55 @@ test_host_dies() {
   echo "PASSED: a dead host was named, and every other launcher ended"
 }
 
+# Behaviour 8 (docs/fault_tolerance.md): worker:0's program on h1 is killed
+# (kill -9; its host and launcher live on). The TF_CONFIG cluster has roles,
+# so the job restarts that task alone (--restart task): h1's launcher names
+# the kill and restarts it; the restarted worker is held before training
+# until the chief has logged a step past the kill's (the others train on
+# across the links meanwhile); then it trains again; the job ends in its
+# first attempt.
+test_restart_task() {
+  bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
+  # worker:0's first restart waits for $WORK/go (at most 120 s).
+  local hold="if [ \"\$COHORT_TASK_NAME\" = worker:0 ] && [ \"\$COHORT_TASK_RESTART\" = 1 ]; then
+    echo held down; i=0; while [ ! -e $WORK/go ]; do i=\$((i+1)); [ \$i -gt 1200 ] && exit 7; sleep 0.1; done; fi
+    exec \"\$0\" \"\$@\""
+  LAUNCH_FLAGS="--max-restarts 1" start_per_host "$PS_CLUSTER" "${PS_TASKS[@]}" -- \
+    /bin/sh -c "$hold" "$BIN/train_ps" --steps "$PART_STEPS" --hidden "$PART_HIDDEN" \
+    --log-every 500 --checkpoint-dir "$WORK/ckpt" --save-checkpoint-steps 1000
+  await_line "$WORK/worker0.log" "worker:0: global_step [0-9]+ loss" 120 || fail "the job never stepped"
+  # worker:0's train_ps: among h1's processes only (other jobs, other
+  # tests, may run train_ps tasks named worker:0 on this machine).
+  local pid p
+  for p in $(ip netns pids cohort-h1); do
+    [[ "$(readlink "/proc/$p/exe" 2>/dev/null)" == "$(readlink -f "$BIN/train_ps")" ]] || continue
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "COHORT_TASK_NAME=worker:0" && pid=$p
+  done
+  [[ -n "${pid:-}" ]] || fail "no train_ps process of worker:0"
+  kill -9 "$pid"
+  await_line "$WORK/worker0.log" "worker:0 \(pid $pid on 10\.77\.0\.2\) killed by signal 9 \(SIGKILL\).*restarted alone \(restart 1 of 1\)" 30 ||
+    fail "h1's launcher did not restart worker:0 alone"
+  await_line "$WORK/worker0.log" "\[worker:0\] held down" 30 || fail "the restarted worker:0 did not start"
+  # While worker:0 is down the chief's global step passes its last one by
+  # at least one more logged window (--log-every 500).
+  local last
+  last="$(grep -oE "chief:0: global_step [0-9]+" "$WORK/chief0.log" | tail -1 | grep -oE "[0-9]+$")"
+  local deadline=$((SECONDS + 90)) now=0
+  until (( now > ${last:-0} )); do
+    (( SECONDS < deadline )) || fail "the chief stopped stepping while worker:0 was down (at ${last:-none})"
+    sleep 0.2
+    now="$(grep -oE "chief:0: global_step [0-9]+" "$WORK/chief0.log" | tail -1 | grep -oE "[0-9]+$")"
+  done
+  touch "$WORK/go"
+  wait_per_host || fail "the job failed after worker:0's restart"
+  grep -q "1 task restart(s) in attempt 0:" "$WORK/worker0.log" || fail "no restart summary on h1"
+  grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted"
+  local after
+  after="$(sed -n '/held down/,$p' "$WORK/worker0.log" | grep -c "worker:0: global_step")"
+  (( after > 0 )) || fail "the restarted worker:0 never trained"
+  echo "PASSED: worker:0 killed on h1, restarted alone; the chief stepped from $last to $now meanwhile"
+}
+
 # Behaviour 7: a 64 MiB reply crossing from h1 to h0 on 200 Mbit/s links,
 # cut mid-frame. Both ends give the connection up within the sockets' bound
 # (keepalive on the reader, TCP_USER_TIMEOUT on the writer: about 13 s), the
@@ -363,5 +412,6 @@ case "$TEST" in
   partition_control) test_partition_control ;;
   host_dies) test_host_dies ;;
   stall) test_stall ;;
+  restart_task) test_restart_task ;;
   *) echo "unknown test $TEST" >&2; exit 2 ;;
 esac

@@ -4,9 +4,11 @@
 //  - kill -9 of the ps mid-run under `cohort launch --restart gang
 //    --max-restarts 1`: the gang restarts and the chief resumes from its
 //    latest checkpoint;
-//  - kill -9 of a worker, and of the ps, under `--restart task` (the
-//    default for a job with roles): that task alone is restarted, the others
-//    keep their processes and the global step keeps increasing;
+//  - kill -9 of a worker, of the ps, and of the chief under `--restart
+//    task` (the default for a job with roles): that task alone is
+//    restarted, the others keep their processes; the global step keeps
+//    increasing while a worker is down; the chief goes on from the live
+//    global step;
 //  - kill -9 of a ps running as its own process, restarted on its port:
 //    the chief and the worker recover their sessions (no process of theirs
 //    restarts) and the chief restores the lost variables.
@@ -467,6 +469,56 @@ TEST(PsJobTest, AKilledPsIsRestartedAloneAndTheSessionsRecover) {
       << absl::StrJoin(job->lines(), "\n");
   int i = 0;
   for (const char* task : {"chief:0", "worker:0", "worker:1"}) {
+    EXPECT_EQ(TaskPid(job->pid(), task), others[i++]) << task;
+  }
+  Drain(job.get(), absl::Seconds(240));
+  ASSERT_EQ(ExitCode(job.get(), absl::Seconds(30)), 0)
+      << absl::StrJoin(job->lines(), "\n");
+  EXPECT_EQ(LineWith(job.get(), "attempt 1"), "");
+  EXPECT_GE(FigureAfter(LineWith(job.get(), "[chief:0] final:"), "global_step")
+                .value_or(-1),
+            1000);
+}
+
+// The chief killed: it alone is started again while the workers and the ps
+// keep their processes. The model's variables live on the ps, so the
+// restarted chief finds the model ready and goes on from the live global
+// step: nothing rolls back (TensorFlow's chief would restore its last
+// checkpoint; SessionManager's documented difference). The job ends in
+// attempt 0.
+TEST(PsJobTest, AKilledChiefIsRestartedAloneAndGoesOnFromTheLiveStep) {
+  const std::string dir = FreshDir("task_restart_chief");
+  std::unique_ptr<TestProcess> job =
+      StartTaskRestartJob(dir, "chief:0", /*steps=*/1000);
+  ASSERT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
+                            "global_step", 300, absl::Seconds(120)),
+              Not(""))
+      << absl::StrJoin(job->lines(), "\n");
+  std::vector<std::optional<pid_t>> others;
+  for (const char* task : {"worker:0", "worker:1", "ps:0"}) {
+    others.push_back(TaskPid(job->pid(), task));
+    ASSERT_TRUE(others.back().has_value()) << "no process of " << task;
+  }
+  std::optional<pid_t> chief = TaskPid(job->pid(), "chief:0");
+  ASSERT_TRUE(chief.has_value());
+  ASSERT_EQ(kill(*chief, SIGKILL), 0);
+  const double at_kill = ChiefStep(job.get());
+  EXPECT_THAT(
+      job->WaitForLine("restarted alone (restart 1 of 1)", absl::Seconds(30)),
+      HasSubstr(absl::StrCat("chief:0 (pid ", *chief, ") killed by signal 9")));
+  ASSERT_THAT(job->WaitForLine("[chief:0] held down", absl::Seconds(30)),
+              Not(""));
+  std::ofstream(dir + "/go").put('\n');
+  ASSERT_THAT(
+      job->WaitForLine("Model is already initialized", absl::Seconds(120)),
+      HasSubstr("[chief:0]"))
+      << absl::StrJoin(job->lines(), "\n");
+  EXPECT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
+                            "global_step", at_kill, absl::Seconds(60)),
+              Not(""))
+      << "the restarted chief did not go on from global step " << at_kill;
+  int i = 0;
+  for (const char* task : {"worker:0", "worker:1", "ps:0"}) {
     EXPECT_EQ(TaskPid(job->pid(), task), others[i++]) << task;
   }
   Drain(job.get(), absl::Seconds(240));

@@ -5,7 +5,7 @@
 //
 //   cohort launch -n 4 -- ./my_task --flag
 //   cohort launch --chief --workers 2 --ps 1 --max-restarts 2 -- python3 t.py
-//       (roles declared: a failed task is restarted alone, --restart task)
+//       (a ps job: a failed task is restarted alone, --restart task)
 //   srun -n 4 cohort launch --engine slurm --jobs chief=1,worker=2,ps=1 -- ...
 //
 // Exit code: 0 when the job succeeded; otherwise the root-cause task's exit
@@ -176,11 +176,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
                      "task fails (default 0)");
   launch->add_option(
       "--restart", flags->restart,
-      "what a task's failure restarts: gang (every task, from the start: "
-      "the default for -n and engine jobs without --jobs) or task (the "
-      "failed task alone, the others keep running: the default where the "
-      "job declares roles with --chief/--workers/--ps/--evaluator or "
-      "--jobs)");
+      "what a task's failure restarts: task (the failed task alone, the "
+      "others keep running: the default for a parameter-server job, one "
+      "with --ps, a ps in --jobs or in TF_CONFIG) or gang (every task, from "
+      "the start: the default for any other job)");
   launch
       ->add_option("--barrier-timeout", flags->barrier_timeout_s,
                    "seconds a barrier sync may wait for all tasks (default "
@@ -264,18 +263,17 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     }
     const absl::Duration rendezvous_timeout =
         absl::Seconds(flags->rendezvous_timeout_s);
-    // Roles declared: a ps or chief outlives a worker's restart, so the
-    // failed task alone is restarted unless the user asks for the gang.
-    const bool roles = !flags->jobs.empty() || flags->chief ||
-                       flags->workers > 0 || flags->ps > 0 || flags->evaluator;
-    launch::RestartMode restart =
-        roles ? launch::RestartMode::kTask : launch::RestartMode::kGang;
-    if (!flags->restart.empty()) {
-      absl::StatusOr<launch::RestartMode> asked =
-          launch::ParseRestartMode(flags->restart);
-      if (!asked.ok()) return fail(asked.status());
-      restart = *asked;
-    }
+    // The restart rule: --restart, else the failed task alone for a
+    // parameter-server job (its tasks recover from each other's loss through
+    // MonitoredSession) and the whole gang for any other (barrier-mode and
+    // collective tasks step together: their group cannot re-form yet).
+    auto restart_mode =
+        [&](bool has_ps) -> absl::StatusOr<launch::RestartMode> {
+      if (!flags->restart.empty()) {
+        return launch::ParseRestartMode(flags->restart);
+      }
+      return has_ps ? launch::RestartMode::kTask : launch::RestartMode::kGang;
+    };
 
     if (!flags->engine.empty()) {
       launch::EngineFlags ef;
@@ -299,7 +297,11 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
         options.jobs = *jobs;
       }
       options.command = flags->command;
-      options.restart = restart;
+      // A ps in --jobs, or in the engine's own roles (TF_CONFIG).
+      absl::StatusOr<launch::RestartMode> restart = restart_mode(
+          options.jobs.count("ps") > 0 || engine->jobs.count("ps") > 0);
+      if (!restart.ok()) return fail(restart.status());
+      options.restart = *restart;
       options.max_restarts = flags->max_restarts;
       options.rendezvous_timeout = rendezvous_timeout;
       options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
@@ -339,7 +341,9 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     options.num_ps = flags->ps;
     options.evaluator = flags->evaluator;
     options.slots = flags->slots;
-    options.restart = restart;
+    absl::StatusOr<launch::RestartMode> restart = restart_mode(flags->ps > 0);
+    if (!restart.ok()) return fail(restart.status());
+    options.restart = *restart;
     options.max_restarts = flags->max_restarts;
     options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
     options.stop_grace = absl::Seconds(flags->stop_grace_s);

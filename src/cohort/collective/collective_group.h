@@ -75,11 +75,8 @@ struct GroupOptions {
   // Deadline for Create() (the exchange and connecting).
   absl::Duration setup_timeout = absl::Minutes(5);
   size_t shm_slot_bytes = size_t{512} << 10;
-  // The TCP ring's piece size. 256 KiB rather than 1 MiB: a member forwards
-  // a piece only once it has all of it, so smaller pieces keep more of a
-  // ring's links busy at once; across 4 lab hosts on 5 Gbit/s links the
-  // all-reduce went from 0.66 to 0.88 of the link's bound (docs/lab.md).
-  size_t tcp_chunk_bytes = size_t{256} << 10;
+  // The TCP ring's piece size (why this default: kDefaultRingChunkBytes).
+  size_t tcp_chunk_bytes = kDefaultRingChunkBytes;
   Env* env = nullptr;  // nullptr: Env::Default().
 };
 

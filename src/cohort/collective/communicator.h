@@ -31,6 +31,13 @@
 
 namespace cohort::collective {
 
+// The TCP ring's default piece size (GroupOptions::tcp_chunk_bytes,
+// RingOptions::chunk_bytes). 256 KiB rather than 1 MiB: a member forwards a
+// piece only once it has all of it, so smaller pieces keep more of a ring's
+// links busy at once; across 4 lab hosts on 5 Gbit/s links the all-reduce
+// went from 0.66 to 0.88 of the link's bound (docs/lab.md).
+inline constexpr size_t kDefaultRingChunkBytes = size_t{256} << 10;
+
 enum class ElementType { kFloat32, kFloat64 };
 enum class ReduceOp { kSum, kMean };
 

@@ -62,9 +62,9 @@ namespace cohort::collective {
 struct RingOptions {
   std::string group;  // Named in errors.
   int rank = 0;
-  std::vector<std::string> tasks;          // One per member; the size.
-  std::string job_token;                   // Proven on every connection.
-  size_t chunk_bytes = size_t{256} << 10;  // GroupOptions::tcp_chunk_bytes
+  std::vector<std::string> tasks;  // One per member; the size.
+  std::string job_token;           // Proven on every connection.
+  size_t chunk_bytes = kDefaultRingChunkBytes;
   size_t max_inbox_bytes = size_t{1} << 30;
   Env* env = nullptr;  // nullptr: Env::Default().
 };

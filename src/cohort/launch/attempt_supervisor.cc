@@ -220,7 +220,14 @@ absl::StatusOr<std::unique_ptr<TaskProcess>> AttemptSupervisor::Spawn(
                   ExitInfo exit, absl::Time when) {
     events->TaskExited(attempt, task, restart, exit, when);
   };
-  o.env.push_back(absl::StrCat(kEnvTaskRestart, "=", restart));
+  // One entry, whatever the launcher's own environment held.
+  const std::string key = absl::StrCat(kEnvTaskRestart, "=");
+  o.env.erase(std::remove_if(o.env.begin(), o.env.end(),
+                             [&](const std::string& v) {
+                               return absl::StartsWith(v, key);
+                             }),
+              o.env.end());
+  o.env.push_back(absl::StrCat(key, restart));
   if (restart > 0 && absl::EndsWith(o.log_path, ".log")) {
     o.log_path = absl::StrCat(o.log_path.substr(0, o.log_path.size() - 4),
                               ".restart-", restart, ".log");
@@ -304,10 +311,13 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
         if (running.exited) return;
         r = RecordFor(s, i, e.record.reason, e.record.when, e.record.code);
         if (!restarts) break;
-        // A failure dated before the current process could have been
-        // silent that long is its predecessor's, reported late.
-        if (r.when < running.process->started() + plan_.service_silence ||
-            running.killed_for.has_value()) {
+        // A restarted task's failure dated before its new process could
+        // have been silent that long is the old process's, reported late
+        // (the service's clock is this launcher's Env: the service runs in
+        // this launcher, or task 0's, whose supervisor this is).
+        if (running.killed_for.has_value() ||
+            (running.restart > 0 &&
+             r.when < running.process->started() + plan_.service_silence)) {
           return;
         }
         // Still running, yet failed (silent, or it reported an error): it
@@ -318,10 +328,11 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
         running.process->SignalGroup(SIGKILL);
         return;
       }
-      // Under task restarts another launcher's task is that launcher's to
-      // restart: its exit reaches it, and a lost launcher is the control
-      // plane's to report.
-      if (!restarts) Record(s, r);
+      // Another launcher's task (task 0's supervisor, under an engine):
+      // that launcher cannot see this failure, so it fails the attempt as
+      // the gang rule does; a program that merely exits is restarted by its
+      // own launcher before the service could fail it.
+      Record(s, r);
       return;
     }
     case Event::kChanged:
@@ -359,11 +370,13 @@ void AttemptSupervisor::OnExit(State& s, int task, int restart,
   State::Running& r = s.running[task];
   if (r.exited || restart != r.restart) return;
   const TaskProcess& p = *r.process;
-  if (exit.ok() || s.stopping || s.lost) {
+  // Killed to be restarted: a failure, even if it exited 0 before the kill.
+  const bool ok = exit.ok() && !r.killed_for.has_value();
+  if (ok || s.stopping || s.lost) {
     r.exited = true;
     ++s.exited;
   }
-  if (exit.ok()) {
+  if (ok) {
     if (p.spec().job == "ps" || s.lost) return;
     ++s.done;
     // Without this record nobody learns that the task finished and the
@@ -384,9 +397,15 @@ void AttemptSupervisor::OnExit(State& s, int task, int restart,
   // The record carries the last lines: read what is left in the pipe.
   r.process->Finish(env_->Now() + kDrain);
   FailureRecord cause =
-      r.killed_for.has_value()
-          ? *r.killed_for
-          : RecordFor(s, task, exit.Describe(), when, exit.ShellCode());
+      RecordFor(s, task, exit.Describe(), when, exit.ShellCode());
+  if (r.killed_for.has_value()) {
+    // The service's reason, with the last lines read after the exit.
+    std::vector<std::string> tail = std::move(cause.tail);
+    cause = *r.killed_for;
+    cause.tail = std::move(tail);
+    absl::StrAppend(&cause.reason,
+                    " (killed by its launcher: ", exit.Describe(), ")");
+  }
   if (RestartAlone(s, task, cause)) return;
   r.exited = true;
   ++s.exited;
@@ -395,6 +414,9 @@ void AttemptSupervisor::OnExit(State& s, int task, int restart,
 
 bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
   if (plan_.task_restarts < 0) return false;
+  // Once the verdict is in (a success that this failure came too late
+  // for), nothing is restarted.
+  if (s.verdict.has_value() || ledger_->Verdict().has_value()) return false;
   State::Running& r = s.running[task];
   if (r.restart >= plan_.task_restarts) {
     Message(absl::StrCat(cause.task, " ", cause.reason,
@@ -407,6 +429,8 @@ bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
   if (!process.ok()) {
     absl::StrAppend(&cause.reason,
                     "; starting it again failed: ", process.status().message());
+    Message(absl::StrCat(cause.task, " could not be restarted: ",
+                         process.status().message(), "; the job fails"));
     return false;
   }
   TaskRestart restarted{cause.task, restart, cause, (*process)->log_path()};
@@ -511,8 +535,9 @@ RestartPolicy::Decision TaskRestartPolicy::Decide(const AttemptEnd& end) {
 
 std::string TaskRestartPolicy::GiveUpMessage(int attempts) const {
   return absl::StrCat(
-      "giving up: a task failed with none of its ", max_restarts_,
-      " restart(s) left (--restart task --max-restarts ", max_restarts_, ")");
+      "giving up: a task failed and was not restarted (--restart task "
+      "--max-restarts ",
+      max_restarts_, "; the lines above say why)");
 }
 
 absl::StatusOr<RestartMode> ParseRestartMode(absl::string_view text) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cohort/coord/in_process_cluster.h"
 #include "cohort/launch/task_failure_watch.h"
@@ -229,8 +230,8 @@ TEST(TaskRestartPolicyTest, AFailedAttemptIsNeverRestarted) {
   end.outcome = Outcome::kSucceeded;
   EXPECT_EQ(policy.Decide(end), RestartPolicy::Decision::kFinish);
   EXPECT_EQ(policy.GiveUpMessage(1),
-            "giving up: a task failed with none of its 3 restart(s) left "
-            "(--restart task --max-restarts 3)");
+            "giving up: a task failed and was not restarted (--restart task "
+            "--max-restarts 3; the lines above say why)");
 }
 
 // --- One attempt of real processes ----------------------------------------
@@ -512,48 +513,79 @@ TEST_F(TaskRestartTest, ZeroRestartsFailTheAttemptAtTheFirstFailure) {
 
 // A task the service failed while it still runs (silent: hung, or cut
 // off) is killed and started again; its restart names the service's
-// reason.
+// reason and how it ended. The rule for a restarted task's late failures
+// (below) does not cover a task's first process: this failure is dated
+// well within service_silence of its start.
 TEST_F(TaskRestartTest, ARunningTaskTheServiceFailedIsKilledAndRestarted) {
-  FailureRecord silent = NoHeartbeat("worker:0", 0);
-  // Dated after the process starts (the service would date it at least
-  // service_silence after the task's last heartbeat).
-  silent.when = absl::Now() + absl::Seconds(1);
+  FailureRecord silent = NoHeartbeat("worker:0", 0, absl::Now());
   events_.TaskFailed(0, silent);
-  // The first run sleeps (hung, as far as the service knows); the second
-  // exits 0.
+  // The first process sleeps (hung, as far as the service knows); the
+  // second exits 0.
+  AttemptPlan plan = LoggedPlan(
+      {"[ \"$COHORT_TASK_RESTART\" = 1 ] && exit 0; exec sleep 60"}, 1);
+  plan.service_silence = absl::Seconds(30);
+  AttemptEnd end = Run(std::move(plan), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  ASSERT_EQ(end.restarts.size(), 1u);
+  EXPECT_EQ(end.restarts[0].cause.reason,
+            silent.reason +
+                " (killed by its launcher: killed by signal 9 (SIGKILL))");
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_, HasSubstr("no heartbeat; killing it"));
+}
+
+// Killed to be restarted, a task is restarted even when its exit (here
+// queued before the kill could land) is 0: the service's failure stands.
+TEST_F(TaskRestartTest, ATaskKilledToBeRestartedIsRestartedWhateverItsExit) {
+  events_.TaskFailed(0, NoHeartbeat("worker:0", 0, absl::Now()));
+  events_.TaskExited(0, 0, /*restart=*/0, ExitInfo{false, 0}, absl::Now());
   AttemptEnd end =
       Run(LoggedPlan(
               {"[ \"$COHORT_TASK_RESTART\" = 1 ] && exit 0; exec sleep 60"}, 1),
           1);
   EXPECT_EQ(end.outcome, Outcome::kSucceeded);
   ASSERT_EQ(end.restarts.size(), 1u);
-  EXPECT_EQ(end.restarts[0].cause.reason, silent.reason);
-  absl::MutexLock lock(&mu_);
-  EXPECT_THAT(messages_, HasSubstr("no heartbeat; killing it"));
+  EXPECT_THAT(end.restarts[0].cause.reason, HasSubstr("no heartbeat"));
 }
 
-// The service fails the old process of a restarted task only once its
+// The service fails a restarted task's old process only once its
 // heartbeats were late, possibly after the new process started: a failure
-// dated sooner after the start than the service's silence is the old
-// process's, and the new one runs on.
-TEST_F(TaskRestartTest, ALateFailureOfTheOldProcessIsDropped) {
-  FailureRecord late = NoHeartbeat("worker:0", 0, absl::Now());
-  events_.TaskFailed(0, late);
-  AttemptPlan plan = LoggedPlan({"sleep 0.5; exit 0"}, 1);
+// of a restarted task dated sooner after its start than service_silence is
+// the old process's, and the new one runs on. (The late report is sent
+// when the restart is announced.)
+TEST_F(TaskRestartTest, ALateFailureOfARestartedTasksOldProcessIsDropped) {
+  AttemptPlan plan = LoggedPlan({FailsOnce("sleep 0.5; exit 0")}, 2);
   plan.service_silence = absl::Seconds(30);
+  plan.messages = [this](const std::string& line) {
+    if (absl::StrContains(line, "restarted alone")) {
+      events_.TaskFailed(0, NoHeartbeat("worker:0", 0, absl::Now()));
+    }
+  };
   AttemptEnd end = Run(std::move(plan), 1);
   EXPECT_EQ(end.outcome, Outcome::kSucceeded);
-  EXPECT_TRUE(end.restarts.empty());
+  EXPECT_EQ(end.restarts.size(), 1u);  // not 2: the late report was dropped
 }
 
-// Another launcher's task (under an engine) is that launcher's to restart:
-// the service's record of it does not fail this launcher's attempt.
-TEST_F(TaskRestartTest, AnotherLaunchersTaskIsNotThisLaunchersFailure) {
-  FailureRecord other = NoHeartbeat("worker:5", 5, absl::Now());
-  events_.TaskFailed(0, other);
-  AttemptEnd end = Run(LoggedPlan({"sleep 0.5; exit 0"}, 1), 1);
+// Restarts are counted per task: two tasks failing once each, with one
+// restart each, are both restarted.
+TEST_F(TaskRestartTest, EachTaskHasItsOwnRestarts) {
+  AttemptEnd end =
+      Run(LoggedPlan({FailsOnce("exit 0"), FailsOnce("exit 0")}, 1), 2);
   EXPECT_EQ(end.outcome, Outcome::kSucceeded);
-  EXPECT_EQ(failures_written_, 0);
+  ASSERT_EQ(end.restarts.size(), 2u);
+  EXPECT_NE(end.restarts[0].task, end.restarts[1].task);
+}
+
+// Under an engine, task 0's supervisor hears of other launchers' programs
+// from the service; their own launchers cannot, so such a failure (a
+// program hung on another host) fails the attempt as under the gang rule
+// rather than leaving the job waiting for it.
+TEST_F(TaskRestartTest, AnotherLaunchersTaskTheServiceFailedFailsTheAttempt) {
+  events_.TaskFailed(0, NoHeartbeat("worker:5", 5, absl::Now()));
+  AttemptEnd end = Run(LoggedPlan({"exec sleep 60"}, 1), 1);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_EQ(end.failure.task, "worker:5");
+  EXPECT_TRUE(end.restarts.empty());
 }
 
 // --- The service's failures reach the attempt -------------------------------

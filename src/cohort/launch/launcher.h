@@ -1,6 +1,7 @@
 // The gang launcher behind `cohort launch -n N`: starts every task of a job
 // on this machine, all or nothing, hosts the job's control plane, and
-// retries the whole gang when any task fails (Spark's barrier-stage rules).
+// retries the whole gang when any task fails (Spark's barrier-stage rules),
+// or, under RestartMode::kTask, the failed task alone.
 //
 //   LaunchOptions options;
 //   options.num_workers = 4;
