@@ -2,10 +2,9 @@
 // it names them or not (through cohort's own headers and the generated
 // protobuf code): libstdc++, Abseil, protobuf, gRPC and nlohmann/json, about
 // 200,000 lines per file. cmake/CohortPch.cmake precompiles them once per
-// build tree and every target reuses the result, which cuts each of CI's
-// three builds by about a half. Only headers whose meaning does not depend on
-// a target's own definitions belong here (cpp-httplib's does: it is left
-// out).
+// build tree and every target reuses the result (what it saves in CI:
+// docs/architecture.md). Only headers whose meaning does not depend on a
+// target's own definitions belong here (cpp-httplib's does: it is left out).
 #ifndef COHORT_CMAKE_PCH_THIRD_PARTY_H_
 #define COHORT_CMAKE_PCH_THIRD_PARTY_H_
 

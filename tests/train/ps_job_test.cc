@@ -53,6 +53,9 @@ const char kTrainPs[] = TRAIN_PS_BINARY;
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define COHORT_PS_JOB_TEST_SANITIZED 1
 #endif
+#if __has_feature(thread_sanitizer)
+#define COHORT_PS_JOB_TEST_TSAN 1
+#endif
 #endif
 
 // The model's size, and the accuracy the launched job must reach (none for
@@ -382,152 +385,150 @@ double ChiefStep(TestProcess* job) {
   return step;
 }
 
+// A StartTaskRestartJob job in which one task is killed once: the fixture
+// kills it, waits for its restart to be announced and held down, and checks
+// that the other tasks keep the processes they had before the kill.
+class TaskRestartJobTest : public ::testing::Test {
+ protected:
+  // Starts the job (its last step `steps`), waits for the chief's global
+  // step `kill_after`, kills `victim` with SIGKILL, and waits for the
+  // launcher's restart line naming it and for its restart to be held.
+  void SetUp() override {
+#ifdef COHORT_PS_JOB_TEST_TSAN
+    // Whole PS jobs take minutes under ThreadSanitizer; the supervisor's
+    // threads are checked there by launch_test's TaskRestartTest, and these
+    // jobs run in the plain and ASan builds.
+    GTEST_SKIP() << "task restarts of the PS job: plain and ASan builds only";
+#endif
+  }
+
+  void KillAndHold(const std::string& name, const std::string& victim,
+                   int steps, double kill_after) {
+    dir_ = FreshDir(name);
+    steps_ = steps;
+    job_ = StartTaskRestartJob(dir_, victim, steps);
+    ASSERT_THAT(WaitForFigure(job_.get(), "[chief:0] chief:0: global_step",
+                              "global_step", kill_after, absl::Seconds(120)),
+                Not(""))
+        << absl::StrJoin(job_->lines(), "\n");
+    for (const char* task : {"chief:0", "worker:0", "worker:1", "ps:0"}) {
+      std::optional<pid_t> pid = TaskPid(job_->pid(), task);
+      ASSERT_TRUE(pid.has_value()) << "no process of " << task;
+      if (task == victim) {
+        victim_pid_ = *pid;
+      } else {
+        others_.push_back({task, *pid});
+      }
+    }
+    ASSERT_EQ(kill(victim_pid_, SIGKILL), 0);
+    chief_step_at_kill_ = ChiefStep(job_.get());
+    // The launcher's line and the restarted task's first line come from
+    // two writers: they are looked for in either order.
+    EXPECT_THAT(job_->WaitForLineInAnyOrder("restarted alone (restart 1 of 1)",
+                                            absl::Seconds(30)),
+                HasSubstr(absl::StrCat(victim, " (pid ", victim_pid_,
+                                       ") killed by signal 9 (SIGKILL)")));
+    ASSERT_THAT(
+        job_->WaitForLineInAnyOrder(absl::StrCat("[", victim, "] held down"),
+                                    absl::Seconds(30)),
+        Not(""));
+  }
+
+  // Every other task still runs the process it ran before the kill.
+  void ExpectOthersKeptTheirProcesses() {
+    for (const auto& [task, pid] : others_) {
+      EXPECT_EQ(TaskPid(job_->pid(), task), pid) << task;
+    }
+  }
+
+  // The held restart goes on.
+  void Release() { std::ofstream(dir_ + "/go").put('\n'); }
+
+  // The job ends with exit 0 in its first attempt, the chief past its last
+  // step, the restart in the launcher's summary.
+  void ExpectTheJobSucceedsInAttemptZero() {
+    Drain(job_.get(), absl::Seconds(240));
+    ASSERT_EQ(ExitCode(job_.get(), absl::Seconds(30)), 0)
+        << absl::StrJoin(job_->lines(), "\n");
+    EXPECT_THAT(LineWith(job_.get(), "1 task restart(s) in attempt 0:"),
+                Not(""));
+    EXPECT_EQ(LineWith(job_.get(), "attempt 1"), "");
+    EXPECT_GE(
+        FigureAfter(LineWith(job_.get(), "[chief:0] final:"), "global_step")
+            .value_or(-1),
+        steps_);
+  }
+
+  std::string dir_;
+  int steps_ = 0;
+  std::unique_ptr<TestProcess> job_;
+  pid_t victim_pid_ = -1;
+  std::vector<std::pair<std::string, pid_t>> others_;
+  double chief_step_at_kill_ = -1;
+};
+
 // A worker killed mid-training is started again alone: while it is down
 // (held before train_ps) the chief's global step goes on increasing and no
 // other task's process changes; the restarted worker then trains again
 // (GlobalStepWaiterHook lets it through at once: the step is far past its
 // wait), and the job ends in its first attempt, the restart in its summary.
-TEST(PsJobTest, AKilledWorkerIsRestartedAloneWhileTheOthersKeepStepping) {
-  const std::string dir = FreshDir("task_restart_worker");
-  std::unique_ptr<TestProcess> job =
-      StartTaskRestartJob(dir, "worker:1", /*steps=*/1500);
-  ASSERT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
-                            "global_step", 200, absl::Seconds(120)),
-              Not(""))
-      << absl::StrJoin(job->lines(), "\n");
-  std::vector<std::optional<pid_t>> others;
-  for (const char* task : {"chief:0", "worker:0", "ps:0"}) {
-    others.push_back(TaskPid(job->pid(), task));
-    ASSERT_TRUE(others.back().has_value()) << "no process of " << task;
-  }
-  std::optional<pid_t> worker1 = TaskPid(job->pid(), "worker:1");
-  ASSERT_TRUE(worker1.has_value());
-  ASSERT_EQ(kill(*worker1, SIGKILL), 0);
-
-  const std::string restarted =
-      job->WaitForLine("restarted alone (restart 1 of 1)", absl::Seconds(30));
-  EXPECT_THAT(restarted, HasSubstr(absl::StrCat("worker:1 (pid ", *worker1,
-                                                ") killed by signal 9 "
-                                                "(SIGKILL)")));
-  ASSERT_THAT(job->WaitForLine("[worker:1] held down", absl::Seconds(30)),
-              Not(""));
+TEST_F(TaskRestartJobTest,
+       AKilledWorkerIsRestartedAloneWhileTheOthersKeepStepping) {
+  ASSERT_NO_FATAL_FAILURE(
+      KillAndHold("task_restart_worker", "worker:1", 1500, 200));
   // worker:1 is down: the others train on.
-  const double at_restart = ChiefStep(job.get());
-  EXPECT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
+  const double at_restart = ChiefStep(job_.get());
+  EXPECT_THAT(WaitForFigure(job_.get(), "[chief:0] chief:0: global_step",
                             "global_step", at_restart + 150, absl::Seconds(60)),
               Not(""))
       << "the chief stopped stepping while worker:1 was down (at " << at_restart
       << ")";
-  int i = 0;
-  for (const char* task : {"chief:0", "worker:0", "ps:0"}) {
-    EXPECT_EQ(TaskPid(job->pid(), task), others[i++]) << task;
-  }
-  std::ofstream(dir + "/go").put('\n');
-  EXPECT_THAT(WaitForFigure(job.get(), "[worker:1] worker:1: global_step",
+  ExpectOthersKeptTheirProcesses();
+  Release();
+  EXPECT_THAT(WaitForFigure(job_.get(), "[worker:1] worker:1: global_step",
                             "global_step", at_restart, absl::Seconds(60)),
               Not(""))
       << "the restarted worker:1 never trained";
-  Drain(job.get(), absl::Seconds(240));
-  ASSERT_EQ(ExitCode(job.get(), absl::Seconds(30)), 0)
-      << absl::StrJoin(job->lines(), "\n");
-  EXPECT_THAT(LineWith(job.get(), "1 task restart(s) in attempt 0:"), Not(""));
-  EXPECT_EQ(LineWith(job.get(), "attempt 1"), "");
-  EXPECT_GE(FigureAfter(LineWith(job.get(), "[chief:0] final:"), "global_step")
-                .value_or(-1),
-            1500);
+  ExpectTheJobSucceedsInAttemptZero();
 }
 
-// The ps killed: it alone is started again on its port, empty; the chief's
-// and the workers' sessions recover (MonitoredSession), the chief restores
-// the variables from its latest checkpoint, and no other process changes.
-TEST(PsJobTest, AKilledPsIsRestartedAloneAndTheSessionsRecover) {
-  const std::string dir = FreshDir("task_restart_ps");
-  std::unique_ptr<TestProcess> job =
-      StartTaskRestartJob(dir, "ps:0", /*steps=*/1000);
-  // Past the checkpoint at 100 (and more), kill the ps.
-  ASSERT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
-                            "global_step", 300, absl::Seconds(120)),
-              Not(""))
-      << absl::StrJoin(job->lines(), "\n");
-  std::vector<std::optional<pid_t>> others;
-  for (const char* task : {"chief:0", "worker:0", "worker:1"}) {
-    others.push_back(TaskPid(job->pid(), task));
-    ASSERT_TRUE(others.back().has_value()) << "no process of " << task;
-  }
-  std::optional<pid_t> ps = TaskPid(job->pid(), "ps:0");
-  ASSERT_TRUE(ps.has_value());
-  ASSERT_EQ(kill(*ps, SIGKILL), 0);
-  EXPECT_THAT(
-      job->WaitForLine("restarted alone (restart 1 of 1)", absl::Seconds(30)),
-      HasSubstr(absl::StrCat("ps:0 (pid ", *ps, ") killed by signal 9")));
-  ASSERT_THAT(job->WaitForLine("[ps:0] held down", absl::Seconds(30)), Not(""));
-  std::ofstream(dir + "/go").put('\n');
-  // The chief's session recovery (MonitoredSession) restores the lost
-  // variables from its latest checkpoint.
-  ASSERT_THAT(job->WaitForLine("Restoring parameters from", absl::Seconds(120)),
-              HasSubstr(dir + "/ckpt/model.ckpt-"))
-      << absl::StrJoin(job->lines(), "\n");
-  int i = 0;
-  for (const char* task : {"chief:0", "worker:0", "worker:1"}) {
-    EXPECT_EQ(TaskPid(job->pid(), task), others[i++]) << task;
-  }
-  Drain(job.get(), absl::Seconds(240));
-  ASSERT_EQ(ExitCode(job.get(), absl::Seconds(30)), 0)
-      << absl::StrJoin(job->lines(), "\n");
-  EXPECT_EQ(LineWith(job.get(), "attempt 1"), "");
-  EXPECT_GE(FigureAfter(LineWith(job.get(), "[chief:0] final:"), "global_step")
-                .value_or(-1),
-            1000);
+// The ps killed (past the checkpoint at step 100): it alone is started
+// again on its port, empty; the chief's and the workers' sessions recover
+// (MonitoredSession), the chief restores the variables from its latest
+// checkpoint, and no other process changes.
+TEST_F(TaskRestartJobTest, AKilledPsIsRestartedAloneAndTheSessionsRecover) {
+  ASSERT_NO_FATAL_FAILURE(KillAndHold("task_restart_ps", "ps:0", 1000, 300));
+  Release();
+  ASSERT_THAT(
+      job_->WaitForLine("Restoring parameters from", absl::Seconds(120)),
+      HasSubstr(dir_ + "/ckpt/model.ckpt-"))
+      << absl::StrJoin(job_->lines(), "\n");
+  ExpectOthersKeptTheirProcesses();
+  ExpectTheJobSucceedsInAttemptZero();
 }
 
 // The chief killed: it alone is started again while the workers and the ps
 // keep their processes. The model's variables live on the ps, so the
 // restarted chief finds the model ready and goes on from the live global
 // step: nothing rolls back (TensorFlow's chief would restore its last
-// checkpoint; SessionManager's documented difference). The job ends in
-// attempt 0.
-TEST(PsJobTest, AKilledChiefIsRestartedAloneAndGoesOnFromTheLiveStep) {
-  const std::string dir = FreshDir("task_restart_chief");
-  std::unique_ptr<TestProcess> job =
-      StartTaskRestartJob(dir, "chief:0", /*steps=*/1000);
-  ASSERT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
-                            "global_step", 300, absl::Seconds(120)),
-              Not(""))
-      << absl::StrJoin(job->lines(), "\n");
-  std::vector<std::optional<pid_t>> others;
-  for (const char* task : {"worker:0", "worker:1", "ps:0"}) {
-    others.push_back(TaskPid(job->pid(), task));
-    ASSERT_TRUE(others.back().has_value()) << "no process of " << task;
-  }
-  std::optional<pid_t> chief = TaskPid(job->pid(), "chief:0");
-  ASSERT_TRUE(chief.has_value());
-  ASSERT_EQ(kill(*chief, SIGKILL), 0);
-  const double at_kill = ChiefStep(job.get());
-  EXPECT_THAT(
-      job->WaitForLine("restarted alone (restart 1 of 1)", absl::Seconds(30)),
-      HasSubstr(absl::StrCat("chief:0 (pid ", *chief, ") killed by signal 9")));
-  ASSERT_THAT(job->WaitForLine("[chief:0] held down", absl::Seconds(30)),
-              Not(""));
-  std::ofstream(dir + "/go").put('\n');
+// checkpoint; SessionManager's documented difference).
+TEST_F(TaskRestartJobTest,
+       AKilledChiefIsRestartedAloneAndGoesOnFromTheLiveStep) {
+  ASSERT_NO_FATAL_FAILURE(
+      KillAndHold("task_restart_chief", "chief:0", 1000, 300));
+  Release();
   ASSERT_THAT(
-      job->WaitForLine("Model is already initialized", absl::Seconds(120)),
+      job_->WaitForLine("Model is already initialized", absl::Seconds(120)),
       HasSubstr("[chief:0]"))
-      << absl::StrJoin(job->lines(), "\n");
-  EXPECT_THAT(WaitForFigure(job.get(), "[chief:0] chief:0: global_step",
-                            "global_step", at_kill, absl::Seconds(60)),
-              Not(""))
-      << "the restarted chief did not go on from global step " << at_kill;
-  int i = 0;
-  for (const char* task : {"worker:0", "worker:1", "ps:0"}) {
-    EXPECT_EQ(TaskPid(job->pid(), task), others[i++]) << task;
-  }
-  Drain(job.get(), absl::Seconds(240));
-  ASSERT_EQ(ExitCode(job.get(), absl::Seconds(30)), 0)
-      << absl::StrJoin(job->lines(), "\n");
-  EXPECT_EQ(LineWith(job.get(), "attempt 1"), "");
-  EXPECT_GE(FigureAfter(LineWith(job.get(), "[chief:0] final:"), "global_step")
-                .value_or(-1),
-            1000);
+      << absl::StrJoin(job_->lines(), "\n");
+  EXPECT_THAT(
+      WaitForFigure(job_.get(), "[chief:0] chief:0: global_step", "global_step",
+                    chief_step_at_kill_, absl::Seconds(60)),
+      Not(""))
+      << "the restarted chief did not go on from global step "
+      << chief_step_at_kill_;
+  ExpectOthersKeptTheirProcesses();
+  ExpectTheJobSucceedsInAttemptZero();
 }
 
 // Processes started by hand from TF_CONFIG, as on machines without a
