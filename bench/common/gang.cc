@@ -19,6 +19,13 @@ void PrintChildResult(const Json& line) {
   std::cout << kResultTag << JsonDump(line) << std::endl;
 }
 
+std::string ProgramBesideThisBinary(const std::string& name,
+                                    const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const std::string exe = ExecutablePath();
+  return exe.substr(0, exe.rfind('/') + 1) + name;
+}
+
 std::vector<std::string> SelfCommand(const std::string& suite) {
   const std::string exe = ExecutablePath();
   if (absl::EndsWith(exe, "/cohort")) return {exe, "bench", suite};

@@ -32,6 +32,12 @@ void PrintChildResult(const Json& line);
 // binary "bench <suite>".
 std::vector<std::string> SelfCommand(const std::string& suite);
 
+// `flag` when given (a suite's --train-ps), else the program `name` beside
+// this binary (build/bin holds cohort, the suites' binaries and train_ps
+// alike).
+std::string ProgramBesideThisBinary(const std::string& name,
+                                    const std::string& flag);
+
 struct GangRun {
   std::string suite;
   int world = 2;

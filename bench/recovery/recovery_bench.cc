@@ -22,10 +22,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/common/flags.h"
+#include "bench/common/gang.h"
 #include "bench/common/peer.h"
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
-#include "cohort/base/subprocess.h"
 #include "cohort/launch/launcher.h"
 
 namespace cohort::bench {
@@ -169,9 +169,7 @@ std::optional<int64_t> StepOf(absl::string_view line,
 }
 
 std::string TrainPsPath(const Flags& f) {
-  if (!f.train_ps.empty()) return f.train_ps;
-  const std::string exe = ExecutablePath();
-  return exe.substr(0, exe.rfind('/') + 1) + "train_ps";
+  return ProgramBesideThisBinary("train_ps", f.train_ps);
 }
 
 Json Params(const Flags& f) {

@@ -16,7 +16,6 @@
 #include "bench/training/ps_job.h"
 #include "cohort/base/json.h"
 #include "cohort/base/status.h"
-#include "cohort/base/subprocess.h"
 #include "cohort/distribute/worker_context.h"
 #include "cohort/training/collective_training.h"
 #include "cohort/training/data_parallel.h"
@@ -288,9 +287,7 @@ Json PsParams(const Flags& f, int workers) {
 // train_ps: --train-ps, else beside this binary (build/bin holds cohort,
 // training_bench and train_ps alike).
 std::string TrainPsPath(const Flags& f) {
-  if (!f.train_ps.empty()) return f.train_ps;
-  const std::string exe = ExecutablePath();
-  return exe.substr(0, exe.rfind('/') + 1) + "train_ps";
+  return ProgramBesideThisBinary("train_ps", f.train_ps);
 }
 
 // One run of the ps job per worker count; its lines go to `log`.
