@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   }
   const cohort::training::Collective& gang = joined->collective;
   if (gang.partition_id == 0) {
-    std::cout << "gradients all-reduced over " << joined->group->transport()
+    std::cout << "gradients all-reduced over " << joined->transport()
               << " between " << gang.num_tasks << " tasks" << std::endl;
   }
   absl::StatusOr<cohort::training::TrainReport> r =
@@ -50,12 +50,12 @@ int main(int argc, char** argv) {
               << " failed: " << r.status() << std::endl;
     return 1;
   }
-  if (gang.partition_id == 0) {
-    cohort::examples::PrintTrainReport(*r, gang.num_tasks, o.batch, std::cout);
+  if (r->partition_id == 0) {
+    cohort::examples::PrintTrainReport(*r, r->num_tasks, o.batch, std::cout);
   }
   return cohort::examples::MetTargetLoss(
              *r, target_loss,
-             absl::StrCat("train_data_parallel: partition ", gang.partition_id),
+             absl::StrCat("train_data_parallel: partition ", r->partition_id),
              std::cerr)
              ? 0
              : 2;

@@ -135,6 +135,8 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     int slots = -1;
     int max_restarts = 0;
     std::string restart;
+    std::string elastic;
+    double elastic_wait_s = 60;
     double barrier_timeout_s = 365.0 * 24 * 3600;
     double stop_grace_s = 5;
     double heartbeat_timeout_s = 10;
@@ -180,6 +182,18 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       "others keep running: the default for a parameter-server job, one "
       "with --ps, a ps in --jobs or in TF_CONFIG) or gang (every task, from "
       "the start: the default for any other job)");
+  launch->add_option(
+      "--elastic", flags->elastic,
+      "MIN:MAX: an elastic data-parallel job of MAX tasks (as torchrun's "
+      "--nnodes MIN:MAX): a lost task leaves the collective group, the "
+      "others go on from their last committed step while at least MIN "
+      "remain, and its restart (--max-restarts per task) joins at a step "
+      "boundary; implies --restart task");
+  launch
+      ->add_option("--elastic-wait", flags->elastic_wait_s,
+                   "seconds an elastic job below MIN waits for a replacement "
+                   "before it fails, naming the missing tasks (default 60)")
+      ->check(Seconds(/*allow_zero=*/false));
   launch
       ->add_option("--barrier-timeout", flags->barrier_timeout_s,
                    "seconds a barrier sync may wait for all tasks (default "
@@ -276,6 +290,11 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     };
 
     if (!flags->engine.empty()) {
+      if (!flags->elastic.empty()) {
+        return fail(absl::InvalidArgumentError(
+            "--elastic runs on one machine (`cohort launch -n N`) in this "
+            "version; under --engine use --restart task"));
+      }
       launch::EngineFlags ef;
       ef.rendezvous = flags->rendezvous;
       ef.num_tasks = flags->n;
@@ -341,10 +360,22 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     options.num_ps = flags->ps;
     options.evaluator = flags->evaluator;
     options.slots = flags->slots;
-    absl::StatusOr<launch::RestartMode> restart = restart_mode(flags->ps > 0);
+    // An elastic job restarts lost tasks alone.
+    absl::StatusOr<launch::RestartMode> restart =
+        restart_mode(flags->ps > 0 || !flags->elastic.empty());
     if (!restart.ok()) return fail(restart.status());
     options.restart = *restart;
     options.max_restarts = flags->max_restarts;
+    if (!flags->elastic.empty()) {
+      absl::StatusOr<coord::ElasticRange> range =
+          coord::ParseElasticRange(flags->elastic, "--elastic");
+      if (!range.ok()) return fail(range.status());
+      options.elastic = *range;
+      options.elastic_wait = absl::Seconds(flags->elastic_wait_s);
+      if (options.num_workers == 0 && !flags->chief && flags->ps == 0) {
+        options.num_workers = range->max;
+      }
+    }
     options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
     options.stop_grace = absl::Seconds(flags->stop_grace_s);
     options.heartbeat_timeout = absl::Seconds(flags->heartbeat_timeout_s);

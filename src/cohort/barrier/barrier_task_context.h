@@ -75,6 +75,11 @@ inline constexpr char kEnvTaskName[] = "COHORT_TASK_NAME";
 // one task (e.g. `cohort task barrier` called twice by a shell script)
 // continue each other's epoch sequence.
 inline constexpr char kEnvEpochFile[] = "COHORT_BARRIER_EPOCH_FILE";
+// How many times the launcher started this task again alone (--restart
+// task, --elastic) before this process: "0" for its first process. A
+// program may use it to tell a fresh start from a restart (torchrun's
+// TORCHELASTIC_RESTART_COUNT).
+inline constexpr char kEnvTaskRestart[] = "COHORT_TASK_RESTART";
 
 // Spark's BarrierTaskInfo: where a task of the gang listens.
 struct TaskInfo {

@@ -161,6 +161,10 @@ struct AttemptSupervisor::State {
   absl::Time next_progress;
   std::string last_progress;
   std::vector<TaskRestart> restarts;
+  std::vector<FailureRecord> dropped;
+  // Elastic jobs: since when the members are fewer than the minimum.
+  absl::Time below_minimum_since = absl::InfiniteFuture();
+  absl::Time next_minimum_check;
 };
 
 AttemptSupervisor::AttemptSupervisor(Env* env, AttemptEvents* events,
@@ -270,6 +274,9 @@ void AttemptSupervisor::Watch(State& s) {
     absl::Time deadline = s.kill_at;
     if (plan_.progress_interval != absl::InfiniteDuration()) {
       deadline = std::min(deadline, s.next_progress);
+    }
+    if (plan_.elastic.min > 0 && !s.stopping) {
+      deadline = std::min(deadline, s.next_minimum_check);
     }
     std::deque<AttemptEvents::Event> batch = events_->Wait(deadline);
     for (AttemptEvents::Event& e : batch) Handle(s, e);
@@ -412,16 +419,98 @@ void AttemptSupervisor::OnExit(State& s, int task, int restart,
   Record(s, cause);
 }
 
+bool AttemptSupervisor::LeaveMembership(State& s, int task,
+                                        const FailureRecord& cause) {
+  absl::StatusOr<std::vector<std::string>> left =
+      plan_.elastic.lose(cause.task);
+  if (!left.ok()) {
+    Message(absl::StrCat("elastic: could not remove ", cause.task,
+                         " from the membership: ", left.status().message()));
+    return false;
+  }
+  const bool enough = static_cast<int>(left->size()) >= plan_.elastic.min;
+  if (!enough && s.below_minimum_since == absl::InfiniteFuture()) {
+    s.below_minimum_since = env_->Now();
+  }
+  Message(absl::StrCat(
+      "elastic: ", cause.task, " left the membership; ", left->size(),
+      " task(s) train on (", absl::StrJoin(*left, ", "), "), minimum ",
+      plan_.elastic.min,
+      enough ? std::string()
+             : absl::StrCat("; below it, the others wait up to ",
+                            absl::FormatDuration(plan_.elastic.wait),
+                            " for a replacement")));
+  return enough;
+}
+
+void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
+  if (plan_.elastic.min <= 0 || s.stopping || s.verdict.has_value() ||
+      now < s.next_minimum_check) {
+    return;
+  }
+  s.next_minimum_check = now + absl::Milliseconds(250);
+  absl::StatusOr<std::vector<std::string>> members = plan_.elastic.members();
+  if (!members.ok()) return;  // the next check tries again
+  if (static_cast<int>(members->size()) >= plan_.elastic.min) {
+    s.below_minimum_since = absl::InfiniteFuture();
+    return;
+  }
+  if (s.below_minimum_since == absl::InfiniteFuture()) {
+    s.below_minimum_since = now;
+  }
+  if (now - s.below_minimum_since < plan_.elastic.wait) return;
+  std::vector<std::string> missing;
+  int first_missing = -1;
+  for (int i = 0; i < static_cast<int>(plan_.tasks.size()); ++i) {
+    const std::string name = plan_.tasks[i].options.spec.Name();
+    if (std::find(members->begin(), members->end(), name) != members->end()) {
+      continue;
+    }
+    missing.push_back(name);
+    if (first_missing < 0) first_missing = i;
+  }
+  if (first_missing < 0) return;
+  const std::string reason = absl::StrCat(
+      "is missing from the elastic job, which stayed below its minimum of ",
+      plan_.elastic.min, " task(s) for ",
+      absl::FormatDuration(plan_.elastic.wait), ": members ",
+      members->empty() ? std::string("none") : absl::StrJoin(*members, ", "),
+      "; missing ", absl::StrJoin(missing, ", "),
+      " (restarted but not joined: see their logs)");
+  Message(absl::StrCat("elastic: ", missing.front(), " ", reason));
+  Record(s, RecordFor(s, first_missing, reason, now, 1));
+}
+
 bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
   if (plan_.task_restarts < 0) return false;
   // Once the verdict is in (a success that this failure came too late
   // for), nothing is restarted.
   if (s.verdict.has_value() || ledger_->Verdict().has_value()) return false;
   State::Running& r = s.running[task];
+  const bool elastic = plan_.elastic.min > 0;
+  const bool enough = elastic && LeaveMembership(s, task, cause);
   if (r.restart >= plan_.task_restarts) {
+    if (enough) {
+      // The others train on without it: it counts as finished for the
+      // verdict, and the launcher names it at the end.
+      Message(absl::StrCat(
+          cause.task, " ", cause.reason, " with no restart left (", r.restart,
+          " of ", plan_.task_restarts, " used): it leaves the elastic job"));
+      r.exited = true;
+      ++s.exited;
+      s.dropped.push_back(cause);
+      absl::Status recorded = ledger_->RecordDone(plan_.tasks[task].job_task);
+      if (!recorded.ok()) Record(s, cause);
+      return true;
+    }
     Message(absl::StrCat(cause.task, " ", cause.reason,
                          " with no restart left (", r.restart, " of ",
                          plan_.task_restarts, " used): the job fails"));
+    if (elastic) {
+      absl::StrAppend(&cause.reason,
+                      "; the elastic job is below its minimum of ",
+                      plan_.elastic.min, " task(s)");
+    }
     return false;
   }
   const int restart = r.restart + 1;
@@ -459,6 +548,7 @@ void AttemptSupervisor::BeginStop(State& s) {
 }
 
 void AttemptSupervisor::Tick(State& s, absl::Time now) {
+  CheckMinimum(s, now);
   if (s.stopping && !s.killed && now >= s.kill_at) {
     for (State::Running& r : s.running) {
       if (!r.exited) r.process->SignalGroup(SIGKILL);
@@ -490,6 +580,7 @@ AttemptEnd AttemptSupervisor::Decide(State& s) {
   end.stopped_running = s.stopped_running;
   end.stopped_others = s.stopped_others;
   end.restarts = s.restarts;
+  end.dropped = s.dropped;
   if (s.lost) {
     end.outcome = AttemptEnd::Outcome::kLost;
     end.lost = s.lost_error;

@@ -128,6 +128,22 @@ struct AttemptPlan {
   // process started is the old process's (its heartbeats stopped before
   // the restart) and is dropped.
   absl::Duration service_silence = absl::ZeroDuration();
+  // Elastic jobs (`cohort launch --elastic MIN:MAX`, with task_restarts):
+  // a task that fails leaves the membership (lose(task) writes the
+  // generation without it and returns the members left) before it is
+  // restarted; one that fails with no restart left is dropped, and the
+  // others train on, while at least `min` members remain; and the attempt
+  // fails when fewer than `min` stay members (members() reads them) for
+  // `wait`, naming the missing tasks.
+  struct Elastic {
+    int min = 0;  // 0: not an elastic job
+    absl::Duration wait = absl::Seconds(60);
+    std::function<absl::StatusOr<std::vector<std::string>>(
+        const std::string& task)>
+        lose;
+    std::function<absl::StatusOr<std::vector<std::string>>()> members;
+  };
+  Elastic elastic;
   // Runs once, on the supervisor's thread, when the attempt's failure is
   // first known, before any task is stopped (the launcher clears the
   // attempt's barriers so tasks waiting there learn why).
@@ -180,6 +196,9 @@ struct AttemptEnd {
   int stopped_others = 0;
   // Each restart of a task of this launcher, in order.
   std::vector<TaskRestart> restarts;
+  // Elastic jobs: the tasks that failed with no restart left and were
+  // dropped while the others trained on.
+  std::vector<FailureRecord> dropped;
 };
 
 class AttemptSupervisor {
@@ -206,6 +225,12 @@ class AttemptSupervisor {
   // alone; when it is, its process is replaced. A restart that cannot
   // start the program adds why to `cause`.
   bool RestartAlone(State& s, int task, FailureRecord& cause);
+  // Elastic jobs: `task` leaves the membership; whether at least the
+  // minimum remains.
+  bool LeaveMembership(State& s, int task, const FailureRecord& cause);
+  // Elastic jobs: fails the attempt once the members stayed below the
+  // minimum for the plan's wait.
+  void CheckMinimum(State& s, absl::Time now);
   absl::StatusOr<std::unique_ptr<TaskProcess>> Spawn(int task, int restart);
   void BeginStop(State& s);
   void Tick(State& s, absl::Time now);

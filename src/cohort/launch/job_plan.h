@@ -15,15 +15,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "cohort/barrier/barrier_task_context.h"
 #include "cohort/base/json.h"
 
 namespace cohort::launch {
 
-// How many times the launcher started this task again alone (--restart
-// task) before this process: "0" for its first process. A program may use
-// it to tell a fresh start from a restart (torchrun's
-// TORCHELASTIC_RESTART_COUNT).
-inline constexpr char kEnvTaskRestart[] = "COHORT_TASK_RESTART";
+// kEnvTaskRestart (COHORT_TASK_RESTART) is in barrier_task_context.h,
+// where the tasks read it.
+using barrier::kEnvTaskRestart;
 
 // The barrier stage every launched gang runs as.
 inline constexpr int64_t kStageId = 0;

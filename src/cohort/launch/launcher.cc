@@ -113,6 +113,19 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   inputs.barrier_tcp_address = barriers.tcp;
   inputs.barrier_timeout = options.barrier_timeout;
   inputs.extra_env = options.extra_env;
+  coord::ElasticStore elastic_store = coord::ElasticStoreOf(control->service());
+  if (options.elastic.min > 0) {
+    std::vector<std::string> members;
+    for (const TaskSpec& t : tasks) members.push_back(t.Name());
+    COHORT_RETURN_IF_ERROR(
+        coord::WriteInitialMembership(elastic_store, std::move(members)));
+    inputs.extra_env.push_back(absl::StrCat(coord::kEnvElastic, "=",
+                                            options.elastic.min, ":",
+                                            options.elastic.max));
+    inputs.extra_env.push_back(
+        absl::StrCat(coord::kEnvElasticWait, "=",
+                     absl::FormatDuration(options.elastic_wait)));
+  }
 
   AttemptPlan plan;
   plan.attempt = attempt;
@@ -123,6 +136,26 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   if (options.restart == RestartMode::kTask) {
     plan.task_restarts = options.max_restarts;
     plan.service_silence = options.heartbeat_timeout;
+  }
+  if (options.elastic.min > 0) {
+    plan.elastic.min = options.elastic.min;
+    plan.elastic.wait = options.elastic_wait;
+    plan.elastic.lose = [elastic_store](const std::string& task)
+        -> absl::StatusOr<std::vector<std::string>> {
+      COHORT_ASSIGN_OR_RETURN(
+          coord::Membership m,
+          coord::ChangeMembership(elastic_store,
+                                  [&task](std::vector<std::string> members) {
+                                    return coord::WithoutMember(members, task);
+                                  }));
+      return m.members;
+    };
+    plan.elastic.members =
+        [elastic_store]() -> absl::StatusOr<std::vector<std::string>> {
+      COHORT_ASSIGN_OR_RETURN(coord::Membership m,
+                              coord::LatestMembership(elastic_store));
+      return m.members;
+    };
   }
   if (options.progress) plan.progress_interval = kProgressInterval;
   plan.waiting_at_barrier = [this, attempt] {
@@ -187,6 +220,25 @@ absl::Status Launcher::Impl::Validate() {
   if (options.max_restarts < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-restarts must not be negative, got ", options.max_restarts));
+  }
+  if (options.elastic.min > 0) {
+    if (options.restart != RestartMode::kTask) {
+      return absl::InvalidArgumentError(
+          "--elastic restarts lost tasks alone (--restart task); it cannot "
+          "be combined with --restart gang");
+    }
+    if (options.chief || options.num_ps > 0 || options.evaluator ||
+        options.num_workers != options.elastic.max) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--elastic ", options.elastic.min, ":", options.elastic.max,
+          " launches a data-parallel gang of MAX tasks: use -n ",
+          options.elastic.max,
+          " (or leave -n out), without --chief, --ps or "
+          "--evaluator"));
+    }
+    if (options.elastic_wait <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("--elastic-wait must be positive");
+    }
   }
   if (options.barrier_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -255,8 +307,19 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
       result.succeeded = true;
       result.exit_code = 0;
       result.failure_summary.clear();
-      Message(absl::StrCat("job succeeded: all ", tasks.size(),
-                           " task(s) of attempt ", attempt, " finished"));
+      if (end.dropped.empty()) {
+        Message(absl::StrCat("job succeeded: all ", tasks.size(),
+                             " task(s) of attempt ", attempt, " finished"));
+      } else {
+        Message(absl::StrCat(
+            "job succeeded: ", tasks.size() - end.dropped.size(), " of ",
+            tasks.size(), " task(s) of attempt ", attempt, " finished; ",
+            absl::StrJoin(end.dropped, ", ",
+                          [](std::string* out, const FailureRecord& r) {
+                            absl::StrAppend(out, r.task, " (", r.reason, ")");
+                          }),
+            " left the elastic job with no restart left"));
+      }
     }
     if (decision == RestartPolicy::Decision::kGiveUp) {
       Message(absl::StrCat(policy->GiveUpMessage(attempt + 1), "; logs in ",

@@ -63,6 +63,7 @@
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
+#include "cohort/coord/elastic_membership.h"
 #include "cohort/launch/attempt_supervisor.h"
 #include "cohort/launch/job_plan.h"
 
@@ -80,6 +81,13 @@ struct LaunchOptions : JobShape {
   // How many times the whole gang (kGang), or each task (kTask), may be
   // restarted after a failure.
   int max_restarts = 0;
+  // `--elastic MIN:MAX` (min 0: off): a data-parallel gang of MAX tasks
+  // whose members train on while at least MIN remain (restart kTask; see
+  // AttemptPlan::Elastic and training/elastic_gang.h); tasks get
+  // COHORT_ELASTIC and COHORT_ELASTIC_WAIT.
+  coord::ElasticRange elastic;
+  // How long the members stay below MIN waiting for a replacement.
+  absl::Duration elastic_wait = absl::Seconds(60);
   // The coordinator's sync timeout (Spark's spark.barrier.sync.timeout,
   // default 365 days).
   absl::Duration barrier_timeout = absl::Hours(24 * 365);

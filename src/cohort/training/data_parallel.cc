@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -99,6 +101,10 @@ struct Model {
   LocalSession::CallableHandle apply = 0;      // mean grads -> (update)
   LocalSession::CallableHandle eval = 0;       // x, labels -> loss, logits
   LocalSession::CallableHandle params = 0;     // -> parameter values
+  // The training state an elastic gang hands on: the parameters and the
+  // optimizer's accumulators, read and assigned in this order.
+  LocalSession::CallableHandle read_state = 0;
+  LocalSession::CallableHandle assign_state = 0;
   std::vector<std::string> var_names;
   std::vector<TensorShape> var_shapes;
 };
@@ -112,6 +118,7 @@ absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
   // The update is fed the gang's mean gradients through placeholders.
   std::vector<Operation> updates;
   std::vector<std::string> grad_fetches, mean_feeds, param_fetches;
+  std::vector<std::pair<ops::Variable, TensorShape>> state;
   for (size_t i = 0; i < net.vars.size(); ++i) {
     grad_fetches.push_back(net.grads[i].name());
     param_fetches.push_back(net.vars[i].value.name());
@@ -119,8 +126,24 @@ absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
     auto mean = ops::Placeholder(s.WithOpName("mean_grad"), DT_FLOAT,
                                  net.var_shapes[i]);
     mean_feeds.push_back(mean.name());
-    updates.push_back(ApplyUpdate(root, s, net, i, mean, o, nullptr));
+    ops::Variable accumulator;
+    updates.push_back(ApplyUpdate(root, s, net, i, mean, o, &accumulator));
+    state.emplace_back(net.vars[i], net.var_shapes[i]);
+    if (accumulator.handle.node() != nullptr) {
+      state.emplace_back(accumulator, net.var_shapes[i]);
+    }
   }
+  std::vector<std::string> state_fetches, state_feeds;
+  std::vector<Operation> assigns;
+  for (size_t i = 0; i < state.size(); ++i) {
+    Scope s = root.NewSubScope(absl::StrCat("set_state_", i));
+    auto value =
+        ops::Placeholder(s.WithOpName("value"), DT_FLOAT, state[i].second);
+    state_fetches.push_back(state[i].first.value.name());
+    state_feeds.push_back(value.name());
+    assigns.push_back(ops::AssignVariableOp(s, state[i].first.handle, value));
+  }
+  ops::NoOp(root.WithOpName("set_state").WithControlDependencies(assigns));
   const Output loss = net.loss, logits = net.logits;
   ops::NoOp(root.WithOpName("train").WithControlDependencies(updates));
   ops::GlobalVariablesInitializer(root);
@@ -146,6 +169,13 @@ absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
   c = CallableOptions();
   c.fetches = param_fetches;
   COHORT_ASSIGN_OR_RETURN(m.params, m.session->MakeCallable(c));
+  c = CallableOptions();
+  c.fetches = state_fetches;
+  COHORT_ASSIGN_OR_RETURN(m.read_state, m.session->MakeCallable(c));
+  c = CallableOptions();
+  c.feeds = state_feeds;
+  c.targets = {"set_state"};
+  COHORT_ASSIGN_OR_RETURN(m.assign_state, m.session->MakeCallable(c));
   return m;
 }
 
@@ -172,6 +202,70 @@ absl::StatusOr<uint32_t> CheckParametersAgree(Model& m, const Collective& gang,
         "flags"));
   }
   return mine;
+}
+
+// The training state an elastic gang hands on besides the variables.
+struct Progress {
+  int64_t step = 0;  // completed steps
+  double initial_loss = 0;
+};
+
+// For an elastic gang, after every change of membership: the member with
+// the most committed steps (the lowest rank among equals) hands its state
+// (progress, parameters and accumulators) to every member, which then
+// checks that all agree. A task that has just joined (`has_state` false)
+// never hands on its fresh variables. Returns the checksum.
+absl::StatusOr<uint32_t> AdoptCommittedState(Model& m, Collective& gang,
+                                             bool& has_state,
+                                             Progress& progress) {
+  COHORT_ASSIGN_OR_RETURN(
+      std::vector<std::string> offers,
+      gang.all_gather(absl::StrFormat(
+          "%016x", has_state ? static_cast<uint64_t>(progress.step) + 1 : 0)));
+  int root = -1;
+  uint64_t best = 0;
+  for (int q = 0; q < static_cast<int>(offers.size()); ++q) {
+    uint64_t offer = 0;
+    if (!absl::SimpleHexAtoi(offers[q], &offer)) {
+      return absl::InternalError(absl::StrCat("partition ", q, " offered \"",
+                                              offers[q], "\" as its state"));
+    }
+    if (offer > best) {
+      best = offer;
+      root = q;
+    }
+  }
+  // Nobody has trained yet: every member holds the same initial values.
+  if (root < 0) root = 0;
+  std::vector<Tensor> state;
+  COHORT_RETURN_IF_ERROR(m.session->RunCallable(m.read_state, {}, &state));
+  size_t bytes = sizeof(Progress);
+  for (const Tensor& t : state) bytes += t.TotalBytes();
+  std::string buffer(bytes, '\0');
+  std::memcpy(buffer.data(), &progress, sizeof(Progress));
+  size_t at = sizeof(Progress);
+  for (const Tensor& t : state) {
+    std::memcpy(buffer.data() + at, t.raw_data(), t.TotalBytes());
+    at += t.TotalBytes();
+  }
+  COHORT_RETURN_IF_ERROR(
+      Annotate(gang.broadcast(buffer.data(), buffer.size(), root),
+               absl::StrCat("handing partition ", root, "'s state to all")));
+  std::memcpy(&progress, buffer.data(), sizeof(Progress));
+  std::vector<Tensor> adopted;
+  at = sizeof(Progress);
+  for (const Tensor& t : state) {
+    Tensor copy(t.dtype(), t.shape());
+    std::memcpy(copy.raw_data(), buffer.data() + at, t.TotalBytes());
+    at += t.TotalBytes();
+    adopted.push_back(std::move(copy));
+  }
+  COHORT_RETURN_IF_ERROR(
+      Annotate(m.session->RunCallable(m.assign_state, adopted, nullptr),
+               absl::StrCat("assigning partition ", root, "'s state")));
+  has_state = true;
+  return CheckParametersAgree(m, gang,
+                              absl::StrCat("after joining ", gang.describe()));
 }
 
 }  // namespace
@@ -252,90 +346,153 @@ uint32_t ParameterChecksum(const std::vector<Tensor>& params) {
 absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
                                                     const Collective& gang,
                                                     std::ostream& log) {
-  const bool chief = gang.partition_id == 0;
+  // An elastic gang's membership, and so this task's partition and shard,
+  // change while it trains.
+  Collective g = gang;
   const SyntheticData data = MakeSyntheticData(o);
-  COHORT_ASSIGN_OR_RETURN(Dataset shard,
-                          Shard(data.train, gang.partition_id, gang.num_tasks));
-  if (o.batch <= 0 || o.batch > shard.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--batch ", o.batch, " must be in [1, ", shard.size(),
-        "] (the examples of partition ", gang.partition_id, "'s shard)"));
-  }
+  Dataset shard;
+  int offset = 0;
+  auto take_shard = [&]() -> absl::Status {
+    COHORT_ASSIGN_OR_RETURN(shard,
+                            Shard(data.train, g.partition_id, g.num_tasks));
+    offset = 0;
+    if (o.batch <= 0 || o.batch > shard.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--batch ", o.batch, " must be in [1, ", shard.size(),
+          "] (the examples of partition ", g.partition_id, "'s shard)"));
+    }
+    return absl::OkStatus();
+  };
+  COHORT_RETURN_IF_ERROR(take_shard());
   COHORT_ASSIGN_OR_RETURN(Model m, BuildModel(o));
-  COHORT_RETURN_IF_ERROR(
-      CheckParametersAgree(m, gang, "after initialisation").status());
-  if (chief) {
-    log << "training: " << gang.num_tasks << " tasks, " << data.train.size()
+  TrainReport report;
+  int step = 0;  // completed steps
+  bool has_state = !g.joins_running_job;
+  Progress progress;
+  // An elastic member's progress goes with its state to the others.
+  auto adopt = [&]() -> absl::StatusOr<uint32_t> {
+    progress.step = step;
+    progress.initial_loss = report.initial_loss;
+    COHORT_ASSIGN_OR_RETURN(uint32_t checksum,
+                            AdoptCommittedState(m, g, has_state, progress));
+    step = static_cast<int>(progress.step);
+    report.initial_loss = progress.initial_loss;
+    return checksum;
+  };
+  if (g.elastic()) {
+    // A task that joins a running job takes the members' state and step.
+    COHORT_RETURN_IF_ERROR(adopt().status());
+  } else {
+    COHORT_RETURN_IF_ERROR(
+        CheckParametersAgree(m, g, "after initialisation").status());
+  }
+  if (g.partition_id == 0 && !g.joins_running_job) {
+    log << "training: " << g.num_tasks << " tasks, " << data.train.size()
         << " training examples (" << shard.size() << " per shard), batch "
-        << o.batch << " per task (" << o.batch * gang.num_tasks
+        << o.batch << " per task (" << o.batch * g.num_tasks
         << " global), hidden " << o.hidden << ", lr " << o.learning_rate
         << ", momentum " << o.momentum << ", " << o.steps << " steps"
+        << (g.elastic() ? absl::StrCat(", elastic ", g.describe()) : "")
         << std::endl;
   }
 
-  TrainReport report;
   Env* env = Env::Default();
   const absl::Time start = env->Now();
   absl::Time window_start = start;
-  int window_steps = 0;
-  int offset = 0;
+  double window_examples = 0, examples = 0;
+  // After a failed collective (`cause`) or an agreed change (OK): the next
+  // membership, partition 0's committed state, a new shard.
+  auto change_membership = [&](const absl::Status& cause) -> absl::Status {
+    COHORT_RETURN_IF_ERROR(g.reform(cause, g));
+    COHORT_ASSIGN_OR_RETURN(uint32_t checksum, adopt());
+    COHORT_RETURN_IF_ERROR(take_shard());
+    ++report.membership_changes;
+    if (g.partition_id == 0) {
+      log << "elastic " << g.describe() << ": " << g.num_tasks
+          << " task(s) go on from step " << step
+          << (cause.ok() ? std::string(" (a task joined)")
+                         : absl::StrCat(" (after: ", cause.message(), ")"))
+          << absl::StrFormat("; parameters identical on all (crc32c %08x)",
+                             checksum)
+          << std::endl;
+    }
+    return absl::OkStatus();
+  };
   std::vector<Tensor> out;
-  for (int step = 1; step <= o.steps; ++step) {
+  while (step < o.steps) {
+    const int this_step = step + 1;
     if (offset + o.batch > shard.size()) offset = 0;
     Dataset batch = Rows(shard, offset, o.batch);
     offset += o.batch;
     COHORT_RETURN_IF_ERROR(Annotate(
         m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
-        absl::StrCat("step ", step, ": forward and gradients")));
+        absl::StrCat("step ", this_step, ": forward and gradients")));
     // The fetched tensors (the loss, then one gradient per variable) are
     // computed afresh each step, so they are averaged in place: no copies.
     // Every task gets the same bits back, so the updates stay identical.
-    for (size_t i = 0; i < out.size(); ++i) {
+    absl::Status reduced;
+    for (size_t i = 0; i < out.size() && reduced.ok(); ++i) {
       const std::string what =
           i == 0 ? std::string("the loss")
                  : absl::StrCat("the gradient of ", m.var_names[i - 1]);
       if (out[i].dtype() != DT_FLOAT) {
         return absl::InternalError(
-            absl::StrCat("step ", step, ": ", what, " is ",
+            absl::StrCat("step ", this_step, ": ", what, " is ",
                          DataTypeName(out[i].dtype()), ", not float"));
       }
-      COHORT_RETURN_IF_ERROR(Annotate(
-          gang.all_reduce_mean(out[i].data<float>(),
-                               static_cast<size_t>(out[i].NumElements())),
-          absl::StrCat("step ", step, ": averaging ", what)));
+      reduced =
+          Annotate(g.all_reduce_mean(out[i].data<float>(),
+                                     static_cast<size_t>(out[i].NumElements())),
+                   absl::StrCat("step ", this_step, ": averaging ", what));
+    }
+    if (!reduced.ok()) {
+      // An elastic gang drops the step: nothing of it was applied.
+      if (!g.elastic()) return reduced;
+      COHORT_RETURN_IF_ERROR(change_membership(reduced));
+      continue;
     }
     const double loss = out[0].scalar<float>();
-    if (step == 1) report.initial_loss = loss;
+    if (this_step == 1) report.initial_loss = loss;
     report.final_train_loss = loss;
     const std::vector<Tensor> mean(out.begin() + 1, out.end());
+    // The commit point: the update of a step whose gradients every member
+    // averaged.
     COHORT_RETURN_IF_ERROR(
         Annotate(m.session->RunCallable(m.apply, mean, nullptr),
-                 absl::StrCat("step ", step, ": applying the update")));
-    ++window_steps;
-    if (chief && o.log_every > 0 &&
+                 absl::StrCat("step ", this_step, ": applying the update")));
+    step = this_step;
+    window_examples += static_cast<double>(o.batch) * g.num_tasks;
+    examples += static_cast<double>(o.batch) * g.num_tasks;
+    if (g.partition_id == 0 && o.log_every > 0 &&
         (step % o.log_every == 0 || step == o.steps)) {
       const double secs = absl::ToDoubleSeconds(env->Now() - window_start);
-      const double eps = secs > 0
-                             ? window_steps * static_cast<double>(o.batch) *
-                                   gang.num_tasks / secs
-                             : 0;
       log << absl::StrFormat("step %d/%d loss %.4f examples/s %.0f", step,
-                             o.steps, loss, eps)
+                             o.steps, loss,
+                             secs > 0 ? window_examples / secs : 0)
           << std::endl;
       window_start = env->Now();
-      window_steps = 0;
+      window_examples = 0;
+    }
+    if (g.elastic() && step < o.steps) {
+      absl::StatusOr<bool> changed = g.membership_changed();
+      if (!changed.ok()) {
+        COHORT_RETURN_IF_ERROR(change_membership(changed.status()));
+      } else if (*changed) {
+        COHORT_RETURN_IF_ERROR(change_membership(absl::OkStatus()));
+      }
     }
   }
   const double secs = absl::ToDoubleSeconds(env->Now() - start);
   if (secs > 0) {
     report.steps_per_second = o.steps / secs;
-    report.examples_per_second =
-        o.steps * static_cast<double>(o.batch) * gang.num_tasks / secs;
+    report.examples_per_second = examples / secs;
   }
+  report.partition_id = g.partition_id;
+  report.num_tasks = g.num_tasks;
 
   COHORT_ASSIGN_OR_RETURN(
       report.checksum,
-      CheckParametersAgree(m, gang, absl::StrCat("after step ", o.steps)));
+      CheckParametersAgree(m, g, absl::StrCat("after step ", o.steps)));
 
   // Held-out evaluation (every task: the parameters are identical).
   COHORT_RETURN_IF_ERROR(
@@ -345,7 +502,7 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   report.heldout_loss = out[0].scalar<float>();
   report.heldout_accuracy = Accuracy(out[1], data.heldout.labels);
 
-  if (chief && !o.checkpoint_dir.empty()) {
+  if (g.partition_id == 0 && !o.checkpoint_dir.empty()) {
     COHORT_RETURN_IF_ERROR(
         CreateCheckpointDirectory(o.checkpoint_dir, "--checkpoint-dir"));
     Saver saver(m.session->device()->resource_manager());

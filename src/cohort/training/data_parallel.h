@@ -136,6 +136,26 @@ struct Collective {
   std::function<absl::StatusOr<std::vector<std::string>>(const std::string&)>
       all_gather;
   std::function<absl::Status(float* data, size_t count)> all_reduce_mean;
+
+  // Elastic jobs only (`cohort launch --elastic`, elastic_gang.h); null
+  // otherwise. The training state is committed when a step's update is
+  // applied: a step whose all-reduce fails is dropped, reform() moves to
+  // the next membership and sets partition_id and num_tasks, and the state
+  // is then broadcast from the member with the most committed steps to all.
+  // `root`'s bytes into every member's `data`.
+  std::function<absl::Status(void* data, size_t bytes, int root)> broadcast;
+  // This task joined a running job (a restarted member): it has no training
+  // state of its own until a member hands it on.
+  bool joins_running_job = false;
+  // At a step boundary: whether the members move to a new membership now
+  // (the same answer on every task).
+  std::function<absl::StatusOr<bool>()> membership_changed;
+  // After `cause` (a failed collective) or an agreed change (OK).
+  std::function<absl::Status(const absl::Status& cause, Collective& self)>
+      reform;
+  // "generation 2: worker:0, worker:1", for the log.
+  std::function<std::string()> describe;
+  bool elastic() const { return reform != nullptr; }
 };
 
 struct TrainReport {
@@ -147,6 +167,11 @@ struct TrainReport {
   double examples_per_second = 0;  // Across the whole gang.
   uint32_t checksum = 0;
   std::string checkpoint_path;  // Chief only, when saved.
+  // This task's partition and the gang's size at the end (an elastic
+  // gang's change), and how often the membership changed.
+  int partition_id = 0;
+  int num_tasks = 0;
+  int membership_changes = 0;
 };
 
 // Trains as one task of the gang. Progress lines go to `log` on the chief

@@ -1,31 +1,113 @@
 #include "cohort/training/data_parallel_gang.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "cohort/barrier/barrier_task_context.h"
 #include "cohort/base/env.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/coordination_client.h"
+#include "cohort/coord/elastic_membership.h"
+#include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/rpc/transport.h"
 
 namespace cohort::training {
+namespace {
+
+absl::StatusOr<std::string> RequiredVar(Env* env, const char* name) {
+  std::optional<std::string> value = env->GetVar(name);
+  if (!value.has_value() || value->empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name, " is not set: `cohort launch` sets it"));
+  }
+  return *value;
+}
+
+absl::Status JoinElasticGang(Env* env, const std::string& range_text,
+                             collective::GroupOptions group,
+                             absl::Duration timeout, LaunchedGang& gang) {
+  ElasticGangOptions o;
+  COHORT_ASSIGN_OR_RETURN(
+      o.range, coord::ParseElasticRange(range_text, coord::kEnvElastic));
+  COHORT_ASSIGN_OR_RETURN(o.task, RequiredVar(env, barrier::kEnvTaskName));
+  if (std::optional<std::string> wait = env->GetVar(coord::kEnvElasticWait);
+      wait.has_value() && !absl::ParseDuration(*wait, &o.wait)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        coord::kEnvElasticWait, "=\"", *wait, "\" is not a duration"));
+  }
+  int restart = 0;
+  o.restarted =
+      absl::SimpleAtoi(env->GetVar(barrier::kEnvTaskRestart).value_or("0"),
+                       &restart) &&
+      restart > 0;
+  o.timeout = timeout;
+  o.group = std::move(group);
+  o.env = env;
+  COHORT_ASSIGN_OR_RETURN(std::string address,
+                          RequiredVar(env, coord::kEnvCoordinationAddress));
+  rpc::TransportSecurity security;
+  security.job_token = o.group.job_token;
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> client,
+                          coord::NewGrpcCoordinationClient(address, security));
+  coord::CoordinationAgentOptions agent_options;
+  COHORT_ASSIGN_OR_RETURN(agent_options.task, coord::TaskId::Parse(o.task));
+  agent_options.env = env;
+  COHORT_ASSIGN_OR_RETURN(
+      gang.agent, coord::CoordinationAgent::Create(std::move(agent_options),
+                                                   std::move(client)));
+  COHORT_ASSIGN_OR_RETURN(gang.elastic,
+                          ElasticGang::Join(std::move(o), gang.agent.get()));
+  ElasticGang* e = gang.elastic.get();
+  Collective& c = gang.collective;
+  c.partition_id = e->rank();
+  c.num_tasks = e->size();
+  c.all_gather = [e](const std::string& mine) { return e->AllGather(mine); };
+  c.all_reduce_mean = [e](float* data, size_t count) {
+    return e->AllReduceMean(data, count);
+  };
+  c.broadcast = [e](void* data, size_t bytes, int root) {
+    return e->Broadcast(data, bytes, root);
+  };
+  c.joins_running_job = e->restarted();
+  c.membership_changed = [e] { return e->ChangeAgreed(); };
+  c.reform = [e](const absl::Status& cause, Collective& self) {
+    COHORT_RETURN_IF_ERROR(e->Reform(cause));
+    self.partition_id = e->rank();
+    self.num_tasks = e->size();
+    return absl::OkStatus();
+  };
+  c.describe = [e] { return e->membership().ToString(); };
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<LaunchedGang> JoinLaunchedGang(collective::Transport transport,
                                               absl::Duration timeout) {
-  COHORT_ASSIGN_OR_RETURN(barrier::BarrierTaskContext * task,
-                          barrier::BarrierTaskContext::Get());
   Env* env = Env::Default();
   collective::GroupOptions o;
   o.name = "gradients";
-  o.rank = task->partition_id();
-  o.size = task->num_tasks();
-  o.task = env->GetVar("COHORT_TASK_NAME").value_or("");
+  o.task = env->GetVar(barrier::kEnvTaskName).value_or("");
   o.job_token = env->GetVar(rpc::kJobTokenEnvVar).value_or("");
   o.transport = transport;
   o.setup_timeout = timeout;
   o.env = env;
   LaunchedGang gang;
+  if (std::optional<std::string> elastic = env->GetVar(coord::kEnvElastic);
+      elastic.has_value() && !elastic->empty()) {
+    COHORT_RETURN_IF_ERROR(
+        JoinElasticGang(env, *elastic, std::move(o), timeout, gang));
+    return gang;
+  }
+  COHORT_ASSIGN_OR_RETURN(barrier::BarrierTaskContext * task,
+                          barrier::BarrierTaskContext::Get());
+  o.rank = task->partition_id();
+  o.size = task->num_tasks();
   COHORT_ASSIGN_OR_RETURN(gang.group,
                           collective::CollectiveGroup::Create(
                               o, [task](const std::string& mine, absl::Time) {

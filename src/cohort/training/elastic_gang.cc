@@ -1,0 +1,180 @@
+#include "cohort/training/elastic_gang.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cohort/base/status.h"
+
+namespace cohort::training {
+
+ElasticGang::ElasticGang(ElasticGangOptions options,
+                         coord::CoordinationAgent* agent)
+    : options_(std::move(options)),
+      env_(options_.env != nullptr ? options_.env : Env::Default()),
+      agent_(agent),
+      store_(coord::ElasticStoreOf(agent)) {}
+
+absl::StatusOr<std::unique_ptr<ElasticGang>> ElasticGang::Join(
+    ElasticGangOptions options, coord::CoordinationAgent* agent) {
+  std::unique_ptr<ElasticGang> gang(new ElasticGang(std::move(options), agent));
+  const absl::Time deadline = gang->env_->Now() + gang->options_.wait;
+  const absl::Status joining = absl::OkStatus();
+  COHORT_ASSIGN_OR_RETURN(gang->first_,
+                          gang->AwaitGeneration(0, deadline, joining));
+  int64_t generation = 0;
+  if (gang->options_.restarted) {
+    // A replacement: the launcher removed this task when it was lost; it
+    // comes back as a new generation, which the members pick up at their
+    // next step boundary.
+    const std::string& me = gang->options_.task;
+    COHORT_ASSIGN_OR_RETURN(
+        coord::Membership joined,
+        coord::ChangeMembership(gang->store_,
+                                [&me](std::vector<std::string> members) {
+                                  return coord::WithMember(members, me);
+                                }));
+    generation = joined.generation;
+  }
+  COHORT_RETURN_IF_ERROR(gang->Form(generation, deadline, joining));
+  return gang;
+}
+
+absl::StatusOr<coord::Membership> ElasticGang::AwaitGeneration(
+    int64_t generation, absl::Time deadline, const absl::Status& cause) {
+  absl::StatusOr<std::string> value = agent_->GetKeyValue(
+      coord::GenerationKey(generation),
+      std::max(deadline - env_->Now(), absl::ZeroDuration()));
+  if (absl::IsDeadlineExceeded(value.status())) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        options_.task, ": elastic generation ", generation,
+        " did not appear within ", absl::FormatDuration(options_.wait),
+        cause.ok()
+            ? std::string()
+            : absl::StrCat(" after the group failed (", cause.message(), ")"),
+        "; the launcher writes it when a task is lost or comes back: check "
+        "its output (is the task still running, and its launcher alive?)"));
+  }
+  COHORT_RETURN_IF_ERROR(value.status());
+  return coord::ReadMembership(store_, generation);
+}
+
+absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
+                               const absl::Status& cause) {
+  group_.reset();  // leave the old generation's group first
+  for (;; ++generation) {
+    COHORT_ASSIGN_OR_RETURN(coord::Membership m,
+                            AwaitGeneration(generation, deadline, cause));
+    const int rank = m.RankOf(options_.task);
+    if (rank < 0) {
+      // Only a task that was lost is removed; one that is alive again comes
+      // back as a replacement with a new process.
+      return absl::FailedPreconditionError(absl::StrCat(
+          options_.task, " is not a member of elastic ", m.ToString(),
+          ": it was declared lost; its launcher restarts it"));
+    }
+    if (static_cast<int>(m.members.size()) < options_.range.min) {
+      // Below MIN: wait for a replacement (a newer generation) by the
+      // deadline.
+      std::vector<std::string> missing;
+      for (const std::string& t : first_.members) {
+        if (m.RankOf(t) < 0) missing.push_back(t);
+      }
+      // The launcher fails the job after `wait` below MIN, naming the
+      // missing tasks; a member waits longer, so that verdict comes first
+      // and this error only outside a launcher.
+      const absl::Duration replacement_wait =
+          2 * options_.wait + absl::Seconds(10);
+      absl::StatusOr<coord::Membership> next = AwaitGeneration(
+          generation + 1, std::max(deadline, env_->Now() + replacement_wait),
+          cause);
+      if (!next.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the elastic job has ", m.members.size(), " task(s) (",
+            absl::StrJoin(m.members, ", "), "), fewer than its minimum ",
+            options_.range.min, ", and no replacement joined within ",
+            absl::FormatDuration(replacement_wait),
+            "; missing: ", absl::StrJoin(missing, ", "),
+            "; check why they failed in the launcher's output"));
+      }
+      continue;
+    }
+    collective::GroupOptions o = options_.group;
+    o.name = absl::StrCat("elastic-", generation);
+    o.rank = rank;
+    o.size = static_cast<int>(m.members.size());
+    o.task = options_.task;
+    o.env = env_;
+    o.setup_timeout = std::max(deadline - env_->Now(), absl::Seconds(1));
+    absl::StatusOr<std::unique_ptr<collective::CollectiveGroup>> group =
+        collective::CollectiveGroup::Create(
+            o,
+            collective::ExchangeThroughCoordination(
+                agent_,
+                absl::StrCat(coord::kElasticKeyPrefix, "/group/", generation),
+                rank, o.size));
+    if (group.ok()) {
+      group_ = *std::move(group);
+      membership_ = std::move(m);
+      rank_ = rank;
+      newer_seen_ = false;
+      next_poll_ = absl::InfinitePast();
+      return absl::OkStatus();
+    }
+    // A member of this generation was lost while it formed: the launcher
+    // writes the next one.
+    if (!store_.try_get(coord::GenerationKey(generation + 1)).ok()) {
+      return Annotate(
+          group.status(),
+          absl::StrCat(options_.task, ": forming elastic ", m.ToString()));
+    }
+  }
+}
+
+absl::Status ElasticGang::AllReduceMean(float* data, size_t count) {
+  return group_->AllReduce(data, count, collective::ReduceOp::kMean,
+                           Deadline());
+}
+
+absl::StatusOr<std::vector<std::string>> ElasticGang::AllGather(
+    const std::string& mine) {
+  std::string all(mine.size() * size(), '\0');
+  COHORT_RETURN_IF_ERROR(
+      group_->AllGather(mine.data(), mine.size(), all.data(), Deadline()));
+  std::vector<std::string> out;
+  for (int q = 0; q < size(); ++q) {
+    out.push_back(all.substr(q * mine.size(), mine.size()));
+  }
+  return out;
+}
+
+absl::Status ElasticGang::Broadcast(void* data, size_t bytes, int root) {
+  return group_->Broadcast(data, bytes, root, Deadline());
+}
+
+absl::StatusOr<bool> ElasticGang::ChangeAgreed() {
+  const absl::Time now = env_->Now();
+  if (!newer_seen_ && now >= next_poll_) {
+    next_poll_ = now + options_.poll_interval;
+    absl::StatusOr<std::string> next =
+        store_.try_get(coord::GenerationKey(membership_.generation + 1));
+    if (next.ok()) {
+      newer_seen_ = true;
+    } else if (!absl::IsNotFound(next.status())) {
+      return next.status();
+    }
+  }
+  // The mean is above 0 exactly when some member saw the next generation,
+  // and every member gets the same bits.
+  float seen = newer_seen_ ? 1.f : 0.f;
+  COHORT_RETURN_IF_ERROR(AllReduceMean(&seen, 1));
+  return seen > 0;
+}
+
+absl::Status ElasticGang::Reform(const absl::Status& cause) {
+  return Form(membership_.generation + 1, env_->Now() + options_.wait, cause);
+}
+
+}  // namespace cohort::training
