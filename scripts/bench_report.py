@@ -1085,37 +1085,53 @@ def t_summary(ds, files=None):
         spread(Stat([v for *_, v in one]), "examples/s") + " (1 task)",
         ratio_cell(med, pairs, bold=med >= 1.6), verdict(med, 1.6, False))
     q = Query(ds.files(RECOVERY_FILES))
-    r = lower_ratio_row(q, "", "recovery", "rejoin_time", {"tasks": 4}, "torchrun_recovery",
-                        "rejoin_time", {"tasks": 4}, "ms", target=0.2)
-    add("recovery: a worker killed, kill → first step after it, 4 tasks (ps job, "
-        "--restart task) vs torchrun (DDP, restart from checkpoint)", q.used, *r[1:])
+    for job, ours, theirs in RECOVERY_JOBS:
+        r = lower_ratio_row(q, "", "recovery", "rejoin_time", ours, "torchrun_recovery",
+                            "rejoin_time", theirs, "ms", target=0.2)
+        add(f"recovery: a worker killed, kill → first step after it, 4 tasks ({job}) "
+            "vs torchrun (DDP, restart from checkpoint)", q.used, *r[1:])
     lines = table(["what", "cohort", "peer", "ratio", "target", "raw lines"], rows,
                   align=["---", "---:", "---:", "---:", "---", "---"])
     return Block(lines, used, peer="TCPStore, gloo and PyTorch from torch, iperf3, NumPy",
                  extra="ratio = cohort / peer, both measured in the same run")
 
 
+RECOVERY_JOBS = (
+    ("ps job, --restart task", {"tasks": 4, "job": "ps"},
+     {"tasks": 4, "hidden_layers": 2}),
+    ("elastic data-parallel job, --elastic 3:4",
+     {"tasks": 4, "job": "elastic_data_parallel"},
+     {"tasks": 4, "hidden_layers": 1}),
+)
+
+
 def t_recovery(ds, files=None):
     """From a worker's kill -9 to training again: cohort's ps job under
-    --restart task against torchrun (DDP, every worker restarted from the
-    checkpoint), same run."""
+    --restart task and its elastic data-parallel job against torchrun (DDP
+    on the same model, every worker restarted from the checkpoint), same
+    run."""
     q = Query(ds.files(files or RECOVERY_FILES))
-    where = {"tasks": 4}
-    rows = [lower_ratio_row(q, "detect: kill → the job knows of it", "recovery",
-                            "detect_time", where, "torchrun_recovery",
-                            "detect_time", where, "ms"),
-            lower_ratio_row(q, "rejoin: kill → first step after it", "recovery",
-                            "rejoin_time", where, "torchrun_recovery",
-                            "rejoin_time", where, "ms", target=0.2)]
-    lost_ours = q.points("recovery", "steps_lost", where)
-    lost_peer = q.points("torchrun_recovery", "steps_lost", where)
-    if not lost_ours or not lost_peer:
-        raise ReportError("recovery: no steps_lost lines on one side")
-    rows.append(["steps lost", spread(Stat([v for *_, v in lost_ours])),
-                 spread(Stat([v for *_, v in lost_peer])), "", ""])
-    lines = table(["4 tasks, one worker killed", "cohort (ps job, --restart task)",
-                   "torchrun (DDP, --max_restarts 3)", "ratio", "target ≤ 0.2×"],
-                  rows)
+    rows = []
+    for job, ours, theirs in RECOVERY_JOBS:
+        rows.append(lower_ratio_row(q, f"{job}: detect, kill → the job knows of it",
+                                    "recovery", "detect_time", ours, "torchrun_recovery",
+                                    "detect_time", theirs, "ms"))
+        rows.append(lower_ratio_row(q, f"{job}: rejoin, kill → first step after it",
+                                    "recovery", "rejoin_time", ours, "torchrun_recovery",
+                                    "rejoin_time", theirs, "ms", target=0.2))
+        lost_ours = q.points("recovery", "steps_lost", ours)
+        lost_peer = q.points("torchrun_recovery", "steps_lost", theirs)
+        if not lost_ours or not lost_peer:
+            raise ReportError(f"recovery: no steps_lost lines for the {job} on one side")
+        rows.append([f"{job}: steps lost", spread(Stat([v for *_, v in lost_ours])),
+                     spread(Stat([v for *_, v in lost_peer])), "", ""])
+        back = q.points("recovery", "member_again_time", ours)
+        if back:
+            rows.append([f"{job}: kill → the restarted worker trains with the others again",
+                         spread(Stat([v for *_, v in back]), "ms"), "", "", ""])
+    lines = table(["4 tasks, worker:1 killed", "cohort",
+                   "torchrun (DDP, --max_restarts 3, same model)", "ratio",
+                   "target ≤ 0.2×"], rows)
     return Block(lines, q.used, peer="torchrun from torch",
                  extra="ratio = cohort / torchrun, both measured in the same run")
 

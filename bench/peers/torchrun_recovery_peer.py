@@ -11,7 +11,8 @@ jobs and divides its times by this script's (bench/common/peer.h):
              --redirects 1 --tee 1 (below, in one_run); each
              worker trains the parameter-server job's model (Linear(16,
              hidden) -> ReLU -> Linear(hidden, hidden) -> ReLU ->
-             Linear(hidden, 4), batch 64, SGD) wrapped in
+             Linear(hidden, 4); --hidden-layers 1 drops the middle layer,
+             the data-parallel job's model; batch 64, SGD) wrapped in
              DistributedDataParallel on gloo, one thread per process
   checkpoint rank 0 saves the model, the optimizer and the step every
              --checkpoint-every steps (torch.save to a temporary file, then
@@ -31,14 +32,14 @@ jobs and divides its times by this script's (bench/common/peer.h):
 
 The job must then run to --steps and exit 0, or the repetition fails.
 Output: one JSON object per line, {"suite": "torchrun_recovery", "metric",
-"params": {"tasks", "kill_step", "checkpoint_every", "peer_job":
+"params": {"tasks", "hidden_layers", "kill_step", "checkpoint_every", "peer_job":
 "ddp", "torch"}, "value", "unit", "rep"}; a failed repetition prints {"suite":
 "torchrun_recovery", "error": ..., "rep": r} and the script exits 1. Only
 the process group it started is signalled.
 
   /usr/bin/python3 torchrun_recovery_peer.py [--tasks 4] [--reps 3]
       [--kill-step 120] [--checkpoint-every 50] [--steps 160]
-      [--hidden 1024] [--batch 64] [--deadline 300]
+      [--hidden 1024] [--hidden-layers 2] [--batch 64] [--deadline 300]
 """
 
 import argparse
@@ -71,10 +72,10 @@ def train(opts):
         f.write("%d\n" % os.getpid())
     dist.init_process_group("gloo")
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(FEATURES, opts.hidden), torch.nn.ReLU(),
-        torch.nn.Linear(opts.hidden, opts.hidden), torch.nn.ReLU(),
-        torch.nn.Linear(opts.hidden, CLASSES))
+    layers = [torch.nn.Linear(FEATURES, opts.hidden), torch.nn.ReLU()]
+    for _ in range(opts.hidden_layers - 1):
+        layers += [torch.nn.Linear(opts.hidden, opts.hidden), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(opts.hidden, CLASSES))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     checkpoint = os.path.join(opts.dir, "checkpoint.pt")
     step = 0
@@ -219,7 +220,8 @@ def one_run(rep, opts):
         known = [t for t in known if t >= killed]
         if not known:
             raise RuntimeError("no process of the job knew of the kill")
-        params = {"tasks": opts.tasks, "kill_step": opts.kill_step,
+        params = {"tasks": opts.tasks, "hidden_layers": opts.hidden_layers,
+                  "kill_step": opts.kill_step,
                   "checkpoint_every": opts.checkpoint_every,
                   "peer_job": "ddp", "torch": torch_version()}
         first = after[0]
@@ -246,6 +248,7 @@ def main():
     parser.add_argument("--checkpoint-every", type=int, default=50)
     parser.add_argument("--steps", type=int, default=160)
     parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--hidden-layers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--deadline", type=float, default=300)
     opts = parser.parse_args()
@@ -253,7 +256,8 @@ def main():
         train(opts)
         return 0
     if (opts.tasks < 2 or min(opts.reps, opts.kill_step, opts.checkpoint_every,
-                              opts.hidden, opts.batch) < 1 or
+                              opts.hidden, opts.hidden_layers,
+                              opts.batch) < 1 or
             opts.steps <= opts.kill_step):
         print(json.dumps({"suite": SUITE, "error": "bad flags: need --tasks "
                           ">= 2, positive sizes and --steps > --kill-step"}))

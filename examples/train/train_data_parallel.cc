@@ -50,6 +50,12 @@ int main(int argc, char** argv) {
               << " failed: " << r.status() << std::endl;
     return 1;
   }
+  if (r->arrived_after_the_end) {
+    std::cout << "the elastic job trained to its end before this task came "
+                 "back: nothing left to do"
+              << std::endl;
+    return 0;
+  }
   if (r->partition_id == 0) {
     cohort::examples::PrintTrainReport(*r, r->num_tasks, o.batch, std::cout);
   }

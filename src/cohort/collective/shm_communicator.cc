@@ -54,6 +54,11 @@ struct ShmCommunicator::Control {
 
 namespace {
 
+// How long a waiting member sleeps before it looks again at its peers'
+// processes: a lost member is known within this (an elastic gang re-forms
+// then), for one kill(pid, 0) per member per wake.
+constexpr absl::Duration kLivenessPoll = absl::Milliseconds(10);
+
 int FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
               absl::Duration timeout) {
   timespec ts = absl::ToTimespec(timeout);
@@ -276,8 +281,11 @@ absl::Status ShmCommunicator::Barrier(absl::Time deadline) {
     if (c.generation.load(std::memory_order_acquire) != generation) {
       return absl::OkStatus();
     }
+    // After the first sleep, every wake looks for a member whose process
+    // is gone: an elastic gang's survivors re-form as soon as they know
+    // (one kill(pid, 0) per member every kLivenessPoll).
     if (c.failed.load(std::memory_order_acquire) != 0 ||
-        options_.env->Now() >= deadline || wait % 10 == 9) {
+        options_.env->Now() >= deadline || wait > 0) {
       absl::Status error = WaitError(deadline, mine);
       // The barrier may have completed while the error was put together.
       if (c.generation.load(std::memory_order_acquire) != generation) {
@@ -285,7 +293,7 @@ absl::Status ShmCommunicator::Barrier(absl::Time deadline) {
       }
       if (!error.ok()) return Fail(error);
     }
-    FutexWait(&c.generation, generation, absl::Milliseconds(20));
+    FutexWait(&c.generation, generation, kLivenessPoll);
   }
 }
 

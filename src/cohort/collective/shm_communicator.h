@@ -39,9 +39,9 @@
 // token adds nothing against it.
 //
 // Waiting: a member spins briefly (only when the group fits the CPUs), then
-// sleeps on a futex; while it waits it checks the deadline, a failure
-// reported by another member, and every ten waits whether each member's
-// process still exists.
+// sleeps on a futex, waking every 10 ms to check the deadline, a failure
+// reported by another member, and whether each member's process still
+// exists (so a lost member is known within about 10 ms).
 //
 // Errors: as communicator.h. Create/Attach: Internal when the segment
 // cannot be made or mapped (with the syscall and errno), InvalidArgument

@@ -379,6 +379,10 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
     report.initial_loss = progress.initial_loss;
     return checksum;
   };
+  if (g.elastic() && g.job_finished()) {
+    report.arrived_after_the_end = true;
+    return report;
+  }
   if (g.elastic()) {
     // A task that joins a running job takes the members' state and step.
     COHORT_RETURN_IF_ERROR(adopt().status());
@@ -404,6 +408,12 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   // membership, partition 0's committed state, a new shard.
   auto change_membership = [&](const absl::Status& cause) -> absl::Status {
     COHORT_RETURN_IF_ERROR(g.reform(cause, g));
+    if (g.job_finished()) {
+      return absl::AbortedError(absl::StrCat(
+          "the elastic job was marked finished while this task re-formed "
+          "its group at step ",
+          step, "; the members should have finished together"));
+    }
     COHORT_ASSIGN_OR_RETURN(uint32_t checksum, adopt());
     COHORT_RETURN_IF_ERROR(take_shard());
     ++report.membership_changes;
@@ -489,6 +499,11 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   }
   report.partition_id = g.partition_id;
   report.num_tasks = g.num_tasks;
+  if (g.elastic() && g.partition_id == 0) {
+    // A replacement still on its way learns that there is nothing to join.
+    COHORT_RETURN_IF_ERROR(
+        Annotate(g.mark_finished(), "marking the elastic job finished"));
+  }
 
   COHORT_ASSIGN_OR_RETURN(
       report.checksum,

@@ -155,6 +155,10 @@ struct Collective {
       reform;
   // "generation 2: worker:0, worker:1", for the log.
   std::function<std::string()> describe;
+  // Whether the job had trained to its end when this task joined or
+  // re-formed (then it trains no more), and the mark that it did.
+  std::function<bool()> job_finished;
+  std::function<absl::Status()> mark_finished;
   bool elastic() const { return reform != nullptr; }
 };
 
@@ -172,6 +176,8 @@ struct TrainReport {
   int partition_id = 0;
   int num_tasks = 0;
   int membership_changes = 0;
+  // An elastic replacement that came back after the others finished.
+  bool arrived_after_the_end = false;
 };
 
 // Trains as one task of the gang. Progress lines go to `log` on the chief

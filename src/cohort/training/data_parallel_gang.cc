@@ -82,6 +82,8 @@ absl::Status JoinElasticGang(Env* env, const std::string& range_text,
     return absl::OkStatus();
   };
   c.describe = [e] { return e->membership().ToString(); };
+  c.job_finished = [e] { return e->job_finished(); };
+  c.mark_finished = [e] { return e->MarkFinished(); };
   return absl::OkStatus();
 }
 

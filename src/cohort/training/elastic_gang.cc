@@ -9,6 +9,17 @@
 #include "cohort/base/status.h"
 
 namespace cohort::training {
+namespace {
+
+std::string FinishedKey() {
+  return absl::StrCat(coord::kElasticKeyPrefix, "/finished");
+}
+
+// How often a member waiting for another's part of the exchange looks
+// whether the job finished meanwhile.
+constexpr absl::Duration kFinishedPoll = absl::Milliseconds(200);
+
+}  // namespace
 
 ElasticGang::ElasticGang(ElasticGangOptions options,
                          coord::CoordinationAgent* agent)
@@ -38,7 +49,9 @@ absl::StatusOr<std::unique_ptr<ElasticGang>> ElasticGang::Join(
                                 }));
     generation = joined.generation;
   }
-  COHORT_RETURN_IF_ERROR(gang->Form(generation, deadline, joining));
+  absl::Status formed = gang->Form(generation, deadline, joining);
+  if (gang->job_finished_) return gang;
+  COHORT_RETURN_IF_ERROR(formed);
   return gang;
 }
 
@@ -131,6 +144,49 @@ absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
           absl::StrCat(options_.task, ": forming elastic ", m.ToString()));
     }
   }
+}
+
+collective::Exchange ElasticGang::MembersExchange(int64_t generation, int rank,
+                                                  int size) {
+  const std::string prefix =
+      absl::StrCat(coord::kElasticKeyPrefix, "/group/", generation, "/");
+  return [this, prefix, generation, rank, size](
+             const std::string& mine,
+             absl::Time deadline) -> absl::StatusOr<std::vector<std::string>> {
+    COHORT_RETURN_IF_ERROR(agent_->InsertKeyValue(
+        absl::StrCat(prefix, rank), mine, /*allow_overwrite=*/true));
+    std::vector<std::string> all(size);
+    for (int q = 0; q < size; ++q) {
+      const std::string key = absl::StrCat(prefix, q);
+      for (;;) {
+        const absl::Duration left = deadline - env_->Now();
+        absl::StatusOr<std::string> value = agent_->GetKeyValue(
+            key, std::clamp(left, absl::ZeroDuration(), kFinishedPoll));
+        if (value.ok()) {
+          all[q] = *std::move(value);
+          break;
+        }
+        if (!absl::IsDeadlineExceeded(value.status())) return value.status();
+        if (store_.try_get(FinishedKey()).ok()) {
+          job_finished_ = true;
+          return absl::CancelledError(absl::StrCat(
+              options_.task, ": the elastic job finished before rank ", q,
+              " of generation ", generation, " joined"));
+        }
+        if (left <= absl::ZeroDuration()) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              options_.task, ": rank ", q, " of elastic generation ",
+              generation, " did not join the group (key ", key,
+              "); check that task's log"));
+        }
+      }
+    }
+    return all;
+  };
+}
+
+absl::Status ElasticGang::MarkFinished() {
+  return agent_->InsertKeyValue(FinishedKey(), "1", /*allow_overwrite=*/true);
 }
 
 absl::Status ElasticGang::AllReduceMean(float* data, size_t count) {

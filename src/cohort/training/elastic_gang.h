@@ -26,6 +26,10 @@
 // the members' state identical (RunDataParallelTraining broadcasts it from
 // the member with the most committed steps).
 //
+// A replacement that comes back after the others trained to the end (its
+// job is marked finished) trains no more: Join() returns a gang whose
+// job_finished() is true.
+//
 // Errors: Join/Reform: FailedPrecondition when this task is not a member of
 // the generation it must join, or when fewer than MIN members remain and no
 // replacement joined within `wait` (naming the members and the missing
@@ -84,6 +88,14 @@ class ElasticGang {
   // At a step boundary, on every member: whether they all move to the next
   // generation now (some member saw it). Costs one one-float all-reduce.
   absl::StatusOr<bool> ChangeAgreed();
+  // Records that the job trained to its end (the member of rank 0 calls
+  // it): a replacement that joins or waits to join after that learns it
+  // and trains no more (job_finished()).
+  absl::Status MarkFinished();
+  // The job had finished when this task joined or waited to form a group:
+  // there is no group.
+  bool job_finished() const { return job_finished_; }
+
   // Leaves the current group and forms the next generation's: after
   // `cause`, a failed collective (waiting for the launcher to write the
   // next generation), or after ChangeAgreed() (OK).
@@ -106,6 +118,9 @@ class ElasticGang {
                                                     absl::Time deadline,
                                                     const absl::Status& cause);
   absl::Time Deadline() const { return env_->Now() + options_.timeout; }
+  // The group's exchange through the key-value store, which also gives up
+  // (Cancelled) once the job is marked finished.
+  collective::Exchange MembersExchange(int64_t generation, int rank, int size);
 
   const ElasticGangOptions options_;
   Env* const env_;
@@ -116,6 +131,7 @@ class ElasticGang {
   int rank_ = -1;
   std::unique_ptr<collective::CollectiveGroup> group_;
   bool newer_seen_ = false;
+  bool job_finished_ = false;
   absl::Time next_poll_ = absl::InfinitePast();
 };
 
