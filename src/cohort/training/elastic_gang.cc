@@ -1,6 +1,7 @@
 #include "cohort/training/elastic_gang.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -99,7 +100,9 @@ absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
       // missing tasks; a member waits longer, so that verdict comes first
       // and this error only outside a launcher.
       const absl::Duration replacement_wait =
-          2 * options_.wait + absl::Seconds(10);
+          options_.replacement_wait > absl::ZeroDuration()
+              ? options_.replacement_wait
+              : 2 * options_.wait + absl::Seconds(10);
       absl::StatusOr<coord::Membership> next = AwaitGeneration(
           generation + 1, std::max(deadline, env_->Now() + replacement_wait),
           cause);
@@ -123,11 +126,8 @@ absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
     o.setup_timeout = std::max(deadline - env_->Now(), absl::Seconds(1));
     absl::StatusOr<std::unique_ptr<collective::CollectiveGroup>> group =
         collective::CollectiveGroup::Create(
-            o,
-            collective::ExchangeThroughCoordination(
-                agent_,
-                absl::StrCat(coord::kElasticKeyPrefix, "/group/", generation),
-                rank, o.size));
+            o, MembersExchange(generation, rank, o.size));
+    if (job_finished_) return absl::OkStatus();
     if (group.ok()) {
       group_ = *std::move(group);
       membership_ = std::move(m);
@@ -148,11 +148,14 @@ absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
 
 collective::Exchange ElasticGang::MembersExchange(int64_t generation, int rank,
                                                   int size) {
-  const std::string prefix =
-      absl::StrCat(coord::kElasticKeyPrefix, "/group/", generation, "/");
-  return [this, prefix, generation, rank, size](
+  // Round k of the group's set-up stores rank r's part under
+  // ".../group/<generation>/<k>/<r>".
+  auto round = std::make_shared<int>(0);
+  return [this, round, generation, rank, size](
              const std::string& mine,
              absl::Time deadline) -> absl::StatusOr<std::vector<std::string>> {
+    const std::string prefix = absl::StrCat(coord::kElasticKeyPrefix, "/group/",
+                                            generation, "/", (*round)++, "/");
     COHORT_RETURN_IF_ERROR(agent_->InsertKeyValue(
         absl::StrCat(prefix, rank), mine, /*allow_overwrite=*/true));
     std::vector<std::string> all(size);

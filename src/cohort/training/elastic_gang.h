@@ -65,6 +65,9 @@ struct ElasticGangOptions {
   // A restarted task adds itself to the membership; a first one joins
   // generation 0.
   bool restarted = false;
+  // Below MIN, how long a member waits for a replacement; zero: 2 * wait +
+  // 10 s (see `wait`).
+  absl::Duration replacement_wait = absl::ZeroDuration();
   // How often ChangeAgreed() looks for a newer generation.
   absl::Duration poll_interval = absl::Milliseconds(50);
   // name, rank, size and setup_timeout are set per generation.
