@@ -202,6 +202,49 @@ TEST_F(SlurmLaunchTest, AKilledTaskIsRestartedAlone) {
                                       "worker:2.0", "worker:3.0"}));
 }
 
+// --elastic under Slurm: worker:1's program is killed (kill -9) once
+// worker:0 has logged step 1000; the three others go on as generation 1, its
+// launcher restarts it alone and it joins as generation 2; the job ends
+// with identical parameters on all four.
+TEST_F(SlurmLaunchTest, AnElasticJobGoesOnWithoutAKilledTaskAndTakesItBack) {
+#ifdef COHORT_TSAN_BUILD
+  fprintf(stderr,
+          "SKIPPED: thousands of steps of four processes under "
+          "ThreadSanitizer take minutes; plain and ASan builds only\n");
+  GTEST_SKIP() << "elastic job under ThreadSanitizer";
+#endif
+  const std::string train =
+      absl::StrCat(BinDir(),
+                   "/train_data_parallel --steps 8000 --log-every 100 "
+                   "--target-loss 0.7");
+  CommandRun r = Srun(
+      4, {"--elastic", "3:4", "--max-restarts", "1"},
+      absl::StrCat(
+          "if [ $COHORT_TASK_NAME = worker:1 ] && [ $COHORT_TASK_RESTART = 0 "
+          "]; then ",
+          train,
+          " & P=$!; i=0; while ! grep -q 'step 1000/' "
+          "$D/logs/worker-0.attempt-0.log 2>/dev/null; do i=$((i+1)); "
+          "[ $i -gt 6000 ] && exit 7; sleep 0.01; done; kill -9 $P; "
+          "kill -9 $$; fi; exec ",
+          train));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("restarted alone (restart 1 of 1)"));
+  EXPECT_THAT(r.output,
+              HasSubstr("[worker:0] elastic generation 1: worker:0, worker:2, "
+                        "worker:3: 3 task(s) go on from step"));
+  EXPECT_THAT(r.output,
+              HasSubstr("[worker:0] elastic generation 2: worker:0, worker:1, "
+                        "worker:2, worker:3: 4 task(s) go on from step"));
+  EXPECT_THAT(r.output,
+              HasSubstr("[worker:0] parameters identical across 4 tasks"));
+  EXPECT_THAT(r.output,
+              HasSubstr("job succeeded: attempt 0 finished; the elastic job "
+                        "ended with generation 2: worker:0, worker:1, "
+                        "worker:2, worker:3"));
+  EXPECT_THAT(r.output, Not(HasSubstr("restarting the whole gang")));
+}
+
 TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {
 #ifdef COHORT_TSAN_BUILD
   fprintf(stderr,

@@ -107,7 +107,8 @@ double LatestStep(TestProcess* p) {
 
 constexpr int kSteps = 6000;
 
-TEST_F(ElasticJobTest, FourToThreeToFourWithIdenticalParametersAfterEachChange) {
+TEST_F(ElasticJobTest,
+       FourToThreeToFourWithIdenticalParametersAfterEachChange) {
   const std::string dir = FreshTestDir("elastic_job_test.four");
   std::unique_ptr<TestProcess> job =
       StartElasticJob(dir, 4, "3:4", 1, "worker:2", kSteps);

@@ -290,11 +290,6 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     };
 
     if (!flags->engine.empty()) {
-      if (!flags->elastic.empty()) {
-        return fail(absl::InvalidArgumentError(
-            "--elastic runs on one machine (`cohort launch -n N`) in this "
-            "version; under --engine use --restart task"));
-      }
       launch::EngineFlags ef;
       ef.rendezvous = flags->rendezvous;
       ef.num_tasks = flags->n;
@@ -317,11 +312,19 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       }
       options.command = flags->command;
       // A ps in --jobs, or in the engine's own roles (TF_CONFIG).
-      absl::StatusOr<launch::RestartMode> restart = restart_mode(
-          options.jobs.count("ps") > 0 || engine->jobs.count("ps") > 0);
+      absl::StatusOr<launch::RestartMode> restart =
+          restart_mode(options.jobs.count("ps") > 0 ||
+                       engine->jobs.count("ps") > 0 || !flags->elastic.empty());
       if (!restart.ok()) return fail(restart.status());
       options.restart = *restart;
       options.max_restarts = flags->max_restarts;
+      if (!flags->elastic.empty()) {
+        absl::StatusOr<coord::ElasticRange> range =
+            coord::ParseElasticRange(flags->elastic, "--elastic");
+        if (!range.ok()) return fail(range.status());
+        options.elastic = *range;
+        options.elastic_wait = absl::Seconds(flags->elastic_wait_s);
+      }
       options.rendezvous_timeout = rendezvous_timeout;
       options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
       options.stop_grace = absl::Seconds(flags->stop_grace_s);

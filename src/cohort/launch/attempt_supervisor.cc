@@ -135,6 +135,21 @@ std::vector<std::string> RestartSummaryLines(
   return lines;
 }
 
+std::string SuccessLine(size_t tasks, int attempt, const AttemptEnd& end) {
+  if (end.dropped.empty()) {
+    return absl::StrCat("job succeeded: all ", tasks, " task(s) of attempt ",
+                        attempt, " finished");
+  }
+  return absl::StrCat(
+      "job succeeded: ", tasks - end.dropped.size(), " of ", tasks,
+      " task(s) of attempt ", attempt, " finished; ",
+      absl::StrJoin(end.dropped, ", ",
+                    [](std::string* out, const FailureRecord& r) {
+                      absl::StrAppend(out, r.task, " (", r.reason, ")");
+                    }),
+      " left the elastic job with no restart left");
+}
+
 struct AttemptSupervisor::State {
   struct Running {
     std::unique_ptr<TaskProcess> process;
@@ -275,7 +290,7 @@ void AttemptSupervisor::Watch(State& s) {
     if (plan_.progress_interval != absl::InfiniteDuration()) {
       deadline = std::min(deadline, s.next_progress);
     }
-    if (plan_.elastic.min > 0 && !s.stopping) {
+    if (plan_.elastic.min > 0 && plan_.elastic.members && !s.stopping) {
       deadline = std::min(deadline, s.next_minimum_check);
     }
     std::deque<AttemptEvents::Event> batch = events_->Wait(deadline);
@@ -444,8 +459,8 @@ bool AttemptSupervisor::LeaveMembership(State& s, int task,
 }
 
 void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
-  if (plan_.elastic.min <= 0 || s.stopping || s.verdict.has_value() ||
-      now < s.next_minimum_check) {
+  if (plan_.elastic.min <= 0 || !plan_.elastic.members || s.stopping ||
+      s.verdict.has_value() || now < s.next_minimum_check) {
     return;
   }
   s.next_minimum_check = now + absl::Milliseconds(250);

@@ -133,8 +133,8 @@ struct AttemptPlan {
   // generation without it and returns the members left) before it is
   // restarted; one that fails with no restart left is dropped, and the
   // others train on, while at least `min` members remain; and the attempt
-  // fails when fewer than `min` stay members (members() reads them) for
-  // `wait`, naming the missing tasks.
+  // fails when fewer than `min` stay members (members() reads them; one
+  // launcher of the job sets it) for `wait`, naming the missing tasks.
   struct Elastic {
     int min = 0;  // 0: not an elastic job
     absl::Duration wait = absl::Seconds(60);
@@ -179,6 +179,15 @@ std::string DescribeRestart(const TaskRestart& r, int task_restarts);
 // (DescribeRestart), indented; nothing when there were none.
 std::vector<std::string> RestartSummaryLines(
     int attempt, const std::vector<TaskRestart>& restarts, int task_restarts);
+
+struct AttemptEnd;
+
+// What a launcher prints when attempt `attempt` of a job of `tasks` tasks
+// succeeded: "job succeeded: all 4 task(s) of attempt 0 finished", or, when
+// an elastic job dropped tasks of this launcher, "job succeeded: 3 of 4
+// task(s) ... finished; worker:3 (killed by signal 9 ...) left the elastic
+// job with no restart left".
+std::string SuccessLine(size_t tasks, int attempt, const AttemptEnd& end);
 
 struct AttemptEnd {
   enum class Outcome { kSucceeded, kFailed, kStopped, kLost };

@@ -19,7 +19,9 @@
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/coordination_server.h"
+#include "cohort/coord/elastic_membership.h"
 #include "cohort/coord/framed_coordination.h"
+#include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/launch/attempt_supervisor.h"
 #include "cohort/launch/launch_support.h"
 #include "cohort/launch/silence_watch.h"
@@ -139,6 +141,11 @@ struct ClusterLauncher::Impl {
   std::unique_ptr<SilenceWatch> silence;
 
   std::unique_ptr<coord::CoordinationAgent> agent;
+  // Elastic jobs, launchers other than task 0's: a client of the programs'
+  // coordination service, where the membership lives.
+  std::unique_ptr<coord::CoordinationAgent> elastic_agent;
+  // Task 0's, elastic jobs: the membership when the attempt ended.
+  std::string last_membership;
 };
 
 ClusterLauncher::ClusterLauncher(Env* env, ClusterLaunchOptions options)
@@ -183,6 +190,16 @@ absl::Status ClusterLauncher::Impl::Validate() {
   std::map<std::string, int> jobs = options.jobs;
   if (jobs.empty()) jobs = e.jobs;
   if (jobs.empty()) jobs = {{"worker", e.count}};
+  if (options.elastic.min > 0 &&
+      (options.restart != RestartMode::kTask || jobs.size() != 1 ||
+       jobs.count("worker") == 0 || e.count != options.elastic.max)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--elastic ", options.elastic.min, ":", options.elastic.max,
+        " runs a data-parallel gang of MAX workers under --restart task: the ",
+        e.engine, " engine runs ", e.count, " task(s); give it ",
+        options.elastic.max, " and no --jobs other than workers (", e.source,
+        ")"));
+  }
   COHORT_ASSIGN_OR_RETURN(tasks, PlanEngineTasks(jobs, e.count));
   me = e.index;
   must_finish = static_cast<int>(
@@ -312,6 +329,13 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
   COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(options.bind_host));
   COHORT_RETURN_IF_ERROR(agent->InsertKeyValue(
       Key(attempt, absl::StrCat("address/", me)), OnHost(e.hosts[me], port)));
+  if (me == 0 && options.elastic.min > 0) {
+    // Before any program starts: they join generation 0.
+    std::vector<std::string> members;
+    for (const TaskSpec& t : tasks) members.push_back(t.Name());
+    COHORT_RETURN_IF_ERROR(coord::WriteInitialMembership(
+        coord::ElasticStoreOf(programs->service()), std::move(members)));
+  }
   if (me == 0) {
     const barrier::BarrierEndpoints at = barrier::BarrierEndpointsOf(*programs);
     const Json services = {
@@ -406,6 +430,27 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
     plan.on_failure =
         GangFailureHook(coordinator.get(), attempt, &barrier_failure);
   }
+  if (options.elastic.min > 0) {
+    coord::ElasticStore store;
+    if (me == 0) {
+      store = coord::ElasticStoreOf(programs->service());
+    } else {
+      if (elastic_agent == nullptr) {
+        COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> c,
+                                coord::NewGrpcCoordinationClient(
+                                    inputs->coordination_address, security));
+        coord::CoordinationAgentOptions ao;
+        ao.task = {"launcher", me};
+        ao.env = env;
+        COHORT_ASSIGN_OR_RETURN(
+            elastic_agent,
+            coord::CoordinationAgent::Create(std::move(ao), std::move(c)));
+      }
+      store = coord::ElasticStoreOf(elastic_agent.get());
+    }
+    PlanElastic(options.elastic, options.elastic_wait, std::move(store),
+                /*enforce_minimum=*/me == 0, inputs->extra_env, plan);
+  }
   plan.tasks.push_back(PlanTask(
       *std::move(inputs), options.command, result.log_dir,
       options.summary_lines, [this](const std::string& line) { Output(line); },
@@ -450,6 +495,13 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
       .IgnoreError();
   absl::Status at_end = WaitAtBarrierOrStop(
       kEndBarrier, options.rendezvous_timeout + options.stop_grace);
+  if (programs != nullptr && options.elastic.min > 0) {
+    // Read before the reset below: tasks dropped by other launchers are
+    // known from the membership.
+    absl::StatusOr<coord::Membership> last =
+        coord::LatestMembership(coord::ElasticStoreOf(programs->service()));
+    last_membership = last.ok() ? last->ToString() : "an unreadable membership";
+  }
   if (programs != nullptr) {
     // The next attempt's programs register afresh: this attempt's states,
     // errors, barriers and keys end here (its incarnations are refused).
@@ -538,9 +590,12 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
       result.succeeded = true;
       result.exit_code = 0;
       result.failure_summary.clear();
-      if (me == 0) {
-        Message(absl::StrCat("job succeeded: all ", tasks.size(),
-                             " task(s) of attempt ", attempt, " finished"));
+      if (me == 0 && options.elastic.min > 0) {
+        Message(absl::StrCat("job succeeded: attempt ", attempt,
+                             " finished; the elastic job ended with ",
+                             last_membership));
+      } else if (me == 0) {
+        Message(SuccessLine(tasks.size(), attempt, *ran));
       }
     }
     if (ran->outcome == AttemptEnd::Outcome::kStopped) result.exit_code = 130;

@@ -77,6 +77,11 @@ struct ClusterLaunchOptions {
   // that launcher.
   RestartMode restart = RestartMode::kGang;
   int max_restarts = 0;
+  // As LaunchOptions::elastic and elastic_wait (min 0: off): every task a
+  // worker, MAX of them; each launcher removes its own lost task from the
+  // membership, task 0's fails the job below MIN.
+  coord::ElasticRange elastic;
+  absl::Duration elastic_wait = absl::Seconds(60);
   // Required, the same on every launcher (see docs/slurm.md,
   // docs/kubernetes.md for how each engine hands it over).
   std::string job_token;

@@ -136,4 +136,34 @@ std::function<void(const FailureRecord&)> GangFailureHook(
   };
 }
 
+void PlanElastic(coord::ElasticRange range, absl::Duration wait,
+                 coord::ElasticStore store, bool enforce_minimum,
+                 std::vector<std::string>& extra_env, AttemptPlan& plan) {
+  extra_env.push_back(
+      absl::StrCat(coord::kEnvElastic, "=", range.min, ":", range.max));
+  extra_env.push_back(
+      absl::StrCat(coord::kEnvElasticWait, "=", absl::FormatDuration(wait)));
+  plan.elastic.min = range.min;
+  plan.elastic.wait = wait;
+  plan.elastic.lose =
+      [store](
+          const std::string& task) -> absl::StatusOr<std::vector<std::string>> {
+    COHORT_ASSIGN_OR_RETURN(
+        coord::Membership m,
+        coord::ChangeMembership(store,
+                                [&task](std::vector<std::string> members) {
+                                  return coord::WithoutMember(members, task);
+                                }));
+    return m.members;
+  };
+  if (enforce_minimum) {
+    plan.elastic.members =
+        [store]() -> absl::StatusOr<std::vector<std::string>> {
+      COHORT_ASSIGN_OR_RETURN(coord::Membership m,
+                              coord::LatestMembership(store));
+      return m.members;
+    };
+  }
+}
+
 }  // namespace cohort::launch

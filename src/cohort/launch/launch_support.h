@@ -16,7 +16,9 @@
 #include "cohort/barrier/barrier_coordinator.h"
 #include "cohort/base/env.h"
 #include "cohort/coord/coordination_server.h"
+#include "cohort/coord/elastic_membership.h"
 #include "cohort/launch/attempt_ledger.h"
+#include "cohort/launch/attempt_supervisor.h"
 #include "cohort/launch/job_plan.h"
 #include "cohort/rpc/transport.h"
 
@@ -70,6 +72,15 @@ absl::StatusOr<std::unique_ptr<coord::CoordinationServer>> StartJobControlPlane(
 std::function<void(const FailureRecord&)> GangFailureHook(
     barrier::BarrierCoordinator* coordinator, int attempt,
     std::string* barrier_failure);
+
+// For `--elastic MIN:MAX`: the tasks' COHORT_ELASTIC and
+// COHORT_ELASTIC_WAIT (added to `extra_env`) and the attempt's elastic plan
+// on `store` (the programs' coordination service): a lost task leaves the
+// membership; with `enforce_minimum` (one launcher of the job: task 0's)
+// the attempt also fails once the members stay below MIN for `wait`.
+void PlanElastic(coord::ElasticRange range, absl::Duration wait,
+                 coord::ElasticStore store, bool enforce_minimum,
+                 std::vector<std::string>& extra_env, AttemptPlan& plan);
 
 }  // namespace cohort::launch
 

@@ -113,18 +113,13 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   inputs.barrier_tcp_address = barriers.tcp;
   inputs.barrier_timeout = options.barrier_timeout;
   inputs.extra_env = options.extra_env;
-  coord::ElasticStore elastic_store = coord::ElasticStoreOf(control->service());
+  const coord::ElasticStore elastic_store =
+      coord::ElasticStoreOf(control->service());
   if (options.elastic.min > 0) {
     std::vector<std::string> members;
     for (const TaskSpec& t : tasks) members.push_back(t.Name());
     COHORT_RETURN_IF_ERROR(
         coord::WriteInitialMembership(elastic_store, std::move(members)));
-    inputs.extra_env.push_back(absl::StrCat(coord::kEnvElastic, "=",
-                                            options.elastic.min, ":",
-                                            options.elastic.max));
-    inputs.extra_env.push_back(
-        absl::StrCat(coord::kEnvElasticWait, "=",
-                     absl::FormatDuration(options.elastic_wait)));
   }
 
   AttemptPlan plan;
@@ -138,24 +133,8 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
     plan.service_silence = options.heartbeat_timeout;
   }
   if (options.elastic.min > 0) {
-    plan.elastic.min = options.elastic.min;
-    plan.elastic.wait = options.elastic_wait;
-    plan.elastic.lose = [elastic_store](const std::string& task)
-        -> absl::StatusOr<std::vector<std::string>> {
-      COHORT_ASSIGN_OR_RETURN(
-          coord::Membership m,
-          coord::ChangeMembership(elastic_store,
-                                  [&task](std::vector<std::string> members) {
-                                    return coord::WithoutMember(members, task);
-                                  }));
-      return m.members;
-    };
-    plan.elastic.members =
-        [elastic_store]() -> absl::StatusOr<std::vector<std::string>> {
-      COHORT_ASSIGN_OR_RETURN(coord::Membership m,
-                              coord::LatestMembership(elastic_store));
-      return m.members;
-    };
+    PlanElastic(options.elastic, options.elastic_wait, elastic_store,
+                /*enforce_minimum=*/true, inputs.extra_env, plan);
   }
   if (options.progress) plan.progress_interval = kProgressInterval;
   plan.waiting_at_barrier = [this, attempt] {
@@ -307,19 +286,7 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
       result.succeeded = true;
       result.exit_code = 0;
       result.failure_summary.clear();
-      if (end.dropped.empty()) {
-        Message(absl::StrCat("job succeeded: all ", tasks.size(),
-                             " task(s) of attempt ", attempt, " finished"));
-      } else {
-        Message(absl::StrCat(
-            "job succeeded: ", tasks.size() - end.dropped.size(), " of ",
-            tasks.size(), " task(s) of attempt ", attempt, " finished; ",
-            absl::StrJoin(end.dropped, ", ",
-                          [](std::string* out, const FailureRecord& r) {
-                            absl::StrAppend(out, r.task, " (", r.reason, ")");
-                          }),
-            " left the elastic job with no restart left"));
-      }
+      Message(SuccessLine(tasks.size(), attempt, end));
     }
     if (decision == RestartPolicy::Decision::kGiveUp) {
       Message(absl::StrCat(policy->GiveUpMessage(attempt + 1), "; logs in ",
