@@ -95,6 +95,44 @@ TEST(DataParallelTest, MirroredGangTrains) {
   EXPECT_LT(r->final_train_loss, r->initial_loss);
 }
 
+// An elastic gang of two whose members are both replacements (every member
+// that held the training state was lost): the job must refuse to go on from
+// fresh weights, which would look like success while it threw the training
+// away.
+TEST(DataParallelTest, AnElasticGangOfOnlyReplacementsRefusesToStartOver) {
+  TrainOptions o;
+  o.train_examples = 256;
+  o.heldout_examples = 16;
+  o.steps = 2;
+  o.log_every = 0;
+  Collective gang;
+  gang.partition_id = 0;
+  gang.num_tasks = 2;
+  gang.all_gather =
+      [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
+    return std::vector<std::string>{m, m};
+  };
+  gang.all_reduce_mean = MirroredMean;
+  gang.broadcast = [](void*, size_t, int) { return absl::OkStatus(); };
+  gang.reform = [](const absl::Status&, Collective&) {
+    return absl::OkStatus();
+  };
+  gang.membership_changed = [] { return false; };
+  gang.describe = [] {
+    return std::string("generation 3: worker:0, worker:1");
+  };
+  gang.job_finished = [] { return false; };
+  gang.mark_finished = [] { return absl::OkStatus(); };
+  gang.joins_running_job = true;
+  std::ostringstream log;
+  absl::StatusOr<TrainReport> r = RunDataParallelTraining(o, gang, log);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("every member of elastic generation 3: worker:0, "
+                        "worker:1 joined after training started"));
+}
+
 using launch::launch_testing::BinDir;
 
 // Runs argv to completion (at most 50 s, under the test's 60 s timeout);

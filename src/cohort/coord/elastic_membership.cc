@@ -17,6 +17,11 @@ namespace {
 // Bounds what a reader accepts from the store (any job-token holder can
 // write there): a member list longer than this is not one of ours.
 constexpr size_t kMaxMembers = 1 << 16;
+// A member list longer than this is not read at all (task names are short).
+constexpr size_t kMaxValueBytes = size_t{1} << 20;
+// Generations are few (one per loss and one per return, bounded by the
+// tasks times their restarts); a longer series is not ours.
+constexpr int64_t kMaxGenerations = 1 << 14;
 
 // Orders by job, then index; names that do not parse sort last, by text.
 bool MemberBefore(const std::string& a, const std::string& b) {
@@ -31,21 +36,23 @@ absl::StatusOr<Membership> Decode(int64_t generation,
   Membership m;
   m.generation = generation;
   if (value.empty()) return m;
-  m.members = absl::StrSplit(value, ',');
-  if (m.members.size() > kMaxMembers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(GenerationKey(generation), " holds ", m.members.size(),
-                     " members, more than any job has; something other than "
-                     "`cohort launch --elastic` wrote it"));
+  const size_t members =
+      static_cast<size_t>(std::count(value.begin(), value.end(), ',')) + 1;
+  if (value.size() > kMaxValueBytes || members > kMaxMembers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        GenerationKey(generation), " holds ", value.size(), " bytes (", members,
+        " names), more than any job has; something other than "
+        "`cohort launch --elastic` wrote it"));
   }
+  m.members = absl::StrSplit(value, ',');
   for (const std::string& task : m.members) {
     absl::Status parsed = TaskId::Parse(task).status();
     if (!parsed.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(GenerationKey(generation),
-                       " is not a member list: ", parsed.message(),
-                       "; something other than `cohort launch "
-                       "--elastic` wrote it"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          GenerationKey(generation),
+          " is not a member list: ", parsed.message().substr(0, 200),
+          "; something other than `cohort launch "
+          "--elastic` wrote it"));
     }
   }
   return m;
@@ -117,6 +124,14 @@ absl::StatusOr<Membership> LatestMembership(const ElasticStore& store) {
   // up to the first that is missing.
   Membership latest;
   for (int64_t g = 0;; ++g) {
+    if (g >= kMaxGenerations) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "more than ", kMaxGenerations, " elastic generations under ",
+          kElasticKeyPrefix,
+          "/generation/: far more changes of membership "
+          "than any job makes; something other than `cohort launch "
+          "--elastic` wrote them"));
+    }
     absl::StatusOr<Membership> m = ReadMembership(store, g);
     if (absl::IsNotFound(m.status())) return latest;
     if (!m.ok()) return m.status();

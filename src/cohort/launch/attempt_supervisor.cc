@@ -179,6 +179,7 @@ struct AttemptSupervisor::State {
   std::vector<FailureRecord> dropped;
   // Elastic jobs: since when the members are fewer than the minimum.
   absl::Time below_minimum_since = absl::InfiniteFuture();
+  bool membership_unreadable = false;
   absl::Time next_minimum_check;
 };
 
@@ -434,14 +435,14 @@ void AttemptSupervisor::OnExit(State& s, int task, int restart,
   Record(s, cause);
 }
 
-bool AttemptSupervisor::LeaveMembership(State& s, int task,
-                                        const FailureRecord& cause) {
+absl::StatusOr<bool> AttemptSupervisor::LeaveMembership(
+    State& s, int task, const FailureRecord& cause) {
   absl::StatusOr<std::vector<std::string>> left =
       plan_.elastic.lose(cause.task);
   if (!left.ok()) {
-    Message(absl::StrCat("elastic: could not remove ", cause.task,
-                         " from the membership: ", left.status().message()));
-    return false;
+    return Annotate(
+        left.status(),
+        absl::StrCat("removing ", cause.task, " from the elastic membership"));
   }
   const bool enough = static_cast<int>(left->size()) >= plan_.elastic.min;
   if (!enough && s.below_minimum_since == absl::InfiniteFuture()) {
@@ -465,7 +466,16 @@ void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
   }
   s.next_minimum_check = now + absl::Milliseconds(250);
   absl::StatusOr<std::vector<std::string>> members = plan_.elastic.members();
-  if (!members.ok()) return;  // the next check tries again
+  if (!members.ok()) {
+    // Said once; the next check tries again.
+    if (!s.membership_unreadable) {
+      Message(absl::StrCat("elastic: cannot read the membership: ",
+                           members.status().message()));
+    }
+    s.membership_unreadable = true;
+    return;
+  }
+  s.membership_unreadable = false;
   if (static_cast<int>(members->size()) >= plan_.elastic.min) {
     s.below_minimum_since = absl::InfiniteFuture();
     return;
@@ -474,10 +484,11 @@ void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
     s.below_minimum_since = now;
   }
   if (now - s.below_minimum_since < plan_.elastic.wait) return;
+  // The job's tasks (every launcher's) that are not members.
   std::vector<std::string> missing;
   int first_missing = -1;
-  for (int i = 0; i < static_cast<int>(plan_.tasks.size()); ++i) {
-    const std::string name = plan_.tasks[i].options.spec.Name();
+  for (int i = 0; i < static_cast<int>(plan_.elastic.tasks.size()); ++i) {
+    const std::string& name = plan_.elastic.tasks[i];
     if (std::find(members->begin(), members->end(), name) != members->end()) {
       continue;
     }
@@ -491,9 +502,21 @@ void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
       absl::FormatDuration(plan_.elastic.wait), ": members ",
       members->empty() ? std::string("none") : absl::StrJoin(*members, ", "),
       "; missing ", absl::StrJoin(missing, ", "),
-      " (restarted but not joined: see their logs)");
+      " (lost, and not back: see the lines above and their logs)");
   Message(absl::StrCat("elastic: ", missing.front(), " ", reason));
-  Record(s, RecordFor(s, first_missing, reason, now, 1));
+  // The record names the missing task, which may be another launcher's.
+  FailureRecord r;
+  r.task = missing.front();
+  r.job_task = first_missing;
+  r.reason = reason;
+  r.when = now;
+  r.where = plan_.host.empty() ? "on this machine" : "on " + plan_.host;
+  for (int i = 0; i < static_cast<int>(plan_.tasks.size()); ++i) {
+    if (plan_.tasks[i].options.spec.Name() == r.task) {
+      r = RecordFor(s, i, reason, now, 1);
+    }
+  }
+  Record(s, r);
 }
 
 bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
@@ -503,7 +526,19 @@ bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
   if (s.verdict.has_value() || ledger_->Verdict().has_value()) return false;
   State::Running& r = s.running[task];
   const bool elastic = plan_.elastic.min > 0;
-  const bool enough = elastic && LeaveMembership(s, task, cause);
+  bool enough = false;
+  if (elastic) {
+    // A task still in the membership must not be started again: its
+    // replacement would join a generation that is already formed.
+    absl::StatusOr<bool> left = LeaveMembership(s, task, cause);
+    if (!left.ok()) {
+      absl::StrAppend(&cause.reason, "; ", left.status().message(),
+                      ", so it is not restarted");
+      Message(absl::StrCat(cause.task, " ", cause.reason, "; the job fails"));
+      return false;
+    }
+    enough = *left;
+  }
   if (r.restart >= plan_.task_restarts) {
     if (enough) {
       // The others train on without it: it counts as finished for the

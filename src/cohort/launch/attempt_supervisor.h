@@ -142,6 +142,9 @@ struct AttemptPlan {
         const std::string& task)>
         lose;
     std::function<absl::StatusOr<std::vector<std::string>>()> members;
+    // Every task of the job by its index among the job's tasks (with
+    // members, to name the missing ones).
+    std::vector<std::string> tasks;
   };
   Elastic elastic;
   // Runs once, on the supervisor's thread, when the attempt's failure is
@@ -236,7 +239,8 @@ class AttemptSupervisor {
   bool RestartAlone(State& s, int task, FailureRecord& cause);
   // Elastic jobs: `task` leaves the membership; whether at least the
   // minimum remains.
-  bool LeaveMembership(State& s, int task, const FailureRecord& cause);
+  absl::StatusOr<bool> LeaveMembership(State& s, int task,
+                                       const FailureRecord& cause);
   // Elastic jobs: fails the attempt once the members stayed below the
   // minimum for the plan's wait.
   void CheckMinimum(State& s, absl::Time now);

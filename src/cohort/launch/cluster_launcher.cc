@@ -449,7 +449,7 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
       store = coord::ElasticStoreOf(elastic_agent.get());
     }
     PlanElastic(options.elastic, options.elastic_wait, std::move(store),
-                /*enforce_minimum=*/me == 0, inputs->extra_env, plan);
+                /*enforce_minimum=*/me == 0, tasks, inputs->extra_env, plan);
   }
   plan.tasks.push_back(PlanTask(
       *std::move(inputs), options.command, result.log_dir,

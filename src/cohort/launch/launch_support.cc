@@ -138,6 +138,7 @@ std::function<void(const FailureRecord&)> GangFailureHook(
 
 void PlanElastic(coord::ElasticRange range, absl::Duration wait,
                  coord::ElasticStore store, bool enforce_minimum,
+                 const std::vector<TaskSpec>& tasks,
                  std::vector<std::string>& extra_env, AttemptPlan& plan) {
   extra_env.push_back(
       absl::StrCat(coord::kEnvElastic, "=", range.min, ":", range.max));
@@ -157,6 +158,7 @@ void PlanElastic(coord::ElasticRange range, absl::Duration wait,
     return m.members;
   };
   if (enforce_minimum) {
+    for (const TaskSpec& t : tasks) plan.elastic.tasks.push_back(t.Name());
     plan.elastic.members =
         [store]() -> absl::StatusOr<std::vector<std::string>> {
       COHORT_ASSIGN_OR_RETURN(coord::Membership m,

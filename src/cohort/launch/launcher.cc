@@ -134,7 +134,7 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   }
   if (options.elastic.min > 0) {
     PlanElastic(options.elastic, options.elastic_wait, elastic_store,
-                /*enforce_minimum=*/true, inputs.extra_env, plan);
+                /*enforce_minimum=*/true, tasks, inputs.extra_env, plan);
   }
   if (options.progress) plan.progress_interval = kProgressInterval;
   plan.waiting_at_barrier = [this, attempt] {

@@ -179,6 +179,12 @@ absl::StatusOr<Model> BuildModel(const TrainOptions& o) {
   return m;
 }
 
+// A collective of the gang failed while `doing`: Unavailable (a member may
+// have been lost: an elastic gang re-forms and tries again).
+absl::Status MemberLost(const absl::Status& error, const std::string& doing) {
+  return absl::UnavailableError(absl::StrCat(doing, ": ", error.message()));
+}
+
 // AllGathers this task's parameter checksum; FailedPrecondition naming the
 // partitions that disagree with partition 0.
 absl::StatusOr<uint32_t> CheckParametersAgree(Model& m, const Collective& gang,
@@ -186,8 +192,10 @@ absl::StatusOr<uint32_t> CheckParametersAgree(Model& m, const Collective& gang,
   std::vector<Tensor> params;
   COHORT_RETURN_IF_ERROR(m.session->RunCallable(m.params, {}, &params));
   const uint32_t mine = ParameterChecksum(params);
-  COHORT_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                          gang.all_gather(absl::StrFormat("%08x", mine)));
+  absl::StatusOr<std::vector<std::string>> gathered =
+      gang.all_gather(absl::StrFormat("%08x", mine));
+  if (!gathered.ok()) return MemberLost(gathered.status(), "comparing " + when);
+  const std::vector<std::string>& all = *gathered;
   std::string differing;
   for (size_t p = 1; p < all.size(); ++p) {
     if (all[p] != all[0])
@@ -218,10 +226,13 @@ struct Progress {
 absl::StatusOr<uint32_t> AdoptCommittedState(Model& m, Collective& gang,
                                              bool& has_state,
                                              Progress& progress) {
-  COHORT_ASSIGN_OR_RETURN(
-      std::vector<std::string> offers,
+  absl::StatusOr<std::vector<std::string>> gathered =
       gang.all_gather(absl::StrFormat(
-          "%016x", has_state ? static_cast<uint64_t>(progress.step) + 1 : 0)));
+          "%016x", has_state ? static_cast<uint64_t>(progress.step) + 1 : 0));
+  if (!gathered.ok()) {
+    return MemberLost(gathered.status(), "finding who holds the state");
+  }
+  const std::vector<std::string>& offers = *gathered;
   int root = -1;
   uint64_t best = 0;
   for (int q = 0; q < static_cast<int>(offers.size()); ++q) {
@@ -235,8 +246,16 @@ absl::StatusOr<uint32_t> AdoptCommittedState(Model& m, Collective& gang,
       root = q;
     }
   }
-  // Nobody has trained yet: every member holds the same initial values.
-  if (root < 0) root = 0;
+  if (root < 0) {
+    // Only restarted processes are left: every member that held the
+    // training state was lost. Starting again from fresh weights would look
+    // like success while it threw the training away.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "every member of elastic ", gang.describe(),
+        " joined after training started: the members that held the "
+        "training state were all lost, so the job cannot go on from it; "
+        "start it again (from its checkpoint, if it saved one)"));
+  }
   std::vector<Tensor> state;
   COHORT_RETURN_IF_ERROR(m.session->RunCallable(m.read_state, {}, &state));
   size_t bytes = sizeof(Progress);
@@ -248,9 +267,11 @@ absl::StatusOr<uint32_t> AdoptCommittedState(Model& m, Collective& gang,
     std::memcpy(buffer.data() + at, t.raw_data(), t.TotalBytes());
     at += t.TotalBytes();
   }
-  COHORT_RETURN_IF_ERROR(
-      Annotate(gang.broadcast(buffer.data(), buffer.size(), root),
-               absl::StrCat("handing partition ", root, "'s state to all")));
+  if (absl::Status s = gang.broadcast(buffer.data(), buffer.size(), root);
+      !s.ok()) {
+    return MemberLost(
+        s, absl::StrCat("handing partition ", root, "'s state to all"));
+  }
   std::memcpy(&progress, buffer.data(), sizeof(Progress));
   std::vector<Tensor> adopted;
   at = sizeof(Progress);
@@ -406,15 +427,24 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   double window_examples = 0, examples = 0;
   // After a failed collective (`cause`) or an agreed change (OK): the next
   // membership, partition 0's committed state, a new shard.
-  auto change_membership = [&](const absl::Status& cause) -> absl::Status {
-    COHORT_RETURN_IF_ERROR(g.reform(cause, g));
-    if (g.job_finished()) {
-      return absl::AbortedError(absl::StrCat(
-          "the elastic job was marked finished while this task re-formed "
-          "its group at step ",
-          step, "; the members should have finished together"));
+  auto change_membership = [&](absl::Status cause) -> absl::Status {
+    absl::StatusOr<uint32_t> checksum;
+    for (;;) {
+      COHORT_RETURN_IF_ERROR(g.reform(cause, g));
+      if (g.job_finished()) {
+        return absl::AbortedError(absl::StrCat(
+            "the elastic job was marked finished while this task re-formed "
+            "its group at step ",
+            step, " (after: ", cause.message(),
+            "); the members finish together, so check the other members' "
+            "logs for what happened"));
+      }
+      checksum = adopt();
+      // A member lost while the state was handed on: re-form again.
+      if (!absl::IsUnavailable(checksum.status())) break;
+      cause = checksum.status();
     }
-    COHORT_ASSIGN_OR_RETURN(uint32_t checksum, adopt());
+    COHORT_RETURN_IF_ERROR(checksum.status());
     COHORT_RETURN_IF_ERROR(take_shard());
     ++report.membership_changes;
     if (g.partition_id == 0) {
@@ -423,74 +453,88 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
           << (cause.ok() ? std::string(" (a task joined)")
                          : absl::StrCat(" (after: ", cause.message(), ")"))
           << absl::StrFormat("; parameters identical on all (crc32c %08x)",
-                             checksum)
+                             *checksum)
           << std::endl;
     }
     return absl::OkStatus();
   };
   std::vector<Tensor> out;
-  while (step < o.steps) {
-    const int this_step = step + 1;
-    if (offset + o.batch > shard.size()) offset = 0;
-    Dataset batch = Rows(shard, offset, o.batch);
-    offset += o.batch;
-    COHORT_RETURN_IF_ERROR(Annotate(
-        m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
-        absl::StrCat("step ", this_step, ": forward and gradients")));
-    // The fetched tensors (the loss, then one gradient per variable) are
-    // computed afresh each step, so they are averaged in place: no copies.
-    // Every task gets the same bits back, so the updates stay identical.
-    absl::Status reduced;
-    for (size_t i = 0; i < out.size() && reduced.ok(); ++i) {
-      const std::string what =
-          i == 0 ? std::string("the loss")
-                 : absl::StrCat("the gradient of ", m.var_names[i - 1]);
-      if (out[i].dtype() != DT_FLOAT) {
-        return absl::InternalError(
-            absl::StrCat("step ", this_step, ": ", what, " is ",
-                         DataTypeName(out[i].dtype()), ", not float"));
+  // An elastic gang that loses a member during the final comparison re-forms
+  // and, if the state it takes is short of the last step, trains on.
+  for (;;) {
+    while (step < o.steps) {
+      const int this_step = step + 1;
+      if (offset + o.batch > shard.size()) offset = 0;
+      Dataset batch = Rows(shard, offset, o.batch);
+      offset += o.batch;
+      COHORT_RETURN_IF_ERROR(Annotate(
+          m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
+          absl::StrCat("step ", this_step, ": forward and gradients")));
+      // The fetched tensors (the loss, then one gradient per variable) are
+      // computed afresh each step, so they are averaged in place: no copies.
+      // Every task gets the same bits back, so the updates stay identical.
+      absl::Status reduced;
+      for (size_t i = 0; i < out.size() && reduced.ok(); ++i) {
+        const std::string what =
+            i == 0 ? std::string("the loss")
+                   : absl::StrCat("the gradient of ", m.var_names[i - 1]);
+        if (out[i].dtype() != DT_FLOAT) {
+          return absl::InternalError(
+              absl::StrCat("step ", this_step, ": ", what, " is ",
+                           DataTypeName(out[i].dtype()), ", not float"));
+        }
+        reduced = Annotate(
+            g.all_reduce_mean(out[i].data<float>(),
+                              static_cast<size_t>(out[i].NumElements())),
+            absl::StrCat("step ", this_step, ": averaging ", what));
       }
-      reduced =
-          Annotate(g.all_reduce_mean(out[i].data<float>(),
-                                     static_cast<size_t>(out[i].NumElements())),
-                   absl::StrCat("step ", this_step, ": averaging ", what));
-    }
-    if (!reduced.ok()) {
-      // An elastic gang drops the step: nothing of it was applied.
-      if (!g.elastic()) return reduced;
-      COHORT_RETURN_IF_ERROR(change_membership(reduced));
-      continue;
-    }
-    const double loss = out[0].scalar<float>();
-    if (this_step == 1) report.initial_loss = loss;
-    report.final_train_loss = loss;
-    const std::vector<Tensor> mean(out.begin() + 1, out.end());
-    // The commit point: the update of a step whose gradients every member
-    // averaged.
-    COHORT_RETURN_IF_ERROR(
-        Annotate(m.session->RunCallable(m.apply, mean, nullptr),
-                 absl::StrCat("step ", this_step, ": applying the update")));
-    step = this_step;
-    window_examples += static_cast<double>(o.batch) * g.num_tasks;
-    examples += static_cast<double>(o.batch) * g.num_tasks;
-    if (g.partition_id == 0 && o.log_every > 0 &&
-        (step % o.log_every == 0 || step == o.steps)) {
-      const double secs = absl::ToDoubleSeconds(env->Now() - window_start);
-      log << absl::StrFormat("step %d/%d loss %.4f examples/s %.0f", step,
-                             o.steps, loss,
-                             secs > 0 ? window_examples / secs : 0)
-          << std::endl;
-      window_start = env->Now();
-      window_examples = 0;
-    }
-    if (g.elastic() && step < o.steps) {
-      absl::StatusOr<bool> changed = g.membership_changed();
-      if (!changed.ok()) {
-        COHORT_RETURN_IF_ERROR(change_membership(changed.status()));
-      } else if (*changed) {
-        COHORT_RETURN_IF_ERROR(change_membership(absl::OkStatus()));
+      if (!reduced.ok()) {
+        // An elastic gang drops the step: nothing of it was applied.
+        if (!g.elastic()) return reduced;
+        COHORT_RETURN_IF_ERROR(change_membership(reduced));
+        continue;
+      }
+      const double loss = out[0].scalar<float>();
+      if (this_step == 1) report.initial_loss = loss;
+      report.final_train_loss = loss;
+      const std::vector<Tensor> mean(out.begin() + 1, out.end());
+      // The commit point: the update of a step whose gradients every member
+      // averaged.
+      COHORT_RETURN_IF_ERROR(
+          Annotate(m.session->RunCallable(m.apply, mean, nullptr),
+                   absl::StrCat("step ", this_step, ": applying the update")));
+      step = this_step;
+      window_examples += static_cast<double>(o.batch) * g.num_tasks;
+      examples += static_cast<double>(o.batch) * g.num_tasks;
+      if (g.partition_id == 0 && o.log_every > 0 &&
+          (step % o.log_every == 0 || step == o.steps)) {
+        const double secs = absl::ToDoubleSeconds(env->Now() - window_start);
+        log << absl::StrFormat("step %d/%d loss %.4f examples/s %.0f", step,
+                               o.steps, loss,
+                               secs > 0 ? window_examples / secs : 0)
+            << std::endl;
+        window_start = env->Now();
+        window_examples = 0;
+      }
+      if (g.elastic() && step < o.steps) {
+        absl::StatusOr<bool> changed = g.membership_changed();
+        if (!changed.ok()) {
+          COHORT_RETURN_IF_ERROR(change_membership(changed.status()));
+        } else if (*changed) {
+          COHORT_RETURN_IF_ERROR(change_membership(absl::OkStatus()));
+        }
       }
     }
+    absl::StatusOr<uint32_t> checksum =
+        CheckParametersAgree(m, g, absl::StrCat("after step ", o.steps));
+    if (checksum.ok()) {
+      report.checksum = *checksum;
+      break;
+    }
+    if (!g.elastic() || !absl::IsUnavailable(checksum.status())) {
+      return checksum.status();
+    }
+    COHORT_RETURN_IF_ERROR(change_membership(checksum.status()));
   }
   const double secs = absl::ToDoubleSeconds(env->Now() - start);
   if (secs > 0) {
@@ -500,14 +544,11 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
   report.partition_id = g.partition_id;
   report.num_tasks = g.num_tasks;
   if (g.elastic() && g.partition_id == 0) {
-    // A replacement still on its way learns that there is nothing to join.
+    // Once every member compared the final parameters: a replacement still
+    // on its way learns that there is nothing to join.
     COHORT_RETURN_IF_ERROR(
         Annotate(g.mark_finished(), "marking the elastic job finished"));
   }
-
-  COHORT_ASSIGN_OR_RETURN(
-      report.checksum,
-      CheckParametersAgree(m, g, absl::StrCat("after step ", o.steps)));
 
   // Held-out evaluation (every task: the parameters are identical).
   COHORT_RETURN_IF_ERROR(

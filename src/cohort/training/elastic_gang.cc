@@ -58,13 +58,15 @@ absl::StatusOr<std::unique_ptr<ElasticGang>> ElasticGang::Join(
 
 absl::StatusOr<coord::Membership> ElasticGang::AwaitGeneration(
     int64_t generation, absl::Time deadline, const absl::Status& cause) {
-  absl::StatusOr<std::string> value = agent_->GetKeyValue(
-      coord::GenerationKey(generation),
-      std::max(deadline - env_->Now(), absl::ZeroDuration()));
+  const absl::Duration wait =
+      std::max(deadline - env_->Now(), absl::ZeroDuration());
+  absl::StatusOr<std::string> value =
+      agent_->GetKeyValue(coord::GenerationKey(generation), wait);
   if (absl::IsDeadlineExceeded(value.status())) {
     return absl::DeadlineExceededError(absl::StrCat(
         options_.task, ": elastic generation ", generation,
-        " did not appear within ", absl::FormatDuration(options_.wait),
+        " did not appear within ",
+        absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))),
         cause.ok()
             ? std::string()
             : absl::StrCat(" after the group failed (", cause.message(), ")"),
@@ -81,6 +83,22 @@ absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
   for (;; ++generation) {
     COHORT_ASSIGN_OR_RETURN(coord::Membership m,
                             AwaitGeneration(generation, deadline, cause));
+    // Anyone with the job token can write the store: a generation must be
+    // a set of the job's own tasks.
+    std::vector<std::string> sorted = m.members;
+    std::sort(sorted.begin(), sorted.end());
+    const bool unique =
+        std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+    for (const std::string& t : m.members) {
+      if (!unique || first_.RankOf(t) < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "elastic ", m.ToString(),
+            " is not a set of the job's tasks (generation 0: ",
+            absl::StrJoin(first_.members, ", "),
+            "); something other than `cohort launch --elastic` wrote ",
+            coord::GenerationKey(generation)));
+      }
+    }
     const int rank = m.RankOf(options_.task);
     if (rank < 0) {
       // Only a task that was lost is removed; one that is alive again comes
@@ -137,12 +155,15 @@ absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
       return absl::OkStatus();
     }
     // A member of this generation was lost while it formed: the launcher
-    // writes the next one.
-    if (!store_.try_get(coord::GenerationKey(generation + 1)).ok()) {
+    // writes the next one, which gets a deadline of its own.
+    if (!AwaitGeneration(generation + 1, env_->Now() + options_.wait,
+                         group.status())
+             .ok()) {
       return Annotate(
           group.status(),
           absl::StrCat(options_.task, ": forming elastic ", m.ToString()));
     }
+    deadline = env_->Now() + options_.wait;
   }
 }
 
@@ -170,6 +191,14 @@ collective::Exchange ElasticGang::MembersExchange(int64_t generation, int rank,
           break;
         }
         if (!absl::IsDeadlineExceeded(value.status())) return value.status();
+        if (store_.try_get(coord::GenerationKey(generation + 1)).ok()) {
+          // A member was lost (or came back) meanwhile: the members move
+          // to the next generation rather than wait for this one.
+          return absl::UnavailableError(
+              absl::StrCat(options_.task, ": elastic generation ",
+                           generation + 1, " was written before rank ", q,
+                           " of generation ", generation, " joined its group"));
+        }
         if (store_.try_get(FinishedKey()).ok()) {
           job_finished_ = true;
           return absl::CancelledError(absl::StrCat(
@@ -219,11 +248,9 @@ absl::StatusOr<bool> ElasticGang::ChangeAgreed() {
     next_poll_ = now + options_.poll_interval;
     absl::StatusOr<std::string> next =
         store_.try_get(coord::GenerationKey(membership_.generation + 1));
-    if (next.ok()) {
-      newer_seen_ = true;
-    } else if (!absl::IsNotFound(next.status())) {
-      return next.status();
-    }
+    // A failed look (the service briefly unreachable) is "nothing new
+    // yet": the next step looks again.
+    newer_seen_ = next.ok();
   }
   // The mean is above 0 exactly when some member saw the next generation,
   // and every member gets the same bits.

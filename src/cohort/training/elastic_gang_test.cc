@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cohort/coord/in_process_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -60,12 +61,18 @@ class ElasticGangTest : public ::testing::Test {
   std::vector<std::unique_ptr<coord::CoordinationAgent>> agents_;
 };
 
-// Two members step; a restarted third joins. Both members see the change
-// at the same step (the flag is all-reduced), move together, and all three
+// worker:2 is lost before generation 0 formed: the two others give up on
+// generation 0 once generation 1 (without it) is written and form that.
+// They step; worker:2's replacement joins. Both members see the change at
+// the same step (the flag is all-reduced), move together, and all three
 // then reduce to the same mean.
 TEST_F(ElasticGangTest, AJoiningTaskIsTakenInAtTheSameStepByEveryMember) {
-  ASSERT_TRUE(
-      coord::WriteInitialMembership(store_, {"worker:0", "worker:1"}).ok());
+  ASSERT_TRUE(coord::WriteInitialMembership(
+                  store_, {"worker:0", "worker:1", "worker:2"})
+                  .ok());
+  ASSERT_TRUE(coord::ChangeMembership(store_, [](auto members) {
+                return coord::WithoutMember(members, "worker:2");
+              }).ok());
   std::atomic<bool> joining{false};
   int changed_at[2] = {-1, -1};
   float after[3] = {0, 0, 0};
@@ -77,7 +84,11 @@ TEST_F(ElasticGangTest, AJoiningTaskIsTakenInAtTheSameStepByEveryMember) {
           ElasticGang::Join(Options(t, 2, 3, false), agent);
       ASSERT_TRUE(gang.ok()) << gang.status();
       EXPECT_EQ((*gang)->rank(), t);
-      for (int step = 0; step < 10000 && changed_at[t] < 0; ++step) {
+      EXPECT_EQ((*gang)->membership().generation, 1);
+      // Steps until the change is agreed (bounded in time, not steps: a
+      // sanitizer build steps slowly).
+      const absl::Time give_up = absl::Now() + absl::Seconds(60);
+      for (int step = 0; changed_at[t] < 0 && absl::Now() < give_up; ++step) {
         float v = 1.f + t;
         ASSERT_TRUE((*gang)->AllReduceMean(&v, 1).ok());
         EXPECT_EQ(v, 1.5f);
@@ -88,14 +99,16 @@ TEST_F(ElasticGangTest, AJoiningTaskIsTakenInAtTheSameStepByEveryMember) {
       }
       ASSERT_TRUE((*gang)->Reform(absl::OkStatus()).ok());
       EXPECT_EQ((*gang)->size(), 3);
-      EXPECT_EQ((*gang)->membership().generation, 1);
+      EXPECT_EQ((*gang)->membership().generation, 2);
       after[t] = 3.f * t;
       ASSERT_TRUE((*gang)->AllReduceMean(&after[t], 1).ok());
     });
   }
   coord::CoordinationAgent* third = Agent(2);
   std::thread joiner([&] {
-    while (!joining) std::this_thread::yield();
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (!joining && absl::Now() < give_up) std::this_thread::yield();
+    ASSERT_TRUE(joining) << "the members never stepped";
     absl::StatusOr<std::unique_ptr<ElasticGang>> gang =
         ElasticGang::Join(Options(2, 2, 3, true), third);
     ASSERT_TRUE(gang.ok()) << gang.status();
@@ -132,7 +145,8 @@ TEST_F(ElasticGangTest, SurvivorsReformWithoutALostMember) {
       ASSERT_TRUE(gang.ok()) << gang.status();
       ++formed;
       if (t == 1) {
-        while (formed < 3) std::this_thread::yield();
+        const absl::Time give_up = absl::Now() + absl::Seconds(60);
+        while (formed < 3 && absl::Now() < give_up) std::this_thread::yield();
         return;  // lost: its group's sockets close
       }
       float v = 1;
@@ -183,6 +197,22 @@ TEST_F(ElasticGangTest, ATaskThatIsNotAMemberIsRefused) {
   EXPECT_THAT(s.message(),
               HasSubstr("worker:1 is not a member of elastic generation 0: "
                         "worker:0"));
+}
+
+// Anyone with the job token can write the store: a generation that is not a
+// set of the job's tasks is refused, not formed.
+TEST_F(ElasticGangTest, AForeignGenerationIsRefused) {
+  ASSERT_TRUE(
+      coord::WriteInitialMembership(store_, {"worker:0", "worker:1"}).ok());
+  ASSERT_TRUE(cluster_->service()
+                  ->InsertKeyValue(coord::GenerationKey(1),
+                                   "worker:0,worker:0,worker:7", false)
+                  .ok());
+  absl::Status s = ElasticGang::Join(Options(0, 1, 2, true), Agent(0)).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr("is not a set of the job's tasks (generation 0: "
+                        "worker:0, worker:1)"));
 }
 
 // A replacement whose job trained to its end meanwhile learns it instead of
