@@ -49,24 +49,35 @@ TEST(DataParallelTest, SyntheticDataIsDeterministicAndShardsPartitionIt) {
 // does: the mean of two equal buffers is the buffer itself.
 absl::Status MirroredMean(float*, size_t) { return absl::OkStatus(); }
 
+// A tiny job (two steps) and a fake gang of two, partition 0, whose other
+// task sends back `other` in every all-gather ("" for this task's own
+// string) and mirrors every all-reduce.
+struct TinyJob {
+  TrainOptions options;
+  Collective gang;
+  explicit TinyJob(std::string other) {
+    options.train_examples = 256;
+    options.heldout_examples = 16;
+    options.steps = 2;
+    options.log_every = 0;
+    gang.partition_id = 0;
+    gang.num_tasks = 2;
+    gang.all_gather =
+        [other](
+            const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
+      return std::vector<std::string>{m, other.empty() ? m : other};
+    };
+    gang.all_reduce_mean = MirroredMean;
+  }
+};
+
 // A gang of two whose other task reports different parameters: the
 // training must refuse to go on, naming the partition and checksums.
 TEST(DataParallelTest, DifferingParametersAreReported) {
-  TrainOptions o;
-  o.train_examples = 256;
-  o.heldout_examples = 16;
-  o.steps = 2;
-  o.log_every = 0;
-  Collective gang;
-  gang.partition_id = 0;
-  gang.num_tasks = 2;
-  gang.all_gather =
-      [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
-    return std::vector<std::string>{m, "deadbeef"};
-  };
-  gang.all_reduce_mean = MirroredMean;
+  TinyJob job("deadbeef");
   std::ostringstream log;
-  absl::StatusOr<TrainReport> r = RunDataParallelTraining(o, gang, log);
+  absl::StatusOr<TrainReport> r =
+      RunDataParallelTraining(job.options, job.gang, log);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(r.status().message()),
@@ -100,19 +111,8 @@ TEST(DataParallelTest, MirroredGangTrains) {
 // fresh weights, which would look like success while it threw the training
 // away.
 TEST(DataParallelTest, AnElasticGangOfOnlyReplacementsRefusesToStartOver) {
-  TrainOptions o;
-  o.train_examples = 256;
-  o.heldout_examples = 16;
-  o.steps = 2;
-  o.log_every = 0;
-  Collective gang;
-  gang.partition_id = 0;
-  gang.num_tasks = 2;
-  gang.all_gather =
-      [](const std::string& m) -> absl::StatusOr<std::vector<std::string>> {
-    return std::vector<std::string>{m, m};
-  };
-  gang.all_reduce_mean = MirroredMean;
+  TinyJob job("");
+  Collective& gang = job.gang;
   gang.broadcast = [](void*, size_t, int) { return absl::OkStatus(); };
   gang.reform = [](const absl::Status&, Collective&) {
     return absl::OkStatus();
@@ -125,7 +125,8 @@ TEST(DataParallelTest, AnElasticGangOfOnlyReplacementsRefusesToStartOver) {
   gang.mark_finished = [] { return absl::OkStatus(); };
   gang.joins_running_job = true;
   std::ostringstream log;
-  absl::StatusOr<TrainReport> r = RunDataParallelTraining(o, gang, log);
+  absl::StatusOr<TrainReport> r =
+      RunDataParallelTraining(job.options, gang, log);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(r.status().message()),

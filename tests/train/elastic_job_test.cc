@@ -59,12 +59,7 @@ std::unique_ptr<TestProcess> StartElasticJob(
     const std::string& dir, int n, const std::string& range, int max_restarts,
     const std::string& held, int steps,
     const std::vector<std::string>& launch_flags = {}) {
-  const std::string hold = absl::StrCat(
-      "if [ \"$COHORT_TASK_NAME\" = ", held,
-      " ] && [ \"$COHORT_TASK_RESTART\" = 1 ]; then echo held down; i=0; "
-      "while [ ! -e ",
-      dir, "/go ]; do i=$((i+1)); [ $i -gt 2400 ] && exit 7; sleep 0.05; ",
-      "done; fi; exec \"$0\" \"$@\"");
+  const std::string hold = HoldFirstRestart(dir, held);
   std::vector<std::string> argv = {"/bin/sh",
                                    "-c",
                                    "exec \"$0\" \"$@\" 2>&1",

@@ -27,6 +27,15 @@ std::string FreshTestDir(const std::string& name) {
 }
 
 // The number after `key` in `line` ("global_step 420 ..."), if any.
+std::string HoldFirstRestart(const std::string& dir, const std::string& task) {
+  return absl::StrCat(
+      "if [ \"$COHORT_TASK_NAME\" = ", task,
+      " ] && [ \"$COHORT_TASK_RESTART\" = 1 ]; then echo held down; i=0; "
+      "while [ ! -e ",
+      dir, "/go ]; do i=$((i+1)); [ $i -gt 2400 ] && exit 7; sleep 0.05; ",
+      "done; fi; exec \"$0\" \"$@\"");
+}
+
 std::optional<double> FigureAfter(const std::string& line,
                                   const std::string& key) {
   const size_t at = line.find(key + " ");

@@ -38,6 +38,12 @@ void Drain(TestProcess* p, absl::Duration timeout);
 // The first line read so far that contains `needle`, or "".
 std::string LineWith(TestProcess* p, const std::string& needle);
 
+// A `/bin/sh -c` script that runs "$0" "$@" (the program and its
+// arguments that follow it), except that `task`'s first restart
+// (COHORT_TASK_RESTART=1) first prints "held down" and waits for the file
+// <dir>/go (at most 120 s, then exits 7).
+std::string HoldFirstRestart(const std::string& dir, const std::string& task);
+
 // The pid of the launched task `task` ("ps:0"): a process whose
 // environment has COHORT_TASK_NAME=<task> and whose parent is `launcher`.
 std::optional<pid_t> TaskPid(pid_t launcher, const std::string& task);

@@ -259,12 +259,7 @@ TEST(PsJobTest, GangRestartedAfterKillResumesFromTheCheckpoint) {
 std::unique_ptr<TestProcess> StartTaskRestartJob(const std::string& dir,
                                                  const std::string& task,
                                                  int steps) {
-  const std::string hold = absl::StrCat(
-      "if [ \"$COHORT_TASK_NAME\" = ", task,
-      " ] && [ \"$COHORT_TASK_RESTART\" = 1 ]; then echo held down; i=0; "
-      "while [ ! -e ",
-      dir, "/go ]; do i=$((i+1)); [ $i -gt 2400 ] && exit 7; sleep 0.05; ",
-      "done; fi; exec \"$0\" \"$@\"");
+  const std::string hold = HoldFirstRestart(dir, task);
   std::vector<std::string> argv = {"/bin/sh",
                                    "-c",
                                    "exec \"$0\" \"$@\" 2>&1",
