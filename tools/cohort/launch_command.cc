@@ -288,6 +288,13 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       }
       return has_ps ? launch::RestartMode::kTask : launch::RestartMode::kGang;
     };
+    // --elastic MIN:MAX (min 0 when not given).
+    absl::StatusOr<coord::ElasticRange> elastic =
+        flags->elastic.empty()
+            ? absl::StatusOr<coord::ElasticRange>(coord::ElasticRange{})
+            : coord::ParseElasticRange(flags->elastic, "--elastic");
+    if (!elastic.ok()) return fail(elastic.status());
+    const absl::Duration elastic_wait = absl::Seconds(flags->elastic_wait_s);
 
     if (!flags->engine.empty()) {
       launch::EngineFlags ef;
@@ -318,13 +325,8 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       if (!restart.ok()) return fail(restart.status());
       options.restart = *restart;
       options.max_restarts = flags->max_restarts;
-      if (!flags->elastic.empty()) {
-        absl::StatusOr<coord::ElasticRange> range =
-            coord::ParseElasticRange(flags->elastic, "--elastic");
-        if (!range.ok()) return fail(range.status());
-        options.elastic = *range;
-        options.elastic_wait = absl::Seconds(flags->elastic_wait_s);
-      }
+      options.elastic = *elastic;
+      options.elastic_wait = elastic_wait;
       options.rendezvous_timeout = rendezvous_timeout;
       options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
       options.stop_grace = absl::Seconds(flags->stop_grace_s);
@@ -369,15 +371,11 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     if (!restart.ok()) return fail(restart.status());
     options.restart = *restart;
     options.max_restarts = flags->max_restarts;
-    if (!flags->elastic.empty()) {
-      absl::StatusOr<coord::ElasticRange> range =
-          coord::ParseElasticRange(flags->elastic, "--elastic");
-      if (!range.ok()) return fail(range.status());
-      options.elastic = *range;
-      options.elastic_wait = absl::Seconds(flags->elastic_wait_s);
-      if (options.num_workers == 0 && !flags->chief && flags->ps == 0) {
-        options.num_workers = range->max;
-      }
+    options.elastic = *elastic;
+    options.elastic_wait = elastic_wait;
+    if (elastic->min > 0 && options.num_workers == 0 && !flags->chief &&
+        flags->ps == 0) {
+      options.num_workers = elastic->max;  // -n defaults to MAX
     }
     options.barrier_timeout = absl::Seconds(flags->barrier_timeout_s);
     options.stop_grace = absl::Seconds(flags->stop_grace_s);

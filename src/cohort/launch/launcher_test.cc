@@ -146,6 +146,71 @@ TEST_F(LauncherTest, SlotsCheckFailsBeforeStartingAnything) {
   EXPECT_FALSE(std::ifstream(dir_ + "/started").good());
 }
 
+// --elastic: the tasks learn the range; a task that fails with no restart
+// left leaves the job while MIN remain, and the job succeeds without it.
+TEST_F(LauncherTest, ElasticJobDropsATaskWithNoRestartLeftWhileMinRemain) {
+  options_.num_workers = 4;
+  options_.restart = RestartMode::kTask;
+  options_.elastic = {3, 4};
+  Script(
+      "echo range $COHORT_ELASTIC wait $COHORT_ELASTIC_WAIT; "
+      "if [ $COHORT_PARTITION_ID = 3 ]; then exit 5; fi");
+  Launcher launcher(Env::Default(), options_);
+  auto result = launcher.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->succeeded) << Messages();
+  EXPECT_THAT(Output(), HasSubstr("[worker:2] range 3:4 wait 1m"));
+  EXPECT_THAT(Messages(),
+              HasSubstr("elastic: worker:3 left the membership; 3 task(s) "
+                        "train on (worker:0, worker:1, worker:2), minimum 3"));
+  EXPECT_THAT(Messages(),
+              HasSubstr("job succeeded: 3 of 4 task(s) of attempt 0 "
+                        "finished; worker:3 (exited with code 5) left the "
+                        "elastic job with no restart left"));
+}
+
+// Below MIN with a replacement that never joins: the attempt fails after
+// the wait, naming the missing task; the others are stopped.
+TEST_F(LauncherTest, ElasticJobBelowMinFailsAfterTheWaitNamingTheMissingTask) {
+  options_.num_workers = 2;
+  options_.restart = RestartMode::kTask;
+  options_.max_restarts = 1;
+  options_.elastic = {2, 2};
+  options_.elastic_wait = absl::Seconds(1);
+  options_.stop_grace = absl::Seconds(1);
+  Script(
+      "if [ $COHORT_PARTITION_ID = 1 ] && [ $COHORT_TASK_RESTART = 0 ]; then "
+      "exit 3; fi; sleep 60");
+  Launcher launcher(Env::Default(), options_);
+  auto result = launcher.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->succeeded);
+  EXPECT_EQ(result->exit_code, 1);
+  EXPECT_THAT(result->failure_summary, HasSubstr("task worker:1 (pid "))
+      << Messages();
+  EXPECT_THAT(result->failure_summary,
+              HasSubstr("is missing from the elastic job, which stayed below "
+                        "its minimum of 2 task(s) for 1s: members worker:0; "
+                        "missing worker:1"))
+      << Messages();
+}
+
+TEST_F(LauncherTest, ElasticFlagsAreCheckedBeforeAnythingStarts) {
+  Script("mkdir -p $TEST_DIR; touch $TEST_DIR/started");
+  options_.elastic = {2, 3};
+  options_.restart = RestartMode::kTask;
+  options_.num_workers = 2;
+  auto result = Launcher(Env::Default(), options_).Run();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("use -n 3"));
+  options_.num_workers = 3;
+  options_.restart = RestartMode::kGang;
+  result = Launcher(Env::Default(), options_).Run();
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("cannot be combined with --restart gang"));
+  EXPECT_FALSE(std::ifstream(dir_ + "/started").good());
+}
+
 // Spark #25/#26: one failed task reruns the whole gang, with the next
 // attempt number; then the job succeeds.
 TEST_F(LauncherTest, FailureRerunsTheWholeGang) {
