@@ -331,10 +331,8 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
       Key(attempt, absl::StrCat("address/", me)), OnHost(e.hosts[me], port)));
   if (me == 0 && options.elastic.min > 0) {
     // Before any program starts: they join generation 0.
-    std::vector<std::string> members;
-    for (const TaskSpec& t : tasks) members.push_back(t.Name());
-    COHORT_RETURN_IF_ERROR(coord::WriteInitialMembership(
-        coord::ElasticStoreOf(programs->service()), std::move(members)));
+    COHORT_RETURN_IF_ERROR(WriteFirstGeneration(
+        coord::ElasticStoreOf(programs->service()), tasks));
   }
   if (me == 0) {
     const barrier::BarrierEndpoints at = barrier::BarrierEndpointsOf(*programs);

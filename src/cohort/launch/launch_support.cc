@@ -136,6 +136,21 @@ std::function<void(const FailureRecord&)> GangFailureHook(
   };
 }
 
+namespace {
+
+std::vector<std::string> TaskNames(const std::vector<TaskSpec>& tasks) {
+  std::vector<std::string> names;
+  for (const TaskSpec& t : tasks) names.push_back(t.Name());
+  return names;
+}
+
+}  // namespace
+
+absl::Status WriteFirstGeneration(const coord::ElasticStore& store,
+                                  const std::vector<TaskSpec>& tasks) {
+  return coord::WriteInitialMembership(store, TaskNames(tasks));
+}
+
 void PlanElastic(coord::ElasticRange range, absl::Duration wait,
                  coord::ElasticStore store, bool enforce_minimum,
                  const std::vector<TaskSpec>& tasks,
@@ -158,7 +173,7 @@ void PlanElastic(coord::ElasticRange range, absl::Duration wait,
     return m.members;
   };
   if (enforce_minimum) {
-    for (const TaskSpec& t : tasks) plan.elastic.tasks.push_back(t.Name());
+    plan.elastic.tasks = TaskNames(tasks);
     plan.elastic.members =
         [store]() -> absl::StatusOr<std::vector<std::string>> {
       COHORT_ASSIGN_OR_RETURN(coord::Membership m,

@@ -73,6 +73,12 @@ std::function<void(const FailureRecord&)> GangFailureHook(
     barrier::BarrierCoordinator* coordinator, int attempt,
     std::string* barrier_failure);
 
+// For `--elastic MIN:MAX`, before any task starts: generation 0 of the
+// membership on `store` (the programs' coordination service), every task of
+// the job.
+absl::Status WriteFirstGeneration(const coord::ElasticStore& store,
+                                  const std::vector<TaskSpec>& tasks);
+
 // For `--elastic MIN:MAX`: the tasks' COHORT_ELASTIC and
 // COHORT_ELASTIC_WAIT (added to `extra_env`) and the attempt's elastic plan
 // on `store` (the programs' coordination service): a lost task leaves the

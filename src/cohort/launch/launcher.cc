@@ -116,10 +116,7 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   const coord::ElasticStore elastic_store =
       coord::ElasticStoreOf(control->service());
   if (options.elastic.min > 0) {
-    std::vector<std::string> members;
-    for (const TaskSpec& t : tasks) members.push_back(t.Name());
-    COHORT_RETURN_IF_ERROR(
-        coord::WriteInitialMembership(elastic_store, std::move(members)));
+    COHORT_RETURN_IF_ERROR(WriteFirstGeneration(elastic_store, tasks));
   }
 
   AttemptPlan plan;
