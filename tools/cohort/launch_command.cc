@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -42,45 +43,36 @@
 namespace cohort::tools {
 namespace {
 
-int g_signal_pipe[2] = {-1, -1};
-
-void OnStopSignal(int sig) {
-  const char byte = static_cast<char>(sig);
-  ssize_t ignored = write(g_signal_pipe[1], &byte, 1);
-  (void)ignored;
-}
-
-// Runs `run` with Ctrl-C and SIGTERM turned into `stop()`: the handler only
-// writes to a pipe; a thread makes the call.
+// Runs `run` with Ctrl-C and SIGTERM turned into `stop()`. The signals are
+// blocked in this thread before `run` starts any thread, so every thread of
+// the launcher inherits the block and one watcher takes them with sigwait.
+// (A handler would run on whichever thread the kernel picks; under
+// ThreadSanitizer that delivery waits until the thread next enters the
+// runtime, which a thread parked in a futex may never do.) Tasks start with
+// an empty mask (base/subprocess.h), so they still see the signals.
 template <typename Run, typename Stop>
 auto WithStopSignals(Run run, Stop stop) -> decltype(run()) {
-  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe failed: ", strerror(errno)));
-  }
-  struct sigaction sa {};
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigset_t old;
+  pthread_sigmask(SIG_BLOCK, &signals, &old);
   signal(SIGPIPE, SIG_IGN);
-  std::thread watcher([&stop] {
-    char byte;
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
     while (true) {
-      const ssize_t got = read(g_signal_pipe[0], &byte, 1);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0 || byte == 0) return;  // 0: the launcher is done
+      int number = 0;
+      if (sigwait(&signals, &number) != 0) continue;
+      if (done.load()) return;  // the launcher is done: the wake-up below
       stop();
     }
   });
   auto result = run();
-  const char done = 0;
-  ssize_t ignored = write(g_signal_pipe[1], &done, 1);
-  (void)ignored;
+  done.store(true);
+  pthread_kill(watcher.native_handle(), SIGTERM);
   watcher.join();
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  close(g_signal_pipe[0]);
-  close(g_signal_pipe[1]);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return result;
 }
 
