@@ -6,6 +6,8 @@
 //    after each change the members' parameters are bit-identical (crc32c
 //    all-gathered and compared by the job), the step count goes on, the
 //    loss keeps falling, and no other task's process changed;
+//  - a member alive but silent (SIGSTOP) is found by its lost heartbeat,
+//    killed and removed; the others go on, and its restart joins again;
 //  - a task that fails with no restart left is dropped while MIN remain;
 //  - below MIN, a replacement that never joins fails the job after
 //    --elastic-wait, naming the missing task.
@@ -102,6 +104,41 @@ double LatestStep(TestProcess* p) {
 
 constexpr int kSteps = 6000;
 
+// 3 -> 4 and the end, after generation 1 (`three`, worker:0, 1, 3) trained
+// while worker:2's restart was held: released, worker:2 joins at a step
+// boundary and takes the members' state; the job trains to its last step
+// with identical parameters on all 4 and a falling loss.
+void ExpectRejoinAndTheEnd(TestProcess* job, const std::string& dir,
+                           const std::string& three) {
+  std::ofstream(dir + "/go").put('\n');
+  const std::string four = job->WaitForLineInAnyOrder(
+      "[worker:0] elastic generation 2: worker:0, worker:1, worker:2, "
+      "worker:3: 4 task(s) go on from step",
+      absl::Seconds(120));
+  ASSERT_THAT(four, HasSubstr("(a task joined); parameters identical on all"))
+      << absl::StrJoin(job->lines(), "\n");
+  EXPECT_GT(GenerationStep(four), GenerationStep(three));
+  EXPECT_LT(GenerationStep(four), kSteps)
+      << "the job ended before worker:2 joined";
+
+  Drain(job, absl::Seconds(240));
+  ASSERT_EQ(ExitCode(job, absl::Seconds(30)), 0)
+      << absl::StrJoin(job->lines(), "\n");
+  EXPECT_THAT(LineWith(job,
+                       "[worker:0] parameters identical across 4 "
+                       "tasks: checksum"),
+              Not(""));
+  EXPECT_THAT(LineWith(job, absl::StrCat("[worker:0] step ", kSteps, "/",
+                                         kSteps, " loss")),
+              Not(""));
+  // The loss curve goes on: the final training loss is below the first.
+  const std::string final_line = LineWith(job, "[worker:0] final:");
+  ASSERT_THAT(final_line, Not(""));
+  EXPECT_LT(FigureAfter(final_line, "train_loss").value_or(99),
+            FigureAfter(final_line, "(initial").value_or(-1))
+      << final_line;
+}
+
 TEST_F(ElasticJobTest,
        FourToThreeToFourWithIdenticalParametersAfterEachChange) {
   const std::string dir = FreshTestDir("elastic_job_test.four");
@@ -147,36 +184,54 @@ TEST_F(ElasticJobTest,
     EXPECT_EQ(TaskPid(job->pid(), task), pid) << task;
   }
 
-  // 3 -> 4: the restarted worker:2 joins at a step boundary and takes the
-  // members' state.
-  std::ofstream(dir + "/go").put('\n');
-  const std::string four = job->WaitForLineInAnyOrder(
-      "[worker:0] elastic generation 2: worker:0, worker:1, worker:2, "
-      "worker:3: 4 task(s) go on from step",
-      absl::Seconds(120));
-  ASSERT_THAT(four, HasSubstr("(a task joined); parameters identical on all"))
-      << absl::StrJoin(job->lines(), "\n");
-  EXPECT_GT(GenerationStep(four), GenerationStep(three));
-  EXPECT_LT(GenerationStep(four), kSteps)
-      << "the job ended before worker:2 joined";
-
-  Drain(job.get(), absl::Seconds(240));
-  ASSERT_EQ(ExitCode(job.get(), absl::Seconds(30)), 0)
-      << absl::StrJoin(job->lines(), "\n");
-  EXPECT_THAT(LineWith(job.get(),
-                       "[worker:0] parameters identical across 4 "
-                       "tasks: checksum"),
-              Not(""));
-  EXPECT_THAT(LineWith(job.get(), absl::StrCat("[worker:0] step ", kSteps, "/",
-                                               kSteps, " loss")),
-              Not(""));
-  // The loss curve goes on: the final training loss is below the first.
-  const std::string final_line = LineWith(job.get(), "[worker:0] final:");
-  ASSERT_THAT(final_line, Not(""));
-  EXPECT_LT(FigureAfter(final_line, "train_loss").value_or(99),
-            FigureAfter(final_line, "(initial").value_or(-1))
-      << final_line;
+  ExpectRejoinAndTheEnd(job.get(), dir, three);
   EXPECT_THAT(LineWith(job.get(), "1 task restart(s) in attempt 0:"), Not(""));
+  EXPECT_EQ(LineWith(job.get(), "attempt 1"), "");
+}
+
+// A member alive but silent (SIGSTOP: hung, as far as anyone can tell) is
+// found by its lost heartbeat, killed by its launcher and removed; the
+// other three, blocked in the step's all-reduce with it, go on without it
+// from their last committed step, and its restart joins again.
+TEST_F(ElasticJobTest, ASilentMemberIsKilledRemovedAndTakenBack) {
+  const std::string dir = FreshTestDir("elastic_job_test.silent");
+  std::unique_ptr<TestProcess> job = StartElasticJob(
+      dir, 4, "3:4", 1, "worker:2", kSteps, {"--heartbeat-timeout", "3"});
+  ASSERT_THAT(WaitForFigure(job.get(), "[worker:0] step ", "step", 100,
+                            absl::Seconds(120)),
+              Not(""))
+      << absl::StrJoin(job->lines(), "\n");
+  std::optional<pid_t> victim = TaskPid(job->pid(), "worker:2");
+  ASSERT_TRUE(victim.has_value());
+  ASSERT_EQ(kill(*victim, SIGSTOP), 0);
+  const double step_at_stop = LatestStep(job.get());
+
+  const std::string found = job->WaitForLineInAnyOrder(
+      absl::StrCat("worker:2 (pid ", *victim,
+                   ") was failed by the coordination service: task worker:2"),
+      absl::Seconds(60));
+  ASSERT_THAT(found, HasSubstr("sent no heartbeat for"))
+      << absl::StrJoin(job->lines(), "\n");
+  EXPECT_THAT(found, HasSubstr("(timeout 3s"));
+  EXPECT_THAT(found, HasSubstr("; killing it"));
+  const std::string three = job->WaitForLineInAnyOrder(
+      "[worker:0] elastic generation 1: worker:0, worker:1, worker:3: 3 "
+      "task(s) go on from step",
+      absl::Seconds(60));
+  ASSERT_THAT(three, HasSubstr("parameters identical on all (crc32c "))
+      << absl::StrJoin(job->lines(), "\n");
+  EXPECT_GE(GenerationStep(three), step_at_stop);
+  ASSERT_THAT(
+      job->WaitForLineInAnyOrder("[worker:2] held down", absl::Seconds(30)),
+      Not(""));
+  ASSERT_THAT(WaitForFigure(job.get(), "[worker:0] step ", "step",
+                            GenerationStep(three) + 40, absl::Seconds(120)),
+              Not(""))
+      << absl::StrJoin(job->lines(), "\n");
+  ExpectRejoinAndTheEnd(job.get(), dir, three);
+  const std::string restart =
+      LineWith(job.get(), "1 task restart(s) in attempt 0:");
+  EXPECT_THAT(restart, Not(""));
   EXPECT_EQ(LineWith(job.get(), "attempt 1"), "");
 }
 

@@ -51,6 +51,10 @@ namespace cohort::coord {
 // sets it.
 inline constexpr char kEnvCoordinationAddress[] =
     "COHORT_COORDINATION_SERVICE_ADDRESS";
+// After how long without a heartbeat that service declares a task of the
+// program lost (an absl duration, "10s"); `cohort launch` sets it, so that
+// an agent that heartbeats beats often enough.
+inline constexpr char kEnvHeartbeatTimeout[] = "COHORT_HEARTBEAT_TIMEOUT";
 
 using StatusCallback = std::function<void(absl::Status)>;
 

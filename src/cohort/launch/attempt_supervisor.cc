@@ -155,6 +155,8 @@ struct AttemptSupervisor::State {
     std::unique_ptr<TaskProcess> process;
     bool exited = false;
     int restart = 0;  // times this task was started again
+    // Elastic jobs: this process was seen in the membership.
+    bool was_member = false;
     // Set when the supervisor killed the task to restart it (the
     // coordination service failed it while it ran): the failure its exit
     // answers.
@@ -291,7 +293,8 @@ void AttemptSupervisor::Watch(State& s) {
     if (plan_.progress_interval != absl::InfiniteDuration()) {
       deadline = std::min(deadline, s.next_progress);
     }
-    if (plan_.elastic.min > 0 && plan_.elastic.members && !s.stopping) {
+    if (plan_.elastic.min > 0 && plan_.elastic.members && !s.stopping &&
+        !s.verdict.has_value()) {
       deadline = std::min(deadline, s.next_minimum_check);
     }
     std::deque<AttemptEvents::Event> batch = events_->Wait(deadline);
@@ -352,9 +355,26 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
         return;
       }
       // Another launcher's task (task 0's supervisor, under an engine):
-      // that launcher cannot see this failure, so it fails the attempt as
-      // the gang rule does; a program that merely exits is restarted by its
-      // own launcher before the service could fail it.
+      // that launcher cannot see this failure. In an elastic job the task
+      // leaves the membership: the others re-form without it, and its
+      // launcher, seeing it removed, stops and restarts it. Otherwise the
+      // attempt fails, as the gang rule does; a program that merely exits is
+      // restarted by its own launcher before the service could fail it.
+      if (plan_.elastic.min > 0 && plan_.elastic.lose) {
+        absl::StatusOr<std::vector<std::string>> left =
+            plan_.elastic.lose(r.task);
+        if (left.ok()) {
+          Message(absl::StrCat(
+              r.task, " (", r.where, ") ", r.reason, "; elastic: removed from ",
+              "the membership, its launcher stops it; ", left->size(),
+              " task(s) train on (", absl::StrJoin(*left, ", "), ")"));
+          return;
+        }
+        absl::StrAppend(&r.reason,
+                        "; removing it from the elastic membership "
+                        "failed: ",
+                        left.status().message());
+      }
       Record(s, r);
       return;
     }
@@ -459,7 +479,7 @@ absl::StatusOr<bool> AttemptSupervisor::LeaveMembership(
   return enough;
 }
 
-void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
+void AttemptSupervisor::CheckMembership(State& s, absl::Time now) {
   if (plan_.elastic.min <= 0 || !plan_.elastic.members || s.stopping ||
       s.verdict.has_value() || now < s.next_minimum_check) {
     return;
@@ -467,7 +487,8 @@ void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
   s.next_minimum_check = now + absl::Milliseconds(250);
   absl::StatusOr<std::vector<std::string>> members = plan_.elastic.members();
   if (!members.ok()) {
-    // Said once; the next check tries again.
+    // Said once; the next check tries again (a launcher cut off from the
+    // service reads again once it is back).
     if (!s.membership_unreadable) {
       Message(absl::StrCat("elastic: cannot read the membership: ",
                            members.status().message()));
@@ -476,7 +497,40 @@ void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
     return;
   }
   s.membership_unreadable = false;
-  if (static_cast<int>(members->size()) >= plan_.elastic.min) {
+  StopRemovedTasks(s, *members);
+  if (plan_.elastic.enforce_minimum) CheckMinimum(s, now, *members);
+}
+
+void AttemptSupervisor::StopRemovedTasks(
+    State& s, const std::vector<std::string>& members) {
+  for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
+    State::Running& r = s.running[i];
+    if (r.exited || r.killed_for.has_value()) continue;
+    const std::string name = plan_.tasks[i].options.spec.Name();
+    const bool member =
+        std::find(members.begin(), members.end(), name) != members.end();
+    if (member) {
+      r.was_member = true;
+      continue;
+    }
+    // A replacement is not a member until it adds itself; one that was
+    // and is no longer was removed by another launcher while it ran.
+    if (!r.was_member) continue;
+    FailureRecord cause =
+        RecordFor(s, i,
+                  "was removed from the elastic membership while running (the "
+                  "coordination service failed it: silent or cut off)",
+                  env_->Now(), 1);
+    Message(absl::StrCat(cause.task, " (", cause.where, ") ", cause.reason,
+                         "; killing it"));
+    r.killed_for = cause;
+    r.process->SignalGroup(SIGKILL);
+  }
+}
+
+void AttemptSupervisor::CheckMinimum(State& s, absl::Time now,
+                                     const std::vector<std::string>& members) {
+  if (static_cast<int>(members.size()) >= plan_.elastic.min) {
     s.below_minimum_since = absl::InfiniteFuture();
     return;
   }
@@ -489,7 +543,7 @@ void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
   int first_missing = -1;
   for (int i = 0; i < static_cast<int>(plan_.elastic.tasks.size()); ++i) {
     const std::string& name = plan_.elastic.tasks[i];
-    if (std::find(members->begin(), members->end(), name) != members->end()) {
+    if (std::find(members.begin(), members.end(), name) != members.end()) {
       continue;
     }
     missing.push_back(name);
@@ -500,7 +554,7 @@ void AttemptSupervisor::CheckMinimum(State& s, absl::Time now) {
       "is missing from the elastic job, which stayed below its minimum of ",
       plan_.elastic.min, " task(s) for ",
       absl::FormatDuration(plan_.elastic.wait), ": members ",
-      members->empty() ? std::string("none") : absl::StrJoin(*members, ", "),
+      members.empty() ? std::string("none") : absl::StrJoin(members, ", "),
       "; missing ", absl::StrJoin(missing, ", "),
       " (lost, and not back: see the lines above and their logs)");
   Message(absl::StrCat("elastic: ", missing.front(), " ", reason));
@@ -578,6 +632,7 @@ bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
   r.process = *std::move(process);
   r.restart = restart;
   r.killed_for.reset();
+  r.was_member = false;
   return true;
 }
 
@@ -598,7 +653,7 @@ void AttemptSupervisor::BeginStop(State& s) {
 }
 
 void AttemptSupervisor::Tick(State& s, absl::Time now) {
-  CheckMinimum(s, now);
+  CheckMembership(s, now);
   if (s.stopping && !s.killed && now >= s.kill_at) {
     for (State::Running& r : s.running) {
       if (!r.exited) r.process->SignalGroup(SIGKILL);

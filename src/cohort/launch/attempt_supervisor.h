@@ -132,9 +132,15 @@ struct AttemptPlan {
   // a task that fails leaves the membership (lose(task) writes the
   // generation without it and returns the members left) before it is
   // restarted; one that fails with no restart left is dropped, and the
-  // others train on, while at least `min` members remain; and the attempt
-  // fails when fewer than `min` stay members (members() reads them; one
-  // launcher of the job sets it) for `wait`, naming the missing tasks.
+  // others train on, while at least `min` members remain. members() reads
+  // the newest generation's members: a task of this launcher that was a
+  // member and is no longer one while its process runs (another launcher
+  // removed it: the coordination service failed it, silent or cut off) is
+  // killed, and restarted as any failed task. With `enforce_minimum` (one
+  // launcher of the job), the attempt fails when fewer than `min` stay
+  // members for `wait`, naming the missing tasks. A task of another
+  // launcher that the coordination service fails leaves the membership
+  // (its launcher stops it) instead of failing the attempt.
   struct Elastic {
     int min = 0;  // 0: not an elastic job
     absl::Duration wait = absl::Seconds(60);
@@ -142,8 +148,9 @@ struct AttemptPlan {
         const std::string& task)>
         lose;
     std::function<absl::StatusOr<std::vector<std::string>>()> members;
+    bool enforce_minimum = false;
     // Every task of the job by its index among the job's tasks (with
-    // members, to name the missing ones).
+    // enforce_minimum, to name the missing ones).
     std::vector<std::string> tasks;
   };
   Elastic elastic;
@@ -241,9 +248,13 @@ class AttemptSupervisor {
   // minimum remains.
   absl::StatusOr<bool> LeaveMembership(State& s, int task,
                                        const FailureRecord& cause);
-  // Elastic jobs: fails the attempt once the members stayed below the
-  // minimum for the plan's wait.
-  void CheckMinimum(State& s, absl::Time now);
+  // Elastic jobs, every 250 ms: kills this launcher's tasks removed from
+  // the membership while running, and fails the attempt once the members
+  // stayed below the minimum for the plan's wait (enforce_minimum).
+  void CheckMembership(State& s, absl::Time now);
+  void StopRemovedTasks(State& s, const std::vector<std::string>& members);
+  void CheckMinimum(State& s, absl::Time now,
+                    const std::vector<std::string>& members);
   absl::StatusOr<std::unique_ptr<TaskProcess>> Spawn(int task, int restart);
   void BeginStop(State& s);
   void Tick(State& s, absl::Time now);

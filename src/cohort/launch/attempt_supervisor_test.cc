@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -586,6 +588,129 @@ TEST_F(TaskRestartTest, AnotherLaunchersTaskTheServiceFailedFailsTheAttempt) {
   EXPECT_EQ(end.outcome, Outcome::kFailed);
   EXPECT_EQ(end.failure.task, "worker:5");
   EXPECT_TRUE(end.restarts.empty());
+}
+
+// An elastic job's membership, in memory, for the supervisor's elastic
+// plan: lose() removes a task, members() reads.
+struct FakeMembership {
+  absl::Mutex mu;
+  std::vector<std::string> members ABSL_GUARDED_BY(mu);
+  std::vector<std::string> lost ABSL_GUARDED_BY(mu);
+  int reads_after_loss ABSL_GUARDED_BY(mu) = 0;
+  // Run (outside mu) at every loss and at every read after the first loss.
+  std::function<void()> on_loss, on_read_after_loss;
+
+  void Plan(AttemptPlan& plan) {
+    plan.elastic.min = 1;
+    plan.elastic.wait = absl::Seconds(60);
+    plan.elastic.lose = [this](const std::string& task)
+        -> absl::StatusOr<std::vector<std::string>> {
+      std::vector<std::string> left;
+      {
+        absl::MutexLock lock(&mu);
+        lost.push_back(task);
+        members.erase(std::remove(members.begin(), members.end(), task),
+                      members.end());
+        left = members;
+      }
+      if (on_loss) on_loss();
+      return left;
+    };
+    plan.elastic.members =
+        [this]() -> absl::StatusOr<std::vector<std::string>> {
+      std::vector<std::string> now;
+      bool after_loss;
+      {
+        absl::MutexLock lock(&mu);
+        now = members;
+        after_loss = !lost.empty();
+        if (after_loss) ++reads_after_loss;
+      }
+      if (after_loss && on_read_after_loss) on_read_after_loss();
+      return now;
+    };
+  }
+};
+
+// Under an engine in an elastic job, a task of another launcher that the
+// service failed leaves the membership instead of failing the attempt (its
+// own launcher stops it when it sees it removed). worker:0 finishes once
+// the removal was made.
+TEST_F(TaskRestartTest, ElasticAnotherLaunchersSilentTaskLeavesTheMembership) {
+  FakeMembership m;
+  {
+    absl::MutexLock lock(&m.mu);
+    m.members = {"worker:0", "worker:5"};
+  }
+  m.on_loss = [this] { std::ofstream(dir_ + "/removed").put('\n'); };
+  events_.TaskFailed(0, NoHeartbeat("worker:5", 5, absl::Now()));
+  AttemptPlan plan = LoggedPlan({ExitsOnceThere("removed")}, 1);
+  m.Plan(plan);
+  AttemptEnd end = Run(std::move(plan), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(failures_written_, 0);
+  {
+    absl::MutexLock lock(&m.mu);
+    EXPECT_THAT(m.lost, ElementsAre("worker:5"));
+  }
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_,
+              HasSubstr("no heartbeat; elastic: removed from the membership, "
+                        "its launcher stops it; 1 task(s) train on "
+                        "(worker:0)"));
+}
+
+// A task of this launcher that was a member and is removed while its
+// process runs (another launcher removed it: it was silent or cut off) is
+// killed and restarted; its replacement, not a member until it adds
+// itself, is left running: here it finishes only after the supervisor
+// read the membership three more times, and a second kill would have been
+// a failure with no restart left.
+TEST_F(TaskRestartTest, ElasticATaskRemovedWhileRunningIsKilledAndRestarted) {
+  FakeMembership m;
+  {
+    absl::MutexLock lock(&m.mu);
+    m.members = {"worker:0"};
+  }
+  // The first process hangs until the supervisor saw it as a member; then
+  // "another launcher" removes it.
+  std::atomic<int> reads{0};
+  AttemptPlan plan =
+      LoggedPlan({absl::StrCat("[ \"$COHORT_TASK_RESTART\" = 1 ] && { ",
+                               ExitsOnceThere("replacement-checked"),
+                               "; }; exec sleep 60")},
+                 1);
+  m.Plan(plan);
+  auto members = plan.elastic.members;
+  plan.elastic.members = [&]() -> absl::StatusOr<std::vector<std::string>> {
+    absl::StatusOr<std::vector<std::string>> now = members();
+    if (++reads == 2) {
+      absl::MutexLock lock(&m.mu);
+      m.members.clear();  // removed elsewhere, not by lose()
+    }
+    return now;
+  };
+  m.on_read_after_loss = [&] {
+    absl::MutexLock lock(&m.mu);
+    if (m.reads_after_loss == 3) {
+      std::ofstream(dir_ + "/replacement-checked").put('\n');
+    }
+  };
+  AttemptEnd end = Run(std::move(plan), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  ASSERT_EQ(end.restarts.size(), 1u);
+  EXPECT_THAT(end.restarts[0].cause.reason,
+              HasSubstr("was removed from the elastic membership while "
+                        "running"));
+  {
+    absl::MutexLock lock(&m.mu);
+    // Its exit removes it again (nothing to change) before the restart.
+    EXPECT_THAT(m.lost, ElementsAre("worker:0"));
+  }
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_, HasSubstr("while running (the coordination service "
+                                   "failed it: silent or cut off); killing "
+                                   "it"));
 }
 
 // --- The service's failures reach the attempt -------------------------------

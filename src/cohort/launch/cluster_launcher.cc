@@ -33,6 +33,11 @@
 namespace cohort::launch {
 namespace {
 
+// A program is declared silent by task 0's launcher after
+// max(heartbeat_timeout, kProgramSilence): a server's agent heartbeats every
+// 5 s by default.
+constexpr absl::Duration kProgramSilence = absl::Seconds(10);
+
 // Control-plane keys: cohort/launch/<attempt>/...
 //   address/<k>   "host:port" of engine task k's program
 //   services      {"coordination", "barrier", "barrier_tcp"} (task 0)
@@ -245,7 +250,6 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
   // Launchers stand for their hosts (their heartbeat interval is this
   // job's); programs heartbeat at their server's own interval (every 5 s by
   // default), so they are silent after at least kProgramSilence.
-  constexpr absl::Duration kProgramSilence = absl::Seconds(10);
   std::vector<std::pair<coord::TaskId, std::string>> launchers, programs_at;
   for (int k = 0; k < options.engine.count; ++k) {
     launchers.push_back({{"launcher", k},
@@ -369,6 +373,8 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
   inputs.attempt = attempt;
   inputs.job_token = security.job_token;
   inputs.coordination_address = services.value("coordination", "");
+  inputs.heartbeat_timeout =
+      std::max(options.heartbeat_timeout, kProgramSilence);
   inputs.barrier_address = services.value("barrier", "");
   inputs.barrier_tcp_address = services.value("barrier_tcp", "");
   inputs.barrier_timeout = options.barrier_timeout;

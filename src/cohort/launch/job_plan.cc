@@ -132,6 +132,10 @@ std::vector<std::string> TaskEnvironment(const TaskEnvironmentInputs& in) {
   if (!in.coordination_address.empty()) {
     vars.push_back(absl::StrCat(coord::kEnvCoordinationAddress, "=",
                                 in.coordination_address));
+    if (in.heartbeat_timeout > absl::ZeroDuration()) {
+      vars.push_back(absl::StrCat(coord::kEnvHeartbeatTimeout, "=",
+                                  absl::FormatDuration(in.heartbeat_timeout)));
+    }
   }
   if (spec.partition_id < 0) {
     for (const char* name : {kEnvBarrierAddress, kEnvBarrierTcpAddress,

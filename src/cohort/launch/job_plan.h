@@ -80,8 +80,10 @@ struct TaskEnvironmentInputs {
   int attempt = 0;
   std::string job_token;
   std::string coordination_address;  // "" when the job has no service
-  std::string barrier_address;       // gRPC
-  std::string barrier_tcp_address;   // framed TCP
+  // The service's heartbeat timeout for the job's programs.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  std::string barrier_address;      // gRPC
+  std::string barrier_tcp_address;  // framed TCP
   absl::Duration barrier_timeout;
   std::string epoch_file;
   std::vector<std::string> extra_env;  // "KEY=VALUE", applied first

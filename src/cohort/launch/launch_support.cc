@@ -172,15 +172,13 @@ void PlanElastic(coord::ElasticRange range, absl::Duration wait,
                                 }));
     return m.members;
   };
-  if (enforce_minimum) {
-    plan.elastic.tasks = TaskNames(tasks);
-    plan.elastic.members =
-        [store]() -> absl::StatusOr<std::vector<std::string>> {
-      COHORT_ASSIGN_OR_RETURN(coord::Membership m,
-                              coord::LatestMembership(store));
-      return m.members;
-    };
-  }
+  plan.elastic.members = [store]() -> absl::StatusOr<std::vector<std::string>> {
+    COHORT_ASSIGN_OR_RETURN(coord::Membership m,
+                            coord::LatestMembership(store));
+    return m.members;
+  };
+  plan.elastic.enforce_minimum = enforce_minimum;
+  if (enforce_minimum) plan.elastic.tasks = TaskNames(tasks);
 }
 
 }  // namespace cohort::launch

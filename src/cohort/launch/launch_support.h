@@ -82,9 +82,10 @@ absl::Status WriteFirstGeneration(const coord::ElasticStore& store,
 // For `--elastic MIN:MAX`: the tasks' COHORT_ELASTIC and
 // COHORT_ELASTIC_WAIT (added to `extra_env`) and the attempt's elastic plan
 // on `store` (the programs' coordination service): a lost task leaves the
-// membership; with `enforce_minimum` (one launcher of the job: task 0's,
-// knowing the job's `tasks`)
-// the attempt also fails once the members stay below MIN for `wait`.
+// membership, and one removed while running is stopped; with
+// `enforce_minimum` (one launcher of the job: task 0's, knowing the job's
+// `tasks`) the attempt also fails once the members stay below MIN for
+// `wait`.
 void PlanElastic(coord::ElasticRange range, absl::Duration wait,
                  coord::ElasticStore store, bool enforce_minimum,
                  const std::vector<TaskSpec>& tasks,

@@ -109,6 +109,7 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   inputs.attempt = attempt;
   inputs.job_token = security.job_token;
   inputs.coordination_address = control->target();
+  inputs.heartbeat_timeout = options.heartbeat_timeout;
   inputs.barrier_address = barriers.grpc;
   inputs.barrier_tcp_address = barriers.tcp;
   inputs.barrier_timeout = options.barrier_timeout;

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "cohort/barrier/barrier_task_context.h"
 #include "cohort/base/env.h"
+#include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_client.h"
 #include "cohort/coord/elastic_membership.h"
@@ -57,9 +58,35 @@ absl::Status JoinElasticGang(Env* env, const std::string& range_text,
   coord::CoordinationAgentOptions agent_options;
   COHORT_ASSIGN_OR_RETURN(agent_options.task, coord::TaskId::Parse(o.task));
   agent_options.env = env;
+  // The member heartbeats, so that one alive but silent (hung, stopped,
+  // cut off) is declared lost like one that exited: its launcher kills it
+  // and the others re-form without it. Four beats per timeout leave room
+  // for a member starved of CPU by the training itself.
+  if (std::optional<std::string> timeout =
+          env->GetVar(coord::kEnvHeartbeatTimeout);
+      timeout.has_value() &&
+      !absl::ParseDuration(*timeout, &agent_options.heartbeat_timeout)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        coord::kEnvHeartbeatTimeout, "=\"", *timeout, "\" is not a duration"));
+  }
+  agent_options.heartbeat_interval = agent_options.heartbeat_timeout / 4;
+  agent_options.register_timeout = o.wait;
+  // A member back from a stall re-registers and learns from the membership
+  // whether it was removed; other tasks' errors are not its (tasks restart
+  // alone in an elastic job).
+  agent_options.reconnect_after_heartbeat_timeout = true;
+  agent_options.poll_for_errors = false;
+  const std::string me = o.task;
+  agent_options.error_callback = [me](const absl::Status& error) {
+    COHORT_LOG(WARNING) << me << ": coordination error: " << error;
+  };
   COHORT_ASSIGN_OR_RETURN(
       gang.agent, coord::CoordinationAgent::Create(std::move(agent_options),
                                                    std::move(client)));
+  COHORT_RETURN_IF_ERROR(Annotate(
+      gang.agent->Connect(),
+      absl::StrCat(me, ": registering with the job's coordination service at ",
+                   address)));
   COHORT_ASSIGN_OR_RETURN(gang.elastic,
                           ElasticGang::Join(std::move(o), gang.agent.get()));
   ElasticGang* e = gang.elastic.get();
