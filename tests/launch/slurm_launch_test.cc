@@ -245,6 +245,62 @@ TEST_F(SlurmLaunchTest, AnElasticJobGoesOnWithoutAKilledTaskAndTakesItBack) {
   EXPECT_THAT(r.output, Not(HasSubstr("restarting the whole gang")));
 }
 
+// --elastic under Slurm, a member alive but silent: worker:1's program is
+// stopped (SIGSTOP) once worker:0 has logged step 1000. Task 0's launcher
+// hears from the coordination service that it is lost and removes it from
+// the membership instead of failing the job; worker:1's own launcher sees
+// it removed while running, kills and restarts it, and it joins again.
+TEST_F(SlurmLaunchTest, AnElasticJobRemovesASilentTaskAndTakesItBack) {
+#ifdef COHORT_TSAN_BUILD
+  fprintf(stderr,
+          "SKIPPED: thousands of steps of four processes under "
+          "ThreadSanitizer take minutes; plain and ASan builds only\n");
+  GTEST_SKIP() << "elastic job under ThreadSanitizer";
+#endif
+  const std::string train =
+      absl::StrCat(BinDir(),
+                   "/train_data_parallel --steps 8000 --log-every 100 "
+                   "--target-loss 0.7");
+  CommandRun r = Srun(
+      4,
+      {"--elastic", "3:4", "--max-restarts", "1", "--heartbeat-timeout", "3",
+       "--partition-grace", "3"},
+      absl::StrCat(
+          "if [ $COHORT_TASK_NAME = worker:1 ] && [ $COHORT_TASK_RESTART = 0 "
+          "]; then ",
+          train,
+          " & P=$!; i=0; while ! grep -q 'step 1000/' "
+          "$D/logs/worker-0.attempt-0.log 2>/dev/null; do i=$((i+1)); "
+          "[ $i -gt 6000 ] && exit 7; sleep 0.01; done; kill -STOP $P; "
+          "wait $P; exit 9; fi; exec ",
+          train));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("was failed by the coordination service: task "
+                        "worker:1"));
+  EXPECT_THAT(r.output, HasSubstr("; elastic: removed from the membership, "
+                                  "its launcher stops it; 3 task(s) train on "
+                                  "(worker:0, worker:2, worker:3)"));
+  EXPECT_THAT(r.output, HasSubstr("worker:1 (pid "));
+  EXPECT_THAT(r.output,
+              HasSubstr("was removed from the elastic membership while "
+                        "running (the coordination service failed it: "
+                        "silent or cut off); killing it"));
+  EXPECT_THAT(r.output, HasSubstr("restarted alone (restart 1 of 1)"));
+  EXPECT_THAT(r.output,
+              HasSubstr("[worker:0] elastic generation 1: worker:0, worker:2, "
+                        "worker:3: 3 task(s) go on from step"));
+  EXPECT_THAT(r.output,
+              HasSubstr("[worker:0] elastic generation 2: worker:0, worker:1, "
+                        "worker:2, worker:3: 4 task(s) go on from step"));
+  EXPECT_THAT(r.output,
+              HasSubstr("[worker:0] parameters identical across 4 tasks"));
+  EXPECT_THAT(r.output,
+              HasSubstr("job succeeded: attempt 0 finished; the elastic job "
+                        "ended with generation 2: worker:0, worker:1, "
+                        "worker:2, worker:3"));
+}
+
 TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {
 #ifdef COHORT_TSAN_BUILD
   fprintf(stderr,

@@ -51,9 +51,10 @@ namespace cohort::coord {
 // sets it.
 inline constexpr char kEnvCoordinationAddress[] =
     "COHORT_COORDINATION_SERVICE_ADDRESS";
-// After how long without a heartbeat that service declares a task of the
-// program lost (an absl duration, "10s"); `cohort launch` sets it, so that
-// an agent that heartbeats beats often enough.
+// After how long without a heartbeat a task of the program counts as silent
+// (an absl duration, "10s": the launcher's --heartbeat-timeout; at least
+// 10 s under an engine); `cohort launch` sets it, so that an agent that
+// heartbeats beats often enough.
 inline constexpr char kEnvHeartbeatTimeout[] = "COHORT_HEARTBEAT_TIMEOUT";
 
 using StatusCallback = std::function<void(absl::Status)>;
