@@ -28,7 +28,8 @@
 // memory was forced but the members are not on one host. Collectives: as
 // communicator.h; every error names the group, the member and its task.
 //
-// Thread safety: thread-compatible (one collective at a time).
+// Thread safety: thread-compatible (one collective at a time), except
+// Cancel(), which any thread may call.
 #ifndef COHORT_COLLECTIVE_COLLECTIVE_GROUP_H_
 #define COHORT_COLLECTIVE_COLLECTIVE_GROUP_H_
 
@@ -113,6 +114,9 @@ class CollectiveGroup {
   const std::vector<std::string>& tasks() const { return tasks_; }
   // "shm" or "tcp".
   const char* transport() const { return communicator_->transport(); }
+  // Ends the collective in flight and every later one with `why`; the other
+  // members see this one fail. Thread-safe (communicator.h).
+  void Cancel(const absl::Status& why) { communicator_->Cancel(why); }
 
  private:
   CollectiveGroup(GroupOptions options, std::vector<std::string> tasks,

@@ -331,6 +331,37 @@ TEST_P(CollectiveTest, AMemberThatNeverComesIsNamedAtTheDeadline) {
   EXPECT_THAT(results[0].message(), HasSubstr("worker:1"));
 }
 
+// Cancel() from another thread ends a collective that waits for a member
+// alive but silent (rank 1 never calls; its endpoint still takes pieces, so
+// nothing on the wire breaks) with the given reason, long before the
+// deadline; whether it lands before or during the call, the call fails the
+// same way, and so does every later one.
+TEST_P(CollectiveTest, CancelEndsACallWaitingForASilentMember) {
+  absl::Notification done;
+  absl::Status later;
+  std::vector<absl::Status> results =
+      Gang::Run(2, GetParam(), [&](int r, CollectiveGroup& g) -> absl::Status {
+        if (r == 1) {
+          done.WaitForNotification();
+          return absl::OkStatus();
+        }
+        std::thread canceller([&g] {
+          g.Cancel(absl::UnavailableError("the membership changed"));
+        });
+        float x = 1;
+        absl::Status s =
+            g.AllReduce(&x, 1, ReduceOp::kSum, absl::Now() + absl::Seconds(60));
+        canceller.join();
+        later =
+            g.AllReduce(&x, 1, ReduceOp::kSum, absl::Now() + absl::Seconds(60));
+        done.Notify();
+        return s;
+      });
+  EXPECT_EQ(results[0].code(), absl::StatusCode::kUnavailable) << results[0];
+  EXPECT_THAT(results[0].message(), HasSubstr("the membership changed"));
+  EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition) << later;
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, CollectiveTest,
                          ::testing::Values(Transport::kSharedMemory,
                                            Transport::kTcp),

@@ -65,6 +65,13 @@ class Communicator {
 
   // "shm" or "tcp".
   virtual const char* transport() const = 0;
+
+  // Ends the call in flight, and every later one, with `why` (the others
+  // see this member fail): a member that knows the group is over (an
+  // elastic gang whose membership changed) stops waiting for a member that
+  // may never answer. Thread-safe: the one call that may run concurrently
+  // with a collective; only after the communicator is set up.
+  virtual void Cancel(const absl::Status& why) = 0;
 };
 
 }  // namespace cohort::collective

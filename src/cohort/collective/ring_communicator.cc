@@ -106,10 +106,19 @@ class RingCommunicator::Inbox : public rpc::FramedServer::Handler {
     }
   }
 
-  // The reason the previous member sent with an abort, if it did.
+  // The reason the previous member sent with an abort, or this member's
+  // Cancel(), if either came.
   absl::Status Abort() {
     absl::MutexLock lock(&mu_);
     return aborted_ ? error_ : absl::OkStatus();
+  }
+
+  // Ends a Take() in flight and every later one with `why`.
+  void Cancel(const absl::Status& why) {
+    absl::MutexLock lock(&mu_);
+    if (aborted_) return;
+    error_ = why;
+    aborted_ = true;
   }
 
   // The next piece, or the inbox's error, or DeadlineExceeded.
@@ -249,6 +258,15 @@ absl::Status RingCommunicator::CheckUsable() const {
                      "': Connect() must succeed before any collective"));
   }
   return absl::OkStatus();
+}
+
+void RingCommunicator::Cancel(const absl::Status& why) {
+  // Hang up first (Shutdown() may be called from any thread: rpc/
+  // framed_client.h), so that the call in flight, whichever way it ends,
+  // finds the client broken and sends no abort: the next member sees the
+  // connection close, as it would if this member were gone.
+  if (client_ != nullptr) client_->Shutdown();
+  inbox_->Cancel(why);
 }
 
 absl::Status RingCommunicator::Fail(absl::Status error) {

@@ -96,6 +96,8 @@ class RingCommunicator : public Communicator {
   absl::Status AllGather(const void* in, size_t bytes, void* out,
                          int64_t instance, absl::Time deadline) override;
   const char* transport() const override { return "tcp"; }
+  // Also hangs up on the next member, so that a send blocked on it ends.
+  void Cancel(const absl::Status& why) override;
 
  private:
   class Inbox;

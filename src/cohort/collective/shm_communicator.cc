@@ -229,6 +229,14 @@ char* ShmCommunicator::Slot(uint64_t round, int member) const {
          (bank * size() + member) * options_.slot_bytes;
 }
 
+void ShmCommunicator::Cancel(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    if (cancel_why_.ok()) cancel_why_ = why;
+  }
+  cancelled_.store(true, std::memory_order_release);
+}
+
 absl::Status ShmCommunicator::Fail(absl::Status error) {
   if (broken_.ok()) broken_ = error;
   uint32_t none = 0;
@@ -284,6 +292,10 @@ absl::Status ShmCommunicator::Barrier(absl::Time deadline) {
     // After the first sleep, every wake looks for a member whose process
     // is gone: an elastic gang's survivors re-form as soon as they know
     // (one kill(pid, 0) per member every kLivenessPoll).
+    if (cancelled_.load(std::memory_order_acquire)) {
+      absl::MutexLock lock(&cancel_mu_);
+      return Fail(cancel_why_);
+    }
     if (c.failed.load(std::memory_order_acquire) != 0 ||
         options_.env->Now() >= deadline || wait > 0) {
       absl::Status error = WaitError(deadline, mine);

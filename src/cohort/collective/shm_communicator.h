@@ -51,6 +51,7 @@
 #ifndef COHORT_COLLECTIVE_SHM_COMMUNICATOR_H_
 #define COHORT_COLLECTIVE_SHM_COMMUNICATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,6 +59,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 #include "cohort/collective/call_desc.h"
@@ -100,6 +102,7 @@ class ShmCommunicator : public Communicator {
   absl::Status AllGather(const void* in, size_t bytes, void* out,
                          int64_t instance, absl::Time deadline) override;
   const char* transport() const override { return "shm"; }
+  void Cancel(const absl::Status& why) override;
 
  private:
   struct Control;
@@ -131,6 +134,10 @@ class ShmCommunicator : public Communicator {
   uint64_t round_ = 0;  // Rounds done; picks the bank.
   uint64_t calls_ = 0;  // Calls made; picks the descriptor.
   absl::Status broken_;
+  // Cancel(): the waits look at the flag every kLivenessPoll.
+  std::atomic<bool> cancelled_{false};
+  absl::Mutex cancel_mu_;
+  absl::Status cancel_why_ ABSL_GUARDED_BY(cancel_mu_);
 };
 
 }  // namespace cohort::collective

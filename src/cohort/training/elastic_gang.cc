@@ -27,7 +27,69 @@ ElasticGang::ElasticGang(ElasticGangOptions options,
     : options_(std::move(options)),
       env_(options_.env != nullptr ? options_.env : Env::Default()),
       agent_(agent),
-      store_(coord::ElasticStoreOf(agent)) {}
+      store_(coord::ElasticStoreOf(agent)) {
+  watch_ = std::thread([this] { WatchLoop(); });
+}
+
+ElasticGang::~ElasticGang() {
+  {
+    absl::MutexLock lock(&watch_mu_);
+    stop_watch_ = true;
+  }
+  watch_.join();
+}
+
+void ElasticGang::Watch(std::shared_ptr<collective::CollectiveGroup> group,
+                        const coord::Membership& membership) {
+  absl::MutexLock lock(&watch_mu_);
+  watched_ = std::move(group);
+  watched_membership_ = membership;
+}
+
+void ElasticGang::WatchLoop() {
+  const absl::Duration interval =
+      std::max(options_.poll_interval, absl::Milliseconds(5));
+  for (;;) {
+    std::shared_ptr<collective::CollectiveGroup> group;
+    coord::Membership current;
+    {
+      absl::MutexLock lock(&watch_mu_);
+      auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(watch_mu_) {
+        return stop_watch_;
+      };
+      env_->AwaitWithDeadline(&watch_mu_, absl::Condition(&stopped),
+                              env_->Now() + interval);
+      if (stop_watch_) return;
+      if (watched_ == nullptr) continue;
+      group = watched_;
+      current = watched_membership_;
+    }
+    // A failed read (not written yet, or the service briefly unreachable)
+    // is "nothing new yet": the next look tries again.
+    absl::StatusOr<coord::Membership> next =
+        coord::ReadMembership(store_, current.generation + 1);
+    if (!next.ok()) continue;
+    int64_t seen = newest_seen_.load();
+    while (seen < next->generation &&
+           !newest_seen_.compare_exchange_weak(seen, next->generation)) {
+    }
+    std::vector<std::string> removed;
+    for (const std::string& t : current.members) {
+      if (next->RankOf(t) < 0) removed.push_back(t);
+    }
+    // Only a joiner: the members move at a step boundary (ChangeAgreed).
+    if (removed.empty()) continue;
+    absl::MutexLock lock(&watch_mu_);
+    if (watched_ != group) continue;  // re-formed meanwhile
+    group->Cancel(absl::UnavailableError(absl::StrCat(
+        options_.task, ": elastic generation ", next->generation, " removed ",
+        absl::StrJoin(removed, ", "), " from the group of generation ",
+        current.generation,
+        " (lost: exited, or silent and declared lost by the coordination "
+        "service); the members move to it")));
+    watched_.reset();
+  }
+}
 
 absl::StatusOr<std::unique_ptr<ElasticGang>> ElasticGang::Join(
     ElasticGangOptions options, coord::CoordinationAgent* agent) {
@@ -79,7 +141,9 @@ absl::StatusOr<coord::Membership> ElasticGang::AwaitGeneration(
 
 absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
                                const absl::Status& cause) {
-  group_.reset();  // leave the old generation's group first
+  // Leave the old generation's group first.
+  Watch(nullptr, coord::Membership());
+  group_.reset();
   for (;; ++generation) {
     COHORT_ASSIGN_OR_RETURN(coord::Membership m,
                             AwaitGeneration(generation, deadline, cause));
@@ -150,8 +214,7 @@ absl::Status ElasticGang::Form(int64_t generation, absl::Time deadline,
       group_ = *std::move(group);
       membership_ = std::move(m);
       rank_ = rank;
-      newer_seen_ = false;
-      next_poll_ = absl::InfinitePast();
+      Watch(group_, membership_);
       return absl::OkStatus();
     }
     // A member of this generation was lost while it formed: the launcher
@@ -243,18 +306,9 @@ absl::Status ElasticGang::Broadcast(void* data, size_t bytes, int root) {
 }
 
 absl::StatusOr<bool> ElasticGang::ChangeAgreed() {
-  const absl::Time now = env_->Now();
-  if (!newer_seen_ && now >= next_poll_) {
-    next_poll_ = now + options_.poll_interval;
-    absl::StatusOr<std::string> next =
-        store_.try_get(coord::GenerationKey(membership_.generation + 1));
-    // A failed look (the service briefly unreachable) is "nothing new
-    // yet": the next step looks again.
-    newer_seen_ = next.ok();
-  }
-  // The mean is above 0 exactly when some member saw the next generation,
-  // and every member gets the same bits.
-  float seen = newer_seen_ ? 1.f : 0.f;
+  // The mean is above 0 exactly when some member's watch saw the next
+  // generation, and every member gets the same bits.
+  float seen = newest_seen_.load() > membership_.generation ? 1.f : 0.f;
   COHORT_RETURN_IF_ERROR(AllReduceMean(&seen, 1));
   return seen > 0;
 }

@@ -19,10 +19,16 @@
 // restarted task adds itself when it is ready (Join). A lost member shows
 // up as an error of the collective in flight (its socket closes, or the
 // shared-memory group sees its process gone): every survivor then drops
-// the step and Reform()s into the next generation. A task that joins is
-// picked up at a step boundary: ChangeAgreed() all-reduces a flag "I have
-// seen a newer generation", so every member gets the same answer at the
-// same step and they move together. After every Reform() the caller makes
+// the step and Reform()s into the next generation. A member alive but
+// silent (hung, or on a host cut off, whose connections never break) is
+// removed by the launchers once the coordination service misses its
+// heartbeats; a thread of each gang watches for the next generation every
+// poll_interval and, when that removes a member of the group, cancels the
+// group, so the collective blocked on the silent member ends at once. A
+// task that joins is picked up at a step boundary: ChangeAgreed()
+// all-reduces a flag "I have seen a newer generation" (the watch's), so
+// every member gets the same answer at the same step and they move
+// together. After every Reform() the caller makes
 // the members' state identical (RunDataParallelTraining broadcasts it from
 // the member with the most committed steps).
 //
@@ -37,15 +43,18 @@
 // appear within `wait` after a collective failed; the collective group's
 // errors. Collectives: as collective_group.h.
 //
-// Thread safety: thread-compatible.
+// Thread safety: thread-compatible (the watch thread is internal).
 #ifndef COHORT_TRAINING_ELASTIC_GANG_H_
 #define COHORT_TRAINING_ELASTIC_GANG_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cohort/collective/collective_group.h"
 #include "cohort/coord/coordination_agent.h"
@@ -68,7 +77,8 @@ struct ElasticGangOptions {
   // Below MIN, how long a member waits for a replacement; zero: 2 * wait +
   // 10 s (see `wait`).
   absl::Duration replacement_wait = absl::ZeroDuration();
-  // How often ChangeAgreed() looks for a newer generation.
+  // How often the gang's watch looks for a newer generation (at least
+  // every 5 ms).
   absl::Duration poll_interval = absl::Milliseconds(50);
   // name, rank, size and setup_timeout are set per generation.
   collective::GroupOptions group;
@@ -81,6 +91,9 @@ class ElasticGang {
   // registration); it must outlive the gang.
   static absl::StatusOr<std::unique_ptr<ElasticGang>> Join(
       ElasticGangOptions options, coord::CoordinationAgent* agent);
+  ~ElasticGang();
+  ElasticGang(const ElasticGang&) = delete;
+  ElasticGang& operator=(const ElasticGang&) = delete;
 
   // In place, MEAN; the same bits on every member.
   absl::Status AllReduceMean(float* data, size_t count);
@@ -124,6 +137,11 @@ class ElasticGang {
   // The group's exchange through the key-value store, which also gives up
   // (Cancelled) once the job is marked finished.
   collective::Exchange MembersExchange(int64_t generation, int rank, int size);
+  // The watch thread: see the class comment.
+  void WatchLoop();
+  // What the watch looks after: the group just formed, or none.
+  void Watch(std::shared_ptr<collective::CollectiveGroup> group,
+             const coord::Membership& membership);
 
   const ElasticGangOptions options_;
   Env* const env_;
@@ -132,10 +150,17 @@ class ElasticGang {
   coord::Membership membership_;
   coord::Membership first_;  // generation 0: every task of the job
   int rank_ = -1;
-  std::unique_ptr<collective::CollectiveGroup> group_;
-  bool newer_seen_ = false;
+  std::shared_ptr<collective::CollectiveGroup> group_;
   bool job_finished_ = false;
-  absl::Time next_poll_ = absl::InfinitePast();
+  // The newest generation the watch read (-1: none yet).
+  std::atomic<int64_t> newest_seen_{-1};
+
+  absl::Mutex watch_mu_;
+  std::shared_ptr<collective::CollectiveGroup> watched_
+      ABSL_GUARDED_BY(watch_mu_);
+  coord::Membership watched_membership_ ABSL_GUARDED_BY(watch_mu_);
+  bool stop_watch_ ABSL_GUARDED_BY(watch_mu_) = false;
+  std::thread watch_;
 };
 
 }  // namespace cohort::training

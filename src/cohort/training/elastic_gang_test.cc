@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "cohort/coord/in_process_cluster.h"
 #include "gmock/gmock.h"
@@ -167,6 +168,64 @@ TEST_F(ElasticGangTest, SurvivorsReformWithoutALostMember) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(after[0], 2.f);
   EXPECT_EQ(after[1], 2.f);
+}
+
+// A member alive but silent (its group stays open, its endpoint answers,
+// it never calls): the survivors' collective waits on it until the
+// launcher removes it (what task 0's launcher does when the coordination
+// service misses its heartbeats). worker:0's watch then cancels its group,
+// long before the collective's 20 s deadline; worker:1, whose watch is made
+// to look only after an hour, learns it from worker:0 hanging up (the ring
+// runs 0 -> 1 -> 2 -> 0) without the abort message a failing member sends
+// (a cancelled member hangs up first). Both re-form without worker:2.
+TEST_F(ElasticGangTest, ASilentMemberRemovedByTheLauncherEndsTheWait) {
+  ASSERT_TRUE(coord::WriteInitialMembership(
+                  store_, {"worker:0", "worker:1", "worker:2"})
+                  .ok());
+  std::atomic<int> formed{0};
+  absl::Notification survivors_done;
+  std::vector<std::thread> threads;
+  float after[2] = {0, 0};
+  for (int t = 0; t < 3; ++t) {
+    coord::CoordinationAgent* agent = Agent(t);
+    threads.emplace_back([&, t, agent] {
+      ElasticGangOptions o = Options(t, 2, 3, false);
+      // worker:2 is silent, its watch too; worker:1's looks too late.
+      if (t != 0) o.poll_interval = absl::Hours(1);
+      absl::StatusOr<std::unique_ptr<ElasticGang>> gang =
+          ElasticGang::Join(o, agent);
+      ASSERT_TRUE(gang.ok()) << gang.status();
+      if (++formed == 3) {
+        // Every member formed generation 0: the launcher removes worker:2.
+        ASSERT_TRUE(coord::ChangeMembership(store_, [](auto members) {
+                      return coord::WithoutMember(members, "worker:2");
+                    }).ok());
+      }
+      if (t == 2) {
+        survivors_done.WaitForNotification();  // silent, not gone
+        return;
+      }
+      float v = 1;
+      absl::Status cut = (*gang)->AllReduceMean(&v, 1);
+      ASSERT_TRUE(absl::IsUnavailable(cut)) << cut;
+      EXPECT_THAT(
+          cut.message(),
+          HasSubstr(t == 0 ? "worker:0: elastic generation 1 removed "
+                             "worker:2 from the group of generation 0"
+                           : "rank 0 (worker:0) closed its connection"));
+      ASSERT_TRUE((*gang)->Reform(cut).ok());
+      EXPECT_THAT((*gang)->membership().members,
+                  ElementsAre("worker:0", "worker:1"));
+      after[t] = 2.f * t;
+      ASSERT_TRUE((*gang)->AllReduceMean(&after[t], 1).ok());
+    });
+  }
+  threads[0].join();
+  threads[1].join();
+  survivors_done.Notify();
+  threads[2].join();
+  EXPECT_EQ(after[0], 1.f);
+  EXPECT_EQ(after[1], 1.f);
 }
 
 TEST_F(ElasticGangTest, BelowMinAMemberWaitsThenNamesTheMissingTasks) {
