@@ -3,7 +3,8 @@
 # of network namespaces, one task per host, traffic over the lab's links.
 #
 #   tests/lab/lab_test.sh script|collective|collective4|ps|partition_ps|partition_worker|
-#                         partition_control|host_dies|stall|restart_task BIN_DIR [PS_HIDDEN]
+#                         partition_control|host_dies|stall|restart_task|
+#                         elastic_partition BIN_DIR [PS_HIDDEN]
 #
 # PS_HIDDEN: the PS job's hidden units (default 1024; the sanitizer builds
 # pass 64).
@@ -368,6 +369,49 @@ test_restart_task() {
   echo "PASSED: worker:0 killed on h1, restarted alone; the chief stepped from $last to $now meanwhile"
 }
 
+# Behaviour 9: an elastic data-parallel job (--elastic 3:4, one worker per
+# host, the gradients over the TCP ring across the links) with h2 cut off
+# mid-training. Its member is silent, not gone: its connections never
+# break. The programs' service misses its heartbeats (10 s); task 0's
+# launcher removes worker:2 from the membership, and the three others'
+# collective, blocked on it, is cancelled: they go on as generation 1 across
+# their links. After the heal h2's launcher finds worker:2 removed, restarts
+# it, and it joins again as generation 2; the job ends in its first attempt
+# with identical parameters on all four.
+ELASTIC_STEPS=24000
+test_elastic_partition() {
+  bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
+  LAUNCH_FLAGS="--elastic 3:4 --max-restarts 1 --heartbeat-timeout 3 --partition-grace 60" \
+    start_per_host '{"worker": ["10.77.0.1:2222", "10.77.0.2:2222", "10.77.0.3:2222", "10.77.0.4:2222"]}' \
+    worker:0@h0 worker:1@h1 worker:2@h2 worker:3@h3 -- \
+    "$BIN/train_data_parallel" --steps "$ELASTIC_STEPS" --log-every 500 --target-loss 0.7
+  await_line "$WORK/worker0.log" "\[worker:0\] step [0-9]+/" 120 || fail "the job never stepped"
+  grep -q "all-reduced over tcp between 4 tasks" "$WORK/worker0.log" || fail "the group is not over tcp"
+  bash "$LAB" partition h2
+  await_line "$WORK/worker0.log" "worker:2 \(on 10\.77\.0\.3\) was failed by the coordination service.*elastic: removed from the membership, its launcher stops it; 3 task\(s\) train on \(worker:0, worker:1, worker:3\)" 40 ||
+    fail "task 0's launcher did not remove the cut-off worker:2"
+  await_line "$WORK/worker0.log" "\[worker:0\] elastic generation 1: worker:0, worker:1, worker:3: 3 task\(s\) go on from step" 30 ||
+    fail "the others did not go on without worker:2"
+  # Generation 1 trains across its links while h2 is cut off: two more
+  # logged windows.
+  local from last=0 deadline=$((SECONDS + 60))
+  from="$(grep -oE "elastic generation 1: .* go on from step [0-9]+" "$WORK/worker0.log" | grep -oE "[0-9]+$")"
+  until (( last >= from + 1000 )); do
+    (( SECONDS < deadline )) || fail "generation 1 did not train (from step $from, at ${last})"
+    sleep 0.2
+    last="$(grep -oE "\[worker:0\] step [0-9]+/" "$WORK/worker0.log" | tail -1 | grep -oE "[0-9]+/" | tr -d /)"
+  done
+  bash "$LAB" heal h2
+  await_line "$WORK/worker0.log" "\[worker:0\] elastic generation 2: worker:0, worker:1, worker:2, worker:3: 4 task\(s\) go on from step" 90 ||
+    fail "worker:2 did not join again after the heal"
+  wait_per_host || fail "the elastic job did not survive h2's partition"
+  grep -q "restarted alone (restart 1 of 1)" "$WORK/worker2.log" || fail "h2's launcher did not restart worker:2"
+  grep -q "\[worker:0\] parameters identical across 4 tasks" "$WORK/worker0.log" ||
+    fail "no final parameter check across 4 tasks"
+  grep -q "attempt 1" "$WORK"/*.log && fail "the gang was restarted"
+  echo "PASSED: h2 cut off; the others went on from step $from (at $last when it healed); worker:2 joined again"
+}
+
 # Behaviour 7: a 64 MiB reply crossing from h1 to h0 on 200 Mbit/s links,
 # cut mid-frame. Both ends give the connection up within the sockets' bound
 # (keepalive on the reader, TCP_USER_TIMEOUT on the writer: about 13 s), the
@@ -413,5 +457,6 @@ case "$TEST" in
   host_dies) test_host_dies ;;
   stall) test_stall ;;
   restart_task) test_restart_task ;;
+  elastic_partition) test_elastic_partition ;;
   *) echo "unknown test $TEST" >&2; exit 2 ;;
 esac

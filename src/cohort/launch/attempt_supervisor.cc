@@ -157,6 +157,10 @@ struct AttemptSupervisor::State {
     int restart = 0;  // times this task was started again
     // Elastic jobs: this process was seen in the membership.
     bool was_member = false;
+    // Elastic jobs: the task failed while the coordination service could
+    // not be reached (its host cut off), so it could not leave the
+    // membership yet; it is restarted once it has (CheckMembership).
+    std::optional<FailureRecord> awaiting_leave;
     // Set when the supervisor killed the task to restart it (the
     // coordination service failed it while it ran): the failure its exit
     // answers.
@@ -485,6 +489,15 @@ void AttemptSupervisor::CheckMembership(State& s, absl::Time now) {
     return;
   }
   s.next_minimum_check = now + absl::Milliseconds(250);
+  for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
+    State::Running& r = s.running[i];
+    if (!r.awaiting_leave.has_value()) continue;
+    FailureRecord cause = *r.awaiting_leave;
+    if (RestartAlone(s, i, cause)) continue;
+    r.exited = true;
+    ++s.exited;
+    Record(s, cause);
+  }
   absl::StatusOr<std::vector<std::string>> members = plan_.elastic.members();
   if (!members.ok()) {
     // Said once; the next check tries again (a launcher cut off from the
@@ -505,7 +518,9 @@ void AttemptSupervisor::StopRemovedTasks(
     State& s, const std::vector<std::string>& members) {
   for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
     State::Running& r = s.running[i];
-    if (r.exited || r.killed_for.has_value()) continue;
+    if (r.exited || r.killed_for.has_value() || r.awaiting_leave.has_value()) {
+      continue;
+    }
     const std::string name = plan_.tasks[i].options.spec.Name();
     const bool member =
         std::find(members.begin(), members.end(), name) != members.end();
@@ -585,6 +600,20 @@ bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
     // A task still in the membership must not be started again: its
     // replacement would join a generation that is already formed.
     absl::StatusOr<bool> left = LeaveMembership(s, task, cause);
+    if (absl::IsUnavailable(left.status()) ||
+        absl::IsDeadlineExceeded(left.status())) {
+      // The service is out of reach (a partition): not a reason to fail
+      // the job, which goes on elsewhere; the restart waits for it.
+      if (!r.awaiting_leave.has_value()) {
+        Message(absl::StrCat(
+            cause.task, " ", cause.reason, "; ", left.status().message(),
+            "; it is restarted once it has left the membership (the "
+            "coordination service answers again)"));
+      }
+      r.awaiting_leave = cause;
+      return true;
+    }
+    r.awaiting_leave.reset();
     if (!left.ok()) {
       absl::StrAppend(&cause.reason, "; ", left.status().message(),
                       ", so it is not restarted");
@@ -645,6 +674,12 @@ void AttemptSupervisor::BeginStop(State& s) {
   }
   for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
     if (s.running[i].exited) continue;
+    if (s.running[i].awaiting_leave.has_value()) {
+      // Its process is gone already: nothing to stop.
+      s.running[i].exited = true;
+      ++s.exited;
+      continue;
+    }
     ++s.stopped_running;
     if (root != plan_.tasks[i].job_task) ++s.stopped_others;
     s.running[i].process->SignalGroup(SIGTERM);

@@ -597,6 +597,8 @@ struct FakeMembership {
   std::vector<std::string> members ABSL_GUARDED_BY(mu);
   std::vector<std::string> lost ABSL_GUARDED_BY(mu);
   int reads_after_loss ABSL_GUARDED_BY(mu) = 0;
+  // lose() answers Unavailable (the service out of reach) this many times.
+  int unreachable ABSL_GUARDED_BY(mu) = 0;
   // Run (outside mu) at every loss and at every read after the first loss.
   std::function<void()> on_loss, on_read_after_loss;
 
@@ -608,6 +610,10 @@ struct FakeMembership {
       std::vector<std::string> left;
       {
         absl::MutexLock lock(&mu);
+        if (unreachable > 0) {
+          --unreachable;
+          return absl::UnavailableError("coordination service unreachable");
+        }
         lost.push_back(task);
         members.erase(std::remove(members.begin(), members.end(), task),
                       members.end());
@@ -711,6 +717,36 @@ TEST_F(TaskRestartTest, ElasticATaskRemovedWhileRunningIsKilledAndRestarted) {
   EXPECT_THAT(messages_, HasSubstr("while running (the coordination service "
                                    "failed it: silent or cut off); killing "
                                    "it"));
+}
+
+// A task that fails while its launcher cannot reach the coordination
+// service (its host cut off) cannot leave the membership yet: that is not
+// the job's failure; it is restarted once the service answers again.
+TEST_F(TaskRestartTest, ElasticAFailureWhileCutOffIsRestartedOnceItLeft) {
+  FakeMembership m;
+  {
+    absl::MutexLock lock(&m.mu);
+    m.members = {"worker:0"};
+    m.unreachable = 3;
+  }
+  AttemptPlan plan = LoggedPlan({FailsOnce("exit 0")}, 1);
+  m.Plan(plan);
+  AttemptEnd end = Run(std::move(plan), 1);
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(failures_written_, 0);
+  ASSERT_EQ(end.restarts.size(), 1u);
+  {
+    absl::MutexLock lock(&m.mu);
+    EXPECT_EQ(m.unreachable, 0);
+    EXPECT_THAT(m.lost, ElementsAre("worker:0"));
+  }
+  absl::MutexLock lock(&mu_);
+  // Said once, not at every retry.
+  const std::string said =
+      "coordination service unreachable; it is restarted once it has left "
+      "the membership";
+  EXPECT_THAT(messages_, HasSubstr(said));
+  EXPECT_EQ(messages_.find(said), messages_.rfind(said));
 }
 
 // --- The service's failures reach the attempt -------------------------------

@@ -38,6 +38,67 @@ namespace {
 // 5 s by default.
 constexpr absl::Duration kProgramSilence = absl::Seconds(10);
 
+// Another launcher's client of the programs' coordination service, for the
+// elastic membership. After a failed call (the service out of reach) the
+// next call gets a new client: in the lab a gRPC channel that lived through
+// a 20 s partition failed every call after the heal ("Handshake read
+// failed") while a new one connected at once.
+class ElasticStoreClient {
+ public:
+  ElasticStoreClient(Env* env, std::string address,
+                     rpc::TransportSecurity security, coord::TaskId task)
+      : env_(env),
+        address_(std::move(address)),
+        security_(std::move(security)),
+        task_(std::move(task)) {}
+
+  // The store's calls; `this` must outlive it.
+  coord::ElasticStore Store() {
+    coord::ElasticStore s;
+    s.insert_new = [this](const std::string& key, const std::string& value) {
+      absl::MutexLock lock(&mu_);
+      COHORT_ASSIGN_OR_RETURN(coord::CoordinationAgent * agent, Agent());
+      return Checked(agent->InsertKeyValue(key, value, false));
+    };
+    s.try_get = [this](const std::string& key) -> absl::StatusOr<std::string> {
+      absl::MutexLock lock(&mu_);
+      COHORT_ASSIGN_OR_RETURN(coord::CoordinationAgent * agent, Agent());
+      absl::StatusOr<std::string> value = agent->TryGetKeyValue(key);
+      Checked(value.status()).IgnoreError();
+      return value;
+    };
+    return s;
+  }
+
+ private:
+  absl::StatusOr<coord::CoordinationAgent*> Agent()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (agent_ == nullptr) {
+      COHORT_ASSIGN_OR_RETURN(
+          std::unique_ptr<coord::CoordinationClient> client,
+          coord::NewGrpcCoordinationClient(address_, security_));
+      coord::CoordinationAgentOptions o;
+      o.task = task_;
+      o.env = env_;
+      COHORT_ASSIGN_OR_RETURN(agent_, coord::CoordinationAgent::Create(
+                                          std::move(o), std::move(client)));
+    }
+    return agent_.get();
+  }
+  absl::Status Checked(const absl::Status& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) agent_.reset();
+    return s;
+  }
+
+  Env* const env_;
+  const std::string address_;
+  const rpc::TransportSecurity security_;
+  const coord::TaskId task_;
+  absl::Mutex mu_;
+  std::unique_ptr<coord::CoordinationAgent> agent_ ABSL_GUARDED_BY(mu_);
+};
+
 // Control-plane keys: cohort/launch/<attempt>/...
 //   address/<k>   "host:port" of engine task k's program
 //   services      {"coordination", "barrier", "barrier_tcp"} (task 0)
@@ -95,6 +156,15 @@ struct ClusterLauncher::Impl {
   absl::Duration LostAfter() const {
     return options.heartbeat_timeout + options.partition_grace;
   }
+  // When the programs' service fails a silent program. A ps job's program
+  // cut off by a partition is waited for (its peers recover it after the
+  // heal); an elastic job's members go on without it at once, and it joins
+  // again after the heal, restarted.
+  absl::Duration ProgramLostAfter() const {
+    return options.elastic.min > 0
+               ? std::max(options.heartbeat_timeout, kProgramSilence)
+               : LostAfter();
+  }
   void Message(const std::string& line) {
     absl::MutexLock lock(&out_mu);
     options.messages(absl::StrCat("[cohort ", options.engine.engine, " task ",
@@ -148,7 +218,7 @@ struct ClusterLauncher::Impl {
   std::unique_ptr<coord::CoordinationAgent> agent;
   // Elastic jobs, launchers other than task 0's: a client of the programs'
   // coordination service, where the membership lives.
-  std::unique_ptr<coord::CoordinationAgent> elastic_agent;
+  std::unique_ptr<ElasticStoreClient> elastic_client;
   // Task 0's, elastic jobs: the membership when the attempt ended.
   std::string last_membership;
 };
@@ -244,9 +314,10 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
   coordinator = std::make_shared<barrier::BarrierCoordinator>(
       env, options.barrier_timeout);
   COHORT_ASSIGN_OR_RETURN(
-      programs, StartJobControlPlane(env, OnHost(options.bind_host, 0),
-                                     security, LostAfter(), tasks, coordinator,
-                                     options.restart == RestartMode::kTask));
+      programs,
+      StartJobControlPlane(env, OnHost(options.bind_host, 0), security,
+                           ProgramLostAfter(), tasks, coordinator,
+                           options.restart == RestartMode::kTask));
   // Launchers stand for their hosts (their heartbeat interval is this
   // job's); programs heartbeat at their server's own interval (every 5 s by
   // default), so they are silent after at least kProgramSilence.
@@ -426,7 +497,7 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   plan.stop_grace = options.stop_grace;
   if (options.restart == RestartMode::kTask) {
     plan.task_restarts = options.max_restarts;
-    plan.service_silence = LostAfter();
+    plan.service_silence = ProgramLostAfter();
   }
   plan.messages = [this](const std::string& line) { Message(line); };
   std::string barrier_failure;
@@ -439,18 +510,12 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
     if (me == 0) {
       store = coord::ElasticStoreOf(programs->service());
     } else {
-      if (elastic_agent == nullptr) {
-        COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> c,
-                                coord::NewGrpcCoordinationClient(
-                                    inputs->coordination_address, security));
-        coord::CoordinationAgentOptions ao;
-        ao.task = {"launcher", me};
-        ao.env = env;
-        COHORT_ASSIGN_OR_RETURN(
-            elastic_agent,
-            coord::CoordinationAgent::Create(std::move(ao), std::move(c)));
+      if (elastic_client == nullptr) {
+        elastic_client = std::make_unique<ElasticStoreClient>(
+            env, inputs->coordination_address, security,
+            coord::TaskId{"launcher", me});
       }
-      store = coord::ElasticStoreOf(elastic_agent.get());
+      store = elastic_client->Store();
     }
     PlanElastic(options.elastic, options.elastic_wait, std::move(store),
                 /*enforce_minimum=*/me == 0, tasks, inputs->extra_env, plan);

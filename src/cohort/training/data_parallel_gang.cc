@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "cohort/barrier/barrier_task_context.h"
 #include "cohort/base/env.h"
@@ -27,6 +28,30 @@ absl::StatusOr<std::string> RequiredVar(Env* env, const char* name) {
         absl::StrCat(name, " is not set: `cohort launch` sets it"));
   }
   return *value;
+}
+
+// The host of this task's address in the gang (COHORT_TASK_ADDRESSES at
+// COHORT_PARTITION_ID, "10.77.0.3:2222" -> "10.77.0.3"), where its TCP
+// endpoint must listen for members on other hosts to reach it; 127.0.0.1
+// when the launcher gave none.
+std::string OwnHost(Env* env) {
+  int partition = -1;
+  const std::vector<std::string> addresses =
+      absl::StrSplit(env->GetVar(barrier::kEnvTaskAddresses).value_or(""), ',',
+                     absl::SkipEmpty());
+  if (!absl::SimpleAtoi(env->GetVar(barrier::kEnvPartitionId).value_or(""),
+                        &partition) ||
+      partition < 0 || partition >= static_cast<int>(addresses.size())) {
+    return "127.0.0.1";
+  }
+  const std::string& address = addresses[partition];
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return "127.0.0.1";
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
 }
 
 absl::Status JoinElasticGang(Env* env, const std::string& range_text,
@@ -124,6 +149,7 @@ absl::StatusOr<LaunchedGang> JoinLaunchedGang(collective::Transport transport,
   o.task = env->GetVar(barrier::kEnvTaskName).value_or("");
   o.job_token = env->GetVar(rpc::kJobTokenEnvVar).value_or("");
   o.transport = transport;
+  o.host = OwnHost(env);
   o.setup_timeout = timeout;
   o.env = env;
   LaunchedGang gang;
