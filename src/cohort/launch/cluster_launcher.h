@@ -39,7 +39,11 @@
 // launcher once silent for heartbeat_timeout (a program: at least 10 s, its
 // server's own interval; SilenceWatch) but declared lost only after
 // heartbeat_timeout + partition_grace, so a partition healed within it is
-// survived. A launcher that loses the control plane for that long (task 0's
+// survived. In an elastic job (--elastic) a program is declared lost once
+// silent for max(heartbeat_timeout, 10 s): task 0's launcher removes it from
+// the membership, the others train on, and its own launcher restarts it
+// when it sees it removed (after the heal, for a partition). A launcher that
+// loses the control plane for that long (task 0's
 // launcher or its host died, or its own host is cut off) stops its program and
 // fails; one declared lost fails every other launcher (the coordination
 // service's error propagation), naming it and its host. The job succeeds when
@@ -91,7 +95,8 @@ struct ClusterLaunchOptions {
   absl::Duration barrier_timeout = absl::Hours(24 * 365);
   // A launcher or program silent for heartbeat_timeout is named by task 0's
   // launcher (with its host); it is declared lost only when silent for
-  // heartbeat_timeout + partition_grace. A host partitioned, stalled or
+  // heartbeat_timeout + partition_grace (an elastic job's program: when
+  // silent for max(heartbeat_timeout, 10 s)). A host partitioned, stalled or
   // rebooting its network for less costs the job nothing beyond what its
   // programs' own recovery does; a dead host is found that much later.
   absl::Duration heartbeat_timeout = absl::Seconds(10);
