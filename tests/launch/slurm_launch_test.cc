@@ -202,6 +202,43 @@ TEST_F(SlurmLaunchTest, AKilledTaskIsRestartedAlone) {
                                       "worker:2.0", "worker:3.0"}));
 }
 
+// The script of an elastic job's task: train_data_parallel, except that
+// worker:1's first process runs `action` (with its program's pid in $P)
+// once worker:0 has logged step 1000.
+std::string ElasticJobActingOnWorker1(const std::string& action) {
+  const std::string train =
+      absl::StrCat(BinDir(),
+                   "/train_data_parallel --steps 8000 --log-every 100 "
+                   "--target-loss 0.7");
+  return absl::StrCat(
+      "if [ $COHORT_TASK_NAME = worker:1 ] && [ $COHORT_TASK_RESTART = 0 "
+      "]; then ",
+      train,
+      " & P=$!; i=0; while ! grep -q 'step 1000/' "
+      "$D/logs/worker-0.attempt-0.log 2>/dev/null; do i=$((i+1)); "
+      "[ $i -gt 6000 ] && exit 7; sleep 0.01; done; ",
+      action, "; fi; exec ", train);
+}
+
+// An elastic job of 4 whose worker:1 was lost once: restarted alone by its
+// launcher, generation 1 without it, generation 2 with it, identical
+// parameters at the end, and task 0's success line names generation 2.
+void ExpectWorker1LeftAndCameBack(const std::string& output) {
+  EXPECT_THAT(output, HasSubstr("restarted alone (restart 1 of 1)"));
+  EXPECT_THAT(output,
+              HasSubstr("[worker:0] elastic generation 1: worker:0, worker:2, "
+                        "worker:3: 3 task(s) go on from step"));
+  EXPECT_THAT(output,
+              HasSubstr("[worker:0] elastic generation 2: worker:0, worker:1, "
+                        "worker:2, worker:3: 4 task(s) go on from step"));
+  EXPECT_THAT(output,
+              HasSubstr("[worker:0] parameters identical across 4 tasks"));
+  EXPECT_THAT(output,
+              HasSubstr("job succeeded: attempt 0 finished; the elastic job "
+                        "ended with generation 2: worker:0, worker:1, "
+                        "worker:2, worker:3"));
+}
+
 // --elastic under Slurm: worker:1's program is killed (kill -9) once
 // worker:0 has logged step 1000; the three others go on as generation 1, its
 // launcher restarts it alone and it joins as generation 2; the job ends
@@ -213,35 +250,10 @@ TEST_F(SlurmLaunchTest, AnElasticJobGoesOnWithoutAKilledTaskAndTakesItBack) {
           "ThreadSanitizer take minutes; plain and ASan builds only\n");
   GTEST_SKIP() << "elastic job under ThreadSanitizer";
 #endif
-  const std::string train =
-      absl::StrCat(BinDir(),
-                   "/train_data_parallel --steps 8000 --log-every 100 "
-                   "--target-loss 0.7");
-  CommandRun r = Srun(
-      4, {"--elastic", "3:4", "--max-restarts", "1"},
-      absl::StrCat(
-          "if [ $COHORT_TASK_NAME = worker:1 ] && [ $COHORT_TASK_RESTART = 0 "
-          "]; then ",
-          train,
-          " & P=$!; i=0; while ! grep -q 'step 1000/' "
-          "$D/logs/worker-0.attempt-0.log 2>/dev/null; do i=$((i+1)); "
-          "[ $i -gt 6000 ] && exit 7; sleep 0.01; done; kill -9 $P; "
-          "kill -9 $$; fi; exec ",
-          train));
+  CommandRun r = Srun(4, {"--elastic", "3:4", "--max-restarts", "1"},
+                      ElasticJobActingOnWorker1("kill -9 $P; kill -9 $$"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("restarted alone (restart 1 of 1)"));
-  EXPECT_THAT(r.output,
-              HasSubstr("[worker:0] elastic generation 1: worker:0, worker:2, "
-                        "worker:3: 3 task(s) go on from step"));
-  EXPECT_THAT(r.output,
-              HasSubstr("[worker:0] elastic generation 2: worker:0, worker:1, "
-                        "worker:2, worker:3: 4 task(s) go on from step"));
-  EXPECT_THAT(r.output,
-              HasSubstr("[worker:0] parameters identical across 4 tasks"));
-  EXPECT_THAT(r.output,
-              HasSubstr("job succeeded: attempt 0 finished; the elastic job "
-                        "ended with generation 2: worker:0, worker:1, "
-                        "worker:2, worker:3"));
+  ExpectWorker1LeftAndCameBack(r.output);
   EXPECT_THAT(r.output, Not(HasSubstr("restarting the whole gang")));
 }
 
@@ -257,23 +269,11 @@ TEST_F(SlurmLaunchTest, AnElasticJobRemovesASilentTaskAndTakesItBack) {
           "ThreadSanitizer take minutes; plain and ASan builds only\n");
   GTEST_SKIP() << "elastic job under ThreadSanitizer";
 #endif
-  const std::string train =
-      absl::StrCat(BinDir(),
-                   "/train_data_parallel --steps 8000 --log-every 100 "
-                   "--target-loss 0.7");
-  CommandRun r = Srun(
-      4,
-      {"--elastic", "3:4", "--max-restarts", "1", "--heartbeat-timeout", "3",
-       "--partition-grace", "3"},
-      absl::StrCat(
-          "if [ $COHORT_TASK_NAME = worker:1 ] && [ $COHORT_TASK_RESTART = 0 "
-          "]; then ",
-          train,
-          " & P=$!; i=0; while ! grep -q 'step 1000/' "
-          "$D/logs/worker-0.attempt-0.log 2>/dev/null; do i=$((i+1)); "
-          "[ $i -gt 6000 ] && exit 7; sleep 0.01; done; kill -STOP $P; "
-          "wait $P; exit 9; fi; exec ",
-          train));
+  CommandRun r =
+      Srun(4,
+           {"--elastic", "3:4", "--max-restarts", "1", "--heartbeat-timeout",
+            "3", "--partition-grace", "3"},
+           ElasticJobActingOnWorker1("kill -STOP $P; wait $P; exit 9"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output,
               HasSubstr("was failed by the coordination service: task "
@@ -286,19 +286,7 @@ TEST_F(SlurmLaunchTest, AnElasticJobRemovesASilentTaskAndTakesItBack) {
               HasSubstr("was removed from the elastic membership while "
                         "running (the coordination service failed it: "
                         "silent or cut off); killing it"));
-  EXPECT_THAT(r.output, HasSubstr("restarted alone (restart 1 of 1)"));
-  EXPECT_THAT(r.output,
-              HasSubstr("[worker:0] elastic generation 1: worker:0, worker:2, "
-                        "worker:3: 3 task(s) go on from step"));
-  EXPECT_THAT(r.output,
-              HasSubstr("[worker:0] elastic generation 2: worker:0, worker:1, "
-                        "worker:2, worker:3: 4 task(s) go on from step"));
-  EXPECT_THAT(r.output,
-              HasSubstr("[worker:0] parameters identical across 4 tasks"));
-  EXPECT_THAT(r.output,
-              HasSubstr("job succeeded: attempt 0 finished; the elastic job "
-                        "ended with generation 2: worker:0, worker:1, "
-                        "worker:2, worker:3"));
+  ExpectWorker1LeftAndCameBack(r.output);
 }
 
 TEST_F(SlurmLaunchTest, ParameterServerTrainingWithJobs) {

@@ -102,6 +102,17 @@ double LatestStep(TestProcess* p) {
   return latest;
 }
 
+// The pid of `task`'s program once worker:0 has logged step 100 (within
+// 120 s), or nothing.
+std::optional<pid_t> PidOnceTraining(TestProcess* job,
+                                     const std::string& task) {
+  if (WaitForFigure(job, "[worker:0] step ", "step", 100, absl::Seconds(120))
+          .empty()) {
+    return std::nullopt;
+  }
+  return TaskPid(job->pid(), task);
+}
+
 constexpr int kSteps = 6000;
 
 // 3 -> 4 and the end, after generation 1 (`three`, worker:0, 1, 3) trained
@@ -144,13 +155,9 @@ TEST_F(ElasticJobTest,
   const std::string dir = FreshTestDir("elastic_job_test.four");
   std::unique_ptr<TestProcess> job =
       StartElasticJob(dir, 4, "3:4", 1, "worker:2", kSteps);
-  ASSERT_THAT(WaitForFigure(job.get(), "[worker:0] step ", "step", 100,
-                            absl::Seconds(120)),
-              Not(""))
-      << absl::StrJoin(job->lines(), "\n");
+  std::optional<pid_t> victim = PidOnceTraining(job.get(), "worker:2");
+  ASSERT_TRUE(victim.has_value()) << absl::StrJoin(job->lines(), "\n");
   std::vector<std::pair<std::string, pid_t>> others;
-  std::optional<pid_t> victim = TaskPid(job->pid(), "worker:2");
-  ASSERT_TRUE(victim.has_value());
   for (const char* task : {"worker:0", "worker:1", "worker:3"}) {
     std::optional<pid_t> pid = TaskPid(job->pid(), task);
     ASSERT_TRUE(pid.has_value()) << task;
@@ -197,12 +204,8 @@ TEST_F(ElasticJobTest, ASilentMemberIsKilledRemovedAndTakenBack) {
   const std::string dir = FreshTestDir("elastic_job_test.silent");
   std::unique_ptr<TestProcess> job = StartElasticJob(
       dir, 4, "3:4", 1, "worker:2", kSteps, {"--heartbeat-timeout", "3"});
-  ASSERT_THAT(WaitForFigure(job.get(), "[worker:0] step ", "step", 100,
-                            absl::Seconds(120)),
-              Not(""))
-      << absl::StrJoin(job->lines(), "\n");
-  std::optional<pid_t> victim = TaskPid(job->pid(), "worker:2");
-  ASSERT_TRUE(victim.has_value());
+  std::optional<pid_t> victim = PidOnceTraining(job.get(), "worker:2");
+  ASSERT_TRUE(victim.has_value()) << absl::StrJoin(job->lines(), "\n");
   ASSERT_EQ(kill(*victim, SIGSTOP), 0);
   const double step_at_stop = LatestStep(job.get());
 
@@ -239,12 +242,8 @@ TEST_F(ElasticJobTest, ATaskWithNoRestartLeftIsDroppedWhileMinRemain) {
   const std::string dir = FreshTestDir("elastic_job_test.drop");
   std::unique_ptr<TestProcess> job =
       StartElasticJob(dir, 4, "3:4", 0, "none", kSteps);
-  ASSERT_THAT(WaitForFigure(job.get(), "[worker:0] step ", "step", 100,
-                            absl::Seconds(120)),
-              Not(""))
-      << absl::StrJoin(job->lines(), "\n");
-  std::optional<pid_t> victim = TaskPid(job->pid(), "worker:3");
-  ASSERT_TRUE(victim.has_value());
+  std::optional<pid_t> victim = PidOnceTraining(job.get(), "worker:3");
+  ASSERT_TRUE(victim.has_value()) << absl::StrJoin(job->lines(), "\n");
   ASSERT_EQ(kill(*victim, SIGKILL), 0);
   Drain(job.get(), absl::Seconds(240));
   ASSERT_EQ(ExitCode(job.get(), absl::Seconds(30)), 0)
@@ -273,12 +272,8 @@ TEST_F(ElasticJobTest, BelowMinAMissingReplacementFailsTheJobNamingIt) {
   // below MIN 3 until the launcher gives up after --elastic-wait.
   std::unique_ptr<TestProcess> job = StartElasticJob(
       dir, 3, "3:3", 1, "worker:1", kSteps, {"--elastic-wait", "3"});
-  ASSERT_THAT(WaitForFigure(job.get(), "[worker:0] step ", "step", 100,
-                            absl::Seconds(120)),
-              Not(""))
-      << absl::StrJoin(job->lines(), "\n");
-  std::optional<pid_t> victim = TaskPid(job->pid(), "worker:1");
-  ASSERT_TRUE(victim.has_value());
+  std::optional<pid_t> victim = PidOnceTraining(job.get(), "worker:1");
+  ASSERT_TRUE(victim.has_value()) << absl::StrJoin(job->lines(), "\n");
   ASSERT_EQ(kill(*victim, SIGKILL), 0);
   ASSERT_THAT(
       job->WaitForLineInAnyOrder("[worker:1] held down", absl::Seconds(30)),
