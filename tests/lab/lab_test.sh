@@ -381,7 +381,9 @@ test_restart_task() {
 ELASTIC_STEPS=24000
 test_elastic_partition() {
   bash "$LAB" up 4 >"$WORK/up.log" 2>&1 || fail "lab up 4"
-  LAUNCH_FLAGS="--elastic 3:4 --max-restarts 1 --heartbeat-timeout 3 --partition-grace 60" \
+  # The launchers' grace (120 s) outlasts every wait below while h2 is cut
+  # off; the member there is lost after 10 s (an elastic job's programs).
+  LAUNCH_FLAGS="--elastic 3:4 --max-restarts 1 --heartbeat-timeout 3 --partition-grace 120" \
     start_per_host '{"worker": ["10.77.0.1:2222", "10.77.0.2:2222", "10.77.0.3:2222", "10.77.0.4:2222"]}' \
     worker:0@h0 worker:1@h1 worker:2@h2 worker:3@h3 -- \
     "$BIN/train_data_parallel" --steps "$ELASTIC_STEPS" --log-every 500 --target-loss 0.7

@@ -270,9 +270,7 @@ TEST_F(SlurmLaunchTest, AnElasticJobRemovesASilentTaskAndTakesItBack) {
   GTEST_SKIP() << "elastic job under ThreadSanitizer";
 #endif
   CommandRun r =
-      Srun(4,
-           {"--elastic", "3:4", "--max-restarts", "1", "--heartbeat-timeout",
-            "3", "--partition-grace", "3"},
+      Srun(4, {"--elastic", "3:4", "--max-restarts", "1"},
            ElasticJobActingOnWorker1("kill -STOP $P; wait $P; exit 9"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output,

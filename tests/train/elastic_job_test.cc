@@ -203,7 +203,7 @@ TEST_F(ElasticJobTest,
 TEST_F(ElasticJobTest, ASilentMemberIsKilledRemovedAndTakenBack) {
   const std::string dir = FreshTestDir("elastic_job_test.silent");
   std::unique_ptr<TestProcess> job = StartElasticJob(
-      dir, 4, "3:4", 1, "worker:2", kSteps, {"--heartbeat-timeout", "3"});
+      dir, 4, "3:4", 1, "worker:2", kSteps, {"--heartbeat-timeout", "5"});
   std::optional<pid_t> victim = PidOnceTraining(job.get(), "worker:2");
   ASSERT_TRUE(victim.has_value()) << absl::StrJoin(job->lines(), "\n");
   ASSERT_EQ(kill(*victim, SIGSTOP), 0);
@@ -215,7 +215,7 @@ TEST_F(ElasticJobTest, ASilentMemberIsKilledRemovedAndTakenBack) {
       absl::Seconds(60));
   ASSERT_THAT(found, HasSubstr("sent no heartbeat for"))
       << absl::StrJoin(job->lines(), "\n");
-  EXPECT_THAT(found, HasSubstr("(timeout 3s"));
+  EXPECT_THAT(found, HasSubstr("(timeout 5s"));
   EXPECT_THAT(found, HasSubstr("; killing it"));
   const std::string three = job->WaitForLineInAnyOrder(
       "[worker:0] elastic generation 1: worker:0, worker:1, worker:3: 3 "

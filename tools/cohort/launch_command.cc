@@ -72,6 +72,12 @@ auto WithStopSignals(Run run, Stop stop) -> decltype(run()) {
   done.store(true);
   pthread_kill(watcher.native_handle(), SIGTERM);
   watcher.join();
+  // A signal that came after the watcher left would, unblocked, end the
+  // process by its default action and lose the job's exit code: the
+  // launcher is done, so it is taken and dropped.
+  const struct timespec now = {0, 0};
+  while (sigtimedwait(&signals, nullptr, &now) > 0) {
+  }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return result;
 }

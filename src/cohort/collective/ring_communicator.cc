@@ -261,21 +261,35 @@ absl::Status RingCommunicator::CheckUsable() const {
 }
 
 void RingCommunicator::Cancel(const absl::Status& why) {
-  // Hang up first (Shutdown() may be called from any thread: rpc/
-  // framed_client.h), so that the call in flight, whichever way it ends,
-  // finds the client broken and sends no abort: the next member sees the
-  // connection close, as it would if this member were gone.
-  if (client_ != nullptr) client_->Shutdown();
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    if (cancelled_.ok()) cancelled_ = why;
+  }
   inbox_->Cancel(why);
+  // Shutdown() may be called from any thread (rpc/framed_client.h): a send
+  // blocked on the next member ends too.
+  if (client_ != nullptr) client_->Shutdown();
+}
+
+absl::Status RingCommunicator::Cancelled() {
+  absl::MutexLock lock(&cancel_mu_);
+  return cancelled_;
 }
 
 absl::Status RingCommunicator::Fail(absl::Status error) {
-  // A failure the previous member announced is the root cause: report it
-  // rather than what it broke here.
-  if (absl::Status cause = inbox_->Abort(); !cause.ok()) error = cause;
+  // Cancel() is the root cause, then a failure the previous member
+  // announced: report it rather than what it broke here.
+  const absl::Status cancelled = Cancelled();
+  if (!cancelled.ok()) {
+    error = cancelled;
+  } else if (absl::Status cause = inbox_->Abort(); !cause.ok()) {
+    error = cause;
+  }
   if (!broken_.ok()) return error;
   broken_ = error;
-  if (client_ != nullptr) {
+  // A cancelled member hangs up without an abort: the next member sees the
+  // connection close, as it would if this member were gone.
+  if (client_ != nullptr && cancelled.ok()) {
     // Tell the next member why (it passes it on), then hang up, so that
     // everyone fails now, with the cause, rather than at their deadlines.
     if (!client_->broken()) {

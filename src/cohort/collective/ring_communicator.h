@@ -110,6 +110,8 @@ class RingCommunicator : public Communicator {
   std::string Member(int rank) const;
   absl::Status CheckUsable() const;
   absl::Status Fail(absl::Status error);
+  // Cancel()'s reason; OK when it was not called.
+  absl::Status Cancelled();
 
   // Sends `bytes` at `data` as the next piece to the next member.
   absl::Status SendPiece(const char* data, size_t bytes, absl::Time deadline);
@@ -131,6 +133,8 @@ class RingCommunicator : public Communicator {
   uint64_t sent_ = 0;  // Pieces sent to the next member.
   CallDesc desc_;      // The call in progress; every piece carries it.
   absl::Status broken_;
+  absl::Mutex cancel_mu_;
+  absl::Status cancelled_ ABSL_GUARDED_BY(cancel_mu_);
 };
 
 }  // namespace cohort::collective

@@ -237,6 +237,15 @@ void ShmCommunicator::Cancel(const absl::Status& why) {
   cancelled_.store(true, std::memory_order_release);
 }
 
+absl::Status ShmCommunicator::FailCancelled() {
+  absl::Status why;
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    why = cancel_why_;
+  }
+  return Fail(why);
+}
+
 absl::Status ShmCommunicator::Fail(absl::Status error) {
   if (broken_.ok()) broken_ = error;
   uint32_t none = 0;
@@ -262,6 +271,9 @@ absl::Status ShmCommunicator::WaitAllAttached(absl::Time deadline) {
 }
 
 absl::Status ShmCommunicator::Barrier(absl::Time deadline) {
+  // Cancelled before or during the call: this member does not arrive (a
+  // barrier it completed would let the others believe it took part).
+  if (cancelled_.load(std::memory_order_acquire)) return FailCancelled();
   Control& c = *control_;
   const uint32_t generation = c.generation.load(std::memory_order_acquire);
   const uint32_t mine = c.members[options_.rank].barriers.fetch_add(
@@ -292,10 +304,7 @@ absl::Status ShmCommunicator::Barrier(absl::Time deadline) {
     // After the first sleep, every wake looks for a member whose process
     // is gone: an elastic gang's survivors re-form as soon as they know
     // (one kill(pid, 0) per member every kLivenessPoll).
-    if (cancelled_.load(std::memory_order_acquire)) {
-      absl::MutexLock lock(&cancel_mu_);
-      return Fail(cancel_why_);
-    }
+    if (cancelled_.load(std::memory_order_acquire)) return FailCancelled();
     if (c.failed.load(std::memory_order_acquire) != 0 ||
         options_.env->Now() >= deadline || wait > 0) {
       absl::Status error = WaitError(deadline, mine);

@@ -121,6 +121,8 @@ class ShmCommunicator : public Communicator {
   // Records `error` as the group's failure (first one wins), wakes the
   // others, and returns it; later calls return FailedPrecondition.
   absl::Status Fail(absl::Status error);
+  // Fail() with Cancel()'s reason.
+  absl::Status FailCancelled();
   std::string Member(int rank) const;
   static size_t DataOffset();
   static size_t SegmentBytes(int size, size_t slot_bytes);

@@ -21,7 +21,6 @@ constexpr size_t kMaxMembers = 1 << 16;
 constexpr size_t kMaxValueBytes = size_t{1} << 20;
 // Generations are few (one per loss and one per return, bounded by the
 // tasks times their restarts); a longer series is not ours.
-constexpr int64_t kMaxGenerations = 1 << 14;
 
 // Orders by job, then index; names that do not parse sort last, by text.
 bool MemberBefore(const std::string& a, const std::string& b) {
@@ -124,9 +123,9 @@ absl::StatusOr<Membership> LatestMembership(const ElasticStore& store) {
   // up to the first that is missing.
   Membership latest;
   for (int64_t g = 0;; ++g) {
-    if (g >= kMaxGenerations) {
+    if (g >= kMaxElasticGenerations) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "more than ", kMaxGenerations, " elastic generations under ",
+          "more than ", kMaxElasticGenerations, " elastic generations under ",
           kElasticKeyPrefix,
           "/generation/: far more changes of membership "
           "than any job makes; something other than `cohort launch "

@@ -43,6 +43,9 @@ inline constexpr char kEnvElastic[] = "COHORT_ELASTIC";
 // generation (an absl duration, "60s").
 inline constexpr char kEnvElasticWait[] = "COHORT_ELASTIC_WAIT";
 inline constexpr char kElasticKeyPrefix[] = "cohort/elastic";
+// A job has at most this many generations (anyone with the job token can
+// write keys: readers stop there).
+inline constexpr int64_t kMaxElasticGenerations = 1 << 14;
 
 struct ElasticRange {
   int min = 0;

@@ -155,12 +155,17 @@ struct AttemptSupervisor::State {
     std::unique_ptr<TaskProcess> process;
     bool exited = false;
     int restart = 0;  // times this task was started again
-    // Elastic jobs: this process was seen in the membership.
+    // Elastic jobs: the newest generation known when this process started
+    // (a later one that lists the task lists this process), and whether
+    // one did.
+    int64_t started_after = -1;
     bool was_member = false;
     // Elastic jobs: the task failed while the coordination service could
     // not be reached (its host cut off), so it could not leave the
-    // membership yet; it is restarted once it has (CheckMembership).
+    // membership yet; it is restarted once it has (CheckMembership), or
+    // fails the attempt after the plan's wait.
     std::optional<FailureRecord> awaiting_leave;
+    absl::Time awaiting_since;
     // Set when the supervisor killed the task to restart it (the
     // coordination service failed it while it ran): the failure its exit
     // answers.
@@ -187,6 +192,9 @@ struct AttemptSupervisor::State {
   absl::Time below_minimum_since = absl::InfiniteFuture();
   bool membership_unreadable = false;
   absl::Time next_minimum_check;
+  // The generations read so far: the next to read and the newest.
+  int64_t next_generation = 0;
+  std::optional<coord::Membership> newest;
 };
 
 AttemptSupervisor::AttemptSupervisor(Env* env, AttemptEvents* events,
@@ -297,7 +305,7 @@ void AttemptSupervisor::Watch(State& s) {
     if (plan_.progress_interval != absl::InfiniteDuration()) {
       deadline = std::min(deadline, s.next_progress);
     }
-    if (plan_.elastic.min > 0 && plan_.elastic.members && !s.stopping &&
+    if (plan_.elastic.min > 0 && plan_.elastic.read && !s.stopping &&
         !s.verdict.has_value()) {
       deadline = std::min(deadline, s.next_minimum_check);
     }
@@ -365,13 +373,18 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
       // attempt fails, as the gang rule does; a program that merely exits is
       // restarted by its own launcher before the service could fail it.
       if (plan_.elastic.min > 0 && plan_.elastic.lose) {
-        absl::StatusOr<std::vector<std::string>> left =
-            plan_.elastic.lose(r.task);
+        // As far as this launcher knows, it is a member (or its replacement
+        // has not joined yet, and there is nothing to remove).
+        const bool member =
+            !s.newest.has_value() || s.newest->RankOf(r.task) >= 0;
+        absl::StatusOr<coord::Membership> left = plan_.elastic.lose(r.task);
         if (left.ok()) {
           Message(absl::StrCat(
-              r.task, " (", r.where, ") ", r.reason, "; elastic: removed from ",
-              "the membership, its launcher stops it; ", left->size(),
-              " task(s) train on (", absl::StrJoin(*left, ", "), ")"));
+              r.task, " (", r.where, ") ", r.reason, "; elastic: ",
+              member ? "removed from the membership, its launcher stops it"
+                     : "not a member (its replacement has not joined)",
+              "; ", left->members.size(), " task(s) train on (",
+              absl::StrJoin(left->members, ", "), ")"));
           return;
         }
         absl::StrAppend(&r.reason,
@@ -459,78 +472,94 @@ void AttemptSupervisor::OnExit(State& s, int task, int restart,
   Record(s, cause);
 }
 
-absl::StatusOr<bool> AttemptSupervisor::LeaveMembership(
+absl::StatusOr<coord::Membership> AttemptSupervisor::LeaveMembership(
     State& s, int task, const FailureRecord& cause) {
-  absl::StatusOr<std::vector<std::string>> left =
-      plan_.elastic.lose(cause.task);
-  if (!left.ok()) {
+  absl::StatusOr<coord::Membership> newest = plan_.elastic.lose(cause.task);
+  if (!newest.ok()) {
     return Annotate(
-        left.status(),
+        newest.status(),
         absl::StrCat("removing ", cause.task, " from the elastic membership"));
   }
-  const bool enough = static_cast<int>(left->size()) >= plan_.elastic.min;
+  const std::vector<std::string>& left = newest->members;
+  const bool enough = static_cast<int>(left.size()) >= plan_.elastic.min;
   if (!enough && s.below_minimum_since == absl::InfiniteFuture()) {
     s.below_minimum_since = env_->Now();
   }
   Message(absl::StrCat(
-      "elastic: ", cause.task, " left the membership; ", left->size(),
-      " task(s) train on (", absl::StrJoin(*left, ", "), "), minimum ",
+      "elastic: ", cause.task, " left the membership; ", left.size(),
+      " task(s) train on (", absl::StrJoin(left, ", "), "), minimum ",
       plan_.elastic.min,
       enough ? std::string()
              : absl::StrCat("; below it, the others wait up to ",
                             absl::FormatDuration(plan_.elastic.wait),
                             " for a replacement")));
-  return enough;
+  return *std::move(newest);
 }
 
 void AttemptSupervisor::CheckMembership(State& s, absl::Time now) {
-  if (plan_.elastic.min <= 0 || !plan_.elastic.members || s.stopping ||
+  if (plan_.elastic.min <= 0 || !plan_.elastic.read || s.stopping ||
       s.verdict.has_value() || now < s.next_minimum_check) {
     return;
   }
   s.next_minimum_check = now + absl::Milliseconds(250);
   for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
+    // A failure recorded here may end the attempt (BeginStop).
+    if (s.stopping) return;
     State::Running& r = s.running[i];
-    if (!r.awaiting_leave.has_value()) continue;
+    if (r.exited || !r.awaiting_leave.has_value()) continue;
     FailureRecord cause = *r.awaiting_leave;
     if (RestartAlone(s, i, cause)) continue;
+    r.awaiting_leave.reset();
     r.exited = true;
     ++s.exited;
     Record(s, cause);
   }
-  absl::StatusOr<std::vector<std::string>> members = plan_.elastic.members();
-  if (!members.ok()) {
-    // Said once; the next check tries again (a launcher cut off from the
-    // service reads again once it is back).
-    if (!s.membership_unreadable) {
-      Message(absl::StrCat("elastic: cannot read the membership: ",
-                           members.status().message()));
-    }
-    s.membership_unreadable = true;
-    return;
-  }
-  s.membership_unreadable = false;
-  StopRemovedTasks(s, *members);
-  if (plan_.elastic.enforce_minimum) CheckMinimum(s, now, *members);
+  if (s.stopping || !ReadNewGenerations(s) || !s.newest.has_value()) return;
+  StopRemovedTasks(s);
+  if (plan_.elastic.enforce_minimum) CheckMinimum(s, now, s.newest->members);
 }
 
-void AttemptSupervisor::StopRemovedTasks(
-    State& s, const std::vector<std::string>& members) {
+bool AttemptSupervisor::ReadNewGenerations(State& s) {
+  // Bounded per look: a store that holds many generations is caught up
+  // with over several looks, never in one long stall of this thread.
+  constexpr int kMaxReadsPerLook = 64;
+  for (int k = 0; k < kMaxReadsPerLook; ++k) {
+    absl::StatusOr<coord::Membership> g = plan_.elastic.read(s.next_generation);
+    if (absl::IsNotFound(g.status())) break;
+    if (!g.ok()) {
+      // Said once; the next look tries again (a launcher cut off from the
+      // service reads again once it is back).
+      if (!s.membership_unreadable) {
+        Message(absl::StrCat("elastic: cannot read the membership: ",
+                             g.status().message()));
+      }
+      s.membership_unreadable = true;
+      return false;
+    }
+    for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
+      State::Running& r = s.running[i];
+      if (g->generation > r.started_after &&
+          g->RankOf(plan_.tasks[i].options.spec.Name()) >= 0) {
+        r.was_member = true;
+      }
+    }
+    ++s.next_generation;
+    s.newest = *std::move(g);
+  }
+  s.membership_unreadable = false;
+  return true;
+}
+
+void AttemptSupervisor::StopRemovedTasks(State& s) {
   for (int i = 0; i < static_cast<int>(s.running.size()); ++i) {
     State::Running& r = s.running[i];
-    if (r.exited || r.killed_for.has_value() || r.awaiting_leave.has_value()) {
-      continue;
-    }
-    const std::string name = plan_.tasks[i].options.spec.Name();
-    const bool member =
-        std::find(members.begin(), members.end(), name) != members.end();
-    if (member) {
-      r.was_member = true;
-      continue;
-    }
     // A replacement is not a member until it adds itself; one that was
     // and is no longer was removed by another launcher while it ran.
-    if (!r.was_member) continue;
+    if (r.exited || r.killed_for.has_value() || r.awaiting_leave.has_value() ||
+        !r.was_member ||
+        s.newest->RankOf(plan_.tasks[i].options.spec.Name()) >= 0) {
+      continue;
+    }
     FailureRecord cause =
         RecordFor(s, i,
                   "was removed from the elastic membership while running (the "
@@ -596,19 +625,25 @@ bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
   State::Running& r = s.running[task];
   const bool elastic = plan_.elastic.min > 0;
   bool enough = false;
+  int64_t left_generation = -1;
   if (elastic) {
     // A task still in the membership must not be started again: its
     // replacement would join a generation that is already formed.
-    absl::StatusOr<bool> left = LeaveMembership(s, task, cause);
-    if (absl::IsUnavailable(left.status()) ||
-        absl::IsDeadlineExceeded(left.status())) {
+    absl::StatusOr<coord::Membership> left = LeaveMembership(s, task, cause);
+    const absl::Time now = env_->Now();
+    if ((absl::IsUnavailable(left.status()) ||
+         absl::IsDeadlineExceeded(left.status())) &&
+        (!r.awaiting_leave.has_value() ||
+         now - r.awaiting_since < plan_.elastic.wait)) {
       // The service is out of reach (a partition): not a reason to fail
       // the job, which goes on elsewhere; the restart waits for it.
       if (!r.awaiting_leave.has_value()) {
         Message(absl::StrCat(
             cause.task, " ", cause.reason, "; ", left.status().message(),
             "; it is restarted once it has left the membership (the "
-            "coordination service answers again)"));
+            "coordination service answers again within ",
+            absl::FormatDuration(plan_.elastic.wait), ")"));
+        r.awaiting_since = now;
       }
       r.awaiting_leave = cause;
       return true;
@@ -620,7 +655,8 @@ bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
       Message(absl::StrCat(cause.task, " ", cause.reason, "; the job fails"));
       return false;
     }
-    enough = *left;
+    enough = static_cast<int>(left->members.size()) >= plan_.elastic.min;
+    left_generation = left->generation;
   }
   if (r.restart >= plan_.task_restarts) {
     if (enough) {
@@ -661,6 +697,7 @@ bool AttemptSupervisor::RestartAlone(State& s, int task, FailureRecord& cause) {
   r.process = *std::move(process);
   r.restart = restart;
   r.killed_for.reset();
+  r.started_after = left_generation;
   r.was_member = false;
   return true;
 }
@@ -676,6 +713,7 @@ void AttemptSupervisor::BeginStop(State& s) {
     if (s.running[i].exited) continue;
     if (s.running[i].awaiting_leave.has_value()) {
       // Its process is gone already: nothing to stop.
+      s.running[i].awaiting_leave.reset();
       s.running[i].exited = true;
       ++s.exited;
       continue;

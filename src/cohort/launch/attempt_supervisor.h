@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
+#include "cohort/coord/elastic_membership.h"
 #include "cohort/launch/attempt_ledger.h"
 #include "cohort/launch/job_plan.h"
 #include "cohort/launch/process.h"
@@ -130,24 +131,27 @@ struct AttemptPlan {
   absl::Duration service_silence = absl::ZeroDuration();
   // Elastic jobs (`cohort launch --elastic MIN:MAX`, with task_restarts):
   // a task that fails leaves the membership (lose(task) writes the
-  // generation without it and returns the members left) before it is
+  // generation without it and returns the newest generation) before it is
   // restarted; one that fails with no restart left is dropped, and the
-  // others train on, while at least `min` members remain. members() reads
-  // the newest generation's members: a task of this launcher that was a
-  // member and is no longer one while its process runs (another launcher
-  // removed it: the coordination service failed it, silent or cut off) is
-  // killed, and restarted as any failed task. With `enforce_minimum` (one
-  // launcher of the job), the attempt fails when fewer than `min` stay
-  // members for `wait`, naming the missing tasks. A task of another
-  // launcher that the coordination service fails leaves the membership
-  // (its launcher stops it) instead of failing the attempt.
+  // others train on, while at least `min` members remain. Every 250 ms the
+  // supervisor reads the generations written since it last looked
+  // (read(G): NotFound while G is not written): a task of this launcher
+  // that a generation after its process started listed, and the newest no
+  // longer lists (another launcher removed it: the coordination service
+  // failed it, silent or cut off), is killed and restarted as any failed
+  // task. With `enforce_minimum` (one launcher of the job), the attempt
+  // fails when fewer than `min` stay members for `wait`, naming the missing
+  // tasks. A task of another launcher that the coordination service fails
+  // leaves the membership (its launcher stops it) instead of failing the
+  // attempt. A failed task whose launcher cannot reach the service (a
+  // partition) waits up to `wait` to leave the membership before it is
+  // restarted; after that it fails the attempt.
   struct Elastic {
     int min = 0;  // 0: not an elastic job
     absl::Duration wait = absl::Seconds(60);
-    std::function<absl::StatusOr<std::vector<std::string>>(
-        const std::string& task)>
+    std::function<absl::StatusOr<coord::Membership>(const std::string& task)>
         lose;
-    std::function<absl::StatusOr<std::vector<std::string>>()> members;
+    std::function<absl::StatusOr<coord::Membership>(int64_t generation)> read;
     bool enforce_minimum = false;
     // Every task of the job by its index among the job's tasks (with
     // enforce_minimum, to name the missing ones).
@@ -244,15 +248,17 @@ class AttemptSupervisor {
   // alone; when it is, its process is replaced. A restart that cannot
   // start the program adds why to `cause`.
   bool RestartAlone(State& s, int task, FailureRecord& cause);
-  // Elastic jobs: `task` leaves the membership; whether at least the
-  // minimum remains.
-  absl::StatusOr<bool> LeaveMembership(State& s, int task,
-                                       const FailureRecord& cause);
+  // Elastic jobs: `task` leaves the membership; the newest generation.
+  absl::StatusOr<coord::Membership> LeaveMembership(State& s, int task,
+                                                    const FailureRecord& cause);
   // Elastic jobs, every 250 ms: kills this launcher's tasks removed from
   // the membership while running, and fails the attempt once the members
   // stayed below the minimum for the plan's wait (enforce_minimum).
   void CheckMembership(State& s, absl::Time now);
-  void StopRemovedTasks(State& s, const std::vector<std::string>& members);
+  // Reads the generations written since the last look (at most a bounded
+  // number per call); false when the store could not be read.
+  bool ReadNewGenerations(State& s);
+  void StopRemovedTasks(State& s);
   void CheckMinimum(State& s, absl::Time now,
                     const std::vector<std::string>& members);
   absl::StatusOr<std::unique_ptr<TaskProcess>> Spawn(int task, int restart);

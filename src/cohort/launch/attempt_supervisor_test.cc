@@ -591,23 +591,33 @@ TEST_F(TaskRestartTest, AnotherLaunchersTaskTheServiceFailedFailsTheAttempt) {
 }
 
 // An elastic job's membership, in memory, for the supervisor's elastic
-// plan: lose() removes a task, members() reads.
+// plan: a list of generations; lose() appends one without the task (or
+// returns the newest when it is not a member), read() reads one.
 struct FakeMembership {
   absl::Mutex mu;
-  std::vector<std::string> members ABSL_GUARDED_BY(mu);
+  std::vector<std::vector<std::string>> generations ABSL_GUARDED_BY(mu);
   std::vector<std::string> lost ABSL_GUARDED_BY(mu);
-  int reads_after_loss ABSL_GUARDED_BY(mu) = 0;
   // lose() answers Unavailable (the service out of reach) this many times.
   int unreachable ABSL_GUARDED_BY(mu) = 0;
-  // Run (outside mu) at every loss and at every read after the first loss.
-  std::function<void()> on_loss, on_read_after_loss;
+  // Run (outside mu) after every loss, and after every read of a
+  // generation not written yet.
+  std::function<void()> on_loss;
+  std::function<void(int64_t generation)> on_missing_read;
+
+  coord::Membership Generation(int64_t g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return {g, generations[g]};
+  }
+  void Write(std::vector<std::string> members) {
+    absl::MutexLock lock(&mu);
+    generations.push_back(std::move(members));
+  }
 
   void Plan(AttemptPlan& plan) {
     plan.elastic.min = 1;
     plan.elastic.wait = absl::Seconds(60);
-    plan.elastic.lose = [this](const std::string& task)
-        -> absl::StatusOr<std::vector<std::string>> {
-      std::vector<std::string> left;
+    plan.elastic.lose =
+        [this](const std::string& task) -> absl::StatusOr<coord::Membership> {
+      coord::Membership newest;
       {
         absl::MutexLock lock(&mu);
         if (unreachable > 0) {
@@ -615,25 +625,29 @@ struct FakeMembership {
           return absl::UnavailableError("coordination service unreachable");
         }
         lost.push_back(task);
-        members.erase(std::remove(members.begin(), members.end(), task),
-                      members.end());
-        left = members;
+        std::vector<std::string> last = generations.back();
+        auto it = std::find(last.begin(), last.end(), task);
+        if (it != last.end()) {
+          last.erase(it);
+          generations.push_back(last);
+        }
+        newest = Generation(static_cast<int64_t>(generations.size()) - 1);
       }
       if (on_loss) on_loss();
-      return left;
+      return newest;
     };
-    plan.elastic.members =
-        [this]() -> absl::StatusOr<std::vector<std::string>> {
-      std::vector<std::string> now;
-      bool after_loss;
+    plan.elastic.read = [this](int64_t g) -> absl::StatusOr<coord::Membership> {
+      absl::StatusOr<coord::Membership> result;
       {
         absl::MutexLock lock(&mu);
-        now = members;
-        after_loss = !lost.empty();
-        if (after_loss) ++reads_after_loss;
+        if (g < static_cast<int64_t>(generations.size())) {
+          result = Generation(g);
+        } else {
+          result = absl::NotFoundError(absl::StrCat("generation ", g));
+        }
       }
-      if (after_loss && on_read_after_loss) on_read_after_loss();
-      return now;
+      if (!result.ok() && on_missing_read) on_missing_read(g);
+      return result;
     };
   }
 };
@@ -644,10 +658,7 @@ struct FakeMembership {
 // the removal was made.
 TEST_F(TaskRestartTest, ElasticAnotherLaunchersSilentTaskLeavesTheMembership) {
   FakeMembership m;
-  {
-    absl::MutexLock lock(&m.mu);
-    m.members = {"worker:0", "worker:5"};
-  }
+  m.Write({"worker:0", "worker:5"});
   m.on_loss = [this] { std::ofstream(dir_ + "/removed").put('\n'); };
   events_.TaskFailed(0, NoHeartbeat("worker:5", 5, absl::Now()));
   AttemptPlan plan = LoggedPlan({ExitsOnceThere("removed")}, 1);
@@ -658,6 +669,8 @@ TEST_F(TaskRestartTest, ElasticAnotherLaunchersSilentTaskLeavesTheMembership) {
   {
     absl::MutexLock lock(&m.mu);
     EXPECT_THAT(m.lost, ElementsAre("worker:5"));
+    ASSERT_EQ(m.generations.size(), 2u);
+    EXPECT_THAT(m.generations[1], ElementsAre("worker:0"));
   }
   absl::MutexLock lock(&mu_);
   EXPECT_THAT(messages_,
@@ -666,42 +679,33 @@ TEST_F(TaskRestartTest, ElasticAnotherLaunchersSilentTaskLeavesTheMembership) {
                         "(worker:0)"));
 }
 
-// A task of this launcher that was a member and is removed while its
-// process runs (another launcher removed it: it was silent or cut off) is
-// killed and restarted; its replacement, not a member until it adds
-// itself, is left running: here it finishes only after the supervisor
-// read the membership three more times, and a second kill would have been
-// a failure with no restart left.
+// A task of this launcher that a generation listed and a later one does
+// not (another launcher removed it while its process ran: it was silent or
+// cut off) is killed and restarted. Its replacement is not a member until
+// it adds itself, so it is left running even though generation 0 listed
+// the task: here it finishes only after the supervisor looked three more
+// times for the generation after its restart, and a second kill would have
+// been a failure with no restart left.
 TEST_F(TaskRestartTest, ElasticATaskRemovedWhileRunningIsKilledAndRestarted) {
   FakeMembership m;
-  {
-    absl::MutexLock lock(&m.mu);
-    m.members = {"worker:0"};
-  }
-  // The first process hangs until the supervisor saw it as a member; then
-  // "another launcher" removes it.
-  std::atomic<int> reads{0};
+  m.Write({"worker:0"});
+  // Once the supervisor has seen generation 0 and looked for generation 1,
+  // "another launcher" writes generation 1 without worker:0. The restart's
+  // leaving writes nothing (it is not a member): the replacement finishes
+  // after the supervisor looked for generation 2 three times.
+  int looks_for_2 = 0;  // the supervisor's thread only
+  m.on_missing_read = [&m, &looks_for_2, this](int64_t g) {
+    if (g == 1) m.Write({});
+    if (g == 2 && ++looks_for_2 == 3) {
+      std::ofstream(dir_ + "/replacement-checked").put('\n');
+    }
+  };
   AttemptPlan plan =
       LoggedPlan({absl::StrCat("[ \"$COHORT_TASK_RESTART\" = 1 ] && { ",
                                ExitsOnceThere("replacement-checked"),
                                "; }; exec sleep 60")},
                  1);
   m.Plan(plan);
-  auto members = plan.elastic.members;
-  plan.elastic.members = [&]() -> absl::StatusOr<std::vector<std::string>> {
-    absl::StatusOr<std::vector<std::string>> now = members();
-    if (++reads == 2) {
-      absl::MutexLock lock(&m.mu);
-      m.members.clear();  // removed elsewhere, not by lose()
-    }
-    return now;
-  };
-  m.on_read_after_loss = [&] {
-    absl::MutexLock lock(&m.mu);
-    if (m.reads_after_loss == 3) {
-      std::ofstream(dir_ + "/replacement-checked").put('\n');
-    }
-  };
   AttemptEnd end = Run(std::move(plan), 1);
   EXPECT_EQ(end.outcome, Outcome::kSucceeded);
   ASSERT_EQ(end.restarts.size(), 1u);
@@ -712,6 +716,7 @@ TEST_F(TaskRestartTest, ElasticATaskRemovedWhileRunningIsKilledAndRestarted) {
     absl::MutexLock lock(&m.mu);
     // Its exit removes it again (nothing to change) before the restart.
     EXPECT_THAT(m.lost, ElementsAre("worker:0"));
+    EXPECT_EQ(m.generations.size(), 2u);
   }
   absl::MutexLock lock(&mu_);
   EXPECT_THAT(messages_, HasSubstr("while running (the coordination service "
@@ -724,9 +729,9 @@ TEST_F(TaskRestartTest, ElasticATaskRemovedWhileRunningIsKilledAndRestarted) {
 // the job's failure; it is restarted once the service answers again.
 TEST_F(TaskRestartTest, ElasticAFailureWhileCutOffIsRestartedOnceItLeft) {
   FakeMembership m;
+  m.Write({"worker:0"});
   {
     absl::MutexLock lock(&m.mu);
-    m.members = {"worker:0"};
     m.unreachable = 3;
   }
   AttemptPlan plan = LoggedPlan({FailsOnce("exit 0")}, 1);
@@ -747,6 +752,28 @@ TEST_F(TaskRestartTest, ElasticAFailureWhileCutOffIsRestartedOnceItLeft) {
       "the membership";
   EXPECT_THAT(messages_, HasSubstr(said));
   EXPECT_EQ(messages_.find(said), messages_.rfind(said));
+}
+
+// ... but not forever: past the plan's wait the failure is the attempt's,
+// naming why it could not leave.
+TEST_F(TaskRestartTest, ElasticAFailureCutOffLongerThanTheWaitFailsTheJob) {
+  FakeMembership m;
+  m.Write({"worker:0"});
+  {
+    absl::MutexLock lock(&m.mu);
+    m.unreachable = 1 << 20;
+  }
+  AttemptPlan plan = LoggedPlan({FailsOnce("exit 0")}, 1);
+  m.Plan(plan);
+  plan.elastic.wait = absl::Milliseconds(300);
+  AttemptEnd end = Run(std::move(plan), 1);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_EQ(end.failure.task, "worker:0");
+  EXPECT_THAT(end.failure.reason,
+              HasSubstr("exited with code 3; removing worker:0 from the "
+                        "elastic membership: coordination service "
+                        "unreachable, so it is not restarted"));
+  EXPECT_TRUE(end.restarts.empty());
 }
 
 // --- The service's failures reach the attempt -------------------------------

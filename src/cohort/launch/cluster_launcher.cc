@@ -39,7 +39,8 @@ namespace {
 constexpr absl::Duration kProgramSilence = absl::Seconds(10);
 
 // Another launcher's client of the programs' coordination service, for the
-// elastic membership. After a failed call (the service out of reach) the
+// elastic membership. Calls are short (2 s, retried for 1 s). After a failed
+// call (the service out of reach) the
 // next call gets a new client: in the lab a gRPC channel that lived through
 // a 20 s partition failed every call after the heal ("Handshake read
 // failed") while a new one connected at once.
@@ -80,6 +81,11 @@ class ElasticStoreClient {
       coord::CoordinationAgentOptions o;
       o.task = task_;
       o.env = env_;
+      // The supervisor's thread makes these calls (every 250 ms): a service
+      // out of reach costs it a few seconds per look, not the agent's
+      // default 30 s per call and 10 s of retries.
+      o.rpc_timeout = absl::Seconds(2);
+      o.heartbeat_timeout = absl::Seconds(1);  // its retry window
       COHORT_ASSIGN_OR_RETURN(agent_, coord::CoordinationAgent::Create(
                                           std::move(o), std::move(client)));
     }

@@ -161,21 +161,14 @@ void PlanElastic(coord::ElasticRange range, absl::Duration wait,
       absl::StrCat(coord::kEnvElasticWait, "=", absl::FormatDuration(wait)));
   plan.elastic.min = range.min;
   plan.elastic.wait = wait;
-  plan.elastic.lose =
-      [store](
-          const std::string& task) -> absl::StatusOr<std::vector<std::string>> {
-    COHORT_ASSIGN_OR_RETURN(
-        coord::Membership m,
-        coord::ChangeMembership(store,
-                                [&task](std::vector<std::string> members) {
-                                  return coord::WithoutMember(members, task);
-                                }));
-    return m.members;
+  plan.elastic.lose = [store](const std::string& task) {
+    return coord::ChangeMembership(store,
+                                   [&task](std::vector<std::string> members) {
+                                     return coord::WithoutMember(members, task);
+                                   });
   };
-  plan.elastic.members = [store]() -> absl::StatusOr<std::vector<std::string>> {
-    COHORT_ASSIGN_OR_RETURN(coord::Membership m,
-                            coord::LatestMembership(store));
-    return m.members;
+  plan.elastic.read = [store](int64_t generation) {
+    return coord::ReadMembership(store, generation);
   };
   plan.elastic.enforce_minimum = enforce_minimum;
   if (enforce_minimum) plan.elastic.tasks = TaskNames(tasks);

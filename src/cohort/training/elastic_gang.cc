@@ -50,7 +50,9 @@ void ElasticGang::WatchLoop() {
   const absl::Duration interval =
       std::max(options_.poll_interval, absl::Milliseconds(5));
   for (;;) {
-    std::shared_ptr<collective::CollectiveGroup> group;
+    // The group is held weakly: a read that takes long (the service out of
+    // reach) does not keep a group the member has left open.
+    std::weak_ptr<collective::CollectiveGroup> group;
     coord::Membership current;
     {
       absl::MutexLock lock(&watch_mu_);
@@ -64,25 +66,34 @@ void ElasticGang::WatchLoop() {
       group = watched_;
       current = watched_membership_;
     }
-    // A failed read (not written yet, or the service briefly unreachable)
-    // is "nothing new yet": the next look tries again.
-    absl::StatusOr<coord::Membership> next =
-        coord::ReadMembership(store_, current.generation + 1);
-    if (!next.ok()) continue;
-    int64_t seen = newest_seen_.load();
-    while (seen < next->generation &&
-           !newest_seen_.compare_exchange_weak(seen, next->generation)) {
-    }
+    // Every generation written after the current one (a joiner's may come
+    // before a removal): a member missing from any of them was removed. A
+    // failed read (not written yet, or the service briefly unreachable)
+    // ends the look; the next one tries again.
     std::vector<std::string> removed;
-    for (const std::string& t : current.members) {
-      if (next->RankOf(t) < 0) removed.push_back(t);
+    int64_t newest = current.generation;
+    for (int k = 0; k < coord::kMaxElasticGenerations; ++k) {
+      absl::StatusOr<coord::Membership> next =
+          coord::ReadMembership(store_, newest + 1);
+      if (!next.ok()) break;
+      newest = next->generation;
+      for (const std::string& t : current.members) {
+        if (next->RankOf(t) < 0 &&
+            std::find(removed.begin(), removed.end(), t) == removed.end()) {
+          removed.push_back(t);
+        }
+      }
     }
-    // Only a joiner: the members move at a step boundary (ChangeAgreed).
+    int64_t seen = newest_seen_.load();
+    while (seen < newest && !newest_seen_.compare_exchange_weak(seen, newest)) {
+    }
+    // Only joiners: the members move at a step boundary (ChangeAgreed).
     if (removed.empty()) continue;
     absl::MutexLock lock(&watch_mu_);
-    if (watched_ != group) continue;  // re-formed meanwhile
-    group->Cancel(absl::UnavailableError(absl::StrCat(
-        options_.task, ": elastic generation ", next->generation, " removed ",
+    std::shared_ptr<collective::CollectiveGroup> still = group.lock();
+    if (still == nullptr || watched_ != still) continue;  // re-formed meanwhile
+    still->Cancel(absl::UnavailableError(absl::StrCat(
+        options_.task, ": elastic generation ", newest, " removed ",
         absl::StrJoin(removed, ", "), " from the group of generation ",
         current.generation,
         " (lost: exited, or silent and declared lost by the coordination "
