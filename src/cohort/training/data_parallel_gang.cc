@@ -30,6 +30,17 @@ absl::StatusOr<std::string> RequiredVar(Env* env, const char* name) {
   return *value;
 }
 
+// `*out` from the duration in variable `name` ("60s"), left as it is when
+// the variable is not set; InvalidArgument naming it when it is no duration.
+absl::Status DurationVar(Env* env, const char* name, absl::Duration* out) {
+  std::optional<std::string> text = env->GetVar(name);
+  if (text.has_value() && !absl::ParseDuration(*text, out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "=\"", *text, "\" is not a duration"));
+  }
+  return absl::OkStatus();
+}
+
 // The host of this task's address in the gang (COHORT_TASK_ADDRESSES at
 // COHORT_PARTITION_ID, "10.77.0.3:2222" -> "10.77.0.3"), where its TCP
 // endpoint must listen for members on other hosts to reach it; 127.0.0.1
@@ -61,11 +72,7 @@ absl::Status JoinElasticGang(Env* env, const std::string& range_text,
   COHORT_ASSIGN_OR_RETURN(
       o.range, coord::ParseElasticRange(range_text, coord::kEnvElastic));
   COHORT_ASSIGN_OR_RETURN(o.task, RequiredVar(env, barrier::kEnvTaskName));
-  if (std::optional<std::string> wait = env->GetVar(coord::kEnvElasticWait);
-      wait.has_value() && !absl::ParseDuration(*wait, &o.wait)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        coord::kEnvElasticWait, "=\"", *wait, "\" is not a duration"));
-  }
+  COHORT_RETURN_IF_ERROR(DurationVar(env, coord::kEnvElasticWait, &o.wait));
   int restart = 0;
   o.restarted =
       absl::SimpleAtoi(env->GetVar(barrier::kEnvTaskRestart).value_or("0"),
@@ -87,13 +94,8 @@ absl::Status JoinElasticGang(Env* env, const std::string& range_text,
   // cut off) is declared lost like one that exited: its launcher kills it
   // and the others re-form without it. Four beats per timeout leave room
   // for a member starved of CPU by the training itself.
-  if (std::optional<std::string> timeout =
-          env->GetVar(coord::kEnvHeartbeatTimeout);
-      timeout.has_value() &&
-      !absl::ParseDuration(*timeout, &agent_options.heartbeat_timeout)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        coord::kEnvHeartbeatTimeout, "=\"", *timeout, "\" is not a duration"));
-  }
+  COHORT_RETURN_IF_ERROR(DurationVar(env, coord::kEnvHeartbeatTimeout,
+                                     &agent_options.heartbeat_timeout));
   agent_options.heartbeat_interval = agent_options.heartbeat_timeout / 4;
   agent_options.register_timeout = o.wait;
   // A member back from a stall re-registers and learns from the membership
