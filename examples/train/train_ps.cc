@@ -143,7 +143,12 @@ absl::Status Train(const Flags& f, Env* env) {
   o.is_chief = chief;
   o.checkpoint_dir = f.checkpoint_dir;
   o.save_checkpoint_steps = f.save_checkpoint_steps;
-  o.log_step_count_steps = 0;  // This program prints its own rate.
+  // The task that counts steps (the chief) writes TensorBoard's
+  // global_step/sec, examples/sec and loss into the checkpoint directory.
+  o.log_step_count_steps = 100;
+  o.save_summaries_steps = 100;
+  o.examples_per_step = f.batch;
+  o.summary_scalars = {{"loss", model.loss}};
   o.recovery_wait = absl::Seconds(f.recovery_wait_secs);
   o.env = env;
   COHORT_ASSIGN_OR_RETURN(

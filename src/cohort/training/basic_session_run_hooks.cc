@@ -278,21 +278,30 @@ absl::Status CheckpointSaverHook::End(Session* session) {
 
 absl::StatusOr<std::shared_ptr<StepCounterHook>> StepCounterHook::Create(
     std::optional<int64_t> every_n_steps,
-    std::optional<absl::Duration> every_n_secs, Env* env) {
+    std::optional<absl::Duration> every_n_secs, Env* env,
+    std::string output_dir, int64_t examples_per_step) {
   if (every_n_steps.has_value() == every_n_secs.has_value()) {
     return absl::InvalidArgumentError(
         "exactly one of every_n_steps and every_n_secs should be provided.");
   }
+  if (examples_per_step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "examples_per_step must be >= 0, got ", examples_per_step));
+  }
   COHORT_ASSIGN_OR_RETURN(
       SecondOrStepTimer timer,
       SecondOrStepTimer::Create(every_n_secs, every_n_steps, env));
-  return std::shared_ptr<StepCounterHook>(new StepCounterHook(timer));
+  return std::shared_ptr<StepCounterHook>(new StepCounterHook(
+      timer, env, std::move(output_dir), examples_per_step));
 }
 
 absl::Status StepCounterHook::Begin(Scope* graph) {
   COHORT_RETURN_IF_ERROR(
       FindGlobalStep(graph, "StepCounterHook", &step_tensor_));
   summary_tag_ = "global_step/sec";
+  if (!output_dir_.empty() && writer_ == nullptr) {
+    COHORT_ASSIGN_OR_RETURN(writer_, SummaryWriterFor(output_dir_, env_));
+  }
   return absl::OkStatus();
 }
 
@@ -313,6 +322,15 @@ absl::Status StepCounterHook::AfterRun(SessionRunContext* ctx,
         double rate = static_cast<double>(elapsed->second) /
                       absl::ToDoubleSeconds(elapsed->first);
         COHORT_LOG(INFO) << absl::StrFormat("%s: %g", summary_tag_, rate);
+        if (writer_ != nullptr) {
+          std::vector<std::pair<std::string, float>> scalars = {
+              {summary_tag_, static_cast<float>(rate)}};
+          if (examples_per_step_ > 0) {
+            scalars.emplace_back("examples/sec",
+                                 static_cast<float>(rate * examples_per_step_));
+          }
+          COHORT_RETURN_IF_ERROR(writer_->AddScalars(step, scalars));
+        }
       }
     }
   }
@@ -331,6 +349,104 @@ absl::Status StepCounterHook::AfterRun(SessionRunContext* ctx,
     global_step_check_count_ = 0;
   }
   last_global_step_ = stale;
+  return absl::OkStatus();
+}
+
+// --- SummarySaverHook ----------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<SummarySaverHook>> SummarySaverHook::Create(
+    std::vector<std::pair<std::string, std::string>> scalars,
+    std::string output_dir, std::optional<int64_t> save_steps,
+    std::optional<absl::Duration> save_secs, Env* env) {
+  if (save_steps.has_value() == save_secs.has_value()) {
+    return absl::InvalidArgumentError(
+        "exactly one of save_steps and save_secs should be provided.");
+  }
+  if (scalars.empty()) {
+    return absl::InvalidArgumentError(
+        "SummarySaverHook needs at least one (tag, tensor) to summarise");
+  }
+  if (output_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "SummarySaverHook needs an output_dir for its event file");
+  }
+  COHORT_ASSIGN_OR_RETURN(SecondOrStepTimer timer,
+                          SecondOrStepTimer::Create(save_secs, save_steps, env));
+  return std::shared_ptr<SummarySaverHook>(new SummarySaverHook(
+      std::move(scalars), std::move(output_dir), timer, env));
+}
+
+absl::Status SummarySaverHook::Begin(Scope* graph) {
+  COHORT_RETURN_IF_ERROR(
+      FindGlobalStep(graph, "SummarySaverHook", &step_tensor_));
+  if (writer_ == nullptr) {
+    COHORT_ASSIGN_OR_RETURN(writer_, SummaryWriterFor(output_dir_, env_));
+  }
+  next_step_.reset();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<SessionRunArgs>> SummarySaverHook::BeforeRun(
+    SessionRunContext* ctx) {
+  // As TensorFlow: the first run always writes; later ones when the timer
+  // says the step about to run is due.
+  request_summary_ =
+      !next_step_.has_value() || timer_.ShouldTriggerForStep(*next_step_);
+  SessionRunArgs a = Fetch(step_tensor_);
+  if (request_summary_) {
+    for (const auto& [tag, tensor] : scalars_) a.fetches.push_back(tensor);
+  }
+  return std::optional<SessionRunArgs>(std::move(a));
+}
+
+absl::Status SummarySaverHook::AfterRun(SessionRunContext* ctx,
+                                        const SessionRunValues& values) {
+  if (values.results.empty()) {
+    return absl::InternalError("SummarySaverHook got no global step back");
+  }
+  // As TensorFlow, the summaries are written at the global step this run
+  // read, the one before its own increment: the loss of the batch that
+  // step trained on.
+  COHORT_ASSIGN_OR_RETURN(int64_t step,
+                          GlobalStepValue(values.results[0], "global step"));
+  if (request_summary_) {
+    if (values.results.size() != 1 + scalars_.size()) {
+      return absl::InternalError("SummarySaverHook got too few values back");
+    }
+    timer_.UpdateLastTriggeredStep(step);
+    std::vector<std::pair<std::string, float>> out;
+    for (size_t i = 0; i < scalars_.size(); ++i) {
+      const Tensor& t = values.results[i + 1];
+      if (t.NumElements() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "SummarySaverHook: tensor ", scalars_[i].second, " (tag ",
+            scalars_[i].first, ") is not a scalar: ", t.DebugString()));
+      }
+      float v = 0;
+      switch (t.dtype()) {
+        case DT_FLOAT:
+          v = t.flat<float>()(0);
+          break;
+        case DT_DOUBLE:
+          v = static_cast<float>(t.flat<double>()(0));
+          break;
+        case DT_INT32:
+          v = static_cast<float>(t.flat<int32_t>()(0));
+          break;
+        case DT_INT64:
+          v = static_cast<float>(t.flat<int64_t>()(0));
+          break;
+        default:
+          return absl::InvalidArgumentError(absl::StrCat(
+              "SummarySaverHook: tensor ", scalars_[i].second, " (tag ",
+              scalars_[i].first, ") has type ", DataTypeName(t.dtype()),
+              "; a scalar summary needs a number"));
+      }
+      out.emplace_back(scalars_[i].first, v);
+    }
+    COHORT_RETURN_IF_ERROR(writer_->AddScalars(step, out));
+  }
+  next_step_ = step + 1;
   return absl::OkStatus();
 }
 

@@ -5,7 +5,11 @@
 //   StopAtStepHook       requests stop at a global step
 //   CheckpointSaverHook  saves checkpoints (at session creation, every N
 //                        steps or seconds, at the end), with listeners
-//   StepCounterHook      logs "global_step/sec: <rate>"
+//   StepCounterHook      logs "global_step/sec: <rate>"; with an output
+//                        directory also writes it (and examples/sec) as
+//                        TensorBoard scalars (summary_writer.h)
+//   SummarySaverHook     writes scalar tensors as TensorBoard summaries
+//                        every N steps or seconds
 //   LoggingTensorHook    logs tensor values every N iterations or seconds
 //   NanTensorHook        fails (or stops) when the loss is NaN
 //   FinalOpsHook         runs ops at End and keeps their values
@@ -32,6 +36,7 @@
 #include "absl/time/time.h"
 #include "cohort/training/saver.h"
 #include "cohort/training/scaffold.h"
+#include "cohort/training/summary_writer.h"
 #include "cohort/training/session_run_hook.h"
 
 namespace cohort {
@@ -159,9 +164,55 @@ class StepCounterHook : public SessionRunHook {
  public:
   // Exactly one of them: InvalidArgument "exactly one of every_n_steps and
   // every_n_secs should be provided.".
+  // `output_dir` non-empty: each rate is also written there as the scalar
+  // "global_step/sec" at the global step (TensorFlow's), and, with
+  // `examples_per_step` > 0, "examples/sec" = the rate x examples_per_step
+  // (for an asynchronous job, each global step is one batch of one task).
+  // Errors of the event file (summary_writer.h) come from Begin.
   static absl::StatusOr<std::shared_ptr<StepCounterHook>> Create(
       std::optional<int64_t> every_n_steps = 100,
       std::optional<absl::Duration> every_n_secs = std::nullopt,
+      Env* env = nullptr, std::string output_dir = "",
+      int64_t examples_per_step = 0);
+
+  absl::Status Begin(Scope* graph) override;
+  absl::StatusOr<std::optional<SessionRunArgs>> BeforeRun(
+      SessionRunContext* ctx) override;
+  absl::Status AfterRun(SessionRunContext* ctx,
+                        const SessionRunValues& values) override;
+
+ private:
+  StepCounterHook(SecondOrStepTimer timer, Env* env, std::string output_dir,
+                  int64_t examples_per_step)
+      : timer_(timer),
+        env_(env),
+        output_dir_(std::move(output_dir)),
+        examples_per_step_(examples_per_step) {}
+  SecondOrStepTimer timer_;
+  Env* const env_;
+  const std::string output_dir_;
+  const int64_t examples_per_step_;
+  std::shared_ptr<EventFileWriter> writer_;
+  std::string step_tensor_;
+  std::string summary_tag_;
+  std::optional<int64_t> last_global_step_;
+  int global_step_check_count_ = 0;
+};
+
+// TensorFlow's SummarySaverHook for scalars: every `save_steps` global
+// steps (or `save_secs`), from the first run on, fetches each (tag, tensor
+// name) of `scalars` (float, double or integer scalars) and writes them to
+// `output_dir` at the global step. TensorFlow takes a summary op; cohort's
+// graphs have no summary ops, so the hook takes the tensors to summarise.
+class SummarySaverHook : public SessionRunHook {
+ public:
+  // InvalidArgument: no scalars, no output_dir, or not exactly one of
+  // save_steps and save_secs ("exactly one of save_steps and save_secs
+  // should be provided.").
+  static absl::StatusOr<std::shared_ptr<SummarySaverHook>> Create(
+      std::vector<std::pair<std::string, std::string>> scalars,
+      std::string output_dir, std::optional<int64_t> save_steps = 100,
+      std::optional<absl::Duration> save_secs = std::nullopt,
       Env* env = nullptr);
 
   absl::Status Begin(Scope* graph) override;
@@ -171,12 +222,21 @@ class StepCounterHook : public SessionRunHook {
                         const SessionRunValues& values) override;
 
  private:
-  explicit StepCounterHook(SecondOrStepTimer timer) : timer_(timer) {}
+  SummarySaverHook(std::vector<std::pair<std::string, std::string>> scalars,
+                   std::string output_dir, SecondOrStepTimer timer, Env* env)
+      : scalars_(std::move(scalars)),
+        output_dir_(std::move(output_dir)),
+        timer_(timer),
+        env_(env) {}
+
+  const std::vector<std::pair<std::string, std::string>> scalars_;
+  const std::string output_dir_;
   SecondOrStepTimer timer_;
+  Env* const env_;
+  std::shared_ptr<EventFileWriter> writer_;
   std::string step_tensor_;
-  std::string summary_tag_;
-  std::optional<int64_t> last_global_step_;
-  int global_step_check_count_ = 0;
+  std::optional<int64_t> next_step_;
+  bool request_summary_ = false;
 };
 
 class LoggingTensorHook : public SessionRunHook {

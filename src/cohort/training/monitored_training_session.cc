@@ -12,15 +12,27 @@ namespace {
 
 // The StepCounterHook and CheckpointSaverHook a chief (or, in a worker
 // context, the task the strategy names) adds when checkpoint_dir is set.
+// With them, the SummarySaverHook of summary_scalars. TensorFlow's rule:
+// summaries go to summary_dir, which defaults to checkpoint_dir.
 absl::Status AddCounterHook(const MonitoredTrainingSessionOptions& o,
                             HookList* hooks) {
-  if (o.checkpoint_dir.empty() || o.log_step_count_steps <= 0) {
-    return absl::OkStatus();
+  if (o.checkpoint_dir.empty()) return absl::OkStatus();
+  const std::string summary_dir =
+      o.summary_dir.empty() ? o.checkpoint_dir : o.summary_dir;
+  if (o.log_step_count_steps > 0) {
+    COHORT_ASSIGN_OR_RETURN(
+        auto counter,
+        StepCounterHook::Create(o.log_step_count_steps, std::nullopt, o.env,
+                                summary_dir, o.examples_per_step));
+    hooks->push_back(std::move(counter));
   }
-  COHORT_ASSIGN_OR_RETURN(
-      auto counter,
-      StepCounterHook::Create(o.log_step_count_steps, std::nullopt, o.env));
-  hooks->push_back(std::move(counter));
+  if (!o.summary_scalars.empty() && o.save_summaries_steps > 0) {
+    COHORT_ASSIGN_OR_RETURN(
+        auto summaries,
+        SummarySaverHook::Create(o.summary_scalars, summary_dir,
+                                 o.save_summaries_steps, std::nullopt, o.env));
+    hooks->push_back(std::move(summaries));
+  }
   return absl::OkStatus();
 }
 

@@ -12,7 +12,9 @@
 //   nullptr)); COHORT_RETURN_IF_ERROR(sess->Close());
 //
 // Chief (is_chief): hooks = chief_only_hooks, StepCounterHook(every
-// log_step_count_steps; when checkpoint_dir is set and the count > 0),
+// log_step_count_steps; when checkpoint_dir is set and the count > 0;
+// writing global_step/sec to summary_dir), SummarySaverHook(summary_scalars
+// every save_summaries_steps; when checkpoint_dir is set and there are any),
 // CheckpointSaverHook(checkpoint_dir, steps|secs; when checkpoint_dir is set
 // and saving is on), then `hooks`; creator = ChiefSessionCreator (restores
 // the latest checkpoint of checkpoint_dir, else initialises).
@@ -39,6 +41,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -65,6 +69,16 @@ struct MonitoredTrainingSessionOptions {
   std::optional<int64_t> save_checkpoint_steps;
   std::optional<absl::Duration> save_checkpoint_secs;
   int64_t log_step_count_steps = 100;
+  // TensorBoard summaries (summary_writer.h), written by the task that
+  // counts steps: the StepCounterHook's global_step/sec (and examples/sec
+  // when examples_per_step > 0), and every save_summaries_steps the scalar
+  // tensors of summary_scalars (tag, tensor name) through a
+  // SummarySaverHook. TensorFlow takes a summary op instead. summary_dir
+  // empty: checkpoint_dir.
+  std::string summary_dir;
+  int64_t save_summaries_steps = 100;
+  std::vector<std::pair<std::string, std::string>> summary_scalars;
+  int64_t examples_per_step = 0;
   absl::Duration stop_grace_period = absl::Seconds(120);
   absl::Duration max_wait = absl::Seconds(7200);
   // Worker's wait between readiness checks, and the first recovery backoff.
