@@ -58,6 +58,7 @@
 #include "cohort/graph/local_session.h"
 #include "cohort/training/basic_session_run_hooks.h"
 #include "cohort/training/data_parallel.h"
+#include "cohort/training/metrics_publisher_hook.h"
 #include "cohort/training/global_step_waiter_hook.h"
 #include "cohort/training/monitored_training_session.h"
 #include "cohort/training/replica_device_setter.h"
@@ -157,6 +158,19 @@ absl::Status Train(const Flags& f, Env* env) {
   if (c->task_type() == "worker" && f.wait_steps_per_worker > 0) {
     o.hooks.push_back(std::make_shared<training::GlobalStepWaiterHook>(
         (c->task_id() + 1) * f.wait_steps_per_worker, env));
+  }
+  // Under `cohort launch`: progress for its progress line and job page.
+  if (auto put = training::MetricsPutFromEnvironment(env); put.ok()) {
+    training::MetricsPublisherOptions m;
+    m.task = who;
+    m.loss_tensor = model.loss;
+    m.examples_per_step = f.batch;
+    m.last_step = f.steps;
+    m.put = *std::move(put);
+    m.env = env;
+    COHORT_ASSIGN_OR_RETURN(auto publisher,
+                            training::MetricsPublisherHook::Create(m));
+    o.hooks.push_back(std::move(publisher));
   }
   auto final_ops = std::make_shared<training::FinalOpsHook>(
       std::vector<std::string>{model.loss, model.logits, model.global_step},
