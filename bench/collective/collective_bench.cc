@@ -263,7 +263,7 @@ int RunLabBench(const Flags& f) {
             "tf_config",
             "--token-file",
             token,
-            "--quiet",
+            "--no-progress",
             "--rendezvous-timeout",
             "60",
             "--"};

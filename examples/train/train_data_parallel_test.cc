@@ -167,7 +167,7 @@ TEST(DataParallelJobTest, TwoTasksTrainToTheSameParametersAndLowerLoss) {
                    absl::ToUnixNanos(absl::Now()));
   const std::string bin = BinDir();
   auto [code, output] = RunToEnd(
-      {bin + "/cohort", "launch", "-n", "2", "--quiet", "--barrier-timeout",
+      {bin + "/cohort", "launch", "-n", "2", "--no-progress", "--barrier-timeout",
        "60", "--log-dir", dir + "/logs", "--", bin + "/train_data_parallel",
        "--steps", "150", "--log-every", "50", "--checkpoint-dir", dir + "/ckpt",
        "--target-loss", "0.6"});
@@ -213,7 +213,7 @@ TEST(CollectiveJobTest, ThroughTheRuntimeItComputesTheGangsParameters) {
                    ".", absl::ToUnixNanos(absl::Now()));
   const std::string bin = BinDir();
   auto [gang_code, gang] =
-      RunToEnd({bin + "/cohort", "launch", "-n", "2", "--quiet",
+      RunToEnd({bin + "/cohort", "launch", "-n", "2", "--no-progress",
                 "--barrier-timeout", "60", "--", bin + "/train_data_parallel",
                 "--steps", "120", "--log-every", "0", "--target-loss", "0.7"});
   ASSERT_EQ(gang_code, 0) << gang;
@@ -222,7 +222,7 @@ TEST(CollectiveJobTest, ThroughTheRuntimeItComputesTheGangsParameters) {
                                   "--chief",
                                   "--workers",
                                   "1",
-                                  "--quiet",
+                                  "--no-progress",
                                   "--barrier-timeout",
                                   "60",
                                   "--",
@@ -256,7 +256,7 @@ TEST(CollectiveJobTest, ARestoredChiefHandsItsStateToEveryWorker) {
   const std::string bin = BinDir();
   auto run = [&](int steps) {
     return RunToEnd({bin + "/cohort", "launch", "--chief", "--workers", "2",
-                     "--quiet", "--barrier-timeout", "60", "--",
+                     "--no-progress", "--barrier-timeout", "60", "--",
                      bin + "/train_collective", "--steps",
                      std::to_string(steps), "--log-every", "0",
                      "--checkpoint-dir", dir, "--target-loss", "5"});

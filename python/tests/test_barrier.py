@@ -16,7 +16,7 @@ def launch(tmp_path, n, script, *flags, timeout=120):
     path = tmp_path / "task.py"
     path.write_text(textwrap.dedent(script))
     return subprocess.run(
-        [COHORT, "launch", "-n", str(n), "--quiet", *flags, "--", sys.executable, str(path)],
+        [COHORT, "launch", "-n", str(n), "--no-progress", *flags, "--", sys.executable, str(path)],
         capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
 
 

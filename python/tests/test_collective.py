@@ -95,7 +95,7 @@ def test_gang_reduces_and_gathers_through_the_group_leader(tmp_path):
     script = tmp_path / "task.py"
     script.write_text(textwrap.dedent(TASK.format(feeds=FEEDS, leader=LEADER)))
     r = subprocess.run(
-        [COHORT, "launch", "--chief", "--workers", "1", "--quiet", "--",
+        [COHORT, "launch", "--chief", "--workers", "1", "--no-progress", "--",
          sys.executable, str(script), str(graph)],
         capture_output=True, text=True, timeout=60, env=os.environ.copy())
     assert r.returncode == 0, r.stdout + r.stderr

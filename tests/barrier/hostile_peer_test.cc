@@ -193,7 +193,7 @@ TEST(HostilePeerTest, AttacksOnALiveLaunchChangeNothingAndTheJobSucceeds) {
       "[ $i -gt 1200 ] && exit 3; sleep 0.05; done; "
       "$C task barrier && $C task allgather $COHORT_PARTITION_ID");
   auto launcher =
-      Subprocess::Spawn({cohort, "launch", "--quiet", "-n", "2", "--log-dir",
+      Subprocess::Spawn({cohort, "launch", "--no-progress", "-n", "2", "--log-dir",
                          dir + "/logs", "--", "/bin/sh", "-c", script},
                         EnvironmentWith({rpc::kJobTokenEnvVar}));
   ASSERT_TRUE(launcher.ok()) << launcher.status();

@@ -49,7 +49,7 @@ class LaunchTest : public ::testing::Test {
   // cohort binary, $P the partition id, $A the attempt, $D a scratch dir.
   std::unique_ptr<Subprocess> Start(const std::vector<std::string>& flags,
                                     const std::string& script) {
-    std::vector<std::string> argv = {cohort_, "launch", "--quiet", "--log-dir",
+    std::vector<std::string> argv = {cohort_, "launch", "--no-progress", "--log-dir",
                                      dir_ + "/logs"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("--");
@@ -327,7 +327,7 @@ TEST_F(LaunchTest, KilledLauncherLeavesNoTaskRunning) {
 TEST_F(LaunchTest, LostHeartbeatFailsTheAttempt) {
   const absl::Time start = absl::Now();
   auto p = Launch({"/usr/bin/env", "TEST_HEARTBEAT_S=1", cohort_, "launch",
-                   "--quiet", "-n", "2", "--heartbeat-timeout", "1",
+                   "--no-progress", "-n", "2", "--heartbeat-timeout", "1",
                    "--stop-grace", "1", "--log-dir", dir_ + "/hb", "--",
                    BinDir() + "/barrier_heartbeat_task"});
   ASSERT_NE(p, nullptr);
@@ -342,7 +342,7 @@ TEST_F(LaunchTest, LostHeartbeatFailsTheAttempt) {
 // The C++ example gang job and the shell example run under `cohort launch`.
 TEST_F(LaunchTest, ExamplesRun) {
   const absl::Time start = absl::Now();
-  auto cpp = Launch({cohort_, "launch", "--quiet", "-n", "3", "--log-dir",
+  auto cpp = Launch({cohort_, "launch", "--no-progress", "-n", "3", "--log-dir",
                      dir_ + "/cpp", "--", BinDir() + "/barrier_gang_job"});
   ASSERT_NE(cpp, nullptr);
   LaunchRun r = Finish(*cpp, start);
@@ -352,7 +352,7 @@ TEST_F(LaunchTest, ExamplesRun) {
 
   const std::string script =
       std::string(COHORT_SOURCE_DIR) + "/examples/barrier/gang_job.sh";
-  auto sh = Launch({cohort_, "launch", "--quiet", "-n", "2", "--log-dir",
+  auto sh = Launch({cohort_, "launch", "--no-progress", "-n", "2", "--log-dir",
                     dir_ + "/sh", "--", script});
   ASSERT_NE(sh, nullptr);
   r = Finish(*sh, start);

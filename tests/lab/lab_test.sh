@@ -108,7 +108,7 @@ start_per_host() {
     timeout 240 bash "$LAB" exec "$host" -- env \
       TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"$type\", \"index\": $index}}" \
       "$BIN/cohort" launch --engine tf_config --token-file "$WORK/token" \
-      --rendezvous-timeout 60 --quiet ${LAUNCH_FLAGS:-} -- "$@" \
+      --rendezvous-timeout 60 --no-progress ${LAUNCH_FLAGS:-} -- "$@" \
       >"$WORK/$type$index.log" 2>&1 &
     PIDS+=($!)
   done

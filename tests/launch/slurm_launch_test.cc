@@ -88,7 +88,7 @@ class SlurmLaunchTest : public ::testing::Test {
                                      "slurm",
                                      "--rendezvous",
                                      absl::StrCat(":", port_),
-                                     "--quiet",
+                                     "--no-progress",
                                      "--rendezvous-timeout",
                                      "60",
                                      "--log-dir",

@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
+#include "cohort/base/logging.h"
 #include "cohort/base/subprocess.h"
 #include "cohort/launch/cluster_launcher.h"
 #include "cohort/launch/engine.h"
@@ -141,6 +142,9 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     std::string log_dir;
     std::string token_file;
     bool quiet = false;
+    bool no_progress = false;
+    std::string ui;
+    double progress_every_s = 5;
     std::string engine;
     std::string jobs;
     std::string rendezvous;
@@ -212,7 +216,19 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
   launch->add_option("--log-dir", flags->log_dir,
                      "directory for per-task logs (default: a new directory "
                      "under $TMPDIR or /tmp)");
-  launch->add_flag("--quiet", flags->quiet, "no progress lines");
+  launch->add_flag("--quiet", flags->quiet,
+                   "print only the training progress line and how the job "
+                   "ended (task output goes to the logs)");
+  launch->add_flag("--no-progress", flags->no_progress,
+                   "no progress lines (task output is still printed)");
+  auto* ui_opt = launch->add_option("--ui", flags->ui,
+                     "[HOST:]PORT: serve the job's live page there "
+                     "(loopback unless HOST is given; it needs the job "
+                     "token, printed in its URL)");
+  launch
+      ->add_option("--progress-every", flags->progress_every_s,
+                   "seconds between training progress lines (default 5)")
+      ->check(Seconds(/*allow_zero=*/false));
   launch->add_option("--token-file", flags->token_file,
                      "the job token every server of the job requires "
                      "(default: a fresh random one, written to "
@@ -222,6 +238,8 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       "run as one task of a cluster engine's job: slurm, kubernetes, "
       "tf_config or auto; one `cohort launch` per engine task, task 0's "
       "launcher hosts the rendezvous");
+  // Under an engine, `cohort ui --coordinator` shows the job.
+  engine_opt->excludes(ui_opt);
   engine_opt->excludes(chief_opt)
       ->excludes(workers_opt)
       ->excludes(ps_opt)
@@ -332,7 +350,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       options.partition_grace = absl::Seconds(flags->partition_grace_s);
       options.bind_host = flags->bind_host;
       options.log_dir = flags->log_dir;
-      options.progress = !flags->quiet;
+      // An engine task's launcher prints no progress line; --quiet keeps
+      // its task's output in the log alone.
+      options.progress = !flags->quiet && !flags->no_progress;
+      if (flags->quiet) options.output = [](const std::string&) {};
       options.extra_env = extra_env;
       if (!flags->token_file.empty()) {
         absl::StatusOr<std::string> token =
@@ -357,6 +378,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       return;
     }
 
+    if (flags->quiet && !Env::Default()->GetVar("COHORT_LOG_LEVEL")) {
+      // The launcher's own informational log lines are not the summary.
+      SetMinLogLevel(LogLevel::kWarning);
+    }
     launch::LaunchOptions options;
     options.num_workers = flags->n > 0 ? flags->n : flags->workers;
     options.chief = flags->chief;
@@ -379,7 +404,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     options.stop_grace = absl::Seconds(flags->stop_grace_s);
     options.heartbeat_timeout = absl::Seconds(flags->heartbeat_timeout_s);
     options.log_dir = flags->log_dir;
-    options.progress = !flags->quiet;
+    options.progress = !flags->no_progress;
+    options.quiet = flags->quiet;
+    options.progress_every = absl::Seconds(flags->progress_every_s);
+    options.ui = flags->ui;
     options.command = flags->command;
     options.extra_env = extra_env;
     if (!flags->token_file.empty()) {

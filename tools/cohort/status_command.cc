@@ -20,6 +20,7 @@
 #include "cohort/base/json.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_rpc_handler.h"
+#include "cohort/coord/job_status_json.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_cli_call.h"
@@ -34,69 +35,6 @@ struct StatusOptions {
   std::string format = "text";
   CoordSecurityFlags security;
 };
-
-std::string TaskName(const coord::CoordinatedTask& t) {
-  return absl::StrCat(t.job_name(), ":", t.task_id());
-}
-
-const char* StateName(coord::CoordinatedTaskState s) {
-  switch (s) {
-    case coord::TASK_STATE_CONNECTED:
-      return "connected";
-    case coord::TASK_STATE_ERROR:
-      return "error";
-    case coord::TASK_STATE_DISCONNECTED:
-      return "disconnected";
-    default:
-      return "unknown";
-  }
-}
-
-std::string StateOf(const coord::TaskStateInfo& t) {
-  if (t.state() == coord::TASK_STATE_DISCONNECTED) {
-    if (t.shut_down()) return "shut_down";
-    return "not_registered";
-  }
-  return StateName(t.state());
-}
-
-Json ToJson(const coord::GetJobStatusResponse& r) {
-  Json out;
-  out["service_incarnation"] = std::to_string(r.service_incarnation());
-  out["version"] = r.version_number();
-  out["job_state"] = r.job_state();
-  out["tasks"] = Json::array();
-  for (const auto& t : r.task_state()) {
-    Json task;
-    task["task"] = TaskName(t.task());
-    task["state"] = StateOf(t);
-    task["incarnation"] = std::to_string(t.incarnation());
-    task["heartbeat_age_ms"] =
-        t.heartbeat_age_ms() < 0 ? Json(nullptr) : Json(t.heartbeat_age_ms());
-    task["recoverable"] = t.recoverable();
-    if (t.error_code() != 0) {
-      task["error_code"] =
-          StatusCodeName(static_cast<absl::StatusCode>(t.error_code()));
-      task["error"] = t.error_message();
-      task["error_time_unix_ms"] = t.error_time_unix_ms();
-    }
-    out["tasks"].push_back(task);
-  }
-  out["barriers"] = Json::array();
-  for (const auto& b : r.barrier()) {
-    Json barrier;
-    barrier["id"] = b.barrier_id();
-    barrier["counter"] = b.counter();
-    barrier["initiator"] = TaskName(b.initiator());
-    barrier["arrived"] = Json::array();
-    for (const auto& t : b.arrived()) barrier["arrived"].push_back(TaskName(t));
-    barrier["missing"] = Json::array();
-    for (const auto& t : b.missing()) barrier["missing"].push_back(TaskName(t));
-    barrier["remaining_ms"] = b.remaining_ms();
-    out["barriers"].push_back(barrier);
-  }
-  return out;
-}
 
 std::string ToText(const coord::GetJobStatusResponse& r,
                    const std::string& coordinator) {
@@ -119,8 +57,8 @@ std::string ToText(const coord::GetJobStatusResponse& r,
           t.error_message());
     }
     absl::StrAppendFormat(&out, "%-16s %-15s %-20s %-10s %s\n",
-                          TaskName(t.task()) + (t.recoverable() ? "*" : ""),
-                          StateOf(t), incarnation, age, error);
+                          coord::TaskNameOf(t.task()) + (t.recoverable() ? "*" : ""),
+                          coord::TaskStateName(t), incarnation, age, error);
   }
   if (r.barrier_size() == 0) {
     out += "\nno barriers in progress\n";
@@ -128,8 +66,8 @@ std::string ToText(const coord::GetJobStatusResponse& r,
     out += "\nbarriers in progress:\n";
     for (const auto& b : r.barrier()) {
       std::vector<std::string> arrived, missing;
-      for (const auto& t : b.arrived()) arrived.push_back(TaskName(t));
-      for (const auto& t : b.missing()) missing.push_back(TaskName(t));
+      for (const auto& t : b.arrived()) arrived.push_back(coord::TaskNameOf(t));
+      for (const auto& t : b.missing()) missing.push_back(coord::TaskNameOf(t));
       absl::StrAppendFormat(
           &out,
           "  %s #%d: %d/%d arrived, %.1fs left\n    arrived: %s\n    missing: "
@@ -162,7 +100,7 @@ absl::Status Run(const StatusOptions& o) {
     if (o.format == "json") {
       // One line per change of the job's state.
       if (status.version_number() != printed_version) {
-        std::cout << JsonDump(ToJson(status)) << std::endl;
+        std::cout << JsonDump(coord::JobStatusJson(status)) << std::endl;
         printed_version = status.version_number();
       }
     } else {

@@ -148,7 +148,11 @@ void CoordinationRpcHandler::WatchJobState(const WatchJobStateRequest& request,
 void CoordinationRpcHandler::GetJobStatus(const GetJobStatusRequest& request,
                                           GetJobStatusResponse* response,
                                           StatusCallback done) {
-  JobStatus status = service_->GetJobStatus();
+  ToProto(service_->GetJobStatus(), response);
+  done(absl::OkStatus());
+}
+
+void ToProto(const JobStatus& status, GetJobStatusResponse* response) {
   response->set_service_incarnation(status.service_incarnation);
   response->set_version_number(status.version);
   response->set_job_state(status.job_state);
@@ -162,7 +166,6 @@ void CoordinationRpcHandler::GetJobStatus(const GetJobStatusRequest& request,
     for (const auto& t : b.missing) *info->add_missing() = ToProto(t);
     info->set_remaining_ms(absl::ToInt64Milliseconds(b.remaining));
   }
-  done(absl::OkStatus());
 }
 
 void CoordinationRpcHandler::InsertKeyValue(

@@ -20,6 +20,8 @@ namespace cohort::coord {
 TaskId FromProto(const CoordinatedTask& task);
 CoordinatedTask ToProto(const TaskId& task);
 void ToProto(const TaskStateSnapshot& snapshot, TaskStateInfo* info);
+// What GetJobStatus answers for `status`.
+void ToProto(const JobStatus& status, GetJobStatusResponse* response);
 
 class CoordinationRpcHandler {
  public:

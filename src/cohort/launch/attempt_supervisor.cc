@@ -197,6 +197,33 @@ struct AttemptSupervisor::State {
   std::optional<coord::Membership> newest;
 };
 
+const char* OutcomeName(AttemptEnd::Outcome outcome) {
+  switch (outcome) {
+    case AttemptEnd::Outcome::kSucceeded:
+      return "succeeded";
+    case AttemptEnd::Outcome::kFailed:
+      return "failed";
+    case AttemptEnd::Outcome::kStopped:
+      return "stopped";
+    case AttemptEnd::Outcome::kLost:
+      return "lost";
+  }
+  return "unknown";
+}
+
+std::string CauseLine(const AttemptEnd& end) {
+  switch (end.outcome) {
+    case AttemptEnd::Outcome::kSucceeded:
+      return "";
+    case AttemptEnd::Outcome::kLost:
+      return absl::StrCat("the control plane was lost: ", end.lost.message());
+    default:
+      if (end.failure.task.empty()) return "stopped before any task failed";
+      return absl::StrCat(end.failure.task, " (", end.failure.where, ") ",
+                          end.failure.reason);
+  }
+}
+
 AttemptSupervisor::AttemptSupervisor(Env* env, AttemptEvents* events,
                                      AttemptLedger* ledger, AttemptPlan plan)
     : env_(env), events_(events), ledger_(ledger), plan_(std::move(plan)) {}
@@ -266,7 +293,16 @@ absl::StatusOr<std::unique_ptr<TaskProcess>> AttemptSupervisor::Spawn(
     o.log_path = absl::StrCat(o.log_path.substr(0, o.log_path.size() - 4),
                               ".restart-", restart, ".log");
   }
-  return TaskProcess::Start(env_, std::move(o));
+  absl::StatusOr<std::unique_ptr<TaskProcess>> process =
+      TaskProcess::Start(env_, std::move(o));
+  if (process.ok() && plan_.board != nullptr) {
+    const TaskProcess& p = **process;
+    plan_.board->TaskStarted(p.spec().Name(),
+                             plan_.host.empty() ? plan_.local_host : plan_.host,
+                             p.pid(), plan_.attempt, restart, p.log_path(),
+                             p.started());
+  }
+  return process;
 }
 
 void AttemptSupervisor::Start(State& s) {
@@ -432,6 +468,10 @@ void AttemptSupervisor::OnExit(State& s, int task, int restart,
   const TaskProcess& p = *r.process;
   // Killed to be restarted: a failure, even if it exited 0 before the kill.
   const bool ok = exit.ok() && !r.killed_for.has_value();
+  if (plan_.board != nullptr) {
+    plan_.board->TaskExited(p.spec().Name(), p.pid(), ok, exit.Describe(),
+                            when);
+  }
   if (ok || s.stopping || s.lost) {
     r.exited = true;
     ++s.exited;

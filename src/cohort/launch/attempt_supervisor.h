@@ -45,6 +45,7 @@
 #include "cohort/base/env.h"
 #include "cohort/coord/elastic_membership.h"
 #include "cohort/launch/attempt_ledger.h"
+#include "cohort/launch/job_board.h"
 #include "cohort/launch/job_plan.h"
 #include "cohort/launch/process.h"
 #include "cohort/launch/task_process.h"
@@ -118,6 +119,11 @@ struct AttemptPlan {
   // often, when it changed; InfiniteDuration: none.
   absl::Duration progress_interval = absl::InfiniteDuration();
   std::function<int()> waiting_at_barrier;  // for the progress line
+  // Where each task's process starts and how it exits are recorded, for
+  // the job's page (may be null). Tasks run on `host`, or, when that is
+  // empty, on `local_host` (the address `-n N` tasks listen on).
+  JobBoard* board = nullptr;
+  std::string local_host;
   std::function<void(const std::string&)> messages;
   // -1: a failed task fails the attempt (the gang rule). N >= 0: a task of
   // this launcher that fails (exits non-zero or by a signal; or, running,
@@ -223,6 +229,12 @@ struct AttemptEnd {
   // dropped while the others trained on.
   std::vector<FailureRecord> dropped;
 };
+
+// "succeeded", "failed", "stopped", "lost" (the job page's names).
+const char* OutcomeName(AttemptEnd::Outcome outcome);
+// One line naming the attempt's root cause: "worker:1 (pid 42) exited with
+// code 3"; how the control plane was lost; empty on success.
+std::string CauseLine(const AttemptEnd& end);
 
 class AttemptSupervisor {
  public:

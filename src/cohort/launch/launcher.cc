@@ -10,8 +10,13 @@
 #include "cohort/barrier/barrier_control_plane.h"
 #include "cohort/barrier/barrier_coordinator.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/coordination_rpc_handler.h"
 #include "cohort/coord/coordination_server.h"
+#include "cohort/coord/job_status_json.h"
+#include "cohort/coord/task_metrics.h"
 #include "cohort/launch/attempt_supervisor.h"
+#include "cohort/launch/job_board.h"
+#include "cohort/launch/job_page.h"
 #include "cohort/launch/launch_support.h"
 #include "cohort/launch/task_failure_watch.h"
 #include "cohort/rpc/socket.h"
@@ -25,6 +30,11 @@ using barrier::GangSnapshot;
 
 // How often the progress line may change.
 constexpr absl::Duration kProgressInterval = absl::Seconds(1);
+// How often the launcher reads the tasks' training metrics.
+constexpr absl::Duration kMetricsInterval = absl::Seconds(1);
+// What the page shows of a task's log.
+constexpr size_t kLogTailLines = 200;
+constexpr size_t kLogTailBytes = 256 << 10;
 
 }  // namespace
 
@@ -35,10 +45,15 @@ struct Launcher::Impl {
   }
 
   void Message(const std::string& line) {
+    if (!options.quiet) Summary(line);
+  }
+  // What --quiet keeps: the training progress line and how the job ended.
+  void Summary(const std::string& line) {
     absl::MutexLock lock(&out_mu);
     options.messages("[cohort] " + line);
   }
   void Output(const std::string& line) {
+    if (options.quiet) return;  // the task's log has it
     absl::MutexLock lock(&out_mu);
     options.output(line);
   }
@@ -60,8 +75,15 @@ struct Launcher::Impl {
   int must_finish = 0;  // chief, worker and evaluator tasks
   AttemptEvents events;
 
+  // The job's page and what it shows beyond the coordination service.
+  absl::Status StartPage();
+  JobBoard board;
+  std::unique_ptr<MetricsSampler> sampler;
+  std::unique_ptr<JobPage> page;
+
   absl::Mutex mu;
   std::string barrier_address ABSL_GUARDED_BY(mu);
+  std::string page_url ABSL_GUARDED_BY(mu);
   // Serialises the output and message sinks.
   absl::Mutex out_mu;
 
@@ -83,6 +105,43 @@ void Launcher::Stop() { impl_->events.Stop(); }
 std::string Launcher::barrier_address() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->barrier_address;
+}
+
+std::string Launcher::page_url() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->page_url;
+}
+
+absl::Status Launcher::Impl::StartPage() {
+  coord::CoordinationService* service = control->service();
+  sampler = std::make_unique<MetricsSampler>(
+      env, [service] { return service->ListKeyValueDir(coord::kMetricsDir); },
+      kMetricsInterval,
+      [this](const std::string& line) {
+        if (options.progress) Summary(line);
+      },
+      options.progress_every);
+  if (options.ui.empty()) return absl::OkStatus();
+  JobPageSource source;
+  source.status = [this, service]() -> absl::StatusOr<Json> {
+    coord::GetJobStatusResponse status;
+    coord::ToProto(service->GetJobStatus(), &status);
+    Json j = coord::JobStatusJson(status);
+    MergeTaskProcesses(board.TasksJson(), j);
+    return j;
+  };
+  source.attempts = [this] { return board.AttemptsJson(); };
+  source.metrics = &sampler->history();
+  source.log = [this](const std::string& task) -> absl::StatusOr<std::string> {
+    COHORT_ASSIGN_OR_RETURN(std::string path, board.LogPath(task));
+    return TailOfFile(path, kLogTailLines, kLogTailBytes);
+  };
+  COHORT_ASSIGN_OR_RETURN(
+      page, JobPage::Start(options.ui, security.job_token, std::move(source)));
+  absl::MutexLock lock(&mu);
+  page_url = page->url();
+  Summary(absl::StrCat("job page: ", page_url));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
@@ -140,6 +199,8 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
     return gang.has_value() ? static_cast<int>(gang->waiting.size()) : 0;
   };
   plan.messages = [this](const std::string& line) { Message(line); };
+  plan.board = &board;
+  plan.local_host = options.host;
   std::string barrier_failure;
   plan.on_failure =
       GangFailureHook(coordinator.get(), attempt, &barrier_failure);
@@ -168,12 +229,14 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   if (!end.spawn_error.ok() && attempt == 0) return end.spawn_error;
   for (const std::string& line :
        RestartSummaryLines(attempt, end.restarts, options.max_restarts)) {
-    Message(line);
+    Summary(line);
   }
   if (end.outcome == AttemptEnd::Outcome::kFailed) {
     Summarize(attempt, end, barrier_failure, result);
   }
   if (end.outcome == AttemptEnd::Outcome::kStopped) result.exit_code = 130;
+  board.AttemptEnded(attempt, OutcomeName(end.outcome), CauseLine(end),
+                     env->Now());
   return end;
 }
 
@@ -185,7 +248,7 @@ void Launcher::Impl::Summarize(int attempt, const AttemptEnd& end,
       FailureSummaryLines(attempt, r, barrier_failure, end.stopped_others);
   result.failure_summary = absl::StrJoin(lines, "\n");
   result.exit_code = r.code;
-  for (const std::string& l : lines) Message(l);
+  for (const std::string& l : lines) Summary(l);
 }
 
 absl::Status Launcher::Impl::Validate() {
@@ -269,6 +332,10 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
   LaunchResult result;
   COHORT_ASSIGN_OR_RETURN(result.log_dir, PrepareLogDir(options.log_dir));
   COHORT_RETURN_IF_ERROR(StartControlPlane(result.log_dir));
+  if (absl::Status started = StartPage(); !started.ok()) {
+    control->Stop();
+    return started;
+  }
 
   std::unique_ptr<RestartPolicy> policy =
       MakeRestartPolicy(options.restart, options.max_restarts);
@@ -284,15 +351,18 @@ absl::StatusOr<LaunchResult> Launcher::Impl::Run() {
       result.succeeded = true;
       result.exit_code = 0;
       result.failure_summary.clear();
-      Message(SuccessLine(tasks.size(), attempt, end));
+      Summary(SuccessLine(tasks.size(), attempt, end));
     }
     if (decision == RestartPolicy::Decision::kGiveUp) {
-      Message(absl::StrCat(policy->GiveUpMessage(attempt + 1), "; logs in ",
+      Summary(absl::StrCat(policy->GiveUpMessage(attempt + 1), "; logs in ",
                            result.log_dir));
     }
     if (decision != RestartPolicy::Decision::kRestart) break;
     Message(policy->RestartMessage(attempt + 1));
   }
+  // The page and the sampler read the service: they go first.
+  page.reset();
+  sampler.reset();
   control->Stop();
   return result;
 }

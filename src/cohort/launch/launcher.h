@@ -103,8 +103,19 @@ struct LaunchOptions : JobShape {
   absl::Duration stop_grace = absl::Seconds(5);
   // Lines of a failed task's log shown in the root-cause summary.
   int summary_lines = 10;
-  // Print a progress line (at most once a second, when it changes).
+  // Print a progress line (at most once a second, when it changes), and,
+  // once tasks publish training metrics (training/metrics_publisher_hook.h),
+  // "progress: global step S/N (P%), E examples/s, ETA T" every
+  // `progress_every` when it changed.
   bool progress = true;
+  absl::Duration progress_every = absl::Seconds(5);
+  // Task output goes only to the logs, and of the launcher's own lines only
+  // the training progress line and the job's summary (how it ended, the
+  // root cause, restarts) are printed.
+  bool quiet = false;
+  // "[HOST:]PORT": serve the job's page there (job_page.h; loopback when
+  // HOST is left out). Empty: no page.
+  std::string ui;
   // The job token every server of the job requires; empty: a fresh random
   // one. Tasks get it as COHORT_JOB_TOKEN.
   std::string job_token;
@@ -151,6 +162,9 @@ class Launcher {
   // Once Run() started the control plane: its gRPC address ("host:port"),
   // which serves the coordination service and the barriers.
   std::string barrier_address() const;
+  // Once Run() started the job page (LaunchOptions::ui): its URL, with the
+  // token; empty before, or without a page.
+  std::string page_url() const;
 
  private:
   struct Impl;

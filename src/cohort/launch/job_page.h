@@ -1,0 +1,146 @@
+// The job's page: a web page and a JSON API that show a running job live
+// (docs/ui.md). `cohort launch --ui [HOST:]PORT` serves it from the
+// launcher; `cohort ui --coordinator ADDR` from any machine that can reach
+// the job's coordination service.
+//
+//   JobPageSource source;
+//   source.status = [&] { ... };                 // tasks and barriers
+//   COHORT_ASSIGN_OR_RETURN(auto page,
+//       JobPage::Start("127.0.0.1:8265", token, std::move(source)));
+//   std::cout << page->url();   // http://127.0.0.1:8265/?token=...
+//
+// Every request needs the job token (task logs can hold secrets), on
+// loopback too: `Authorization: Bearer TOKEN`, the cookie the page sets, or
+// `/?token=TOKEN` (which sets that cookie and redirects to `/`, so the
+// token leaves the address bar). Without it: 401 and no data. The server
+// takes only GET, answers with a Content-Security-Policy that allows
+// nothing from elsewhere (every script and style ships in the binary), caps
+// request sizes and serves from a small fixed pool of threads.
+//
+//   GET /                   the page (polls /api/v1/job every second)
+//   GET /api/v1/job         everything below in one object
+//   GET /api/v1/tasks       {"job_state", "tasks": [...]}
+//   GET /api/v1/barriers    {"barriers": [...]}
+//   GET /api/v1/attempts    {"attempts": [...]}
+//   GET /api/v1/metrics     {"series": {task: [points]}, "progress": {...}}
+//   GET /api/v1/logs/TASK   the task's last 200 log lines (text/plain)
+//
+// Thread safety: JobPage is thread-safe; the source's functions are called
+// from the server's threads, concurrently.
+#ifndef COHORT_LAUNCH_JOB_PAGE_H_
+#define COHORT_LAUNCH_JOB_PAGE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cohort/base/env.h"
+#include "cohort/base/json.h"
+#include "cohort/coord/task_metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace cohort::launch {
+
+struct JobPageSource {
+  // The job's status in coord::JobStatusJson's shape; each task may carry
+  // its process's fields too (JobBoard::TasksJson, merged by
+  // MergeTaskProcesses).
+  std::function<absl::StatusOr<Json>()> status;
+  // JobBoard::AttemptsJson's shape; null: no attempts known here.
+  std::function<Json()> attempts;
+  // The training metrics (may be null).
+  const coord::MetricsHistory* metrics = nullptr;
+  // A task's log tail; null: logs are not kept here (NotFound).
+  std::function<absl::StatusOr<std::string>(const std::string& task)> log;
+};
+
+// Adds the fields of `processes` ({task: {...}}, JobBoard::TasksJson) to
+// the task of the same name in status["tasks"], and "role" (the job name)
+// to every task.
+void MergeTaskProcesses(const Json& processes, Json& status);
+
+// {"series": {task: [{"t" (unix ms), "step", "loss", "examples_per_sec"}]},
+// "progress": {"global_step", "last_step", "examples_per_sec", "eta_s",
+// "line"}}.
+Json MetricsJson(const coord::MetricsHistory& history);
+
+// "[HOST:]PORT" (HOST defaults to 127.0.0.1; PORT 0 picks a free one).
+// InvalidArgument naming the flag on anything else.
+absl::StatusOr<std::pair<std::string, int>> ParseUiAddress(
+    const std::string& text, const std::string& flag);
+
+class JobPage {
+ public:
+  // Binds `address` ("[HOST:]PORT") and serves. InvalidArgument for a bad
+  // address or an empty token; Unavailable naming the address when it
+  // cannot be bound.
+  static absl::StatusOr<std::unique_ptr<JobPage>> Start(
+      const std::string& address, std::string token, JobPageSource source);
+  ~JobPage();  // stops serving
+  JobPage(const JobPage&) = delete;
+  JobPage& operator=(const JobPage&) = delete;
+
+  int port() const { return port_; }
+  // The address to open, with the token: "http://HOST:PORT/?token=T".
+  std::string url() const;
+
+ private:
+  JobPage(std::string host, std::string token, JobPageSource source);
+  void Route();
+
+  const std::string host_;
+  const std::string token_;
+  const JobPageSource source_;
+  std::unique_ptr<httplib::Server> server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// Reads the job's metrics directory every `every` into a MetricsHistory
+// and, every `progress_every` (when it changed), hands the progress line
+// (coord::ProgressLine) to `progress`. Its own thread; the Env's clock.
+class MetricsSampler {
+ public:
+  using List = std::function<
+      absl::StatusOr<std::vector<std::pair<std::string, std::string>>>()>;
+  MetricsSampler(Env* env, List list, absl::Duration every,
+                 std::function<void(const std::string&)> progress,
+                 absl::Duration progress_every);
+  ~MetricsSampler();  // stops the thread
+  MetricsSampler(const MetricsSampler&) = delete;
+  MetricsSampler& operator=(const MetricsSampler&) = delete;
+
+  const coord::MetricsHistory& history() const { return history_; }
+  // One read of the directory (what the thread does each time). Values a
+  // task could not have written (too long, not metrics) are skipped.
+  void SampleOnce();
+
+ private:
+  void Loop();
+
+  Env* const env_;
+  const List list_;
+  const absl::Duration every_;
+  const std::function<void(const std::string&)> progress_;
+  const absl::Duration progress_every_;
+  coord::MetricsHistory history_;
+  absl::Time next_progress_;
+  std::string last_progress_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace cohort::launch
+
+#endif  // COHORT_LAUNCH_JOB_PAGE_H_
