@@ -17,6 +17,8 @@ PACKAGES=(
   iperf3
   # The multi-host lab (scripts/lab.sh): ip, tc and bridge.
   iproute2
+  # The job page's test in a real browser (tests/ui/page_test.py).
+  chromium
 )
 
 missing=()

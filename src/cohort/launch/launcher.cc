@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <optional>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -77,6 +79,11 @@ struct Launcher::Impl {
 
   // The job's page and what it shows beyond the coordination service.
   absl::Status StartPage();
+  // The gang's barrier (BarrierTaskContext.barrier(), on the barrier
+  // coordinator rather than the service) while tasks wait at it, in
+  // coord::JobStatusJson's barrier shape.
+  std::optional<Json> GangBarrierJson();
+  std::atomic<int> current_attempt{0};
   JobBoard board;
   std::unique_ptr<MetricsSampler> sampler;
   std::unique_ptr<JobPage> page;
@@ -112,6 +119,27 @@ std::string Launcher::page_url() const {
   return impl_->page_url;
 }
 
+std::optional<Json> Launcher::Impl::GangBarrierJson() {
+  const int attempt = current_attempt.load();
+  std::optional<GangSnapshot> gang = coordinator->Snapshot(kStageId, attempt);
+  if (!gang.has_value() || gang->waiting.empty()) return std::nullopt;
+  Json b;
+  b["id"] = absl::StrCat("gang barrier (attempt ", attempt, ")");
+  b["counter"] = gang->epoch;
+  b["initiator"] = "";
+  b["arrived"] = Json::array();
+  b["missing"] = Json::array();
+  for (const TaskSpec& t : tasks) {
+    if (t.partition_id < 0) continue;
+    const bool waiting =
+        std::binary_search(gang->waiting.begin(), gang->waiting.end(),
+                           t.partition_id);
+    b[waiting ? "arrived" : "missing"].push_back(t.Name());
+  }
+  b["remaining_ms"] = Json();  // --barrier-timeout counts per task
+  return b;
+}
+
 absl::Status Launcher::Impl::StartPage() {
   coord::CoordinationService* service = control->service();
   sampler = std::make_unique<MetricsSampler>(
@@ -128,6 +156,9 @@ absl::Status Launcher::Impl::StartPage() {
     coord::ToProto(service->GetJobStatus(), &status);
     Json j = coord::JobStatusJson(status);
     MergeTaskProcesses(board.TasksJson(), j);
+    if (std::optional<Json> gang = GangBarrierJson(); gang.has_value()) {
+      j["barriers"].push_back(*gang);
+    }
     return j;
   };
   source.attempts = [this] { return board.AttemptsJson(); };
@@ -150,6 +181,7 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   // the launcher chose; the gang's state is freed when the attempt ends,
   // whichever way it ends.
   COHORT_RETURN_IF_ERROR(coordinator->OpenGang(kStageId, attempt, gang_size));
+  current_attempt = attempt;
   struct CloseGangOnExit {
     BarrierCoordinator* coordinator;
     int attempt;

@@ -64,7 +64,8 @@ function renderBarriers(barriers, now) {
     const total = b.arrived.length + b.missing.length;
     d.appendChild(el("div", b.id + " #" + b.counter + ": " + b.arrived.length + "/" + total +
                      " arrived, waiting " + fmtDuration((now - barrierFirstSeen.get(key)) / 1000) +
-                     ", " + fmtDuration(b.remaining_ms / 1000) + " left"));
+                     (b.remaining_ms === null || b.remaining_ms === undefined ? "" :
+                      ", " + fmtDuration(b.remaining_ms / 1000) + " left")));
     const m = el("div", "missing: ");
     m.appendChild(el("span", b.missing.join(" ") || "-", "missing"));
     d.appendChild(m);

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""The job page in a real browser: headless Chromium, driven over the
+DevTools protocol on a pipe (--remote-debugging-pipe: no port, no extra
+client library).
+
+    page_test.py BIN_DIR                 the test (exit 77: skipped, with why)
+    page_test.py --screenshot URL OUT    a PNG of the page at URL
+
+The test starts `cohort launch -n 4 --ui 127.0.0.1:0` with page_task.sh,
+whose worker:3 is held before the gang's barrier. From the rendered DOM it
+checks the four tasks, the barrier naming worker:3 as missing, and a chart
+with at least one point; then it lets worker:3 arrive and checks that the
+page shows the barrier gone within 2 s of the API saying so. It also checks
+that the API refuses requests without the token.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Browser:
+    """Headless Chromium and one page, over the DevTools pipe protocol:
+    JSON messages ending in a NUL byte; commands on the child's fd 3,
+    answers and events on its fd 4."""
+
+    def __init__(self, user_dir):
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium is None:
+            raise FileNotFoundError("no chromium on PATH")
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+        args = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                "--no-first-run", "--disable-extensions", "--disable-dev-shm-usage",
+                "--window-size=1280,1400", "--remote-debugging-pipe",
+                "--user-data-dir=" + user_dir, "about:blank"]
+        # fds 3 and 4 of the child, whatever numbers the pipes got here.
+        shell = 'exec 3<&%d 4>&%d; exec "$@"' % (to_child_r, from_child_w)
+        self._proc = subprocess.Popen(["sh", "-c", shell, "sh"] + args,
+                                      pass_fds=(to_child_r, from_child_w),
+                                      stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._buf = b""
+        self._next_id = 0
+        self._session = None
+        target = self.call("Target.createTarget", {"url": "about:blank"})
+        self._session = self.call("Target.attachToTarget",
+                                  {"targetId": target["targetId"], "flatten": True})["sessionId"]
+
+    def call(self, method, params=None, timeout=30):
+        self._next_id += 1
+        msg = {"id": self._next_id, "method": method, "params": params or {}}
+        if self._session is not None and not method.startswith("Target."):
+            msg["sessionId"] = self._session
+        os.write(self._to_child, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\0" in self._buf:
+                raw, self._buf = self._buf.split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == self._next_id:
+                    if "error" in reply:
+                        raise RuntimeError("%s: %s" % (method, reply["error"]))
+                    return reply.get("result", {})
+            if time.monotonic() > deadline:
+                raise TimeoutError("chromium did not answer %s in %ss" % (method, timeout))
+            chunk = os.read(self._from_child, 1 << 16)
+            if not chunk:
+                raise RuntimeError("chromium exited while answering %s" % method)
+            self._buf += chunk
+
+    def navigate(self, url):
+        self.call("Page.enable")
+        self.call("Page.navigate", {"url": url})
+
+    def evaluate(self, expression):
+        r = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        if "exceptionDetails" in r:
+            raise RuntimeError("page script failed: %s" % r["exceptionDetails"])
+        return r["result"].get("value")
+
+    def screenshot(self, path):
+        import base64
+        data = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+    def close(self):
+        try:
+            self.call("Browser.close", timeout=5)
+        except Exception:
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        os.close(self._to_child)
+        os.close(self._from_child)
+
+
+# What the test reads from the rendered page.
+DOM_STATE = """JSON.stringify({
+  updated: document.body.dataset.updated || null,
+  tasks: [...document.querySelectorAll('#tasks tbody tr')].map(r => r.dataset.task),
+  states: [...document.querySelectorAll('#tasks tbody tr')].map(r => r.children[4].textContent),
+  barriers: [...document.querySelectorAll('#barriers .barrier')].map(b => ({
+      id: b.dataset.barrier, text: b.textContent,
+      missing: b.querySelector('.missing').textContent})),
+  points: document.querySelectorAll('#chart-step circle.pt').length,
+})"""
+
+
+def wait_for(what, check, timeout):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        ok, last = check()
+        if ok:
+            return last
+        time.sleep(0.1)
+    raise AssertionError("timed out after %ss waiting for %s; last seen: %s" % (timeout, what, last))
+
+
+def api(base, path, token=None):
+    req = urllib.request.Request(base + path)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def run_test(bin_dir):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("SKIPPED: no chromium on PATH (apt-get install chromium)")
+        return SKIP
+    tmp = tempfile.mkdtemp(prefix="cohort-page-test-")
+    hold, done = os.path.join(tmp, "hold"), os.path.join(tmp, "done")
+    env = dict(os.environ, PAGE_TEST_BIN=bin_dir, PAGE_TEST_HOLD=hold, PAGE_TEST_DONE=done)
+    job = subprocess.Popen(
+        [os.path.join(bin_dir, "cohort"), "launch", "-n", "4", "--ui", "127.0.0.1:0",
+         "--no-progress", "--log-dir", os.path.join(tmp, "logs"), "--",
+         "sh", os.path.join(HERE, "page_task.sh")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    browser = None
+    try:
+        url = None
+        deadline = time.monotonic() + 60
+        for line in job.stdout:
+            if "job page: " in line:
+                url = line.split("job page: ", 1)[1].strip()
+                break
+            if time.monotonic() > deadline:
+                break
+        assert url, "the launcher printed no job page URL"
+        base, token = url.split("/?token=")
+        # No token, a wrong token: 401 and no data.
+        status, body = api(base, "/api/v1/tasks")
+        assert status == 401 and "tasks" not in body, (status, body)
+        status, body = api(base, "/api/v1/tasks", "0" * len(token))
+        assert status == 401 and "tasks" not in body, (status, body)
+        status, body = api(base, "/api/v1/tasks", token)
+        assert status == 200 and len(body["tasks"]) == 4, (status, body)
+
+        browser = Browser(os.path.join(tmp, "chromium"))
+        browser.navigate(url)
+
+        def page_state():
+            try:
+                return json.loads(browser.evaluate(DOM_STATE))
+            except RuntimeError:
+                return None  # between navigations
+
+        def held():
+            s = page_state()
+            ok = (s is not None and sorted(s["tasks"]) == ["worker:0", "worker:1", "worker:2", "worker:3"]
+                  and len(s["barriers"]) == 1 and s["barriers"][0]["missing"] == "worker:3"
+                  and "3/4 arrived" in s["barriers"][0]["text"] and s["points"] >= 1)
+            return ok, s
+
+        s = wait_for("the page to show 4 tasks, the barrier missing worker:3 and a chart point", held, 60)
+        print("page while worker:3 is held:", json.dumps(s))
+
+        open(hold, "w").close()
+
+        def api_released():
+            status, body = api(base, "/api/v1/barriers", token)
+            return status == 200 and body["barriers"] == [], body
+
+        wait_for("the API to show the barrier released", api_released, 60)
+        released_at = time.monotonic()
+
+        def page_released():
+            s = page_state()
+            return s is not None and s["barriers"] == [], s
+
+        s = wait_for("the page to show the barrier released", page_released, 2)
+        print("page showed the release %.2f s after the API" % (time.monotonic() - released_at))
+        return 0
+    finally:
+        if browser is not None:
+            browser.close()
+        open(done, "w").close()
+        try:
+            job.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            job.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv):
+    if len(argv) == 4 and argv[1] == "--screenshot":
+        tmp = tempfile.mkdtemp(prefix="cohort-page-shot-")
+        browser = Browser(tmp)
+        try:
+            browser.navigate(argv[2])
+            wait_for("the page to draw", lambda: (
+                (browser.evaluate("document.body && document.body.dataset.updated || ''") or "") != "", None), 30)
+            time.sleep(1.5)  # a second poll, so the charts hold two points
+            browser.screenshot(argv[3])
+        finally:
+            browser.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    return run_test(argv[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
