@@ -104,6 +104,8 @@ def decode_event(data):
                         simple = struct.unpack("<f", v2)[0]
                 values[tag] = simple
             event["summary"] = values
+    if "summary" in event:
+        event.setdefault("step", 0)  # proto3 leaves a zero step out
     return event
 
 

@@ -3,15 +3,18 @@
 DevTools protocol on a pipe (--remote-debugging-pipe: no port, no extra
 client library).
 
-    page_test.py BIN_DIR                 the test (exit 77: skipped, with why)
-    page_test.py --screenshot URL OUT    a PNG of the page at URL
+    page_test.py BIN_DIR                      the browser test (exit 77:
+                                              skipped, with why)
+    page_test.py --main-job BIN_DIR [PNG]     the main job's page, API and
+                                              event files (and a screenshot)
 
 The test starts `cohort launch -n 4 --ui 127.0.0.1:0` with page_task.sh,
 whose worker:3 is held before the gang's barrier. From the rendered DOM it
 checks the four tasks, the barrier naming worker:3 as missing, and a chart
 with at least one point; then it lets worker:3 arrive and checks that the
 page shows the barrier gone within 2 s of the API saying so. It also checks
-that the API refuses requests without the token.
+that the API refuses requests without the token, and that `cohort ui`
+serves the same API from the job's coordination service.
 """
 import json
 import os
@@ -158,9 +161,11 @@ def run_test(bin_dir):
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     browser = None
     try:
-        url = None
+        url = coordinator = None
         deadline = time.monotonic() + 60
         for line in job.stdout:
+            if "coordination service listening on " in line:
+                coordinator = line.split("listening on ", 1)[1].split()[0]
             if "job page: " in line:
                 url = line.split("job page: ", 1)[1].strip()
                 break
@@ -210,6 +215,31 @@ def run_test(bin_dir):
 
         s = wait_for("the page to show the barrier released", page_released, 2)
         print("page showed the release %.2f s after the API" % (time.monotonic() - released_at))
+
+        # `cohort ui`: the same API from the coordination service alone.
+        assert coordinator, "the launcher did not name its coordination service"
+        ui = subprocess.Popen(
+            [os.path.join(bin_dir, "cohort"), "ui", "--coordinator", coordinator,
+             "--token-file", os.path.join(tmp, "logs", "job-token"), "--ui", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            line = ui.stdout.readline()
+            assert "job page: " in line, "cohort ui printed %r" % line
+            ui_base, ui_token = line.split("job page: ", 1)[1].strip().split("/?token=")
+            assert ui_token == token
+            status, body = api(ui_base, "/api/v1/tasks")
+            assert status == 401, (status, body)
+            status, body = api(ui_base, "/api/v1/tasks", token)
+            assert status == 200 and sorted(t["task"] for t in body["tasks"]) == [
+                "worker:0", "worker:1", "worker:2", "worker:3"], (status, body)
+            wait_for("cohort ui to read every task's metrics", lambda: (
+                lambda r: (r[0] == 200 and len(r[1]["series"]) == 4, r))(
+                    api(ui_base, "/api/v1/metrics", token)), 10)
+            status, body = api(ui_base, "/api/v1/logs/worker:0", token)
+            assert status == 404 and "kept by the launcher" in body["error"], (status, body)
+        finally:
+            ui.terminate()
+            ui.wait(timeout=30)
         return 0
     finally:
         if browser is not None:
@@ -223,20 +253,99 @@ def run_test(bin_dir):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main(argv):
-    if len(argv) == 4 and argv[1] == "--screenshot":
-        tmp = tempfile.mkdtemp(prefix="cohort-page-shot-")
-        browser = Browser(tmp)
-        try:
-            browser.navigate(argv[2])
-            wait_for("the page to draw", lambda: (
-                (browser.evaluate("document.body && document.body.dataset.updated || ''") or "") != "", None), 30)
-            time.sleep(1.5)  # a second poll, so the charts hold two points
-            browser.screenshot(argv[3])
-        finally:
-            browser.close()
-            shutil.rmtree(tmp, ignore_errors=True)
+def run_main_job(bin_dir, screenshot=None):
+    """The main job (scripts/main_job.sh's command) with --ui: while it
+    trains, the API has every training task's metrics from the real hook,
+    with the loss and the job's progress to its last step; after it, the
+    chief's TensorBoard event file reads back with the independent reader."""
+    tmp = tempfile.mkdtemp(prefix="cohort-main-job-page-")
+    ckpt = os.path.join(tmp, "checkpoint")
+    job = subprocess.Popen(
+        [os.path.join(bin_dir, "cohort"), "launch", "--chief", "--workers", "2", "--ps", "1",
+         "--ui", "127.0.0.1:0", "--quiet", "--log-dir", os.path.join(tmp, "logs"), "--",
+         os.path.join(bin_dir, "train_ps"), "--steps", "6000", "--checkpoint-dir", ckpt,
+         "--save-checkpoint-steps", "1000", "--wait-steps-per-worker", "100"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = job.stdout.readline()
+        assert "job page: " in line, "the launcher printed %r" % line
+        url = line.split("job page: ", 1)[1].strip()
+        base, token = url.split("/?token=")
+
+        def training():
+            status, body = api(base, "/api/v1/metrics", token)
+            series = body.get("series", {})
+            ok = (status == 200 and sorted(series) == ["chief:0", "worker:0", "worker:1"]
+                  and all(len(p) >= 2 and p[-1]["loss"] is not None for p in series.values())
+                  and body["progress"]["last_step"] == 6000
+                  and body["progress"]["line"].startswith("progress: global step "))
+            return ok, body.get("progress")
+
+        progress = wait_for("every training task's metrics on the page", training, 60)
+        print("main job progress on the page:", json.dumps(progress))
+        status, body = api(base, "/api/v1/tasks", token)
+        assert status == 200 and sorted(t["task"] for t in body["tasks"]) == [
+            "chief:0", "ps:0", "worker:0", "worker:1"], body
+        assert all(t["process"] == "running" and t["pid"] > 0 for t in body["tasks"]), body
+        status, log = 0, None
+        with urllib.request.urlopen(urllib.request.Request(
+                base + "/api/v1/logs/chief:0", headers={"Authorization": "Bearer " + token}),
+                timeout=5) as r:
+            assert r.status == 200 and "global_step" in r.read().decode()
+        if screenshot:
+            run_screenshot(url, screenshot)
+        out, _ = job.communicate(timeout=300)
+        assert job.returncode == 0, "the main job failed:\n" + out
+        # --quiet: the page's URL, progress lines and the summary only.
+        lines = [l for l in (line + out).splitlines() if l]
+        assert all(l.startswith("[cohort] ") for l in lines), lines
+        assert any(l.startswith("[cohort] progress: global step ") for l in lines), lines
+        assert lines[-1].startswith("[cohort] job succeeded"), lines
+        files = [f for f in os.listdir(ckpt) if f.startswith("events.out.tfevents.")]
+        assert len(files) == 1, files
+        reader = subprocess.run(
+            [sys.executable, os.path.join(HERE, "..", "tensorboard", "read_events.py"),
+             os.path.join(ckpt, files[0])], capture_output=True, text=True, check=True)
+        events = [json.loads(l) for l in reader.stdout.splitlines()]
+        assert events[0]["file_version"] == "brain.Event:2", events[0]
+        tags = {t for e in events for t in e.get("summary", {})}
+        assert tags == {"loss", "global_step/sec", "examples/sec"}, tags
+        steps = [e["step"] for e in events if "loss" in e.get("summary", {})]
+        assert steps == sorted(steps) and len(steps) >= 50, steps
+        print("event file: %d events, loss at %d steps" % (len(events), len(steps)))
         return 0
+    finally:
+        if job.poll() is None:
+            job.terminate()
+            job.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_screenshot(url, out):
+    tmp = tempfile.mkdtemp(prefix="cohort-page-shot-")
+    browser = Browser(tmp)
+    try:
+        browser.navigate(url)
+        wait_for("the page to draw two polls", lambda: (
+            int(browser.evaluate("document.querySelectorAll('#chart-step circle.pt').length") or 0) >= 12,
+            None), 60)
+        # The chief's log open below the charts.
+        browser.evaluate("document.querySelector('#tasks tbody tr').click()")
+        wait_for("the chief's log", lambda: (
+            "global_step" in (browser.evaluate("document.getElementById('log').textContent") or ""),
+            None), 10)
+        browser.screenshot(out)
+    finally:
+        browser.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[1] == "--main-job":
+        if len(argv) == 4 and shutil.which("chromium") is None:
+            print("no chromium on PATH for the screenshot")
+            return 1
+        return run_main_job(argv[2], argv[3] if len(argv) == 4 else None)
     if len(argv) != 2:
         print(__doc__)
         return 2

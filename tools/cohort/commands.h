@@ -20,6 +20,7 @@ void RegisterKvCommand(CLI::App& app, int& exit_code);
 void RegisterServerCommand(CLI::App& app, int& exit_code);
 void RegisterRunCommand(CLI::App& app, int& exit_code);
 void RegisterBenchCommand(CLI::App& app, int& exit_code);
+void RegisterUiCommand(CLI::App& app, int& exit_code);
 
 }  // namespace cohort::tools
 

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   cohort::tools::RegisterServerCommand(app, exit_code);
   cohort::tools::RegisterRunCommand(app, exit_code);
   cohort::tools::RegisterBenchCommand(app, exit_code);
+  cohort::tools::RegisterUiCommand(app, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;
