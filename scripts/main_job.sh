@@ -15,11 +15,14 @@ run_dir="build/main_job"
 rm -rf "$run_dir"
 mkdir -p "$run_dir"
 set +e
-build/bin/cohort launch --chief --workers 2 --ps 1 --log-dir "$run_dir/logs" -- \
+# --ui: the job's live page while it trains (its URL, with the token, is
+# printed first; docs/ui.md).
+build/bin/cohort launch --chief --workers 2 --ps 1 --log-dir "$run_dir/logs" \
+  --ui 127.0.0.1:0 -- \
   build/bin/train_ps --steps 2000 --checkpoint-dir "$run_dir/checkpoint" \
   --save-checkpoint-steps 500 --wait-steps-per-worker 100 --log-every 250 \
   --target-accuracy 0.9
 status=$?
 set -e
-echo "main job: exit status $status (task logs in $run_dir/logs, checkpoints in $run_dir/checkpoint)"
+echo "main job: exit status $status (task logs in $run_dir/logs, checkpoints and TensorBoard event files in $run_dir/checkpoint)"
 exit "$status"

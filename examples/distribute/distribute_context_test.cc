@@ -29,7 +29,8 @@ struct Job {
 };
 
 Job Launch(const std::string& flags, const std::string& program_flags) {
-  std::vector<std::string> argv = {BinDir() + "/cohort", "launch", "--no-progress"};
+  std::vector<std::string> argv = {BinDir() + "/cohort", "launch",
+                                   "--no-progress"};
   for (absl::string_view flag : absl::StrSplit(flags, ' ', absl::SkipEmpty())) {
     argv.emplace_back(flag);
   }

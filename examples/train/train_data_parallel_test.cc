@@ -167,10 +167,10 @@ TEST(DataParallelJobTest, TwoTasksTrainToTheSameParametersAndLowerLoss) {
                    absl::ToUnixNanos(absl::Now()));
   const std::string bin = BinDir();
   auto [code, output] = RunToEnd(
-      {bin + "/cohort", "launch", "-n", "2", "--no-progress", "--barrier-timeout",
-       "60", "--log-dir", dir + "/logs", "--", bin + "/train_data_parallel",
-       "--steps", "150", "--log-every", "50", "--checkpoint-dir", dir + "/ckpt",
-       "--target-loss", "0.6"});
+      {bin + "/cohort", "launch", "-n", "2", "--no-progress",
+       "--barrier-timeout", "60", "--log-dir", dir + "/logs", "--",
+       bin + "/train_data_parallel", "--steps", "150", "--log-every", "50",
+       "--checkpoint-dir", dir + "/ckpt", "--target-loss", "0.6"});
   ASSERT_EQ(code, 0) << output;
   // The job checks the parameters' checksums across tasks; it says so.
   EXPECT_THAT(

@@ -192,10 +192,10 @@ TEST(HostilePeerTest, AttacksOnALiveLaunchChangeNothingAndTheJobSucceeds) {
       "i=0; while [ ! -e $D/go ]; do i=$((i+1)); "
       "[ $i -gt 1200 ] && exit 3; sleep 0.05; done; "
       "$C task barrier && $C task allgather $COHORT_PARTITION_ID");
-  auto launcher =
-      Subprocess::Spawn({cohort, "launch", "--no-progress", "-n", "2", "--log-dir",
-                         dir + "/logs", "--", "/bin/sh", "-c", script},
-                        EnvironmentWith({rpc::kJobTokenEnvVar}));
+  auto launcher = Subprocess::Spawn(
+      {cohort, "launch", "--no-progress", "-n", "2", "--log-dir", dir + "/logs",
+       "--", "/bin/sh", "-c", script},
+      EnvironmentWith({rpc::kJobTokenEnvVar}));
   ASSERT_TRUE(launcher.ok()) << launcher.status();
 
   // The attack returns early on a failed assertion; the gang is released

@@ -49,8 +49,8 @@ class LaunchTest : public ::testing::Test {
   // cohort binary, $P the partition id, $A the attempt, $D a scratch dir.
   std::unique_ptr<Subprocess> Start(const std::vector<std::string>& flags,
                                     const std::string& script) {
-    std::vector<std::string> argv = {cohort_, "launch", "--no-progress", "--log-dir",
-                                     dir_ + "/logs"};
+    std::vector<std::string> argv = {cohort_, "launch", "--no-progress",
+                                     "--log-dir", dir_ + "/logs"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("--");
     for (const std::string& a :

@@ -241,10 +241,10 @@ TEST_F(EngineLaunchTest, Task0CreatesThePrivateTokenFile) {
   std::vector<std::unique_ptr<Subprocess>> launchers;
   const absl::Time start = absl::Now();
   for (int i = 1; i >= 0; --i) {  // task 1 first: it must wait for the file
-    launchers.push_back(
-        StartCommand(Argv("tf_config", {"--token-file", token_file, "--no-progress"},
-                          "echo token=$COHORT_JOB_TOKEN"),
-                     {TfConfig(i), "COHORT_JOB_TOKEN="}));
+    launchers.push_back(StartCommand(
+        Argv("tf_config", {"--token-file", token_file, "--no-progress"},
+             "echo token=$COHORT_JOB_TOKEN"),
+        {TfConfig(i), "COHORT_JOB_TOKEN="}));
     ASSERT_NE(launchers.back(), nullptr);
   }
   std::string tokens[2];

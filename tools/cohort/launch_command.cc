@@ -221,10 +221,11 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
                    "ended (task output goes to the logs)");
   launch->add_flag("--no-progress", flags->no_progress,
                    "no progress lines (task output is still printed)");
-  auto* ui_opt = launch->add_option("--ui", flags->ui,
-                     "[HOST:]PORT: serve the job's live page there "
-                     "(loopback unless HOST is given; it needs the job "
-                     "token, printed in its URL)");
+  auto* ui_opt =
+      launch->add_option("--ui", flags->ui,
+                         "[HOST:]PORT: serve the job's live page there "
+                         "(loopback unless HOST is given; it needs the job "
+                         "token, printed in its URL)");
   launch
       ->add_option("--progress-every", flags->progress_every_s,
                    "seconds between training progress lines (default 5)")

@@ -20,8 +20,8 @@
 #include "cohort/base/json.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_rpc_handler.h"
-#include "cohort/coord/job_status_json.h"
 #include "cohort/coord/grpc_coordination_client.h"
+#include "cohort/coord/job_status_json.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_cli_call.h"
 #include "tools/cohort/coord_client_flags.h"
@@ -56,9 +56,10 @@ std::string ToText(const coord::GetJobStatusResponse& r,
           StatusCodeName(static_cast<absl::StatusCode>(t.error_code())), ": ",
           t.error_message());
     }
-    absl::StrAppendFormat(&out, "%-16s %-15s %-20s %-10s %s\n",
-                          coord::TaskNameOf(t.task()) + (t.recoverable() ? "*" : ""),
-                          coord::TaskStateName(t), incarnation, age, error);
+    absl::StrAppendFormat(
+        &out, "%-16s %-15s %-20s %-10s %s\n",
+        coord::TaskNameOf(t.task()) + (t.recoverable() ? "*" : ""),
+        coord::TaskStateName(t), incarnation, age, error);
   }
   if (r.barrier_size() == 0) {
     out += "\nno barriers in progress\n";

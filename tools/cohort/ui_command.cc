@@ -58,8 +58,8 @@ absl::Status Run(const UiOptions& o) {
 
   launch::MetricsSampler sampler(
       Env::Default(),
-      [client]() -> absl::StatusOr<
-                     std::vector<std::pair<std::string, std::string>>> {
+      [client]()
+          -> absl::StatusOr<std::vector<std::pair<std::string, std::string>>> {
         coord::GetKeyValueDirRequest request;
         request.set_directory_key(coord::kMetricsDir);
         coord::GetKeyValueDirResponse response;
@@ -67,16 +67,17 @@ absl::Status Run(const UiOptions& o) {
             *client, &coord::CoordinationClient::GetKeyValueDirAsync, request,
             &response, kCallTimeout));
         std::vector<std::pair<std::string, std::string>> out;
-        for (const auto& kv : response.kv()) out.emplace_back(kv.key(), kv.value());
+        for (const auto& kv : response.kv())
+          out.emplace_back(kv.key(), kv.value());
         return out;
       },
       absl::Seconds(1), nullptr, absl::InfiniteDuration());
   launch::JobPageSource source;
   source.status = [client]() -> absl::StatusOr<Json> {
     coord::GetJobStatusResponse status;
-    COHORT_RETURN_IF_ERROR(CallCoordinator(
-        *client, &coord::CoordinationClient::GetJobStatusAsync,
-        coord::GetJobStatusRequest(), &status, kCallTimeout));
+    COHORT_RETURN_IF_ERROR(
+        CallCoordinator(*client, &coord::CoordinationClient::GetJobStatusAsync,
+                        coord::GetJobStatusRequest(), &status, kCallTimeout));
     Json j = coord::JobStatusJson(status);
     launch::MergeTaskProcesses(Json::object(), j);
     return j;

@@ -63,9 +63,11 @@ Json JobStatusJson(const GetJobStatusResponse& r) {
     barrier["counter"] = b.counter();
     barrier["initiator"] = TaskNameOf(b.initiator());
     barrier["arrived"] = Json::array();
-    for (const auto& t : b.arrived()) barrier["arrived"].push_back(TaskNameOf(t));
+    for (const auto& t : b.arrived())
+      barrier["arrived"].push_back(TaskNameOf(t));
     barrier["missing"] = Json::array();
-    for (const auto& t : b.missing()) barrier["missing"].push_back(TaskNameOf(t));
+    for (const auto& t : b.missing())
+      barrier["missing"].push_back(TaskNameOf(t));
     barrier["remaining_ms"] = b.remaining_ms();
     out["barriers"].push_back(barrier);
   }

@@ -49,10 +49,9 @@ absl::Status Number(const Json& j, const char* field, absl::string_view key,
 absl::StatusOr<TaskMetrics> DecodeTaskMetrics(absl::string_view value,
                                               absl::string_view key) {
   if (value.size() > kMaxMetricsValueBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics at ", key, " are ", value.size(),
-                     " bytes, more than the ", kMaxMetricsValueBytes,
-                     " a task's metrics may take"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics at ", key, " are ", value.size(), " bytes, more than the ",
+        kMaxMetricsValueBytes, " a task's metrics may take"));
   }
   auto parsed = ParseJson(value, absl::StrCat("metrics at ", key));
   if (!parsed.ok()) return parsed.status();
@@ -62,8 +61,8 @@ absl::StatusOr<TaskMetrics> DecodeTaskMetrics(absl::string_view value,
         absl::StrCat("metrics at ", key, " must be a JSON object"));
   }
   TaskMetrics m;
-  auto task = JsonOptionalString(j, "task", absl::StrCat("metrics at ", key),
-                                 "task");
+  auto task =
+      JsonOptionalString(j, "task", absl::StrCat("metrics at ", key), "task");
   if (!task.ok()) return task.status();
   if (!task->has_value() || (*task)->empty() || (*task)->size() > 128) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -99,8 +98,7 @@ void MetricsHistory::Add(const TaskMetrics& m) {
   while (s.size() > max_points_) s.pop_front();
 }
 
-std::map<std::string, std::vector<TaskMetrics>> MetricsHistory::Series()
-    const {
+std::map<std::string, std::vector<TaskMetrics>> MetricsHistory::Series() const {
   absl::MutexLock lock(&mu_);
   std::map<std::string, std::vector<TaskMetrics>> out;
   for (const auto& [task, points] : series_) {
@@ -168,9 +166,10 @@ std::string ProgressLine(const JobProgress& p) {
                     std::min<int64_t>(100, p.global_step * 100 / *p.last_step),
                     "%)");
   }
-  absl::StrAppend(&line, ", ",
-                  Grouped(static_cast<int64_t>(std::llround(p.examples_per_sec))),
-                  " examples/s");
+  absl::StrAppend(
+      &line, ", ",
+      Grouped(static_cast<int64_t>(std::llround(p.examples_per_sec))),
+      " examples/s");
   if (p.eta.has_value()) absl::StrAppend(&line, ", ETA ", Eta(*p.eta));
   return line;
 }

@@ -297,10 +297,9 @@ absl::StatusOr<std::unique_ptr<TaskProcess>> AttemptSupervisor::Spawn(
       TaskProcess::Start(env_, std::move(o));
   if (process.ok() && plan_.board != nullptr) {
     const TaskProcess& p = **process;
-    plan_.board->TaskStarted(p.spec().Name(),
-                             plan_.host.empty() ? plan_.local_host : plan_.host,
-                             p.pid(), plan_.attempt, restart, p.log_path(),
-                             p.started());
+    plan_.board->TaskStarted(
+        p.spec().Name(), plan_.host.empty() ? plan_.local_host : plan_.host,
+        p.pid(), plan_.attempt, restart, p.log_path(), p.started());
   }
   return process;
 }

@@ -9,7 +9,7 @@
 namespace cohort::launch {
 
 JobBoard::Attempt* JobBoard::AttemptEntry(std::vector<Attempt>& attempts,
-                                           int attempt) {
+                                          int attempt) {
   for (auto& a : attempts) {
     if (a.attempt == attempt) return &a;
   }
@@ -92,9 +92,10 @@ absl::StatusOr<std::string> JobBoard::LogPath(const std::string& task) const {
   absl::MutexLock lock(&mu_);
   auto it = tasks_.find(task);
   if (it == tasks_.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "no task ", task, " has started under this launcher; the tasks are "
-                          "listed at /api/v1/tasks"));
+    return absl::NotFoundError(
+        absl::StrCat("no task ", task,
+                     " has started under this launcher; the tasks are "
+                     "listed at /api/v1/tasks"));
   }
   return it->second.log_path;
 }
@@ -103,14 +104,14 @@ absl::StatusOr<std::string> TailOfFile(const std::string& path,
                                        size_t max_lines, size_t max_bytes) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot open the log ", path, ": ",
-                                            std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrCat("cannot open the log ", path, ": ", std::strerror(errno)));
   }
   std::fseek(f, 0, SEEK_END);
   const long size = std::ftell(f);
-  const long from =
-      size > static_cast<long>(max_bytes) ? size - static_cast<long>(max_bytes)
-                                          : 0;
+  const long from = size > static_cast<long>(max_bytes)
+                        ? size - static_cast<long>(max_bytes)
+                        : 0;
   std::fseek(f, from, SEEK_SET);
   std::string data(static_cast<size_t>(size - from), '\0');
   data.resize(std::fread(data.data(), 1, data.size(), f));
@@ -125,7 +126,8 @@ absl::StatusOr<std::string> TailOfFile(const std::string& path,
   while (pos > 0) {
     size_t nl = data.rfind('\n', pos - 1);
     if (++lines == max_lines || nl == std::string::npos) {
-      if (lines == max_lines && nl != std::string::npos) data = data.substr(nl + 1);
+      if (lines == max_lines && nl != std::string::npos)
+        data = data.substr(nl + 1);
       break;
     }
     pos = nl;

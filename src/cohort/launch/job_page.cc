@@ -21,7 +21,8 @@ constexpr char kCookie[] = "cohort_token";
 constexpr size_t kLogLines = 200;
 
 bool SameToken(absl::string_view a, const std::string& b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() &&
+         CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 // The token a request presents: the Authorization header's bearer token,
@@ -151,7 +152,8 @@ absl::StatusOr<std::unique_ptr<JobPage>> JobPage::Start(
         ": the address is in use or not this machine's; pick another --ui"));
   }
   if (where.second != 0) page->port_ = where.second;
-  page->thread_ = std::thread([p = page.get()] { p->server_->listen_after_bind(); });
+  page->thread_ =
+      std::thread([p = page.get()] { p->server_->listen_after_bind(); });
   return page;
 }
 
@@ -227,9 +229,8 @@ void JobPage::Route() {
     return source_.attempts ? source_.attempts() : Json::array();
   };
   auto metrics = [this] {
-    return source_.metrics != nullptr
-               ? MetricsJson(*source_.metrics)
-               : MetricsJson(coord::MetricsHistory());
+    return source_.metrics != nullptr ? MetricsJson(*source_.metrics)
+                                      : MetricsJson(coord::MetricsHistory());
   };
   s.Get("/api/v1/job", [=](const httplib::Request&, httplib::Response& res) {
     std::optional<Json> st = status(res);
@@ -273,11 +274,11 @@ void JobPage::Route() {
         [this](const httplib::Request& req, httplib::Response& res) {
           const std::string task = req.matches[1];
           if (!source_.log) {
-            SendError(res, 404,
-                      absl::StrCat("logs are kept by the launcher that runs ",
-                                   task,
-                                   "; open the page of that launcher "
-                                   "(cohort launch --ui)"));
+            SendError(
+                res, 404,
+                absl::StrCat("logs are kept by the launcher that runs ", task,
+                             "; open the page of that launcher "
+                             "(cohort launch --ui)"));
             return;
           }
           absl::StatusOr<std::string> log = source_.log(task);
@@ -289,10 +290,9 @@ void JobPage::Route() {
         });
 }
 
-MetricsSampler::MetricsSampler(
-    Env* env, List list, absl::Duration every,
-    std::function<void(const std::string&)> progress,
-    absl::Duration progress_every)
+MetricsSampler::MetricsSampler(Env* env, List list, absl::Duration every,
+                               std::function<void(const std::string&)> progress,
+                               absl::Duration progress_every)
     : env_(env),
       list_(std::move(list)),
       every_(every),

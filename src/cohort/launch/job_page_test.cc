@@ -20,7 +20,8 @@ class JobPageTest : public ::testing::Test {
     source.status = [] {
       Json j;
       j["job_state"] = "running";
-      j["tasks"] = Json::array({Json{{"task", "worker:0"}, {"state", "connected"}}});
+      j["tasks"] =
+          Json::array({Json{{"task", "worker:0"}, {"state", "connected"}}});
       j["barriers"] = Json::array();
       return absl::StatusOr<Json>(j);
     };
@@ -45,9 +46,9 @@ class JobPageTest : public ::testing::Test {
 };
 
 TEST_F(JobPageTest, EveryPathNeedsTheToken) {
-  for (const char* path : {"/", "/app.js", "/api/v1/job", "/api/v1/tasks",
-                           "/api/v1/barriers", "/api/v1/attempts",
-                           "/api/v1/metrics", "/api/v1/logs/worker:0"}) {
+  for (const char* path :
+       {"/", "/app.js", "/api/v1/job", "/api/v1/tasks", "/api/v1/barriers",
+        "/api/v1/attempts", "/api/v1/metrics", "/api/v1/logs/worker:0"}) {
     auto none = client_->Get(path);
     ASSERT_TRUE(none) << path;
     EXPECT_EQ(none->status, 401) << path;
@@ -63,8 +64,9 @@ TEST_F(JobPageTest, EveryPathNeedsTheToken) {
   auto log = client_->Get("/api/v1/logs/worker:0", Bearer());
   EXPECT_EQ(log->body, "line 1\nsecret line 2\n");
   auto tasks = client_->Get("/api/v1/tasks", Bearer());
-  EXPECT_EQ(tasks->body,
-            R"({"job_state":"running","tasks":[{"state":"connected","task":"worker:0"}]})");
+  EXPECT_EQ(
+      tasks->body,
+      R"({"job_state":"running","tasks":[{"state":"connected","task":"worker:0"}]})");
   // Every answer forbids content from elsewhere and framing.
   EXPECT_EQ(tasks->get_header_value("X-Frame-Options"), "DENY");
   EXPECT_NE(tasks->get_header_value("Content-Security-Policy")
@@ -99,7 +101,8 @@ TEST_F(JobPageTest, OnlyGetAndOnlyTaskNamesInLogPaths) {
   auto post = client_->Post("/api/v1/tasks", Bearer(), "x", "text/plain");
   ASSERT_TRUE(post);
   EXPECT_EQ(post->status, 405);
-  auto traversal = client_->Get("/api/v1/logs/..%2f..%2fetc%2fpasswd", Bearer());
+  auto traversal =
+      client_->Get("/api/v1/logs/..%2f..%2fetc%2fpasswd", Bearer());
   ASSERT_TRUE(traversal);
   EXPECT_EQ(traversal->status, 404);
   auto unknown = client_->Get("/api/v1/logs/worker:7", Bearer());
@@ -125,12 +128,14 @@ TEST(JobPageStartTest, BadAddressesAndNoTokenAreRefused) {
 
 TEST(JobPageStartTest, MergeAddsProcessesAndRoles) {
   Json status;
-  status["tasks"] = Json::array({Json{{"task", "ps:0"}}, Json{{"task", "worker:1"}}});
+  status["tasks"] =
+      Json::array({Json{{"task", "ps:0"}}, Json{{"task", "worker:1"}}});
   Json processes;
   processes["worker:1"] = Json{{"pid", 42}, {"restarts", 1}};
   MergeTaskProcesses(processes, status);
-  EXPECT_EQ(JsonDump(status),
-            R"({"tasks":[{"role":"ps","task":"ps:0"},{"pid":42,"restarts":1,"role":"worker","task":"worker:1"}]})");
+  EXPECT_EQ(
+      JsonDump(status),
+      R"({"tasks":[{"role":"ps","task":"ps:0"},{"pid":42,"restarts":1,"role":"worker","task":"worker:1"}]})");
 }
 
 TEST(MetricsSamplerTest, KeepsOnlyValuesFiledUnderTheirOwnTask) {

@@ -131,9 +131,8 @@ std::optional<Json> Launcher::Impl::GangBarrierJson() {
   b["missing"] = Json::array();
   for (const TaskSpec& t : tasks) {
     if (t.partition_id < 0) continue;
-    const bool waiting =
-        std::binary_search(gang->waiting.begin(), gang->waiting.end(),
-                           t.partition_id);
+    const bool waiting = std::binary_search(
+        gang->waiting.begin(), gang->waiting.end(), t.partition_id);
     b[waiting ? "arrived" : "missing"].push_back(t.Name());
   }
   b["remaining_ms"] = Json();  // --barrier-timeout counts per task

@@ -370,8 +370,9 @@ absl::StatusOr<std::shared_ptr<SummarySaverHook>> SummarySaverHook::Create(
     return absl::InvalidArgumentError(
         "SummarySaverHook needs an output_dir for its event file");
   }
-  COHORT_ASSIGN_OR_RETURN(SecondOrStepTimer timer,
-                          SecondOrStepTimer::Create(save_secs, save_steps, env));
+  COHORT_ASSIGN_OR_RETURN(
+      SecondOrStepTimer timer,
+      SecondOrStepTimer::Create(save_secs, save_steps, env));
   return std::shared_ptr<SummarySaverHook>(new SummarySaverHook(
       std::move(scalars), std::move(output_dir), timer, env));
 }

@@ -36,8 +36,8 @@
 #include "absl/time/time.h"
 #include "cohort/training/saver.h"
 #include "cohort/training/scaffold.h"
-#include "cohort/training/summary_writer.h"
 #include "cohort/training/session_run_hook.h"
+#include "cohort/training/summary_writer.h"
 
 namespace cohort {
 class Env;

@@ -24,9 +24,9 @@ MetricsPublisherHook::Create(MetricsPublisherOptions options) {
         "MetricsPublisherHook needs a store to put its metrics into");
   }
   if (options.interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MetricsPublisherHook: interval must be > 0, got ",
-        absl::FormatDuration(options.interval)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MetricsPublisherHook: interval must be > 0, got ",
+                     absl::FormatDuration(options.interval)));
   }
   if (options.examples_per_step < 0) {
     return absl::InvalidArgumentError(
@@ -45,8 +45,8 @@ MetricsPublisherHook::MetricsPublisherHook(MetricsPublisherOptions options)
 MetricsPublisherHook::~MetricsPublisherHook() { StopWriter(); }
 
 absl::Status MetricsPublisherHook::Begin(Scope* graph) {
-  COHORT_ASSIGN_OR_RETURN(step_tensor_,
-                          GlobalStepReadForHook(*graph, "MetricsPublisherHook"));
+  COHORT_ASSIGN_OR_RETURN(
+      step_tensor_, GlobalStepReadForHook(*graph, "MetricsPublisherHook"));
   absl::MutexLock lock(&mu_);
   if (!writer_.joinable()) {
     stop_ = false;

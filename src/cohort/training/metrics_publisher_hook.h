@@ -44,12 +44,12 @@ class Env;
 namespace cohort::training {
 
 // Writes (overwriting) one key of the job's store.
-using MetricsPut =
-    std::function<absl::Status(const std::string& key, const std::string& value)>;
+using MetricsPut = std::function<absl::Status(const std::string& key,
+                                              const std::string& value)>;
 
 struct MetricsPublisherOptions {
-  std::string task;          // "worker:1"
-  std::string loss_tensor;   // empty: no loss published
+  std::string task;         // "worker:1"
+  std::string loss_tensor;  // empty: no loss published
   int64_t examples_per_step = 0;
   std::optional<int64_t> last_step;
   absl::Duration interval = absl::Seconds(1);

@@ -45,9 +45,9 @@ absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(
   if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "localhost");
   const absl::Time now = env->Now();
   // TensorFlow's name; the pid keeps two writers of one second apart.
-  std::string path =
-      absl::StrFormat("%s/events.out.tfevents.%010d.%s.%d", dir,
-                      absl::ToUnixSeconds(now), host, static_cast<int>(getpid()));
+  std::string path = absl::StrFormat("%s/events.out.tfevents.%010d.%s.%d", dir,
+                                     absl::ToUnixSeconds(now), host,
+                                     static_cast<int>(getpid()));
   std::FILE* f = std::fopen(path.c_str(), "wbx");
   if (f == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

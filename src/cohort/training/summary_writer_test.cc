@@ -60,8 +60,8 @@ TEST(SummaryWriterTest, HooksWriteEventsThatAnIndependentReaderAccepts) {
   o.env = &env;
   auto counter = StepCounterHook::Create(2, std::nullopt, &env, dir, 32);
   ASSERT_TRUE(counter.ok()) << counter.status();
-  auto saver = SummarySaverHook::Create({{"c", "c:0"}}, dir, 2, std::nullopt,
-                                        &env);
+  auto saver =
+      SummarySaverHook::Create({{"c", "c:0"}}, dir, 2, std::nullopt, &env);
   ASSERT_TRUE(saver.ok()) << saver.status();
   auto sess = MonitoredSession::Create(
       root, std::make_unique<ChiefSessionCreator>(nullptr, c),
@@ -116,14 +116,13 @@ TEST(SummaryWriterTest, TheReaderRejectsACorruptedRecord) {
 TEST(SummaryWriterTest, BadArgumentsAreNamed) {
   EXPECT_EQ(SummarySaverHook::Create({}, "/tmp/x").status().message(),
             "SummarySaverHook needs at least one (tag, tensor) to summarise");
+  EXPECT_EQ(SummarySaverHook::Create({{"a", "a:0"}}, "").status().message(),
+            "SummarySaverHook needs an output_dir for its event file");
   EXPECT_EQ(
-      SummarySaverHook::Create({{"a", "a:0"}}, "").status().message(),
-      "SummarySaverHook needs an output_dir for its event file");
-  EXPECT_EQ(SummarySaverHook::Create({{"a", "a:0"}}, "/tmp/x", 2,
-                                     absl::Seconds(1))
-                .status()
-                .message(),
-            "exactly one of save_steps and save_secs should be provided.");
+      SummarySaverHook::Create({{"a", "a:0"}}, "/tmp/x", 2, absl::Seconds(1))
+          .status()
+          .message(),
+      "exactly one of save_steps and save_secs should be provided.");
   FakeEnv env;
   const std::string file = testing::TempDir("summaries_file") + "/plain";
   std::ofstream(file) << "x";
