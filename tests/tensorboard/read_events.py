@@ -9,7 +9,7 @@ protobuf wire decoding. Each record is
 
 and data is a tensorflow.Event: wall_time (1, double), step (2, int64),
 file_version (3, string), summary (5: repeated Value (1): tag (1, string),
-simple_value (2, float)).
+simple_value (2, float)), session_log (6: status (1, enum; START = 1)).
 
     read_events.py FILE...     prints one JSON object per event
 
@@ -91,6 +91,12 @@ def decode_event(data):
             event["step"] = value - (1 << 64) if value >= 1 << 63 else value
         elif number == 3 and wire == 2:
             event["file_version"] = value.decode()
+        elif number == 6 and wire == 2:
+            status = 0
+            for n, w, v in fields(value):
+                if n == 1 and w == 0:
+                    status = v
+            event["session_log"] = {"status": status}
         elif number == 5 and wire == 2:
             values = {}
             for n, w, v in fields(value):
@@ -104,7 +110,7 @@ def decode_event(data):
                         simple = struct.unpack("<f", v2)[0]
                 values[tag] = simple
             event["summary"] = values
-    if "summary" in event:
+    if "summary" in event or "session_log" in event:
         event.setdefault("step", 0)  # proto3 leaves a zero step out
     return event
 

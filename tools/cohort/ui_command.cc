@@ -45,16 +45,16 @@ absl::Status Run(const UiOptions& o) {
         "the job page needs the job token (--token-file, or "
         "$COHORT_JOB_TOKEN): it never serves without one");
   }
-  COHORT_ASSIGN_OR_RETURN(
-      std::shared_ptr<coord::CoordinationClient> client,
-      coord::NewGrpcCoordinationClient(o.coordinator, security));
-  // Block the termination signals before any thread starts, so that only
-  // sigwait below sees them.
+  // Block the termination signals before any thread starts (gRPC's too),
+  // so that only sigwait below sees them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  COHORT_ASSIGN_OR_RETURN(
+      std::shared_ptr<coord::CoordinationClient> client,
+      coord::NewGrpcCoordinationClient(o.coordinator, security));
 
   launch::MetricsSampler sampler(
       Env::Default(),

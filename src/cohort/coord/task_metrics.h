@@ -45,38 +45,48 @@ struct TaskMetrics {
   double examples_per_sec = 0;      // this task's, over its last interval
   double global_steps_per_sec = 0;  // the job's, as this task saw it
   std::optional<int64_t> last_step;
-  int64_t time_unix_ms = 0;
+  int64_t time_unix_ms = 0;  // the task's clock
+  // When the reader saw this value (its own clock; not encoded): freshness
+  // is judged by it, so a task's skewed clock decides nothing.
+  int64_t received_unix_ms = 0;
 };
 
 // "cohort/metrics/worker:1".
 std::string MetricsKey(absl::string_view task);
 std::string EncodeTaskMetrics(const TaskMetrics& m);
-// InvalidArgument naming `key` for a value that is too long, not JSON, or
-// has a field of the wrong type.
+// InvalidArgument naming `key` for a value that is too long, not JSON, has
+// a field of the wrong type, or a number out of range: steps and times are
+// integers in [0, 2^53], rates finite in [0, 1e12].
 absl::StatusOr<TaskMetrics> DecodeTaskMetrics(absl::string_view value,
                                               absl::string_view key);
 
 // The points a reader has seen, per task, oldest first: at most
-// `max_points` per task (the oldest go first). A value with the same time
-// as the task's newest point is not added again.
+// `max_points` per task (the oldest go first) and at most `max_tasks`
+// tasks (a new one beyond is dropped). A value with the same time as the
+// task's newest point is not added again.
 class MetricsHistory {
  public:
-  explicit MetricsHistory(size_t max_points = 600) : max_points_(max_points) {}
+  explicit MetricsHistory(size_t max_points = 600, size_t max_tasks = 4096)
+      : max_points_(max_points), max_tasks_(max_tasks) {}
 
   void Add(const TaskMetrics& m);
+  void Clear();
   std::map<std::string, std::vector<TaskMetrics>> Series() const;
   // Each task's newest point.
   std::vector<TaskMetrics> Latest() const;
 
  private:
   const size_t max_points_;
+  const size_t max_tasks_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::deque<TaskMetrics>> series_ ABSL_GUARDED_BY(mu_);
 };
 
 // The job's progress from each task's newest point: the highest global
-// step, the last step, the sum of the tasks' examples/s and, when the last
-// step and a rate are known, the time left at the newest global-step rate.
+// step and last step; the sum of examples/s of the tasks whose point was
+// received within `fresh` before `now` (a finished or lost task no longer
+// counts); and, when the last step is known, the time left at the
+// global-step rate of the most recently received point, if that is fresh.
 struct JobProgress {
   int64_t global_step = 0;
   std::optional<int64_t> last_step;
@@ -84,7 +94,8 @@ struct JobProgress {
   std::optional<absl::Duration> eta;
   int tasks = 0;  // tasks that published
 };
-JobProgress ProgressOf(const std::vector<TaskMetrics>& latest);
+JobProgress ProgressOf(const std::vector<TaskMetrics>& latest, absl::Time now,
+                       absl::Duration fresh = absl::Seconds(10));
 // "progress: global step 1200/2000 (60%), 5,120 examples/s, ETA 16s";
 // empty when no task published yet.
 std::string ProgressLine(const JobProgress& p);

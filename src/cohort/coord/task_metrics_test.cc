@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace cohort::coord {
@@ -78,12 +79,16 @@ TEST(TaskMetricsTest, HistoryKeepsTheNewestPointsOnce) {
 }
 
 TEST(TaskMetricsTest, ProgressSumsRatesAndEstimatesTheTimeLeft) {
-  EXPECT_EQ(ProgressLine(ProgressOf({})), "");
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  EXPECT_EQ(ProgressLine(ProgressOf({}, now)), "");
   TaskMetrics a = Point("chief:0", 1200, 2000);
   TaskMetrics b = Point("worker:0", 1100, 1000);
+  a.received_unix_ms = absl::ToUnixMillis(now - absl::Seconds(1));
+  b.received_unix_ms = absl::ToUnixMillis(now - absl::Seconds(2));
+  b.time_unix_ms = 9'000'000'000'000;  // a skewed clock decides nothing
   b.examples_per_sec = 4120;
-  b.global_steps_per_sec = 10;  // older: the newest point's rate counts
-  JobProgress p = ProgressOf({a, b});
+  b.global_steps_per_sec = 10;  // heard from earlier: a's rate counts
+  JobProgress p = ProgressOf({a, b}, now);
   EXPECT_EQ(p.global_step, 1200);
   EXPECT_EQ(p.last_step, 2000);
   EXPECT_EQ(p.examples_per_sec, 5120);
@@ -93,12 +98,54 @@ TEST(TaskMetricsTest, ProgressSumsRatesAndEstimatesTheTimeLeft) {
             "progress: global step 1200/2000 (60%), 5,120 examples/s, ETA 20s");
   a.last_step.reset();
   b.last_step.reset();
-  EXPECT_EQ(ProgressLine(ProgressOf({a, b})),
+  EXPECT_EQ(ProgressLine(ProgressOf({a, b}, now)),
             "progress: global step 1200, 5,120 examples/s");
   a.last_step = 1000000;
-  EXPECT_EQ(ProgressLine(ProgressOf({a})),
+  EXPECT_EQ(ProgressLine(ProgressOf({a}, now)),
             "progress: global step 1200/1000000 (0%), 1,000 examples/s, ETA "
             "6h56m");
+  // A task not heard from for 10 s (finished, lost) adds no rate, and
+  // without a fresh rate there is no ETA.
+  b.received_unix_ms = absl::ToUnixMillis(now - absl::Seconds(11));
+  EXPECT_EQ(ProgressOf({a, b}, now).examples_per_sec, 1000);
+  a.received_unix_ms = b.received_unix_ms;
+  EXPECT_EQ(ProgressLine(ProgressOf({a, b}, now)),
+            "progress: global step 1200/1000000 (0%), 0 examples/s");
+}
+
+TEST(TaskMetricsTest, NumbersOutOfRangeAreRefused) {
+  auto with = [](const std::string& fields) {
+    return DecodeTaskMetrics(
+        absl::StrCat(R"({"task":"w:0","global_step":1,"examples_per_sec":1,)"
+                     R"("global_steps_per_sec":1,"time_unix_ms":1,)",
+                     fields, "}"),
+        "k");
+  };
+  EXPECT_TRUE(with(R"("last_step":10)").ok());
+  EXPECT_EQ(with(R"("last_step":1e17)").status().message(),
+            "metrics at k: \"last_step\" must be an integer in [0, "
+            "9.0072e+15], got 1e+17");
+  EXPECT_FALSE(with(R"("last_step":-1)").ok());
+  EXPECT_FALSE(with(R"("last_step":1.5)").ok());
+  EXPECT_FALSE(with(R"("loss":"x")").ok());
+  EXPECT_FALSE(DecodeTaskMetrics(
+                   R"({"task":"w:0","global_step":1,"examples_per_sec":1e300,)"
+                   R"("global_steps_per_sec":1,"time_unix_ms":1})",
+                   "k")
+                   .ok());
+}
+
+TEST(TaskMetricsTest, HistoryKeepsAtMostMaxTasks) {
+  MetricsHistory h(10, 2);
+  h.Add(Point("worker:0", 1, 1));
+  h.Add(Point("worker:1", 1, 1));
+  h.Add(Point("worker:2", 1, 1));  // a third task: dropped
+  h.Add(Point("worker:0", 2, 2));  // a known task goes on
+  auto series = h.Series();
+  ASSERT_EQ(series.size(), 2u);
+  EXPECT_EQ(series["worker:0"].size(), 2u);
+  h.Clear();
+  EXPECT_TRUE(h.Series().empty());
 }
 
 }  // namespace

@@ -1,22 +1,24 @@
 #include "cohort/launch/job_page.h"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/coordination_service.h"
 #include "cohort/launch/job_page_assets.h"
-#include "httplib.h"
 
 namespace cohort::launch {
 namespace {
 
-constexpr char kCookie[] = "cohort_token";
 // Log tails: at most this many lines, from at most this many bytes.
 constexpr size_t kLogLines = 200;
 
@@ -25,42 +27,38 @@ bool SameToken(absl::string_view a, const std::string& b) {
          CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-// The token a request presents: the Authorization header's bearer token,
-// or the page's cookie.
-std::string PresentedToken(const httplib::Request& req) {
-  const std::string auth = req.get_header_value("Authorization");
-  absl::string_view bearer = auth;
-  if (absl::ConsumePrefix(&bearer, "Bearer ")) return std::string(bearer);
-  for (absl::string_view cookie :
-       absl::StrSplit(req.get_header_value("Cookie"), ';')) {
-    cookie = absl::StripAsciiWhitespace(cookie);
-    if (absl::ConsumePrefix(&cookie, absl::StrCat(kCookie, "="))) {
-      return std::string(cookie);
-    }
-  }
-  return "";
+// What every answer carries: nothing from elsewhere, no framing, no
+// sniffing, no caching of job data, no referrer.
+void Secure(rpc::HttpResponse& res) {
+  res.headers.emplace_back(
+      "Content-Security-Policy",
+      "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+      "base-uri 'none'; form-action 'none'");
+  res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  res.headers.emplace_back("X-Frame-Options", "DENY");
+  res.headers.emplace_back("Referrer-Policy", "no-referrer");
+  res.headers.emplace_back("Cache-Control", "no-store");
 }
 
-void Secure(httplib::Response& res) {
-  // Nothing from elsewhere, no framing, no sniffing, no caching of job data.
-  res.set_header("Content-Security-Policy",
-                 "default-src 'self'; img-src 'self' data:; "
-                 "frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
-  res.set_header("X-Content-Type-Options", "nosniff");
-  res.set_header("X-Frame-Options", "DENY");
-  res.set_header("Referrer-Policy", "no-referrer");
-  res.set_header("Cache-Control", "no-store");
+rpc::HttpResponse JsonAnswer(const Json& j, int status = 200) {
+  rpc::HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = JsonDump(j);
+  return r;
 }
 
-void SendJson(httplib::Response& res, const Json& j) {
-  res.set_content(JsonDump(j), "application/json");
-}
-
-void SendError(httplib::Response& res, int code, const std::string& message) {
-  res.status = code;
+rpc::HttpResponse ErrorAnswer(int status, const std::string& message) {
   Json j;
   j["error"] = message;
-  SendJson(res, j);
+  return JsonAnswer(j, status);
+}
+
+rpc::HttpResponse Asset(const char* content, const char* type) {
+  rpc::HttpResponse r;
+  r.content_type = type;
+  r.body = content;
+  return r;
 }
 
 }  // namespace
@@ -76,12 +74,17 @@ void MergeTaskProcesses(const Json& processes, Json& status) {
   }
 }
 
-Json MetricsJson(const coord::MetricsHistory& history) {
+Json MetricsJson(const coord::MetricsHistory& history, absl::Time now) {
   Json out;
   out["series"] = Json::object();
   for (const auto& [task, points] : history.Series()) {
     Json series = Json::array();
-    for (const coord::TaskMetrics& m : points) {
+    // Every stride-th point, counted back from the newest.
+    const size_t stride =
+        (points.size() + kMaxChartPoints - 1) / kMaxChartPoints;
+    for (size_t i = (points.size() - 1) % std::max<size_t>(stride, 1);
+         i < points.size(); i += std::max<size_t>(stride, 1)) {
+      const coord::TaskMetrics& m = points[i];
       Json p;
       p["t"] = m.time_unix_ms;
       p["step"] = m.global_step;
@@ -91,7 +94,7 @@ Json MetricsJson(const coord::MetricsHistory& history) {
     }
     out["series"][task] = series;
   }
-  const coord::JobProgress p = coord::ProgressOf(history.Latest());
+  const coord::JobProgress p = coord::ProgressOf(history.Latest(), now);
   Json progress;
   progress["global_step"] = p.global_step;
   progress["last_step"] = p.last_step.has_value() ? Json(*p.last_step) : Json();
@@ -111,9 +114,6 @@ absl::StatusOr<std::pair<std::string, int>> ParseUiAddress(
   if (colon != std::string::npos) {
     host = text.substr(0, colon);
     port_text = absl::string_view(text).substr(colon + 1);
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
   }
   int port = -1;
   if (host.empty() || !absl::SimpleAtoi(port_text, &port) || port < 0 ||
@@ -125,180 +125,201 @@ absl::StatusOr<std::pair<std::string, int>> ParseUiAddress(
   return std::make_pair(host, port);
 }
 
+std::string PageToken(const std::string& job_token) {
+  static constexpr char kPurpose[] = "cohort job page v1";
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), job_token.data(), static_cast<int>(job_token.size()),
+       reinterpret_cast<const unsigned char*>(kPurpose), sizeof(kPurpose) - 1,
+       mac, &len);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(mac), len));
+}
+
 absl::StatusOr<std::unique_ptr<JobPage>> JobPage::Start(
-    const std::string& address, std::string token, JobPageSource source) {
-  if (token.empty()) {
+    const std::string& address, const std::string& job_token,
+    JobPageSource source) {
+  if (job_token.empty()) {
     return absl::InvalidArgumentError(
         "the job page needs the job token: it never serves without one");
   }
   COHORT_ASSIGN_OR_RETURN(auto where, ParseUiAddress(address, "--ui"));
   std::unique_ptr<JobPage> page(
-      new JobPage(where.first, std::move(token), std::move(source)));
-  httplib::Server& s = *page->server_;
-  // Small and bounded: a page polls once a second; nothing legitimate
-  // sends a body.
-  s.new_task_queue = [] { return new httplib::ThreadPool(4); };
-  s.set_payload_max_length(4096);
-  s.set_read_timeout(5, 0);
-  s.set_write_timeout(5, 0);
-  s.set_keep_alive_max_count(100);
-  page->Route();
-  const bool bound = where.second == 0
-                         ? (page->port_ = s.bind_to_any_port(where.first)) > 0
-                         : s.bind_to_port(where.first, where.second);
-  if (!bound) {
-    return absl::UnavailableError(absl::StrCat(
-        "the job page cannot listen on ", address,
-        ": the address is in use or not this machine's; pick another --ui"));
+      new JobPage(where.first, job_token, std::move(source)));
+  rpc::HttpGetServer::Options o;
+  o.host = where.first;
+  o.port = where.second;
+  absl::StatusOr<std::unique_ptr<rpc::HttpGetServer>> server =
+      rpc::HttpGetServer::Start(o, [p = page.get()](const rpc::HttpRequest& r) {
+        return p->Answer(r);
+      });
+  if (absl::IsInvalidArgument(server.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ui ", address, ": ", server.status().message(),
+                     "; the page listens on a dotted IPv4 address"));
   }
-  if (where.second != 0) page->port_ = where.second;
-  page->thread_ =
-      std::thread([p = page.get()] { p->server_->listen_after_bind(); });
+  if (!server.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the job page cannot listen on ", address, ": ",
+        server.status().message(),
+        "; pick another --ui (a dotted IPv4 address of this machine and a "
+        "free port)"));
+  }
+  page->server_ = *std::move(server);
+  page->cookie_ = absl::StrCat("cohort_page_", page->server_->port());
   return page;
 }
 
-JobPage::JobPage(std::string host, std::string token, JobPageSource source)
+JobPage::JobPage(std::string host, const std::string& job_token,
+                 JobPageSource source)
     : host_(std::move(host)),
-      token_(std::move(token)),
-      source_(std::move(source)),
-      server_(std::make_unique<httplib::Server>()) {}
+      job_token_(job_token),
+      page_token_(PageToken(job_token)),
+      source_(std::move(source)) {}
 
-JobPage::~JobPage() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
+// The server goes first: its threads call Answer, which reads the rest.
+JobPage::~JobPage() { server_.reset(); }
+
+int JobPage::port() const { return server_->port(); }
 
 std::string JobPage::url() const {
-  const bool v6 = host_.find(':') != std::string::npos;
-  return absl::StrCat("http://", v6 ? "[" : "", host_, v6 ? "]" : "", ":",
-                      port_, "/?token=", token_);
+  return absl::StrCat("http://", host_, ":", port(), "/?token=", page_token_);
 }
 
-void JobPage::Route() {
-  httplib::Server& s = *server_;
-  s.set_pre_routing_handler(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        Secure(res);
-        if (req.method != "GET") {
-          SendError(res, 405, "the job page takes only GET");
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (req.path == "/" && req.has_param("token")) {
-          if (!SameToken(req.get_param_value("token"), token_)) {
-            SendError(res, 401, "wrong job token");
-            return httplib::Server::HandlerResponse::Handled;
-          }
-          // The cookie carries the token from now on; the redirect takes it
-          // out of the address bar and the history.
-          res.set_header("Set-Cookie",
-                         absl::StrCat(kCookie, "=", token_,
-                                      "; Path=/; HttpOnly; SameSite=Strict"));
-          res.set_redirect("/", 303);
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (!SameToken(PresentedToken(req), token_)) {
-          SendError(res, 401,
-                    "the job page needs the job token: open the URL "
-                    "`cohort launch --ui` printed, or send "
-                    "`Authorization: Bearer TOKEN` (the token is in the "
-                    "job's log directory, file job-token)");
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-      });
-  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kJobPageHtml, "text/html; charset=utf-8");
-  });
-  s.Get("/app.js", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kJobPageScript, "text/javascript; charset=utf-8");
-  });
-  s.Get("/app.css", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kJobPageStyle, "text/css; charset=utf-8");
-  });
-  auto status = [this](httplib::Response& res) -> std::optional<Json> {
-    absl::StatusOr<Json> j = source_.status();
-    if (!j.ok()) {
-      SendError(res, 503,
-                absl::StrCat("the job's coordination service did not answer: ",
-                             j.status().message()));
-      return std::nullopt;
+bool JobPage::Authorized(const rpc::HttpRequest& req) const {
+  auto auth = req.headers.find("authorization");
+  if (auth != req.headers.end()) {
+    absl::string_view bearer = auth->second;
+    if (absl::ConsumePrefix(&bearer, "Bearer ")) {
+      return SameToken(bearer, page_token_) || SameToken(bearer, job_token_);
     }
-    return *std::move(j);
-  };
-  auto attempts = [this] {
-    return source_.attempts ? source_.attempts() : Json::array();
-  };
-  auto metrics = [this] {
-    return source_.metrics != nullptr ? MetricsJson(*source_.metrics)
-                                      : MetricsJson(coord::MetricsHistory());
-  };
-  s.Get("/api/v1/job", [=](const httplib::Request&, httplib::Response& res) {
-    std::optional<Json> st = status(res);
-    if (!st.has_value()) return;
-    Json j;
-    j["job_state"] = (*st)["job_state"];
-    j["tasks"] = (*st)["tasks"];
-    j["barriers"] = (*st)["barriers"];
-    j["attempts"] = attempts();
-    j["metrics"] = metrics();
-    j["now_unix_ms"] = absl::ToUnixMillis(absl::Now());
-    SendJson(res, j);
-  });
-  s.Get("/api/v1/tasks", [=](const httplib::Request&, httplib::Response& res) {
-    std::optional<Json> st = status(res);
-    if (!st.has_value()) return;
-    Json j;
-    j["job_state"] = (*st)["job_state"];
-    j["tasks"] = (*st)["tasks"];
-    SendJson(res, j);
-  });
-  s.Get("/api/v1/barriers",
-        [=](const httplib::Request&, httplib::Response& res) {
-          std::optional<Json> st = status(res);
-          if (!st.has_value()) return;
-          Json j;
-          j["barriers"] = (*st)["barriers"];
-          SendJson(res, j);
-        });
-  s.Get("/api/v1/attempts",
-        [=](const httplib::Request&, httplib::Response& res) {
-          Json j;
-          j["attempts"] = attempts();
-          SendJson(res, j);
-        });
-  s.Get("/api/v1/metrics",
-        [=](const httplib::Request&, httplib::Response& res) {
-          SendJson(res, metrics());
-        });
-  s.Get(R"(/api/v1/logs/([a-z_0-9]{1,64}:[0-9]{1,6}))",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          const std::string task = req.matches[1];
-          if (!source_.log) {
-            SendError(
-                res, 404,
-                absl::StrCat("logs are kept by the launcher that runs ", task,
-                             "; open the page of that launcher "
-                             "(cohort launch --ui)"));
-            return;
-          }
-          absl::StatusOr<std::string> log = source_.log(task);
-          if (!log.ok()) {
-            SendError(res, 404, std::string(log.status().message()));
-            return;
-          }
-          res.set_content(*log, "text/plain; charset=utf-8");
-        });
+    return false;
+  }
+  auto cookies = req.headers.find("cookie");
+  if (cookies == req.headers.end()) return false;
+  for (absl::string_view cookie : absl::StrSplit(cookies->second, ';')) {
+    cookie = absl::StripAsciiWhitespace(cookie);
+    if (absl::ConsumePrefix(&cookie, cookie_) &&
+        absl::ConsumePrefix(&cookie, "=")) {
+      return SameToken(cookie, page_token_);
+    }
+  }
+  return false;
 }
 
-MetricsSampler::MetricsSampler(Env* env, List list, absl::Duration every,
-                               std::function<void(const std::string&)> progress,
-                               absl::Duration progress_every)
+rpc::HttpResponse JobPage::Answer(const rpc::HttpRequest& req) {
+  rpc::HttpResponse res = Route(req);
+  Secure(res);
+  return res;
+}
+
+rpc::HttpResponse JobPage::Route(const rpc::HttpRequest& req) {
+  if (req.path == "/" && req.query.count("token") > 0) {
+    const std::string& token = req.query.at("token");
+    if (!SameToken(token, page_token_) && !SameToken(token, job_token_)) {
+      return ErrorAnswer(401, "wrong token for this job's page");
+    }
+    // The page itself, with a cookie that carries the page's token from now
+    // on (the page's script takes the token out of the address bar). Served
+    // here rather than redirected: a SameSite=Strict cookie is not sent on a
+    // redirect that another site started.
+    rpc::HttpResponse r = Asset(kJobPageHtml, "text/html; charset=utf-8");
+    r.headers.emplace_back("Set-Cookie",
+                           absl::StrCat(cookie_, "=", page_token_,
+                                        "; Path=/; HttpOnly; SameSite=Strict"));
+    return r;
+  }
+  if (!Authorized(req)) {
+    return ErrorAnswer(
+        401,
+        "the job page needs its token: open the URL the launcher printed "
+        "(`job page: ...`), or send `Authorization: Bearer TOKEN` with the "
+        "job token (the file job-token in the job's log directory)");
+  }
+  if (req.path == "/") return Asset(kJobPageHtml, "text/html; charset=utf-8");
+  if (req.path == "/app.js") {
+    return Asset(kJobPageScript, "text/javascript; charset=utf-8");
+  }
+  if (req.path == "/app.css")
+    return Asset(kJobPageStyle, "text/css; charset=utf-8");
+  absl::string_view path = req.path;
+  if (!absl::ConsumePrefix(&path, "/api/v1/")) {
+    return ErrorAnswer(404, absl::StrCat("no page at ", req.path));
+  }
+  if (absl::ConsumePrefix(&path, "logs/")) return Log(std::string(path));
+  if (path == "attempts") {
+    Json j;
+    j["attempts"] = Attempts();
+    return JsonAnswer(j);
+  }
+  if (path == "metrics") return JsonAnswer(Metrics());
+  if (path != "job" && path != "tasks" && path != "barriers") {
+    return ErrorAnswer(404, absl::StrCat("no API at ", req.path));
+  }
+  absl::StatusOr<Json> st = source_.status();
+  if (!st.ok()) {
+    return ErrorAnswer(
+        503, absl::StrCat("the job's coordination service did not answer: ",
+                          st.status().message()));
+  }
+  Json j;
+  if (path != "barriers") {
+    j["job_state"] = st->value("job_state", "");
+    j["tasks"] = st->value("tasks", Json::array());
+  }
+  if (path != "tasks") j["barriers"] = st->value("barriers", Json::array());
+  if (path == "job") {
+    j["attempts"] = Attempts();
+    j["metrics"] = Metrics();
+    j["now_unix_ms"] = absl::ToUnixMillis(absl::Now());
+  }
+  return JsonAnswer(j);
+}
+
+Json JobPage::Attempts() const {
+  return source_.attempts ? source_.attempts() : Json::array();
+}
+
+Json JobPage::Metrics() const {
+  return source_.metrics != nullptr
+             ? MetricsJson(*source_.metrics, absl::Now())
+             : MetricsJson(coord::MetricsHistory(), absl::Now());
+}
+
+rpc::HttpResponse JobPage::Log(const std::string& task) const {
+  if (!coord::TaskId::Parse(task).ok()) {
+    return ErrorAnswer(
+        404, absl::StrCat("\"", task, "\" is not a task name (JOB:INDEX)"));
+  }
+  if (!source_.log) {
+    return ErrorAnswer(
+        404,
+        absl::StrCat("this page reads only the coordination service; ", task,
+                     "'s log is in the --log-dir of the launcher "
+                     "that runs it"));
+  }
+  absl::StatusOr<std::string> log = source_.log(task);
+  if (!log.ok()) return ErrorAnswer(404, std::string(log.status().message()));
+  rpc::HttpResponse r;
+  r.body = *std::move(log);
+  return r;
+}
+
+MetricsSampler::MetricsSampler(
+    Env* env, List list, absl::Duration every,
+    std::function<void(const std::string&)> progress,
+    absl::Duration progress_every,
+    std::function<bool(const std::string&)> known_task)
     : env_(env),
       list_(std::move(list)),
       every_(every),
       progress_(std::move(progress)),
       progress_every_(progress_every),
-      next_progress_(env->Now() + progress_every) {
+      known_task_(std::move(known_task)) {
+  {
+    absl::MutexLock lock(&progress_mu_);
+    next_progress_ = env->Now() + progress_every;
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -314,25 +335,53 @@ void MetricsSampler::SampleOnce() {
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> entries =
       list_();
   if (!entries.ok()) return;  // the next look tries again
+  const int64_t now_ms = absl::ToUnixMillis(env_->Now());
   for (const auto& [key, value] : *entries) {
     absl::StatusOr<coord::TaskMetrics> m = coord::DecodeTaskMetrics(value, key);
-    // A value is filed under the task its key names, whatever it claims.
+    // A value is filed under the task its key names, whatever it claims,
+    // and only the job's tasks have a series.
     if (!m.ok() || coord::MetricsKey(m->task) != key) continue;
+    if (known_task_ && !known_task_(m->task)) continue;
+    m->received_unix_ms = now_ms;
     history_.Add(*m);
   }
+}
+
+void MetricsSampler::Progress() {
+  if (!progress_) return;
+  const std::string line =
+      coord::ProgressLine(coord::ProgressOf(history_.Latest(), env_->Now()));
+  if (!line.empty() && line != last_progress_) {
+    progress_(line);
+    last_progress_ = line;
+  }
+}
+
+void MetricsSampler::StartProgress() {
+  history_.Clear();
+  absl::MutexLock lock(&progress_mu_);
+  progress_on_ = true;
+  last_progress_.clear();
+  next_progress_ = env_->Now() + progress_every_;
+}
+
+void MetricsSampler::EndProgress() {
+  absl::MutexLock lock(&progress_mu_);
+  if (!progress_on_) return;
+  SampleOnce();
+  Progress();
+  progress_on_ = false;
 }
 
 void MetricsSampler::Loop() {
   for (;;) {
     SampleOnce();
-    const absl::Time now = env_->Now();
-    if (progress_ && now >= next_progress_) {
-      next_progress_ = now + progress_every_;
-      const std::string line =
-          coord::ProgressLine(coord::ProgressOf(history_.Latest()));
-      if (!line.empty() && line != last_progress_) {
-        progress_(line);
-        last_progress_ = line;
+    {
+      absl::MutexLock lock(&progress_mu_);
+      const absl::Time now = env_->Now();
+      if (progress_on_ && now >= next_progress_) {
+        next_progress_ = now + progress_every_;
+        Progress();
       }
     }
     absl::MutexLock lock(&mu_);

@@ -9,13 +9,17 @@
 //       JobPage::Start("127.0.0.1:8265", token, std::move(source)));
 //   std::cout << page->url();   // http://127.0.0.1:8265/?token=...
 //
-// Every request needs the job token (task logs can hold secrets), on
-// loopback too: `Authorization: Bearer TOKEN`, the cookie the page sets, or
-// `/?token=TOKEN` (which sets that cookie and redirects to `/`, so the
-// token leaves the address bar). Without it: 401 and no data. The server
-// takes only GET, answers with a Content-Security-Policy that allows
-// nothing from elsewhere (every script and style ships in the binary), caps
-// request sizes and serves from a small fixed pool of threads.
+// Every request needs a token (task logs can hold secrets), on loopback
+// too: `Authorization: Bearer TOKEN` (the job token or the page's), the
+// page's cookie (cohort_page_<port>, HttpOnly, SameSite=Strict), or
+// `/?token=PAGE_TOKEN` (the URL the launcher prints; it answers with the
+// page and that cookie, and the page's script takes the token out of the
+// address bar). Without it: 401 and no data. The page's token is derived
+// from the job token (PageToken): a leaked link shows the page, nothing
+// more. The server (rpc/http_get_server.h) takes only GET, caps
+// connections, request sizes and times, and answers with a
+// Content-Security-Policy that allows nothing from elsewhere (every script
+// and style ships in the binary).
 //
 //   GET /                   the page (polls /api/v1/job every second)
 //   GET /api/v1/job         everything below in one object
@@ -44,10 +48,7 @@
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
 #include "cohort/coord/task_metrics.h"
-
-namespace httplib {
-class Server;
-}
+#include "cohort/rpc/http_get_server.h"
 
 namespace cohort::launch {
 
@@ -71,39 +72,54 @@ void MergeTaskProcesses(const Json& processes, Json& status);
 
 // {"series": {task: [{"t" (unix ms), "step", "loss", "examples_per_sec"}]},
 // "progress": {"global_step", "last_step", "examples_per_sec", "eta_s",
-// "line"}}.
-Json MetricsJson(const coord::MetricsHistory& history);
+// "line"}}, as of `now`. At most kMaxChartPoints points per task (evenly
+// spread, the newest kept).
+inline constexpr size_t kMaxChartPoints = 120;
+Json MetricsJson(const coord::MetricsHistory& history, absl::Time now);
 
 // "[HOST:]PORT" (HOST defaults to 127.0.0.1; PORT 0 picks a free one).
 // InvalidArgument naming the flag on anything else.
 absl::StatusOr<std::pair<std::string, int>> ParseUiAddress(
     const std::string& text, const std::string& flag);
 
+// The credential the page's URL and cookie carry: HMAC-SHA256 of the job
+// token, so a leaked page link shows the page but cannot act as the job's
+// token anywhere else.
+std::string PageToken(const std::string& job_token);
+
 class JobPage {
  public:
-  // Binds `address` ("[HOST:]PORT") and serves. InvalidArgument for a bad
-  // address or an empty token; Unavailable naming the address when it
-  // cannot be bound.
+  // Binds `address` ("[HOST:]PORT", HOST a dotted IPv4 address) and
+  // serves. InvalidArgument for a bad address or an empty token;
+  // Unavailable naming the address when it cannot be bound.
   static absl::StatusOr<std::unique_ptr<JobPage>> Start(
-      const std::string& address, std::string token, JobPageSource source);
-  ~JobPage();  // stops serving
+      const std::string& address, const std::string& job_token,
+      JobPageSource source);
+  ~JobPage();  // stops serving; no handler runs after it
   JobPage(const JobPage&) = delete;
   JobPage& operator=(const JobPage&) = delete;
 
-  int port() const { return port_; }
-  // The address to open, with the token: "http://HOST:PORT/?token=T".
+  int port() const;
+  // The address to open, with the page's token:
+  // "http://HOST:PORT/?token=PAGE_TOKEN".
   std::string url() const;
 
  private:
-  JobPage(std::string host, std::string token, JobPageSource source);
-  void Route();
+  JobPage(std::string host, const std::string& job_token, JobPageSource source);
+  rpc::HttpResponse Answer(const rpc::HttpRequest& req);
+  rpc::HttpResponse Route(const rpc::HttpRequest& req);
+  bool Authorized(const rpc::HttpRequest& req) const;
+  Json Attempts() const;
+  Json Metrics() const;
+  rpc::HttpResponse Log(const std::string& task) const;
 
   const std::string host_;
-  const std::string token_;
+  const std::string job_token_;
+  const std::string page_token_;
   const JobPageSource source_;
-  std::unique_ptr<httplib::Server> server_;
-  int port_ = 0;
-  std::thread thread_;
+  // Per port: two jobs' pages on one host keep their own cookies.
+  std::string cookie_;
+  std::unique_ptr<rpc::HttpGetServer> server_;
 };
 
 // Reads the job's metrics directory every `every` into a MetricsHistory
@@ -113,29 +129,43 @@ class MetricsSampler {
  public:
   using List = std::function<
       absl::StatusOr<std::vector<std::pair<std::string, std::string>>>()>;
+  // `known_task` (may be null: any task) says which task names are the
+  // job's; values under other names are skipped.
   MetricsSampler(Env* env, List list, absl::Duration every,
                  std::function<void(const std::string&)> progress,
-                 absl::Duration progress_every);
+                 absl::Duration progress_every,
+                 std::function<bool(const std::string&)> known_task = nullptr);
   ~MetricsSampler();  // stops the thread
   MetricsSampler(const MetricsSampler&) = delete;
   MetricsSampler& operator=(const MetricsSampler&) = delete;
 
   const coord::MetricsHistory& history() const { return history_; }
   // One read of the directory (what the thread does each time). Values a
-  // task could not have written (too long, not metrics) are skipped.
+  // task could not have written (too long, not metrics, under another
+  // task's key or a name not the job's) are skipped.
   void SampleOnce();
+  // Starts (a new attempt: the history starts afresh) or ends the progress
+  // lines. Ending reads the directory once more and hands over the last
+  // line when it differs from the one printed; no line comes after.
+  void StartProgress();
+  void EndProgress();
 
  private:
   void Loop();
+  // Hands the progress line over when it changed.
+  void Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_mu_);
 
   Env* const env_;
   const List list_;
   const absl::Duration every_;
   const std::function<void(const std::string&)> progress_;
   const absl::Duration progress_every_;
+  const std::function<bool(const std::string&)> known_task_;
   coord::MetricsHistory history_;
-  absl::Time next_progress_;
-  std::string last_progress_;
+  absl::Mutex progress_mu_;
+  bool progress_on_ ABSL_GUARDED_BY(progress_mu_) = true;
+  absl::Time next_progress_ ABSL_GUARDED_BY(progress_mu_);
+  std::string last_progress_ ABSL_GUARDED_BY(progress_mu_);
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

@@ -60,6 +60,9 @@ TEST_F(JobPageTest, EveryPathNeedsTheToken) {
     auto right = client_->Get(path, Bearer());
     ASSERT_TRUE(right);
     EXPECT_EQ(right->status, 200) << path;
+    auto page_token = client_->Get(path, Bearer(PageToken(kToken)));
+    ASSERT_TRUE(page_token);
+    EXPECT_EQ(page_token->status, 200) << path;
   }
   auto log = client_->Get("/api/v1/logs/worker:0", Bearer());
   EXPECT_EQ(log->body, "line 1\nsecret line 2\n");
@@ -74,27 +77,40 @@ TEST_F(JobPageTest, EveryPathNeedsTheToken) {
             std::string::npos);
 }
 
-TEST_F(JobPageTest, TheUrlsTokenBecomesACookieAndLeavesTheAddress) {
+TEST_F(JobPageTest, TheUrlCarriesAPageTokenThatBecomesACookie) {
+  const std::string page_token = PageToken(kToken);
+  ASSERT_NE(page_token, kToken);
   EXPECT_EQ(page_->url(), absl::StrCat("http://127.0.0.1:", page_->port(),
-                                       "/?token=", kToken));
+                                       "/?token=", page_token));
   auto wrong = client_->Get("/?token=nope");
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 401);
   EXPECT_FALSE(wrong->has_header("Set-Cookie"));
-  auto right = client_->Get(absl::StrCat("/?token=", kToken));
+  // The page itself, not a redirect: a SameSite=Strict cookie would not be
+  // sent on a redirect another site started.
+  auto right = client_->Get(absl::StrCat("/?token=", page_token));
   ASSERT_TRUE(right);
-  EXPECT_EQ(right->status, 303);
-  EXPECT_EQ(right->get_header_value("Location"), "/");
-  const std::string cookie = right->get_header_value("Set-Cookie");
-  EXPECT_EQ(cookie, absl::StrCat("cohort_token=", kToken,
-                                 "; Path=/; HttpOnly; SameSite=Strict"));
+  EXPECT_EQ(right->status, 200);
+  EXPECT_NE(right->body.find("<script src=\"/app.js\""), std::string::npos);
+  const std::string cookie_name = absl::StrCat("cohort_page_", page_->port());
+  EXPECT_EQ(right->get_header_value("Set-Cookie"),
+            absl::StrCat(cookie_name, "=", page_token,
+                         "; Path=/; HttpOnly; SameSite=Strict"));
   auto with_cookie = client_->Get(
-      "/api/v1/job", {{"Cookie", absl::StrCat("a=b; cohort_token=", kToken)}});
+      "/api/v1/job",
+      {{"Cookie", absl::StrCat("a=b; ", cookie_name, "=", page_token)}});
   ASSERT_TRUE(with_cookie);
   EXPECT_EQ(with_cookie->status, 200);
   auto job = ParseJson(with_cookie->body, "job");
   ASSERT_TRUE(job.ok());
   EXPECT_EQ((*job)["attempts"][0]["attempt"], 0);
+  // Another port's cookie, or the job token in a cookie, is no key here.
+  for (const std::string& cookie : {absl::StrCat("cohort_page_1=", page_token),
+                                    absl::StrCat(cookie_name, "=", kToken)}) {
+    auto other = client_->Get("/api/v1/job", {{"Cookie", cookie}});
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->status, 401) << cookie;
+  }
 }
 
 TEST_F(JobPageTest, OnlyGetAndOnlyTaskNamesInLogPaths) {
@@ -109,6 +125,8 @@ TEST_F(JobPageTest, OnlyGetAndOnlyTaskNamesInLogPaths) {
   ASSERT_TRUE(unknown);
   EXPECT_EQ(unknown->status, 404);
   EXPECT_NE(unknown->body.find("no task worker:7"), std::string::npos);
+  EXPECT_NE(traversal->body.find("is not a task name"), std::string::npos)
+      << traversal->body;
 }
 
 TEST(JobPageStartTest, BadAddressesAndNoTokenAreRefused) {
@@ -121,9 +139,8 @@ TEST(JobPageStartTest, BadAddressesAndNoTokenAreRefused) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->first, "127.0.0.1");
   EXPECT_EQ(a->second, 8265);
-  a = ParseUiAddress("[::1]:0", "--ui");
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->first, "::1");
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      JobPage::Start("localhost:0", kToken, {}).status()));
 }
 
 TEST(JobPageStartTest, MergeAddsProcessesAndRoles) {

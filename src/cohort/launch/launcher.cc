@@ -85,8 +85,6 @@ struct Launcher::Impl {
   std::optional<Json> GangBarrierJson();
   std::atomic<int> current_attempt{0};
   JobBoard board;
-  std::unique_ptr<MetricsSampler> sampler;
-  std::unique_ptr<JobPage> page;
 
   absl::Mutex mu;
   std::string barrier_address ABSL_GUARDED_BY(mu);
@@ -98,6 +96,11 @@ struct Launcher::Impl {
   std::shared_ptr<BarrierCoordinator> coordinator;
   std::unique_ptr<coord::CoordinationServer> control;
   barrier::BarrierEndpoints barriers;
+
+  // Last, so destroyed first, on every path out of Run(): their threads
+  // read the control plane, the board and the sinks above.
+  std::unique_ptr<MetricsSampler> sampler;
+  std::unique_ptr<JobPage> page;
 };
 
 Launcher::Launcher(Env* env, LaunchOptions options)
@@ -147,7 +150,11 @@ absl::Status Launcher::Impl::StartPage() {
       [this](const std::string& line) {
         if (options.progress) Summary(line);
       },
-      options.progress_every);
+      options.progress_every,
+      [this](const std::string& task) {
+        return std::any_of(tasks.begin(), tasks.end(),
+                           [&](const TaskSpec& t) { return t.Name() == task; });
+      });
   if (options.ui.empty()) return absl::OkStatus();
   JobPageSource source;
   source.status = [this, service]() -> absl::StatusOr<Json> {
@@ -181,6 +188,7 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   // whichever way it ends.
   COHORT_RETURN_IF_ERROR(coordinator->OpenGang(kStageId, attempt, gang_size));
   current_attempt = attempt;
+  sampler->StartProgress();
   struct CloseGangOnExit {
     BarrierCoordinator* coordinator;
     int attempt;
@@ -249,6 +257,8 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
     TaskFailureWatch watch(control->service(), tasks, {}, attempt, &events);
     end = AttemptSupervisor(env, &events, &ledger, std::move(plan)).Run();
   }
+  // The attempt's last progress line, before anything says how it ended.
+  sampler->EndProgress();
   // The next attempt's tasks register afresh: this attempt's states,
   // errors, barriers and keys end here (its incarnations are refused).
   control->service()
@@ -265,7 +275,12 @@ absl::StatusOr<AttemptEnd> Launcher::Impl::RunAttempt(int attempt,
   if (end.outcome == AttemptEnd::Outcome::kFailed) {
     Summarize(attempt, end, barrier_failure, result);
   }
-  if (end.outcome == AttemptEnd::Outcome::kStopped) result.exit_code = 130;
+  if (end.outcome == AttemptEnd::Outcome::kStopped) {
+    result.exit_code = 130;
+    Summary(absl::StrCat("job stopped (interrupted) in attempt ", attempt, ": ",
+                         end.stopped_running,
+                         " running task(s) stopped; logs in ", result.log_dir));
+  }
   board.AttemptEnded(attempt, OutcomeName(end.outcome), CauseLine(end),
                      env->Now());
   return end;

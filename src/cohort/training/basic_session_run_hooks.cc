@@ -33,6 +33,21 @@ absl::Status FindGlobalStep(Scope* graph, const std::string& hook,
   return absl::OkStatus();
 }
 
+absl::Time Now(Env* env) {
+  return (env != nullptr ? env : Env::Default())->Now();
+}
+
+// As TensorFlow's asynchronous writer: a summary that cannot be written
+// (a full disk) is logged, once per run of failures, and training goes on.
+void WarnOnce(const absl::Status& written, bool* failed) {
+  if (!written.ok() && !*failed) {
+    COHORT_LOG(WARNING) << "summaries are not being written (training goes "
+                           "on): "
+                        << written;
+  }
+  *failed = !written.ok();
+}
+
 // A tensor as LoggingTensorHook prints it: scalars bare, like numpy.
 std::string FormatValue(const Tensor& t) {
   if (t.NumElements() == 1 && t.shape().dims() == 0) {
@@ -300,7 +315,7 @@ absl::Status StepCounterHook::Begin(Scope* graph) {
       FindGlobalStep(graph, "StepCounterHook", &step_tensor_));
   summary_tag_ = "global_step/sec";
   if (!output_dir_.empty() && writer_ == nullptr) {
-    COHORT_ASSIGN_OR_RETURN(writer_, SummaryWriterFor(output_dir_, env_));
+    COHORT_ASSIGN_OR_RETURN(writer_, SummaryWriterFor(output_dir_, Now(env_)));
   }
   return absl::OkStatus();
 }
@@ -329,7 +344,8 @@ absl::Status StepCounterHook::AfterRun(SessionRunContext* ctx,
             scalars.emplace_back("examples/sec",
                                  static_cast<float>(rate * examples_per_step_));
           }
-          COHORT_RETURN_IF_ERROR(writer_->AddScalars(step, scalars));
+          WarnOnce(writer_->AddScalars(step, scalars, Now(env_)),
+                   &write_failed_);
         }
       }
     }
@@ -381,7 +397,7 @@ absl::Status SummarySaverHook::Begin(Scope* graph) {
   COHORT_RETURN_IF_ERROR(
       FindGlobalStep(graph, "SummarySaverHook", &step_tensor_));
   if (writer_ == nullptr) {
-    COHORT_ASSIGN_OR_RETURN(writer_, SummaryWriterFor(output_dir_, env_));
+    COHORT_ASSIGN_OR_RETURN(writer_, SummaryWriterFor(output_dir_, Now(env_)));
   }
   next_step_.reset();
   return absl::OkStatus();
@@ -405,11 +421,17 @@ absl::Status SummarySaverHook::AfterRun(SessionRunContext* ctx,
   if (values.results.empty()) {
     return absl::InternalError("SummarySaverHook got no global step back");
   }
-  // As TensorFlow, the summaries are written at the global step this run
-  // read, the one before its own increment: the loss of the batch that
-  // step trained on.
-  COHORT_ASSIGN_OR_RETURN(int64_t step,
+  // As TensorFlow: the step fetched with the run is stale by this run's
+  // increment; when writing, the step is read again after the run.
+  COHORT_ASSIGN_OR_RETURN(int64_t stale,
                           GlobalStepValue(values.results[0], "global step"));
+  int64_t step = stale + 1;
+  if (!next_step_.has_value() || request_summary_) {
+    COHORT_ASSIGN_OR_RETURN(step, ReadGlobalStep(ctx->session(), step_tensor_));
+  }
+  if (!next_step_.has_value()) {
+    WarnOnce(writer_->AddSessionStart(step, Now(env_)), &write_failed_);
+  }
   if (request_summary_) {
     if (values.results.size() != 1 + scalars_.size()) {
       return absl::InternalError("SummarySaverHook got too few values back");
@@ -445,7 +467,7 @@ absl::Status SummarySaverHook::AfterRun(SessionRunContext* ctx,
       }
       out.emplace_back(scalars_[i].first, v);
     }
-    COHORT_RETURN_IF_ERROR(writer_->AddScalars(step, out));
+    WarnOnce(writer_->AddScalars(step, out, Now(env_)), &write_failed_);
   }
   next_step_ = step + 1;
   return absl::OkStatus();

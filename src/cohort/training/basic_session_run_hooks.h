@@ -193,6 +193,7 @@ class StepCounterHook : public SessionRunHook {
   const std::string output_dir_;
   const int64_t examples_per_step_;
   std::shared_ptr<EventFileWriter> writer_;
+  bool write_failed_ = false;
   std::string step_tensor_;
   std::string summary_tag_;
   std::optional<int64_t> last_global_step_;
@@ -202,8 +203,11 @@ class StepCounterHook : public SessionRunHook {
 // TensorFlow's SummarySaverHook for scalars: every `save_steps` global
 // steps (or `save_secs`), from the first run on, fetches each (tag, tensor
 // name) of `scalars` (float, double or integer scalars) and writes them to
-// `output_dir` at the global step. TensorFlow takes a summary op; cohort's
-// graphs have no summary ops, so the hook takes the tensors to summarise.
+// `output_dir` at the global step read after the run; the first run also
+// writes a SessionLog START. TensorFlow takes a summary op; cohort's graphs
+// have no summary ops, so the hook takes the tensors to summarise. A write
+// that fails is logged and training goes on (TensorFlow's writer is
+// asynchronous and only logs).
 class SummarySaverHook : public SessionRunHook {
  public:
   // InvalidArgument: no scalars, no output_dir, or not exactly one of
@@ -234,6 +238,7 @@ class SummarySaverHook : public SessionRunHook {
   SecondOrStepTimer timer_;
   Env* const env_;
   std::shared_ptr<EventFileWriter> writer_;
+  bool write_failed_ = false;
   std::string step_tensor_;
   std::optional<int64_t> next_step_;
   bool request_summary_ = false;

@@ -3,11 +3,14 @@
 // and protobuf decoding), which checks every record's CRCs.
 #include "cohort/training/summary_writer.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cohort/base/env.h"
 #include "cohort/base/fake_env.h"
@@ -80,13 +83,13 @@ TEST(SummaryWriterTest, HooksWriteEventsThatAnIndependentReaderAccepts) {
   ASSERT_TRUE(events.ok()) << events.status();
   std::vector<std::string> got;
   for (const Json& e : *events) got.push_back(JsonDump(e));
-  // The saver writes at the step each run fetched, on the first run and
-  // then every 2 steps. (A variable read shares the variable's buffer until
-  // the run returns, so the fetched step already holds the run's own
-  // increment: 1, 3, 5.) The counter writes at steps 3 and 5, 2 steps per
-  // simulated second each time, x 32 examples per step.
+  // As TensorFlow: the saver writes at the step read after the run, on
+  // the first run (after a SessionLog START) and then every 2 steps: 1, 3,
+  // 5. The counter writes at steps 3 and 5, 2 steps per simulated second
+  // each time, x 32 examples per step.
   const std::vector<std::string> want = {
       R"({"file_version":"brain.Event:2","wall_time":1700000000.0})",
+      R"({"session_log":{"status":1},"step":1,"wall_time":1700000000.0})",
       R"({"step":1,"summary":{"c":2.5},"wall_time":1700000000.0})",
       R"({"step":3,"summary":{"examples/sec":64.0,"global_step/sec":2.0},"wall_time":1700000001.0})",
       R"({"step":3,"summary":{"c":2.5},"wall_time":1700000001.0})",
@@ -99,18 +102,44 @@ TEST(SummaryWriterTest, HooksWriteEventsThatAnIndependentReaderAccepts) {
 TEST(SummaryWriterTest, TheReaderRejectsACorruptedRecord) {
   const std::string dir = testing::TempDir("summaries_corrupt");
   FakeEnv env;
-  auto w = EventFileWriter::Create(dir, &env);
+  auto w = EventFileWriter::Create(dir, env.Now());
   ASSERT_TRUE(w.ok()) << w.status();
-  ASSERT_TRUE((*w)->AddScalars(7, {{"loss", 0.5f}}).ok());
-  ASSERT_TRUE(ReadEvents((*w)->path()).ok());
-  std::string bytes = *Env::Default()->ReadFile((*w)->path());
+  ASSERT_TRUE((*w)->AddScalars(7, {{"loss", 0.5f}}, env.Now()).ok());
+  const std::string path = (*w)->path();
+  ASSERT_TRUE(ReadEvents(path).ok());
+  std::string bytes = *Env::Default()->ReadFile(path);
   bytes[bytes.size() - 6] ^= 0x01;  // inside the last record's data
-  std::ofstream((*w)->path(), std::ios::binary | std::ios::trunc) << bytes;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  // The reader's own words, from its stderr.
+  const std::string out = dir + "/reader.out";
+  const std::string command = absl::StrCat(
+      "python3 " COHORT_SOURCE_DIR "/tests/tensorboard/read_events.py '", path,
+      "' > '", out, "' 2>&1");
+  EXPECT_NE(std::system(command.c_str()), 0);
+  const std::string said = *Env::Default()->ReadFile(out);
+  EXPECT_NE(said.find("bad data CRC at offset"), std::string::npos) << said;
+}
+
+TEST(SummaryWriterTest, ADeletedFileIsReplacedOnTheNextEvent) {
+  const std::string dir = testing::TempDir("summaries_deleted");
+  FakeEnv env;
+  auto w = EventFileWriter::Create(dir + "/", env.Now());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::string first = (*w)->path();
+  ASSERT_EQ(std::remove(first.c_str()), 0);
+  ASSERT_TRUE((*w)->AddScalars(3, {{"loss", 0.25f}}, env.Now()).ok());
+  // A new file (in the same second, under the same name), which starts
+  // with its own version event.
   auto events = ReadEvents((*w)->path());
-  ASSERT_FALSE(events.ok());
-  EXPECT_NE(std::string(events.status().message()).find("exit"),
-            std::string::npos)
-      << events.status();
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0]["file_version"], "brain.Event:2");
+  EXPECT_EQ((*events)[1]["summary"]["loss"], 0.25);
+  // "dir/" and "dir" are one writer.
+  auto a = SummaryWriterFor(dir + "/cached/", env.Now());
+  auto b = SummaryWriterFor(dir + "/cached", env.Now());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->get(), b->get());
 }
 
 TEST(SummaryWriterTest, BadArgumentsAreNamed) {
@@ -126,7 +155,7 @@ TEST(SummaryWriterTest, BadArgumentsAreNamed) {
   FakeEnv env;
   const std::string file = testing::TempDir("summaries_file") + "/plain";
   std::ofstream(file) << "x";
-  auto w = EventFileWriter::Create(file + "/sub", &env);
+  auto w = EventFileWriter::Create(file + "/sub", env.Now());
   ASSERT_FALSE(w.ok());
   EXPECT_NE(std::string(w.status().message())
                 .find("cannot create the summary directory " + file + "/sub"),

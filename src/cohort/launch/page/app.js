@@ -96,8 +96,12 @@ function drawChart(id, series, field) {
     for (const p of points) if (p[field] !== null && p[field] !== undefined) pts.push([p.t, p[field]]);
   }
   if (pts.length === 0) { const t = document.createElementNS(SVG, "text"); t.setAttribute("x", 150); t.setAttribute("y", 80); t.textContent = "no points yet"; svg.appendChild(t); return; }
-  const t0 = Math.min(...pts.map(p => p[0])), t1 = Math.max(...pts.map(p => p[0]));
-  const v0 = Math.min(0, ...pts.map(p => p[1])), v1 = Math.max(...pts.map(p => p[1]));
+  // Loops, not Math.min(...pts): a spread of many points overflows the stack.
+  let t0 = Infinity, t1 = -Infinity, v0 = 0, v1 = -Infinity;
+  for (const [t, v] of pts) {
+    t0 = Math.min(t0, t); t1 = Math.max(t1, t);
+    v0 = Math.min(v0, v); v1 = Math.max(v1, v);
+  }
   const x = t => L + (t1 === t0 ? 0 : (t - t0) / (t1 - t0)) * (W - L - 6);
   const y = v => H - B - (v1 === v0 ? 0 : (v - v0) / (v1 - v0)) * (H - B - 6);
   for (const [label, v] of [[v1, v1], [v0, v0]]) {
@@ -178,5 +182,14 @@ async function poll() {
   }
 }
 
-poll();
-setInterval(poll, 1000);
+// The token came in the address (the URL the launcher printed); the page's
+// cookie carries it from now on, so it leaves the address bar and history.
+if (location.search) history.replaceState(null, "", "/");
+
+// The next poll starts a second after the last one ended: a slow answer
+// never stacks requests up.
+async function loop() {
+  await poll();
+  setTimeout(loop, 1000);
+}
+loop();
