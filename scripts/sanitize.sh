@@ -32,9 +32,11 @@ esac
 # start binaries that do. `examples` holds distribute_context (a stopper
 # thread) and train_data_parallel (multi-threaded sessions); `train` is the
 # parameter-server job (tests/train/ps_job_test: train_ps and `cohort`
-# processes). `graph` is the executor, rendezvous and cancellation. `ui` is
-# the job page's server threads under a launcher, read by Chromium.
-tsan_areas="base rpc coord barrier launch collective graph runtime distribute training examples train ui"
+# processes). `graph` is the executor, rendezvous and cancellation. The job
+# page's threads (its server, the metrics sampler) run under TSan in `rpc`
+# (HttpGetServerTest) and `launch` (JobPageTest); tests/ui drives binaries
+# with Chromium and runs in the plain and ASan builds.
+tsan_areas="base rpc coord barrier launch collective graph runtime distribute training examples train"
 # The areas left out, each with why: TSan would find nothing there that the
 # areas above do not already run, and each would cost build time.
 declare -A tsan_skipped_areas=(
