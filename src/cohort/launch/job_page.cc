@@ -167,6 +167,7 @@ absl::StatusOr<std::unique_ptr<JobPage>> JobPage::Start(
   }
   page->server_ = *std::move(server);
   page->cookie_ = absl::StrCat("cohort_page_", page->server_->port());
+  page->started_.Notify();
   return page;
 }
 
@@ -208,7 +209,12 @@ bool JobPage::Authorized(const rpc::HttpRequest& req) const {
 }
 
 rpc::HttpResponse JobPage::Answer(const rpc::HttpRequest& req) {
-  rpc::HttpResponse res = Route(req);
+  // A request can arrive between the bind and the end of Start, which
+  // names the cookie after the bound port.
+  rpc::HttpResponse res =
+      started_.WaitForNotificationWithTimeout(absl::Seconds(5))
+          ? Route(req)
+          : ErrorAnswer(503, "the job page is starting; try again");
   Secure(res);
   return res;
 }

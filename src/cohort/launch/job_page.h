@@ -44,6 +44,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
@@ -117,8 +118,10 @@ class JobPage {
   const std::string job_token_;
   const std::string page_token_;
   const JobPageSource source_;
-  // Per port: two jobs' pages on one host keep their own cookies.
+  // Per port: two jobs' pages on one host keep their own cookies. Written
+  // once by Start before started_ is notified; read by handlers after.
   std::string cookie_;
+  absl::Notification started_;
   std::unique_ptr<rpc::HttpGetServer> server_;
 };
 
