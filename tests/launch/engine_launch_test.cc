@@ -119,6 +119,40 @@ TEST_F(EngineLaunchTest, KubernetesIndexedJobPodsRunTheJob) {
       absl::StrCat("GET /api/v1/namespaces/ml/pods?labelSelector=", selector));
 }
 
+// Task 0's launcher prints the training progress line from the programs'
+// metrics (coord/task_metrics.h): each task publishes one point, then both
+// meet at the barrier; the attempt's last line (printed when it ends, from
+// both points) is deterministic.
+TEST_F(EngineLaunchTest, Task0PrintsTheTrainingProgressLine) {
+  std::vector<std::unique_ptr<Subprocess>> launchers;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 2; ++i) {
+    launchers.push_back(StartCommand(
+        Argv("tf_config", {"--progress-every", "60"},
+             "i=${COHORT_TASK_NAME#*:}; $C kv set --overwrite --coordinator "
+             "$COHORT_COORDINATION_SERVICE_ADDRESS "
+             "cohort/metrics/$COHORT_TASK_NAME "
+             "\"{\\\"task\\\":\\\"$COHORT_TASK_NAME\\\",\\\"global_step\\\":$(("
+             "10 + i)),"
+             "\\\"examples_per_sec\\\":100,\\\"global_steps_per_sec\\\":10,"
+             "\\\"last_step\\\":100,\\\"time_unix_ms\\\":$(date +%s%3N)}\" && "
+             "$C task barrier"),
+        {TfConfig(i), "COHORT_JOB_TOKEN=engine-progress-token-0123"}));
+    ASSERT_NE(launchers.back(), nullptr);
+  }
+  for (int i = 0; i < 2; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    if (i == 0) {
+      EXPECT_THAT(r.output,
+                  HasSubstr("[cohort tf_config task 0] progress: global step "
+                            "11/100 (11%), 200 examples/s, ETA 9s"));
+    } else {
+      EXPECT_THAT(r.output, Not(HasSubstr("progress: global step")));
+    }
+  }
+}
+
 // A launcher that dies (its node lost) stops its heartbeats to task 0's
 // control plane: task 0's launcher names it at the heartbeat timeout, and
 // once the partition grace has passed too the other launcher stops its

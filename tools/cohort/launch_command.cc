@@ -351,9 +351,11 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       options.partition_grace = absl::Seconds(flags->partition_grace_s);
       options.bind_host = flags->bind_host;
       options.log_dir = flags->log_dir;
-      // An engine task's launcher prints no progress line; --quiet keeps
-      // its task's output in the log alone.
+      // Task 0's launcher prints the training progress line. Under an
+      // engine --quiet also drops it (a launcher's lines are not told
+      // apart there) and keeps a task's output in its log alone.
       options.progress = !flags->quiet && !flags->no_progress;
+      options.progress_every = absl::Seconds(flags->progress_every_s);
       if (flags->quiet) options.output = [](const std::string&) {};
       options.extra_env = extra_env;
       if (!flags->token_file.empty()) {

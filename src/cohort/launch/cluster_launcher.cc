@@ -22,7 +22,9 @@
 #include "cohort/coord/elastic_membership.h"
 #include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_client.h"
+#include "cohort/coord/task_metrics.h"
 #include "cohort/launch/attempt_supervisor.h"
+#include "cohort/launch/job_page.h"
 #include "cohort/launch/launch_support.h"
 #include "cohort/launch/silence_watch.h"
 #include "cohort/launch/task_failure_watch.h"
@@ -227,6 +229,9 @@ struct ClusterLauncher::Impl {
   std::unique_ptr<ElasticStoreClient> elastic_client;
   // Task 0's, elastic jobs: the membership when the attempt ended.
   std::string last_membership;
+  // Task 0 only: the training progress line from the programs' metrics
+  // (job_page.h). Last, so destroyed before the services it reads.
+  std::unique_ptr<MetricsSampler> sampler;
 };
 
 ClusterLauncher::ClusterLauncher(Env* env, ClusterLaunchOptions options)
@@ -345,6 +350,18 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
       options.heartbeat_timeout, LostAfter(),
       [this](const std::string& line) { Message(line); });
   silence->Start();
+  coord::CoordinationService* service = programs->service();
+  sampler = std::make_unique<MetricsSampler>(
+      env, [service] { return service->ListKeyValueDir(coord::kMetricsDir); },
+      absl::Seconds(1),
+      [this](const std::string& line) {
+        if (options.progress) Message(line);
+      },
+      options.progress_every,
+      [this](const std::string& task) {
+        return std::any_of(tasks.begin(), tasks.end(),
+                           [&](const TaskSpec& t) { return t.Name() == task; });
+      });
   return absl::OkStatus();
 }
 
@@ -547,6 +564,9 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
     }
     end = AttemptSupervisor(env, &events, &ledger, std::move(plan)).Run();
   }
+  // The attempt's last progress line, before anything says how it ended
+  // (and before the reset below clears the metrics).
+  if (sampler != nullptr) sampler->EndProgress();
 
   for (const std::string& line :
        RestartSummaryLines(attempt, end.restarts, options.max_restarts)) {
@@ -646,6 +666,7 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
       MakeRestartPolicy(options.restart, options.max_restarts);
   for (int attempt = 0;; ++attempt) {
     result.attempts = attempt + 1;
+    if (sampler != nullptr) sampler->StartProgress();
     absl::StatusOr<AttemptEnd> ran = RunAttempt(attempt, result);
     if (!ran.ok()) {
       // Fail every other launcher now rather than at their deadlines.
@@ -686,6 +707,7 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
   agent->Shutdown().IgnoreError();
   agent.reset();
   silence.reset();
+  sampler.reset();
   if (programs != nullptr) programs->Stop();
   if (control != nullptr) control->Stop();
   return result;

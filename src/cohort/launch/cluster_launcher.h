@@ -108,6 +108,8 @@ struct ClusterLaunchOptions {
   std::string log_dir;  // as LaunchOptions::log_dir
   int summary_lines = 10;
   bool progress = true;
+  // Task 0's launcher: a training progress line (launcher.h's) this often.
+  absl::Duration progress_every = absl::Seconds(5);
   std::vector<std::string> extra_env;
   std::function<void(const std::string&)> output;
   std::function<void(const std::string&)> messages;
