@@ -178,6 +178,26 @@ TEST(MetricsSamplerTest, KeepsOnlyValuesFiledUnderTheirOwnTask) {
   EXPECT_EQ(latest[0].task, "worker:0");
 }
 
+TEST(MetricsJsonTest, ChartsGetEvenlySpreadPointsEndingWithTheNewest) {
+  coord::MetricsHistory history(1000);
+  for (int i = 0; i < 250; ++i) {
+    coord::TaskMetrics m;
+    m.task = "worker:0";
+    m.global_step = i;
+    m.time_unix_ms = 1000 + i;
+    history.Add(m);
+  }
+  Json j = MetricsJson(history, absl::FromUnixMillis(2000));
+  const Json& series = j["series"]["worker:0"];
+  // 250 points, every 3rd counted back from the newest: 249, 246, ..., 0.
+  ASSERT_EQ(series.size(), 84u);
+  EXPECT_EQ(series.front()["step"], 0);
+  EXPECT_EQ(series.back()["step"], 249);
+  EXPECT_EQ(series[1]["step"], 3);
+  EXPECT_LE(series.size(), kMaxChartPoints);
+  EXPECT_EQ(j["progress"]["global_step"], 249);
+}
+
 TEST(TailOfFileTest, LastLinesFromTheLastBytes) {
   const std::string path = ::testing::TempDir() + "/tail_of_file.log";
   {
