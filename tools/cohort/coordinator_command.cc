@@ -31,6 +31,7 @@
 #include "cohort/coord/coordination_server.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_client_flags.h"
+#include "tools/cohort/stop_signals.h"
 
 namespace cohort::tools {
 namespace {
@@ -108,11 +109,7 @@ absl::Status Run(const CoordinatorOptions& o) {
 
   // Block the termination signals before any thread starts, so that only
   // sigwait below sees them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockStopSignals();
 
   COHORT_ASSIGN_OR_RETURN(auto server,
                           coord::CoordinationServer::Start(options));

@@ -40,6 +40,7 @@
 #include "cohort/rpc/transport.h"
 #include "tools/cohort/commands.h"
 #include "tools/cohort/flag_checks.h"
+#include "tools/cohort/stop_signals.h"
 
 namespace cohort::tools {
 namespace {
@@ -53,12 +54,8 @@ namespace {
 // an empty mask (base/subprocess.h), so they still see the signals.
 template <typename Run, typename Stop>
 auto WithStopSignals(Run run, Stop stop) -> decltype(run()) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
   sigset_t old;
-  pthread_sigmask(SIG_BLOCK, &signals, &old);
+  const sigset_t signals = BlockStopSignals(&old);
   signal(SIGPIPE, SIG_IGN);
   std::atomic<bool> done{false};
   std::thread watcher([&] {

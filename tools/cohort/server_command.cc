@@ -38,6 +38,7 @@
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_client_flags.h"
 #include "tools/cohort/flag_checks.h"
+#include "tools/cohort/stop_signals.h"
 
 namespace cohort::tools {
 namespace {
@@ -160,11 +161,7 @@ int RunServer(const ServerFlags& f) {
 
   // Block the termination signals before any thread starts, so that only
   // sigwait below sees them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockStopSignals();
   // One thread takes the signals from here on. While the server is still
   // starting there is nothing to stop cleanly, so a signal then ends the
   // process at once instead of waiting, unseen, for the start to finish.

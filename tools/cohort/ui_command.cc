@@ -24,6 +24,7 @@
 #include "tools/cohort/commands.h"
 #include "tools/cohort/coord_cli_call.h"
 #include "tools/cohort/coord_client_flags.h"
+#include "tools/cohort/stop_signals.h"
 
 namespace cohort::tools {
 namespace {
@@ -47,11 +48,7 @@ absl::Status Run(const UiOptions& o) {
   }
   // Block the termination signals before any thread starts (gRPC's too),
   // so that only sigwait below sees them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockStopSignals();
   COHORT_ASSIGN_OR_RETURN(
       std::shared_ptr<coord::CoordinationClient> client,
       coord::NewGrpcCoordinationClient(o.coordinator, security));

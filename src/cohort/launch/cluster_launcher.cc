@@ -351,17 +351,12 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
       [this](const std::string& line) { Message(line); });
   silence->Start();
   coord::CoordinationService* service = programs->service();
-  sampler = std::make_unique<MetricsSampler>(
-      env, [service] { return service->ListKeyValueDir(coord::kMetricsDir); },
-      absl::Seconds(1),
+  sampler = SampleServiceMetrics(
+      env, service, tasks,
       [this](const std::string& line) {
         if (options.progress) Message(line);
       },
-      options.progress_every,
-      [this](const std::string& task) {
-        return std::any_of(tasks.begin(), tasks.end(),
-                           [&](const TaskSpec& t) { return t.Name() == task; });
-      });
+      options.progress_every);
   return absl::OkStatus();
 }
 

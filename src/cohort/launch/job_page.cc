@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <set>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -396,6 +397,21 @@ void MetricsSampler::Loop() {
       return;
     }
   }
+}
+
+std::unique_ptr<MetricsSampler> SampleServiceMetrics(
+    Env* env, coord::CoordinationService* service,
+    const std::vector<TaskSpec>& tasks,
+    std::function<void(const std::string&)> progress,
+    absl::Duration progress_every) {
+  std::set<std::string> names;
+  for (const TaskSpec& t : tasks) names.insert(t.Name());
+  return std::make_unique<MetricsSampler>(
+      env, [service] { return service->ListKeyValueDir(coord::kMetricsDir); },
+      absl::Seconds(1), std::move(progress), progress_every,
+      [names = std::move(names)](const std::string& task) {
+        return names.count(task) > 0;
+      });
 }
 
 }  // namespace cohort::launch

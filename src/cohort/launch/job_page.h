@@ -49,7 +49,12 @@
 #include "cohort/base/env.h"
 #include "cohort/base/json.h"
 #include "cohort/coord/task_metrics.h"
+#include "cohort/launch/job_plan.h"
 #include "cohort/rpc/http_get_server.h"
+
+namespace cohort::coord {
+class CoordinationService;
+}
 
 namespace cohort::launch {
 
@@ -173,6 +178,16 @@ class MetricsSampler {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
+
+// The sampler of a launcher that hosts the programs' coordination service
+// (`cohort launch -n N`'s, or engine task 0's): reads `service`'s metrics
+// directory once a second and keeps only the names of `tasks`. `service`
+// must outlive the sampler.
+std::unique_ptr<MetricsSampler> SampleServiceMetrics(
+    Env* env, coord::CoordinationService* service,
+    const std::vector<TaskSpec>& tasks,
+    std::function<void(const std::string&)> progress,
+    absl::Duration progress_every);
 
 }  // namespace cohort::launch
 

@@ -32,8 +32,6 @@ using barrier::GangSnapshot;
 
 // How often the progress line may change.
 constexpr absl::Duration kProgressInterval = absl::Seconds(1);
-// How often the launcher reads the tasks' training metrics.
-constexpr absl::Duration kMetricsInterval = absl::Seconds(1);
 // What the page shows of a task's log.
 constexpr size_t kLogTailLines = 200;
 constexpr size_t kLogTailBytes = 256 << 10;
@@ -144,17 +142,12 @@ std::optional<Json> Launcher::Impl::GangBarrierJson() {
 
 absl::Status Launcher::Impl::StartPage() {
   coord::CoordinationService* service = control->service();
-  sampler = std::make_unique<MetricsSampler>(
-      env, [service] { return service->ListKeyValueDir(coord::kMetricsDir); },
-      kMetricsInterval,
+  sampler = SampleServiceMetrics(
+      env, service, tasks,
       [this](const std::string& line) {
         if (options.progress) Summary(line);
       },
-      options.progress_every,
-      [this](const std::string& task) {
-        return std::any_of(tasks.begin(), tasks.end(),
-                           [&](const TaskSpec& t) { return t.Name() == task; });
-      });
+      options.progress_every);
   if (options.ui.empty()) return absl::OkStatus();
   JobPageSource source;
   source.status = [this, service]() -> absl::StatusOr<Json> {

@@ -439,33 +439,13 @@ absl::Status SummarySaverHook::AfterRun(SessionRunContext* ctx,
     timer_.UpdateLastTriggeredStep(step);
     std::vector<std::pair<std::string, float>> out;
     for (size_t i = 0; i < scalars_.size(); ++i) {
-      const Tensor& t = values.results[i + 1];
-      if (t.NumElements() != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "SummarySaverHook: tensor ", scalars_[i].second, " (tag ",
-            scalars_[i].first, ") is not a scalar: ", t.DebugString()));
+      absl::StatusOr<double> v =
+          ScalarValue(values.results[i + 1], scalars_[i].second);
+      if (!v.ok()) {
+        return Annotate(v.status(), absl::StrCat("SummarySaverHook, tag ",
+                                                 scalars_[i].first));
       }
-      float v = 0;
-      switch (t.dtype()) {
-        case DT_FLOAT:
-          v = t.flat<float>()(0);
-          break;
-        case DT_DOUBLE:
-          v = static_cast<float>(t.flat<double>()(0));
-          break;
-        case DT_INT32:
-          v = static_cast<float>(t.flat<int32_t>()(0));
-          break;
-        case DT_INT64:
-          v = static_cast<float>(t.flat<int64_t>()(0));
-          break;
-        default:
-          return absl::InvalidArgumentError(absl::StrCat(
-              "SummarySaverHook: tensor ", scalars_[i].second, " (tag ",
-              scalars_[i].first, ") has type ", DataTypeName(t.dtype()),
-              "; a scalar summary needs a number"));
-      }
-      out.emplace_back(scalars_[i].first, v);
+      out.emplace_back(scalars_[i].first, static_cast<float>(*v));
     }
     WarnOnce(writer_->AddScalars(step, out, Now(env_)), &write_failed_);
   }

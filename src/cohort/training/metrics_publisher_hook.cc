@@ -71,10 +71,13 @@ absl::Status MetricsPublisherHook::AfterRun(SessionRunContext* ctx,
   COHORT_ASSIGN_OR_RETURN(int64_t step,
                           GlobalStepValue(values.results[0], "global step"));
   std::optional<double> loss;
-  if (values.results.size() > 1 && values.results[1].NumElements() == 1) {
-    const Tensor& t = values.results[1];
-    if (t.dtype() == DT_FLOAT) loss = t.flat<float>()(0);
-    if (t.dtype() == DT_DOUBLE) loss = t.flat<double>()(0);
+  if (values.results.size() > 1) {
+    // A loss that is no number is left out of the metrics, not fatal.
+    if (absl::StatusOr<double> v =
+            ScalarValue(values.results[1], options_.loss_tensor);
+        v.ok()) {
+      loss = *v;
+    }
   }
   const absl::Time now = env_->Now();
   latest_step_ = step;

@@ -102,6 +102,27 @@ absl::StatusOr<int64_t> GlobalStepValue(const Tensor& t,
       t.shape().DebugString(), ", not an int32 or int64 scalar"));
 }
 
+absl::StatusOr<double> ScalarValue(const Tensor& t,
+                                   const std::string& tensor_name) {
+  if (t.NumElements() == 1) {
+    switch (t.dtype()) {
+      case DT_FLOAT:
+        return t.flat<float>()(0);
+      case DT_DOUBLE:
+        return t.flat<double>()(0);
+      case DT_INT32:
+        return t.flat<int32_t>()(0);
+      case DT_INT64:
+        return static_cast<double>(t.flat<int64_t>()(0));
+      default:
+        break;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tensor '", tensor_name, "' is a ", DataTypeName(t.dtype()), " ",
+      t.shape().DebugString(), ", not a float, double, int32 or int64 scalar"));
+}
+
 absl::StatusOr<int64_t> ReadGlobalStep(
     Session* session, const std::string& read_tensor,
     const std::string& is_initialized_tensor) {

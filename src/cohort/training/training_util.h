@@ -67,6 +67,12 @@ absl::StatusOr<int64_t> ReadGlobalStep(
 absl::StatusOr<int64_t> GlobalStepValue(const Tensor& t,
                                         const std::string& tensor_name);
 
+// The value of a fetched numeric scalar `t` (float, double, int32 or int64;
+// one element) as a double, for summaries and metrics; InvalidArgument
+// naming `tensor_name` otherwise.
+absl::StatusOr<double> ScalarValue(const Tensor& t,
+                                   const std::string& tensor_name);
+
 // A resource variable of the graph (a VarHandleOp node).
 struct VariableInfo {
   std::string name;  // As in the ResourceMgr and checkpoints: shared_name,

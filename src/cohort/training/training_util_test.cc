@@ -172,5 +172,16 @@ TEST(ReadGlobalStepTest, UninitializedStepReadsZero) {
   EXPECT_EQ(*value, 2);
 }
 
+TEST(ScalarValueTest, NumbersOfEveryKindAndNothingElse) {
+  EXPECT_EQ(*ScalarValue(Tensor(0.25f), "a"), 0.25);
+  EXPECT_EQ(*ScalarValue(Tensor(0.5), "a"), 0.5);
+  EXPECT_EQ(*ScalarValue(Tensor(int32_t{-3}), "a"), -3);
+  EXPECT_EQ(*ScalarValue(Tensor(int64_t{7}), "a"), 7);
+  EXPECT_EQ(ScalarValue(Tensor(std::string("x")), "loss:0").status().message(),
+            "tensor 'loss:0' is a string [], not a float, double, int32 or "
+            "int64 scalar");
+  EXPECT_FALSE(ScalarValue(Tensor(DT_FLOAT, TensorShape({2})), "a").ok());
+}
+
 }  // namespace
 }  // namespace cohort::training
