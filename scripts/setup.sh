@@ -19,6 +19,8 @@ PACKAGES=(
   iproute2
   # The job page's test in a real browser (tests/ui/page_test.py).
   chromium
+  # The etcd control plane's tests (scripts/etcd_local.sh: 3 members).
+  etcd-server etcd-client
 )
 
 missing=()
