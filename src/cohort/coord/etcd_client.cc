@@ -42,6 +42,9 @@ bool Retryable(const grpc::Status& s) {
   switch (s.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
+    // A member that loses its leader may end a watch stream as cancelled;
+    // the caller's own cancellation is told apart (Call's `cancellation`).
+    case grpc::StatusCode::CANCELLED:
       return true;
     default:
       break;
@@ -223,10 +226,11 @@ struct EtcdClient::Impl {
 
   // Runs `attempt(endpoint, context)` on one endpoint after another until
   // one answers or the call's deadline passes. `what` and `key` name the
-  // call in errors.
+  // call in errors. Cancelled once `cancellation` (may be null) is.
   template <typename F>
   absl::Status Call(absl::string_view what, absl::string_view key,
-                    absl::Duration timeout, F attempt) {
+                    absl::Duration timeout, F attempt,
+                    CallCancellation* cancellation = nullptr) {
     const absl::Time deadline = absl::Now() + timeout;
     size_t start;
     {
@@ -262,7 +266,7 @@ struct EtcdClient::Impl {
         --tries;
         continue;
       }
-      if (s.error_code() == grpc::StatusCode::CANCELLED) {
+      if (cancellation != nullptr && cancellation->cancelled()) {
         return absl::CancelledError(absl::StrCat(
             "etcd ", what, " ", Full(std::string(key)), " cancelled"));
       }
@@ -637,7 +641,8 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::Watch(
         return result.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                           "the watch stream ended")
                            : result;
-      });
+      },
+      cancellation);
   COHORT_RETURN_IF_ERROR(s);
   if (!compacted.empty()) {
     return absl::FailedPreconditionError(

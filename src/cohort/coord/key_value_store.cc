@@ -15,6 +15,8 @@ void RunAll(Callbacks& callbacks) {
   for (auto& fn : callbacks) fn();
 }
 
+}  // namespace
+
 std::string EncodeInt64(int64_t v) {
   std::string out(8, '\0');
   uint64_t u = static_cast<uint64_t>(v);
@@ -25,13 +27,11 @@ std::string EncodeInt64(int64_t v) {
   return out;
 }
 
-int64_t DecodeInt64(const std::string& s) {
+int64_t DecodeInt64(absl::string_view s) {
   uint64_t u = 0;
   for (unsigned char c : s) u = (u << 8) | c;
   return static_cast<int64_t>(u);
 }
-
-}  // namespace
 
 KeyValueStore::~KeyValueStore() {
   Close(absl::CancelledError(

@@ -62,6 +62,10 @@ struct KeyValueLimits {
   size_t max_tombstones = size_t{1} << 16;
 };
 
+// The value IncrementKeyValue keeps: an 8-byte big-endian int64.
+std::string EncodeInt64(int64_t v);
+int64_t DecodeInt64(absl::string_view s);
+
 class KeyValueStore {
  public:
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;

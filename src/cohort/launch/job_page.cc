@@ -1,13 +1,10 @@
 #include "cohort/launch/job_page.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <set>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +13,7 @@
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_service.h"
 #include "cohort/launch/job_page_assets.h"
+#include "cohort/rpc/job_token.h"
 
 namespace cohort::launch {
 namespace {
@@ -127,14 +125,7 @@ absl::StatusOr<std::pair<std::string, int>> ParseUiAddress(
 }
 
 std::string PageToken(const std::string& job_token) {
-  static constexpr char kPurpose[] = "cohort job page v1";
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), job_token.data(), static_cast<int>(job_token.size()),
-       reinterpret_cast<const unsigned char*>(kPurpose), sizeof(kPurpose) - 1,
-       mac, &len);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(mac), len));
+  return rpc::DeriveFromToken(job_token, "cohort job page v1");
 }
 
 absl::StatusOr<std::unique_ptr<JobPage>> JobPage::Start(

@@ -1,6 +1,8 @@
 #include "cohort/rpc/job_token.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -97,6 +100,17 @@ absl::StatusOr<std::string> ReadJobTokenFile(const std::string& path) {
   absl::Status strong = CheckJobTokenStrength(line, where);
   if (!strong.ok()) return strong;
   return line;
+}
+
+std::string DeriveFromToken(absl::string_view token,
+                            absl::string_view purpose) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+       reinterpret_cast<const unsigned char*>(purpose.data()), purpose.size(),
+       mac, &len);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(mac), len));
 }
 
 }  // namespace cohort::rpc

@@ -36,6 +36,12 @@ absl::Status CheckJobTokenStrength(absl::string_view token,
 // first line or a weak token. Every message names the path.
 absl::StatusOr<std::string> ReadJobTokenFile(const std::string& path);
 
+// A value derived from the job token for one `purpose` (hex of
+// HMAC-SHA256(token, purpose)): it proves knowledge of the token, or names
+// the job, without revealing the token. Different purposes give unrelated
+// values.
+std::string DeriveFromToken(absl::string_view token, absl::string_view purpose);
+
 }  // namespace cohort::rpc
 
 #endif  // COHORT_RPC_JOB_TOKEN_H_

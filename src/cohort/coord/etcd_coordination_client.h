@@ -1,0 +1,86 @@
+// A CoordinationClient whose "service" is an etcd cluster: the coordination
+// service's behaviour (registration, heartbeats, error propagation, the
+// key-value store, barriers) kept in etcd keys by the clients themselves,
+// so no process of the job is the control plane (docs/etcd.md).
+//
+//   std::shared_ptr<EtcdClient> etcd = ...;        // etcd_client.h
+//   EtcdCoordinationOptions o;
+//   o.space = "launchers/";                         // under the job prefix
+//   o.jobs = {{"launcher", 4}};
+//   o.job_id = JobIdOf(token);                      // the same on every task
+//   auto client = NewEtcdCoordinationClient(etcd, o);
+//   CoordinationAgent::Create(agent_options, *std::move(client));
+//
+// Layout, under the job prefix and `space`:
+//   job                   {"jobs":..., "job_id":..., "incarnation":N}: written
+//                         by the first client (first writer wins); a client
+//                         of another job (other jobs or job_id) is refused
+//   status/tasks/T        T registered: {"incarnation":I}, attached to T's
+//                         lease (TTL: heartbeat_timeout); heartbeats renew it
+//   status/shutdown/T     T shut down on purpose
+//   status/error          the job's first error (first writer wins):
+//                         reported by a task, or a task whose lease expired
+//   kv/KEY                the key-value store (keys normalised as the
+//                         built-in store does: "a//b/" is "a/b")
+//   barriers/ID/N/arrived/T, barriers/ID/N/result
+//                         instance N of barrier ID: who arrived, and its
+//                         outcome ("passed" or the failure), first writer
+//                         wins, so every task reads the same outcome
+//
+// Semantics, as the built-in service's (coordination_service.h), except:
+//   - a task is lost when its lease expires (it did not heartbeat for
+//     heartbeat_timeout): whichever client's error poll sees its key go
+//     first records the job's error, naming it;
+//   - a barrier that times out fails for every task with the same message
+//     (the first to time out writes it), naming who had not arrived;
+//   - ResetTask, WatchJobState, GetJobStatus and GetAliveTasks answer
+//     Unimplemented (`cohort status` and the job page read the built-in
+//     service; see docs/etcd.md).
+// Errors that are the service's answers carry the kCoordinationErrorUrl
+// payload as the built-in service's do; errors reaching etcd are the etcd
+// client's (Unavailable naming the endpoints), which agents treat as
+// transport errors and retry.
+//
+// Thread safety: thread-safe. Async calls run on a thread of their own; the
+// destructor waits for them (cancel long ones first).
+#ifndef COHORT_COORD_ETCD_COORDINATION_CLIENT_H_
+#define COHORT_COORD_ETCD_COORDINATION_CLIENT_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cohort/coord/coordination_client.h"
+#include "cohort/coord/etcd_client.h"
+
+namespace cohort::coord {
+
+struct EtcdCoordinationOptions {
+  // Under the job prefix, ending in "/": one coordination service per space
+  // ("launchers/", "programs/3/").
+  std::string space;
+  // The job's tasks: job name -> count.
+  std::map<std::string, int> jobs;
+  // Names the job (the same on every task; not a secret): a prefix used by
+  // another job is refused. JobIdOf(token) derives one from the job token.
+  std::string job_id;
+  // A registered task's lease TTL (rounded up to whole seconds, at least
+  // 2 s): silent this long, it is lost.
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+};
+
+// A job id that names the job without revealing its token: the first 16
+// hex digits of HMAC-SHA256(token, "cohort etcd job id").
+std::string JobIdOf(const std::string& job_token);
+
+// Checks `options` and writes (or checks) the space's job record.
+// InvalidArgument for bad options; FailedPrecondition naming the prefix
+// when it holds another job's record; the etcd client's errors otherwise.
+absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
+    std::shared_ptr<EtcdClient> etcd, EtcdCoordinationOptions options);
+
+}  // namespace cohort::coord
+
+#endif  // COHORT_COORD_ETCD_COORDINATION_CLIENT_H_

@@ -1,0 +1,272 @@
+// CoordinationAgents whose coordination service is a real 3-member etcd
+// cluster (LocalEtcd), through EtcdCoordinationClient.
+#include "cohort/coord/etcd_coordination_client.h"
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "cohort/coord/coordination_agent.h"
+#include "cohort/coord/etcd_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort::coord {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The first error an agent's callback got.
+struct ErrorSink {
+  absl::Notification got;
+  absl::Status error;
+  std::function<void(const absl::Status&)> Callback() {
+    return [this](const absl::Status& s) {
+      if (got.HasBeenNotified()) return;
+      error = s;
+      got.Notify();
+    };
+  }
+};
+
+class EtcdCoordinationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!etcd_.Start()) {
+      if (etcd_.skip_reason().empty()) FAIL() << "etcd did not start";
+      GTEST_SKIP() << etcd_.skip_reason();
+    }
+    etcd_client_ = Etcd("/job");
+  }
+  std::shared_ptr<EtcdClient> Etcd(const std::string& prefix) {
+    EtcdClientOptions o;
+    o.target = *ParseEtcdUrl(etcd_.Url(prefix));
+    o.call_timeout = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<EtcdClient>> c = EtcdClient::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::shared_ptr<EtcdClient>(*std::move(c)) : nullptr;
+  }
+  EtcdCoordinationOptions Space(int launchers = 2) {
+    EtcdCoordinationOptions o;
+    o.space = "launchers/";
+    o.jobs = {{"launcher", launchers}};
+    o.job_id = JobIdOf("a-job-token");
+    o.heartbeat_timeout = absl::Seconds(2);
+    return o;
+  }
+  std::unique_ptr<CoordinationAgent> Agent(int index, ErrorSink* errors,
+                                           int launchers = 2) {
+    absl::StatusOr<std::unique_ptr<CoordinationClient>> client =
+        NewEtcdCoordinationClient(etcd_client_, Space(launchers));
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return nullptr;
+    CoordinationAgentOptions o;
+    o.task = {"launcher", index};
+    o.heartbeat_timeout = absl::Seconds(2);
+    o.heartbeat_interval = absl::Milliseconds(500);
+    o.register_timeout = absl::Seconds(20);
+    o.shutdown_timeout = absl::Seconds(5);
+    o.poll_timeout = absl::Seconds(5);
+    if (errors != nullptr) o.error_callback = errors->Callback();
+    absl::StatusOr<std::unique_ptr<CoordinationAgent>> agent =
+        CoordinationAgent::Create(std::move(o), *std::move(client));
+    EXPECT_TRUE(agent.ok()) << agent.status();
+    if (!agent.ok()) return nullptr;
+    absl::Status s = (*agent)->Connect();
+    EXPECT_TRUE(s.ok()) << s;
+    return *std::move(agent);
+  }
+
+  LocalEtcd etcd_;
+  std::shared_ptr<EtcdClient> etcd_client_;
+};
+
+TEST_F(EtcdCoordinationTest, KeyValuesAcrossAgents) {
+  std::unique_ptr<CoordinationAgent> a = Agent(0, nullptr);
+  std::unique_ptr<CoordinationAgent> b = Agent(1, nullptr);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->InsertKeyValue("addr/0", "h0:1").ok());
+  absl::Status dup = b->InsertKeyValue("addr/0", "other");
+  EXPECT_TRUE(absl::IsAlreadyExists(dup)) << dup;
+  ASSERT_TRUE(b->InsertKeyValue("addr//1/", "h1:2").ok());  // "addr/1"
+  absl::StatusOr<std::string> v = b->GetKeyValue("addr/0", absl::Seconds(5));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, "h0:1");
+  auto dir = a->GetKeyValueDir("addr");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_EQ(dir->size(), 2u);
+  EXPECT_EQ((*dir)[1].first, "addr/1");
+  EXPECT_EQ((*dir)[1].second, "h1:2");
+
+  // A blocking get is answered by a later insert.
+  absl::Notification waiting;
+  std::thread setter([&] {
+    waiting.WaitForNotification();
+    EXPECT_TRUE(a->InsertKeyValue("late", "x").ok());
+  });
+  waiting.Notify();
+  v = b->GetKeyValue("late", absl::Seconds(20));
+  setter.join();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, "x");
+  v = b->GetKeyValue("never", absl::Milliseconds(300));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(v.status())) << v.status();
+  EXPECT_THAT(v.status().message(), HasSubstr("\"never\" was not set"));
+
+  absl::StatusOr<int64_t> n = a->IncrementKeyValue("count", 5);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 5);
+  n = b->IncrementKeyValue("count", -2);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 3);
+  absl::StatusOr<CompareAndSwapResult> cas =
+      a->CompareAndSwapKeyValue("gen", std::nullopt, "1");
+  ASSERT_TRUE(cas.ok());
+  EXPECT_TRUE(cas->swapped);
+  cas = b->CompareAndSwapKeyValue("gen", std::string("0"), "2");
+  ASSERT_TRUE(cas.ok());
+  EXPECT_FALSE(cas->swapped);
+  EXPECT_EQ(cas->stored, "1");
+
+  absl::StatusOr<KeyValueWatchResult> w =
+      a->WatchKeyValue("gen", 0, absl::Seconds(5));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(w->present);
+  EXPECT_EQ(w->value, "1");
+  std::thread deleter([&] { EXPECT_TRUE(b->DeleteKeyValue("gen").ok()); });
+  absl::StatusOr<KeyValueWatchResult> gone =
+      a->WatchKeyValue("gen", w->version, absl::Seconds(20));
+  deleter.join();
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_FALSE(gone->present);
+  EXPECT_GT(gone->version, w->version);
+}
+
+TEST_F(EtcdCoordinationTest, BarriersPassForAllAndAreReusable) {
+  std::unique_ptr<CoordinationAgent> a = Agent(0, nullptr);
+  std::unique_ptr<CoordinationAgent> b = Agent(1, nullptr);
+  ASSERT_TRUE(a && b);
+  for (int use = 0; use < 3; ++use) {
+    absl::Status at_a;
+    std::thread t([&] { at_a = a->WaitAtBarrier("start", absl::Seconds(20)); });
+    absl::Status at_b = b->WaitAtBarrier("start", absl::Seconds(20));
+    t.join();
+    EXPECT_TRUE(at_a.ok()) << use << ": " << at_a;
+    EXPECT_TRUE(at_b.ok()) << use << ": " << at_b;
+  }
+}
+
+TEST_F(EtcdCoordinationTest, ATimedOutBarrierFailsTheSameForEveryone) {
+  std::unique_ptr<CoordinationAgent> a = Agent(0, nullptr);
+  std::unique_ptr<CoordinationAgent> b = Agent(1, nullptr);
+  ASSERT_TRUE(a && b);
+  absl::Status s = a->WaitAtBarrier("start", absl::Milliseconds(500));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("barrier 'start' (#0) timed out: 1 of 2 "
+                                     "task(s) had not arrived: launcher:1"));
+  // launcher:1 comes late to the same instance and reads the same outcome.
+  absl::Status late = b->WaitAtBarrier("start", absl::Seconds(20));
+  EXPECT_EQ(late, s);
+}
+
+TEST_F(EtcdCoordinationTest, ACancelledBarrierFailsForEveryone) {
+  std::unique_ptr<CoordinationAgent> a = Agent(0, nullptr);
+  std::unique_ptr<CoordinationAgent> b = Agent(1, nullptr);
+  ASSERT_TRUE(a && b);
+  absl::Status at_a;
+  std::thread t([&] { at_a = a->WaitAtBarrier("end", absl::Seconds(30)); });
+  ASSERT_TRUE(b->CancelBarrier("end").ok());
+  t.join();
+  EXPECT_TRUE(absl::IsCancelled(at_a)) << at_a;
+  EXPECT_THAT(at_a.message(), HasSubstr("cancelled by task launcher:1"));
+}
+
+TEST_F(EtcdCoordinationTest, AReportedErrorReachesEveryAgent) {
+  ErrorSink a_errors;
+  std::unique_ptr<CoordinationAgent> a = Agent(0, &a_errors);
+  std::unique_ptr<CoordinationAgent> b = Agent(1, nullptr);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(b->ReportError(absl::InternalError("worker:1 exited 3")).ok());
+  ASSERT_TRUE(a_errors.got.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(absl::IsInternal(a_errors.error)) << a_errors.error;
+  EXPECT_THAT(a_errors.error.message(), HasSubstr("worker:1 exited 3"));
+  std::optional<TaskId> source = ErrorSourceTask(a_errors.error);
+  ASSERT_TRUE(source.has_value());
+  EXPECT_EQ(source->ToString(), "launcher:1");
+}
+
+TEST_F(EtcdCoordinationTest, ATaskWhoseLeaseExpiresIsLost) {
+  ErrorSink a_errors;
+  std::unique_ptr<CoordinationAgent> a = Agent(0, &a_errors);
+  ASSERT_TRUE(a);
+  // launcher:1 registers and then never heartbeats: its process died.
+  absl::StatusOr<std::unique_ptr<CoordinationClient>> dead =
+      NewEtcdCoordinationClient(etcd_client_, Space());
+  ASSERT_TRUE(dead.ok());
+  RegisterTaskRequest request;
+  request.mutable_source_task()->set_job_name("launcher");
+  request.mutable_source_task()->set_task_id(1);
+  request.set_incarnation(7);
+  RegisterTaskResponse response;
+  ASSERT_TRUE((*dead)->RegisterTask(request, &response, CallOptions()).ok());
+  ASSERT_TRUE(a_errors.got.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(absl::IsUnavailable(a_errors.error)) << a_errors.error;
+  EXPECT_THAT(a_errors.error.message(),
+              HasSubstr("task launcher:1 was lost: no heartbeat reached etcd "
+                        "for 2s"));
+}
+
+TEST_F(EtcdCoordinationTest, AShutDownTaskIsNotLost) {
+  ErrorSink a_errors;
+  std::unique_ptr<CoordinationAgent> a = Agent(0, &a_errors);
+  std::unique_ptr<CoordinationAgent> b = Agent(1, nullptr);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(b->Shutdown().ok());
+  // Its key went at once (revoked): a poll has seen that by the time a
+  // barrier of launcher:0 alone passes after it.
+  int64_t revision = 0;
+  absl::StatusOr<std::optional<EtcdKeyValue>> key =
+      etcd_client_->Get("launchers/status/tasks/launcher:1", &revision);
+  ASSERT_TRUE(key.ok());
+  EXPECT_FALSE(key->has_value());
+  // The lease's TTL (2 s) passes twice over without an error.
+  EXPECT_FALSE(a_errors.got.WaitForNotificationWithTimeout(absl::Seconds(4)));
+  EXPECT_TRUE(a->error().ok()) << a->error();
+}
+
+TEST_F(EtcdCoordinationTest, AnotherJobOnThePrefixIsRefused) {
+  ASSERT_TRUE(NewEtcdCoordinationClient(etcd_client_, Space()).ok());
+  EtcdCoordinationOptions other = Space();
+  other.job_id = JobIdOf("another-token");
+  absl::StatusOr<std::unique_ptr<CoordinationClient>> c =
+      NewEtcdCoordinationClient(etcd_client_, other);
+  EXPECT_TRUE(absl::IsFailedPrecondition(c.status())) << c.status();
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("/job/launchers/ holds another job's control plane"));
+  c = NewEtcdCoordinationClient(etcd_client_, Space(/*launchers=*/3));
+  EXPECT_TRUE(absl::IsFailedPrecondition(c.status())) << c.status();
+  // Under its own prefix it is its own job.
+  c = NewEtcdCoordinationClient(Etcd("/job-2"), other);
+  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(JobIdOf("a-job-token"), JobIdOf("another-token"));
+  EXPECT_EQ(JobIdOf("a-job-token").size(), 16u);
+}
+
+TEST_F(EtcdCoordinationTest, ABarrierSurvivesTheEtcdLeaderKilled) {
+  ErrorSink a_errors, b_errors;
+  std::unique_ptr<CoordinationAgent> a = Agent(0, &a_errors);
+  std::unique_ptr<CoordinationAgent> b = Agent(1, &b_errors);
+  ASSERT_TRUE(a && b);
+  absl::Status at_a;
+  std::thread t([&] { at_a = a->WaitAtBarrier("start", absl::Seconds(60)); });
+  etcd_.Kill(etcd_.Leader());
+  absl::Status at_b = b->WaitAtBarrier("start", absl::Seconds(60));
+  t.join();
+  EXPECT_TRUE(at_a.ok()) << at_a;
+  EXPECT_TRUE(at_b.ok()) << at_b;
+  ASSERT_TRUE(a->InsertKeyValue("after", "1").ok());
+  EXPECT_TRUE(a->error().ok()) << a->error();
+  EXPECT_TRUE(b->error().ok()) << b->error();
+}
+
+}  // namespace
+}  // namespace cohort::coord
