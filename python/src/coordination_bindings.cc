@@ -15,7 +15,7 @@
 #include "cohort/base/env.h"
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/coordination_client.h"
-#include "cohort/coord/grpc_coordination_client.h"
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/rpc/transport.h"
 #include "python/src/bindings.h"
 #include "python/src/status.h"
@@ -61,8 +61,7 @@ class Client {
         Seconds(rpc_timeout, absl::Seconds(30), "rpc_timeout");
     rpc::TransportSecurity security;
     security.job_token = token;
-    auto client =
-        ValueOrThrow(coord::NewGrpcCoordinationClient(address, security));
+    auto client = ValueOrThrow(coord::NewCoordinationClient(address, security));
     agent_ = std::shared_ptr<CoordinationAgent>(ValueOrThrow(
         CoordinationAgent::Create(std::move(options), std::move(client))));
     address_ = address;

@@ -170,6 +170,33 @@ absl::Status ReadEtcdCredentials(const std::string& path,
   return absl::OkStatus();
 }
 
+absl::Status EtcdSecurityFromEnv(Env* env, EtcdClientOptions& options) {
+  auto var = [env](const char* name) { return env->GetVar(name).value_or(""); };
+  if (!var(kEnvEtcdCa).empty()) options.ca_file = var(kEnvEtcdCa);
+  if (!var(kEnvEtcdCert).empty()) options.cert_file = var(kEnvEtcdCert);
+  if (!var(kEnvEtcdKey).empty()) options.key_file = var(kEnvEtcdKey);
+  if (!var(kEnvEtcdCredentials).empty()) {
+    return ReadEtcdCredentials(var(kEnvEtcdCredentials), options);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> EtcdSecurityEnv(const EtcdClientOptions& options,
+                                         const std::string& credentials_file) {
+  std::vector<std::string> out;
+  if (!options.ca_file.empty()) {
+    out.push_back(absl::StrCat(kEnvEtcdCa, "=", options.ca_file));
+  }
+  if (!options.cert_file.empty()) {
+    out.push_back(absl::StrCat(kEnvEtcdCert, "=", options.cert_file));
+    out.push_back(absl::StrCat(kEnvEtcdKey, "=", options.key_file));
+  }
+  if (!credentials_file.empty()) {
+    out.push_back(absl::StrCat(kEnvEtcdCredentials, "=", credentials_file));
+  }
+  return out;
+}
+
 struct EtcdClient::Impl {
   struct Endpoint {
     std::string address;

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "cohort/base/env.h"
 #include "cohort/coord/coordination_client.h"
 
 namespace cohort::coord {
@@ -90,6 +91,22 @@ struct EtcdClientOptions {
 // InvalidArgument naming the file when it holds no ':' or is empty.
 absl::Status ReadEtcdCredentials(const std::string& path,
                                  EtcdClientOptions& options);
+
+// The environment variables that carry a job's etcd credentials to its
+// programs (`cohort launch` sets them from its --etcd-* flags): file paths
+// only, never a secret.
+inline constexpr char kEnvEtcdCa[] = "COHORT_ETCD_CA";
+inline constexpr char kEnvEtcdCert[] = "COHORT_ETCD_CERT";
+inline constexpr char kEnvEtcdKey[] = "COHORT_ETCD_KEY";
+inline constexpr char kEnvEtcdCredentials[] = "COHORT_ETCD_CREDENTIALS";
+
+// Fills the TLS files and user/password (read from the credentials file)
+// of `options` from those variables; unset ones leave their fields alone.
+absl::Status EtcdSecurityFromEnv(Env* env, EtcdClientOptions& options);
+// The variables that hand `options`' credentials on ("NAME=VALUE"); a user
+// and password come from `credentials_file`, which must hold them.
+std::vector<std::string> EtcdSecurityEnv(const EtcdClientOptions& options,
+                                         const std::string& credentials_file);
 
 struct EtcdKeyValue {
   std::string key;  // relative to the prefix

@@ -355,9 +355,64 @@ class EtcdCoordinationClient : public CoordinationClient {
                      "status` and the job page read the built-in one "
                      "(docs/etcd.md)"));
   }
-  absl::Status DoWatchJobState(const WatchJobStateRequest&,
-                               WatchJobStateResponse*, const CallOptions&) {
-    return Unserved("WatchJobState");
+  // Versions are etcd revisions of the status directory: every
+  // registration, shutdown, loss and error makes a new one.
+  absl::Status DoWatchJobState(const WatchJobStateRequest& request,
+                               WatchJobStateResponse* response,
+                               const CallOptions& options) {
+    const absl::Time deadline = DeadlineOf(request.timeout_ms(), options);
+    while (true) {
+      int64_t revision = 0;
+      COHORT_ASSIGN_OR_RETURN(std::vector<EtcdKeyValue> status,
+                              etcd_->List(Space(kStatusDir), &revision));
+      if (revision > request.version_number() || absl::Now() >= deadline) {
+        FillStates(status, response->mutable_task_state());
+        response->set_version_number(revision);
+        return absl::OkStatus();
+      }
+      absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->Watch(
+          Space(kStatusDir), request.version_number(),
+          std::min(Remaining(deadline), kWatchSlice), options.cancellation);
+      if (absl::IsDeadlineExceeded(events.status())) continue;
+      COHORT_RETURN_IF_ERROR(events.status());
+    }
+  }
+
+  // Every task's state from a listing of the status directory: registered
+  // (CONNECTED), the job's error's source (ERROR), else DISCONNECTED.
+  void FillStates(
+      const std::vector<EtcdKeyValue>& status,
+      google::protobuf::RepeatedPtrField<TaskStateInfo>* out) const {
+    std::map<std::string, uint64_t> connected;
+    std::string failed, failure;
+    for (const EtcdKeyValue& kv : status) {
+      if (absl::StartsWith(kv.key, Space(kTasksDir))) {
+        absl::StatusOr<Json> j = ParseJson(kv.value, "a task record");
+        connected[kv.key.substr(Space(kTasksDir).size())] =
+            j.ok() && j->is_object() ? j->value("incarnation", uint64_t{0}) : 0;
+      } else if (kv.key == Space(kErrorKey)) {
+        absl::StatusOr<Json> j = ParseJson(kv.value, "the job's error");
+        if (j.ok() && j->is_object()) {
+          failed = j->value("task", "");
+          failure = j->value("message", "");
+        }
+      }
+    }
+    for (const TaskId& task : all_tasks_) {
+      TaskStateInfo* info = out->Add();
+      *info->mutable_task() = ToProto(task);
+      info->set_heartbeat_age_ms(-1);
+      const std::string name = task.ToString();
+      if (name == failed) {
+        info->set_state(TASK_STATE_ERROR);
+        info->set_error_message(failure);
+      } else if (auto it = connected.find(name); it != connected.end()) {
+        info->set_state(TASK_STATE_CONNECTED);
+        info->set_incarnation(it->second);
+      } else {
+        info->set_state(TASK_STATE_DISCONNECTED);
+      }
+    }
   }
   absl::Status DoGetJobStatus(const GetJobStatusRequest&, GetJobStatusResponse*,
                               const CallOptions&) {
@@ -684,18 +739,47 @@ std::string JobIdOf(const std::string& job_token) {
 absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
     std::shared_ptr<EtcdClient> etcd, EtcdCoordinationOptions options) {
   if (etcd == nullptr) return absl::InvalidArgumentError("no etcd client");
-  if (options.space.empty() || options.space.back() != '/' ||
-      options.space.front() == '/') {
+  if (!options.space.empty() &&
+      (options.space.back() != '/' || options.space.front() == '/')) {
     return absl::InvalidArgumentError(
         absl::StrCat("etcd space '", options.space,
                      "' must be a relative directory ending in '/'"));
   }
-  if (options.jobs.empty()) {
-    return absl::InvalidArgumentError("an etcd coordination space needs jobs");
-  }
-  if (options.job_id.empty()) {
+  const std::string key = absl::StrCat(options.space, kJobKey);
+  const std::string where =
+      absl::StrCat(etcd->target().ToString(), "/", options.space);
+  if (options.jobs.empty() != options.job_id.empty()) {
     return absl::InvalidArgumentError(
-        "an etcd coordination space needs a job id");
+        "an etcd coordination space needs both jobs and a job id, or "
+        "neither (to join)");
+  }
+  if (options.jobs.empty()) {
+    COHORT_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> held, etcd->Get(key));
+    absl::StatusOr<Json> record = held.has_value()
+                                      ? ParseJson(held->value, "the job record")
+                                      : absl::StatusOr<Json>(Json());
+    if (!record.ok() || !record->is_object() ||
+        !record->value("jobs", Json()).is_object()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no cohort job at etcd prefix ", where, " (its '", kJobKey,
+          "' record is missing or unreadable): programs join the job that "
+          "`cohort launch --rendezvous etcd://...` started there"));
+    }
+    for (const auto& [job, count] : (*record)["jobs"].items()) {
+      if (!count.is_number_integer() || count.get<int64_t>() < 1 ||
+          count.get<int64_t>() > (1 << 20)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the job record at etcd prefix ", where, " gives job '", job,
+            "' a task count that is not in 1..2^20"));
+      }
+      options.jobs[job] = count.get<int>();
+    }
+    options.job_id = record->value("job_id", "");
+    if (options.jobs.empty() || options.job_id.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the job record at etcd prefix ", where,
+                       " names no tasks or no job"));
+    }
   }
   std::mt19937_64 random(std::random_device{}());
   const uint64_t incarnation = random() | 1;
@@ -703,14 +787,11 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
   for (const auto& [job, count] : options.jobs) jobs[job] = count;
   const Json mine = {
       {"job_id", options.job_id}, {"jobs", jobs}, {"incarnation", incarnation}};
-  const std::string key = absl::StrCat(options.space, kJobKey);
   COHORT_RETURN_IF_ERROR(etcd->Create(key, JsonDump(mine)).status());
   COHORT_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> held, etcd->Get(key));
   absl::StatusOr<Json> theirs = held.has_value()
                                     ? ParseJson(held->value, "the job record")
                                     : absl::StatusOr<Json>(Json());
-  const std::string where =
-      absl::StrCat(etcd->target().ToString(), "/", options.space);
   if (!theirs.ok() || !theirs->is_object() ||
       theirs->value("job_id", "") != options.job_id ||
       theirs->value("jobs", Json()) != jobs) {
@@ -725,6 +806,16 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
   return std::unique_ptr<CoordinationClient>(
       new EtcdCoordinationClient(std::move(etcd), std::move(options),
                                  theirs->value("incarnation", uint64_t{1})));
+}
+
+absl::StatusOr<std::unique_ptr<CoordinationClient>> JoinEtcdCoordination(
+    const std::string& url, Env* env) {
+  EtcdClientOptions o;
+  COHORT_ASSIGN_OR_RETURN(o.target, ParseEtcdUrl(url));
+  COHORT_RETURN_IF_ERROR(EtcdSecurityFromEnv(env, o));
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd,
+                          EtcdClient::Connect(std::move(o)));
+  return NewEtcdCoordinationClient(std::move(etcd), EtcdCoordinationOptions());
 }
 
 }  // namespace cohort::coord

@@ -33,9 +33,11 @@
 //     first records the job's error, naming it;
 //   - a barrier that times out fails for every task with the same message
 //     (the first to time out writes it), naming who had not arrived;
-//   - ResetTask, WatchJobState, GetJobStatus and GetAliveTasks answer
-//     Unimplemented (`cohort status` and the job page read the built-in
-//     service; see docs/etcd.md).
+//   - WatchJobState's versions are etcd revisions; a task is CONNECTED
+//     while its lease lives, ERROR when it is the job's error's source;
+//   - ResetTask, GetJobStatus and GetAliveTasks answer Unimplemented
+//     (`cohort status` and the job page read the built-in service; see
+//     docs/etcd.md).
 // Errors that are the service's answers carry the kCoordinationErrorUrl
 // payload as the built-in service's do; errors reaching etcd are the etcd
 // client's (Unavailable naming the endpoints), which agents treat as
@@ -58,10 +60,11 @@
 namespace cohort::coord {
 
 struct EtcdCoordinationOptions {
-  // Under the job prefix, ending in "/": one coordination service per space
-  // ("launchers/", "programs/3/").
+  // Under the job prefix, ending in "/" ("launchers/", "programs/3/"), or
+  // empty: the prefix itself. One coordination service per space.
   std::string space;
-  // The job's tasks: job name -> count.
+  // The job's tasks: job name -> count. Empty (with job_id): join the job
+  // whose record the space holds (a program started by `cohort launch`).
   std::map<std::string, int> jobs;
   // Names the job (the same on every task; not a secret): a prefix used by
   // another job is refused. JobIdOf(token) derives one from the job token.
@@ -77,9 +80,16 @@ std::string JobIdOf(const std::string& job_token);
 
 // Checks `options` and writes (or checks) the space's job record.
 // InvalidArgument for bad options; FailedPrecondition naming the prefix
-// when it holds another job's record; the etcd client's errors otherwise.
+// when it holds another job's record, or (joining) no record; the etcd
+// client's errors otherwise.
 absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
     std::shared_ptr<EtcdClient> etcd, EtcdCoordinationOptions options);
+
+// A client of the job whose record is at `url` ("etcd://HOST:PORT,.../
+// PREFIX", the coordination address `cohort launch` gives its programs),
+// with the credentials of EtcdSecurityFromEnv(env).
+absl::StatusOr<std::unique_ptr<CoordinationClient>> JoinEtcdCoordination(
+    const std::string& url, Env* env);
 
 }  // namespace cohort::coord
 

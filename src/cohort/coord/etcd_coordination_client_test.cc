@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/etcd_testing.h"
+#include "cohort/coord/framed_coordination.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -266,6 +267,45 @@ TEST_F(EtcdCoordinationTest, ABarrierSurvivesTheEtcdLeaderKilled) {
   ASSERT_TRUE(a->InsertKeyValue("after", "1").ok());
   EXPECT_TRUE(a->error().ok()) << a->error();
   EXPECT_TRUE(b->error().ok()) << b->error();
+}
+
+TEST_F(EtcdCoordinationTest, AProgramJoinsByUrlAndWatchesTheJobState) {
+  std::unique_ptr<CoordinationAgent> a = Agent(0, nullptr);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->InsertKeyValue("model", "resnet").ok());
+  // As a program started by `cohort launch` does: the address alone.
+  absl::StatusOr<std::unique_ptr<CoordinationClient>> joined =
+      NewCoordinationClient(etcd_.Url("/job/launchers"), {});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  TryGetKeyValueRequest get;
+  get.set_key("model");
+  TryGetKeyValueResponse got;
+  ASSERT_TRUE((*joined)->TryGetKeyValue(get, &got, CallOptions()).ok());
+  EXPECT_EQ(got.kv().value(), "resnet");
+
+  WatchJobStateRequest watch;
+  watch.set_version_number(-1);
+  WatchJobStateResponse now;
+  ASSERT_TRUE((*joined)->WatchJobState(watch, &now, CallOptions()).ok());
+  ASSERT_EQ(now.task_state_size(), 2);
+  EXPECT_EQ(now.task_state(0).state(), TASK_STATE_CONNECTED);
+  EXPECT_EQ(now.task_state(0).incarnation(), a->incarnation());
+  EXPECT_EQ(now.task_state(1).state(), TASK_STATE_DISCONNECTED);
+  // A watch from that version returns when launcher:1 registers.
+  watch.set_version_number(now.version_number());
+  watch.set_timeout_ms(20000);
+  WatchJobStateResponse later;
+  std::unique_ptr<CoordinationAgent> b;
+  std::thread joiner([&] { b = Agent(1, nullptr); });
+  ASSERT_TRUE((*joined)->WatchJobState(watch, &later, CallOptions()).ok());
+  joiner.join();
+  EXPECT_GT(later.version_number(), now.version_number());
+  EXPECT_EQ(later.task_state(1).state(), TASK_STATE_CONNECTED);
+
+  // A prefix with no job: a clear error.
+  joined = NewCoordinationClient(etcd_.Url("/nothing-here"), {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(joined.status())) << joined.status();
+  EXPECT_THAT(joined.status().message(), HasSubstr("no cohort job at etcd"));
 }
 
 }  // namespace

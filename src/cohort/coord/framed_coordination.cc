@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/base/status.h"
+#include "cohort/coord/etcd_coordination_client.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/rpc/frame.h"
 #include "cohort/rpc/framed_channel.h"
@@ -428,6 +429,9 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewFramedCoordinationClient(
 
 absl::StatusOr<std::unique_ptr<CoordinationClient>> NewCoordinationClient(
     const std::string& target, const rpc::TransportSecurity& security) {
+  if (absl::StartsWith(target, kEtcdScheme)) {
+    return JoinEtcdCoordination(target, Env::Default());
+  }
   if (!absl::StartsWith(target, kFramedTargetPrefix)) {
     return NewGrpcCoordinationClient(target, security);
   }

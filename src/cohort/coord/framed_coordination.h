@@ -99,8 +99,10 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewFramedCoordinationClient(
     const std::string& address, const std::string& job_token);
 
 // A client for `target`: "framed:HOST:PORT" for the framed endpoint,
-// "HOST:PORT" for gRPC (with `security`). The framed transport has no TLS:
-// InvalidArgument when `security` asks for it.
+// "HOST:PORT" for gRPC (with `security`), "etcd://..." for a job whose
+// control plane is etcd (JoinEtcdCoordination, its credentials from the
+// environment). The framed transport has no TLS: InvalidArgument when
+// `security` asks for it.
 absl::StatusOr<std::unique_ptr<CoordinationClient>> NewCoordinationClient(
     const std::string& target, const rpc::TransportSecurity& security);
 

@@ -18,9 +18,6 @@
 namespace cohort::launch {
 namespace {
 
-// Log tails: at most this many lines, from at most this many bytes.
-constexpr size_t kLogLines = 200;
-
 bool SameToken(absl::string_view a, const std::string& b) {
   return a.size() == b.size() &&
          CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;

@@ -9,6 +9,7 @@
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/coordination_service.h"
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/coord/grpc_coordination_service.h"
 #include "cohort/runtime/device_name.h"
@@ -158,7 +159,7 @@ bool ServerCoordination::WaitUnlessStopped(absl::Time deadline) {
 }
 
 void ServerCoordination::AgentLoop() {
-  auto client = coord::NewGrpcCoordinationClient(address_, options_.security);
+  auto client = coord::NewCoordinationClient(address_, options_.security);
   if (!client.ok()) {
     COHORT_LOG(ERROR) << "coordination: cannot reach " << address_ << ": "
                       << client.status();
@@ -229,7 +230,7 @@ absl::StatusOr<coord::CoordinationAgent*> ServerCoordination::WaitForAgent(
 }
 
 void ServerCoordination::WatchLoop() {
-  auto client = coord::NewGrpcCoordinationClient(address_, options_.security);
+  auto client = coord::NewCoordinationClient(address_, options_.security);
   if (!client.ok()) return;
   const std::string me = TaskName(options_.job, options_.task_index);
   int64_t version = -1;

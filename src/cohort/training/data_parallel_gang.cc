@@ -15,7 +15,7 @@
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_client.h"
 #include "cohort/coord/elastic_membership.h"
-#include "cohort/coord/grpc_coordination_client.h"
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/rpc/transport.h"
 
 namespace cohort::training {
@@ -86,7 +86,7 @@ absl::Status JoinElasticGang(Env* env, const std::string& range_text,
   rpc::TransportSecurity security;
   security.job_token = o.group.job_token;
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> client,
-                          coord::NewGrpcCoordinationClient(address, security));
+                          coord::NewCoordinationClient(address, security));
   coord::CoordinationAgentOptions agent_options;
   COHORT_ASSIGN_OR_RETURN(agent_options.task, coord::TaskId::Parse(o.task));
   agent_options.env = env;

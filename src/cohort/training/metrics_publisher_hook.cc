@@ -7,7 +7,7 @@
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
 #include "cohort/coord/coordination_client.h"
-#include "cohort/coord/grpc_coordination_client.h"
+#include "cohort/coord/framed_coordination.h"
 #include "cohort/rpc/transport.h"
 #include "cohort/training/training_util.h"
 
@@ -192,7 +192,7 @@ absl::StatusOr<MetricsPut> MetricsPutFromEnvironment(Env* env) {
   rpc::TransportSecurity security;
   security.job_token = env->GetVar(rpc::kJobTokenEnvVar).value_or("");
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> client,
-                          coord::NewGrpcCoordinationClient(*address, security));
+                          coord::NewCoordinationClient(*address, security));
   std::shared_ptr<coord::CoordinationClient> shared = std::move(client);
   return MetricsPut([shared](const std::string& key, const std::string& value) {
     coord::InsertKeyValueRequest request;
