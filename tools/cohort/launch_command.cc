@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -32,6 +33,7 @@
 #include "cohort/base/env.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/subprocess.h"
+#include "cohort/coord/etcd_client.h"
 #include "cohort/launch/cluster_launcher.h"
 #include "cohort/launch/engine.h"
 #include "cohort/launch/launcher.h"
@@ -145,6 +147,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     std::string engine;
     std::string jobs;
     std::string rendezvous;
+    std::string etcd_ca;
+    std::string etcd_cert;
+    std::string etcd_key;
+    std::string etcd_credentials;
     double rendezvous_timeout_s = 300;
     double partition_grace_s = 60;
     std::string bind_host = "0.0.0.0";
@@ -248,12 +254,36 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
                    "job name, e.g. chief=1,worker=2,ps=1 (default: every "
                    "task a worker)")
       ->needs(engine_opt);
+  auto* rendezvous_opt =
+      launch
+          ->add_option("--rendezvous", flags->rendezvous,
+                       "with --engine: HOST:PORT of task 0's launcher, or "
+                       ":PORT to keep the engine's host (default: the "
+                       "engine's address of task 0, port 8888); or "
+                       "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: the job's "
+                       "control plane in etcd, no launcher special "
+                       "(docs/etcd.md)")
+          ->needs(engine_opt);
   launch
-      ->add_option("--rendezvous", flags->rendezvous,
-                   "with --engine: HOST:PORT of task 0's launcher, or :PORT "
-                   "to keep the engine's host (default: the engine's "
-                   "address of task 0, port 8888)")
-      ->needs(engine_opt);
+      ->add_option("--etcd-ca", flags->etcd_ca,
+                   "with --rendezvous etcd://: the CA file of the etcd "
+                   "members' TLS certificates")
+      ->needs(rendezvous_opt);
+  launch
+      ->add_option("--etcd-cert", flags->etcd_cert,
+                   "with --rendezvous etcd://: this client's TLS certificate "
+                   "(with --etcd-key), for members run with "
+                   "--client-cert-auth")
+      ->needs(rendezvous_opt);
+  launch
+      ->add_option("--etcd-key", flags->etcd_key,
+                   "with --etcd-cert: its private key file")
+      ->needs(rendezvous_opt);
+  launch
+      ->add_option("--etcd-credentials", flags->etcd_credentials,
+                   "with --rendezvous etcd://: a file holding USER:PASSWORD "
+                   "of an etcd user (never on the command line)")
+      ->needs(rendezvous_opt);
   launch
       ->add_option("--rendezvous-timeout", flags->rendezvous_timeout_s,
                    "with --engine: seconds to reach task 0's launcher and "
@@ -312,7 +342,29 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
 
     if (!flags->engine.empty()) {
       launch::EngineFlags ef;
-      ef.rendezvous = flags->rendezvous;
+      coord::EtcdClientOptions etcd;
+      if (absl::StartsWith(flags->rendezvous, coord::kEtcdScheme)) {
+        absl::StatusOr<coord::EtcdTarget> target =
+            coord::ParseEtcdUrl(flags->rendezvous);
+        if (!target.ok()) return fail(target.status());
+        etcd.target = *target;
+        etcd.ca_file = flags->etcd_ca;
+        etcd.cert_file = flags->etcd_cert;
+        etcd.key_file = flags->etcd_key;
+        if (!flags->etcd_credentials.empty()) {
+          absl::Status read =
+              coord::ReadEtcdCredentials(flags->etcd_credentials, etcd);
+          if (!read.ok()) return fail(read);
+        }
+      } else {
+        ef.rendezvous = flags->rendezvous;
+        if (!flags->etcd_ca.empty() || !flags->etcd_cert.empty() ||
+            !flags->etcd_credentials.empty()) {
+          return fail(absl::InvalidArgumentError(
+              "--etcd-ca, --etcd-cert and --etcd-credentials need "
+              "--rendezvous etcd://..."));
+        }
+      }
       ef.num_tasks = flags->n;
       ef.timeout = rendezvous_timeout;
       absl::StatusOr<launch::EngineTask> engine =
@@ -325,6 +377,8 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       }
       launch::ClusterLaunchOptions options;
       options.engine = *engine;
+      options.etcd = etcd;
+      options.etcd_credentials_file = flags->etcd_credentials;
       if (!flags->jobs.empty()) {
         absl::StatusOr<std::map<std::string, int>> jobs =
             launch::ParseJobCounts(flags->jobs);

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "cohort/base/json.h"
@@ -242,6 +243,8 @@ class EtcdCoordinationClient : public CoordinationClient {
       const CallOptions&) {
     const TaskId task = FromProto(request.source_task());
     COHORT_RETURN_IF_ERROR(CheckTask(task));
+    // A recoverable task's failure is its launcher's to handle.
+    if (options_.recoverable) return absl::OkStatus();
     Json record = {{"task", task.ToString()},
                    {"code", request.error_code()},
                    {"message", request.error_message().substr(0, 4096)},
@@ -294,7 +297,8 @@ class EtcdCoordinationClient : public CoordinationClient {
       }
       COHORT_RETURN_IF_ERROR(events.status());
       for (const EtcdEvent& e : *events) {
-        if (!e.deleted || !absl::StartsWith(e.kv.key, Space(kTasksDir))) {
+        if (options_.recoverable || !e.deleted ||
+            !absl::StartsWith(e.kv.key, Space(kTasksDir))) {
           continue;
         }
         const std::string name = e.kv.key.substr(Space(kTasksDir).size());
@@ -607,8 +611,12 @@ class EtcdCoordinationClient : public CoordinationClient {
 
   // --- Barriers ---
 
+  // Barrier ids may hold '/' ("cohort/launch/start"): escaped, so an id is
+  // one path segment.
   std::string BarrierDir(const std::string& id, int64_t counter) const {
-    return Space(absl::StrCat("barriers/", id, "/", counter, "/"));
+    const std::string segment =
+        absl::StrReplaceAll(id, {{"%", "%25"}, {"/", "%2F"}});
+    return Space(absl::StrCat("barriers/", segment, "/", counter, "/"));
   }
 
   absl::Status BarrierOutcome(const std::string& id, int64_t counter,
@@ -637,10 +645,10 @@ class EtcdCoordinationClient : public CoordinationClient {
     const int64_t counter = request.counter();
     const TaskId me = FromProto(request.source_task());
     COHORT_RETURN_IF_ERROR(CheckTask(me));
-    if (id.empty() || id.size() > 256 || absl::StrContains(id, "/")) {
+    if (id.empty() || id.size() > 256) {
       return Error(absl::StatusCode::kInvalidArgument,
                    absl::StrCat("barrier id \"", id.substr(0, 64),
-                                "\" must be 1..256 characters without '/'"));
+                                "\" must be 1..256 characters"));
     }
     std::set<std::string> members;
     if (request.tasks().empty()) {
@@ -775,6 +783,11 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
       options.jobs[job] = count.get<int>();
     }
     options.job_id = record->value("job_id", "");
+    options.recoverable = record->value("recoverable", false);
+    const int64_t ttl_ms = record->value("heartbeat_timeout_ms", int64_t{0});
+    if (ttl_ms > 0 && ttl_ms < int64_t{1} << 40) {
+      options.heartbeat_timeout = absl::Milliseconds(ttl_ms);
+    }
     if (options.jobs.empty() || options.job_id.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("the job record at etcd prefix ", where,
@@ -785,8 +798,12 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
   const uint64_t incarnation = random() | 1;
   Json jobs = Json::object();
   for (const auto& [job, count] : options.jobs) jobs[job] = count;
-  const Json mine = {
-      {"job_id", options.job_id}, {"jobs", jobs}, {"incarnation", incarnation}};
+  const Json mine = {{"job_id", options.job_id},
+                     {"jobs", jobs},
+                     {"incarnation", incarnation},
+                     {"recoverable", options.recoverable},
+                     {"heartbeat_timeout_ms",
+                      absl::ToInt64Milliseconds(options.heartbeat_timeout)}};
   COHORT_RETURN_IF_ERROR(etcd->Create(key, JsonDump(mine)).status());
   COHORT_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> held, etcd->Get(key));
   absl::StatusOr<Json> theirs = held.has_value()

@@ -72,6 +72,10 @@ struct EtcdCoordinationOptions {
   // A registered task's lease TTL (rounded up to whole seconds, at least
   // 2 s): silent this long, it is lost.
   absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // As the built-in service's recoverable jobs, for every task: a task's
+  // loss or reported error is not the job's error (its launcher restarts
+  // it). Joining clients read this and heartbeat_timeout from the record.
+  bool recoverable = false;
 };
 
 // A job id that names the job without revealing its token: the first 16

@@ -20,6 +20,7 @@
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/coordination_server.h"
 #include "cohort/coord/elastic_membership.h"
+#include "cohort/coord/etcd_coordination_client.h"
 #include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/coord/task_metrics.h"
@@ -161,6 +162,13 @@ struct ClusterLauncher::Impl {
     }
     return out;
   }
+  bool on_etcd() const { return !options.etcd.target.endpoints.empty(); }
+  // Where the control plane is, for messages.
+  std::string ControlPlane() const {
+    return on_etcd() ? absl::StrCat("etcd at ", options.etcd.target.ToString())
+                     : absl::StrCat("task 0's launcher at ",
+                                    options.engine.rendezvous);
+  }
   absl::Duration LostAfter() const {
     return options.heartbeat_timeout + options.partition_grace;
   }
@@ -187,6 +195,15 @@ struct ClusterLauncher::Impl {
   absl::Status Validate();
   absl::Status StartControlPlane();  // task 0
   absl::Status Connect();
+  // With etcd: the launchers' client; refuses a prefix that holds the keys
+  // of an earlier run of this job.
+  absl::StatusOr<std::unique_ptr<coord::CoordinationClient>> EtcdLaunchers();
+  // With etcd: the coordination address of `attempt`'s programs, after
+  // writing its space's job record.
+  absl::StatusOr<std::string> EtcdPrograms(int attempt);
+  // With etcd, at the end: this launcher is done; the last one removes the
+  // job's keys.
+  void EtcdDone();
   absl::StatusOr<AttemptEnd> RunAttempt(int attempt, LaunchResult& result);
   // Agrees on the attempt's addresses and services with every launcher;
   // task 0 also publishes where the job's control plane is.
@@ -223,6 +240,7 @@ struct ClusterLauncher::Impl {
   // Declared after the services it watches: destroyed before them.
   std::unique_ptr<SilenceWatch> silence;
 
+  std::shared_ptr<coord::EtcdClient> etcd;  // with an etcd control plane
   std::unique_ptr<coord::CoordinationAgent> agent;
   // Elastic jobs, launchers other than task 0's: a client of the programs'
   // coordination service, where the membership lives.
@@ -285,6 +303,12 @@ absl::Status ClusterLauncher::Impl::Validate() {
         e.engine, " engine runs ", e.count, " task(s); give it ",
         options.elastic.max, " and no --jobs other than workers (", e.source,
         ")"));
+  }
+  if (on_etcd() && options.elastic.min > 0) {
+    return absl::InvalidArgumentError(
+        "--elastic does not run on an etcd control plane yet (--rendezvous "
+        "etcd://...): its membership lives in task 0's launcher; leave out "
+        "one of the two (docs/etcd.md)");
   }
   COHORT_ASSIGN_OR_RETURN(tasks, PlanEngineTasks(jobs, e.count));
   me = e.index;
@@ -360,12 +384,70 @@ absl::Status ClusterLauncher::Impl::StartControlPlane() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<coord::CoordinationClient>>
+ClusterLauncher::Impl::EtcdLaunchers() {
+  if (etcd == nullptr) {
+    COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::EtcdClient> client,
+                            coord::EtcdClient::Connect(options.etcd));
+    etcd = std::move(client);
+  }
+  // A run whose launchers all ended removed its keys; one that failed or
+  // was cut short left them, and this run would read its verdicts.
+  COHORT_ASSIGN_OR_RETURN(std::vector<coord::EtcdKeyValue> ended,
+                          etcd->List("launchers/ended/"));
+  COHORT_ASSIGN_OR_RETURN(std::optional<coord::EtcdKeyValue> failed,
+                          etcd->Get("launchers/status/error"));
+  if (!ended.empty() || failed.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "etcd prefix ", options.etcd.target.ToString(),
+        " holds the keys of a run of this job that has ",
+        failed.has_value() ? "failed" : "ended",
+        "; remove them (etcdctl del --prefix ", options.etcd.target.prefix,
+        ") or give this run its own prefix"));
+  }
+  coord::EtcdCoordinationOptions o;
+  o.space = "launchers/";
+  o.jobs = {{"launcher", options.engine.count}};
+  o.job_id = coord::JobIdOf(options.job_token);
+  o.heartbeat_timeout = LostAfter();
+  return coord::NewEtcdCoordinationClient(etcd, std::move(o));
+}
+
+absl::StatusOr<std::string> ClusterLauncher::Impl::EtcdPrograms(int attempt) {
+  coord::EtcdCoordinationOptions o;
+  o.space = absl::StrCat("programs/", attempt, "/");
+  for (const TaskSpec& t : tasks)
+    o.jobs[t.job] = std::max(o.jobs[t.job], t.index + 1);
+  o.job_id = coord::JobIdOf(options.job_token);
+  o.heartbeat_timeout = std::max(options.heartbeat_timeout, kProgramSilence);
+  // As the built-in service under --restart task: a program's loss is its
+  // own launcher's to handle, not every program's error.
+  o.recoverable = options.restart == RestartMode::kTask;
+  COHORT_RETURN_IF_ERROR(
+      coord::NewEtcdCoordinationClient(etcd, std::move(o)).status());
+  return absl::StrCat(options.etcd.target.ToString(), "/programs/", attempt);
+}
+
+void ClusterLauncher::Impl::EtcdDone() {
+  const std::string key = absl::StrCat("launchers/ended/", me);
+  if (!etcd->Put(key, options.engine.hosts[me]).ok()) return;
+  absl::StatusOr<std::vector<coord::EtcdKeyValue>> ended =
+      etcd->List("launchers/ended/");
+  if (ended.ok() && static_cast<int>(ended->size()) == options.engine.count) {
+    etcd->DeleteDir("").IgnoreError();  // the job's whole prefix
+  }
+}
+
 absl::Status ClusterLauncher::Impl::Connect() {
-  COHORT_ASSIGN_OR_RETURN(
-      std::unique_ptr<coord::CoordinationClient> client,
-      coord::NewCoordinationClient(
-          absl::StrCat(coord::kFramedTargetPrefix, options.engine.rendezvous),
-          security));
+  std::unique_ptr<coord::CoordinationClient> client;
+  if (on_etcd()) {
+    COHORT_ASSIGN_OR_RETURN(client, EtcdLaunchers());
+  } else {
+    COHORT_ASSIGN_OR_RETURN(client, coord::NewCoordinationClient(
+                                        absl::StrCat(coord::kFramedTargetPrefix,
+                                                     options.engine.rendezvous),
+                                        security));
+  }
   coord::CoordinationAgentOptions ao;
   ao.task = {"launcher", me};
   // Contact lost for heartbeat_timeout is a partition this launcher may
@@ -381,6 +463,15 @@ absl::Status ClusterLauncher::Impl::Connect() {
   COHORT_ASSIGN_OR_RETURN(agent, coord::CoordinationAgent::Create(
                                      std::move(ao), std::move(client)));
   absl::Status s = agent->Connect();
+  if (on_etcd() && (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s))) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "launcher:", me, " could not register in etcd at ",
+        options.etcd.target.ToString(), " within ",
+        absl::FormatDuration(options.rendezvous_timeout),
+        "; check that a majority of the etcd members are up and reachable "
+        "from this host (etcdctl endpoint health). Last error: ",
+        s.message()));
+  }
   if (absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s)) {
     return absl::DeadlineExceededError(absl::StrCat(
         "could not reach task 0's launcher at ", options.engine.rendezvous,
@@ -393,8 +484,8 @@ absl::Status ClusterLauncher::Impl::Connect() {
         "--rendezvous-timeout). Last error: ",
         s.message()));
   }
-  return Annotate(s, absl::StrCat("registering launcher:", me, " at ",
-                                  options.engine.rendezvous));
+  return Annotate(
+      s, absl::StrCat("registering launcher:", me, " with ", ControlPlane()));
 }
 
 absl::Status ClusterLauncher::Impl::WaitAtBarrierOrStop(
@@ -427,7 +518,12 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
     COHORT_RETURN_IF_ERROR(WriteFirstGeneration(
         coord::ElasticStoreOf(programs->service()), tasks));
   }
-  if (me == 0) {
+  std::string etcd_programs;
+  if (on_etcd()) {
+    // Before the barrier: no program starts before its space exists.
+    COHORT_ASSIGN_OR_RETURN(etcd_programs, EtcdPrograms(attempt));
+  }
+  if (me == 0 && !on_etcd()) {
     const barrier::BarrierEndpoints at = barrier::BarrierEndpointsOf(*programs);
     const Json services = {
         {"coordination", OnHost(e.hosts[0], programs->port())},
@@ -454,10 +550,15 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
         agent->TryGetKeyValue(Key(attempt, absl::StrCat("address/", k))));
     inputs.addresses.push_back(address);
   }
-  COHORT_ASSIGN_OR_RETURN(std::string services_text,
-                          agent->TryGetKeyValue(Key(attempt, "services")));
-  COHORT_ASSIGN_OR_RETURN(Json services,
-                          ParseJson(services_text, "the services record"));
+  Json services = Json::object();
+  if (on_etcd()) {
+    services["coordination"] = etcd_programs;
+  } else {
+    COHORT_ASSIGN_OR_RETURN(std::string services_text,
+                            agent->TryGetKeyValue(Key(attempt, "services")));
+    COHORT_ASSIGN_OR_RETURN(services,
+                            ParseJson(services_text, "the services record"));
+  }
   inputs.task = me;
   inputs.attempt = attempt;
   inputs.job_token = security.job_token;
@@ -468,6 +569,12 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
   inputs.barrier_tcp_address = services.value("barrier_tcp", "");
   inputs.barrier_timeout = options.barrier_timeout;
   inputs.extra_env = options.extra_env;
+  if (on_etcd()) {
+    for (std::string& v :
+         coord::EtcdSecurityEnv(options.etcd, options.etcd_credentials_file)) {
+      inputs.extra_env.push_back(std::move(v));
+    }
+  }
   return inputs;
 }
 
@@ -485,7 +592,7 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
       }
     }
   } close_gang{nullptr, attempt};
-  if (me == 0) {
+  if (coordinator != nullptr) {
     const int gang_size = static_cast<int>(
         std::count_if(tasks.begin(), tasks.end(),
                       [](const TaskSpec& t) { return t.partition_id >= 0; }));
@@ -519,7 +626,7 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   }
   plan.messages = [this](const std::string& line) { Message(line); };
   std::string barrier_failure;
-  if (me == 0) {
+  if (coordinator != nullptr) {
     plan.on_failure =
         GangFailureHook(coordinator.get(), attempt, &barrier_failure);
   }
@@ -570,9 +677,8 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   if (end.outcome == AttemptEnd::Outcome::kLost) {
     result.exit_code = 1;
     result.failure_summary = absl::StrCat(
-        "the launchers lost each other (control plane at ", e.rendezvous,
-        ", served by engine task 0): ", end.lost.message(),
-        LauncherHosts(end.lost.message()));
+        "the launchers lost each other (control plane: ", ControlPlane(),
+        "): ", end.lost.message(), LauncherHosts(end.lost.message()));
     Message(result.failure_summary);
     Message(absl::StrCat("stopped ", spec.Name(), "; the job failed"));
     return end;
@@ -649,11 +755,11 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
   LaunchResult result;
   COHORT_ASSIGN_OR_RETURN(result.log_dir, PrepareLogDir(options.log_dir));
   security.job_token = options.job_token;
-  if (me == 0) COHORT_RETURN_IF_ERROR(StartControlPlane());
+  if (me == 0 && !on_etcd()) COHORT_RETURN_IF_ERROR(StartControlPlane());
   COHORT_RETURN_IF_ERROR(Connect());
   if (options.progress) {
-    Message(absl::StrCat("joined the job at ", options.engine.rendezvous,
-                         " as ", tasks[me].Name(), " (", options.engine.source,
+    Message(absl::StrCat("joined the job (control plane: ", ControlPlane(),
+                         ") as ", tasks[me].Name(), " (", options.engine.source,
                          ")"));
   }
 
@@ -701,6 +807,7 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
   // control plane stays up until the last launcher knows the outcome.
   agent->Shutdown().IgnoreError();
   agent.reset();
+  if (on_etcd()) EtcdDone();
   silence.reset();
   sampler.reset();
   if (programs != nullptr) programs->Stop();

@@ -50,6 +50,15 @@
 // every chief, worker and evaluator program exited 0 in one attempt; ps
 // programs are then stopped.
 //
+// With an etcd control plane (ClusterLaunchOptions::etcd) every launcher
+// meets the others in etcd (etcd_coordination_client.h, space
+// "launchers/"), and each attempt's programs share a coordination service in
+// etcd too (space "programs/<attempt>/", their address the etcd URL): a
+// launcher is lost when its etcd lease (heartbeat_timeout +
+// partition_grace) expires, whichever launcher it is. Not yet with etcd:
+// --elastic, the barrier-mode gang service (BarrierTaskContext), the
+// silence lines and the progress line, which need task 0's services.
+//
 // Thread safety: Run() is called once, from one thread; Stop() may be called
 // from any thread at any time.
 #ifndef COHORT_LAUNCH_CLUSTER_LAUNCHER_H_
@@ -64,6 +73,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
+#include "cohort/coord/etcd_client.h"
 #include "cohort/launch/engine.h"
 #include "cohort/launch/launcher.h"
 
@@ -89,6 +99,13 @@ struct ClusterLaunchOptions {
   // Required, the same on every launcher (see docs/slurm.md,
   // docs/kubernetes.md for how each engine hands it over).
   std::string job_token;
+  // The job's control plane in an etcd cluster instead of task 0's launcher
+  // (--rendezvous etcd://HOST:PORT[,...][/PREFIX], docs/etcd.md): then no
+  // launcher is special. `etcd.target` empty: task 0's launcher serves it.
+  // etcd_credentials_file: the file `etcd`'s user and password came from,
+  // handed to the programs by name.
+  coord::EtcdClientOptions etcd;
+  std::string etcd_credentials_file;
   // How long a launcher tries to reach task 0's launcher, and how long any
   // launcher waits for all the others at an attempt's start and end.
   absl::Duration rendezvous_timeout = absl::Minutes(5);
