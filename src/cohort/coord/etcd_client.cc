@@ -212,6 +212,10 @@ struct EtcdClient::Impl {
   size_t preferred ABSL_GUARDED_BY(mu) = 0;
   std::string token ABSL_GUARDED_BY(mu);
 
+  // " /prefix/key" for messages; "" for calls without a key (leases).
+  std::string Named(absl::string_view key) const {
+    return key.empty() ? "" : absl::StrCat(" ", Full(std::string(key)));
+  }
   std::string Full(const std::string& key) const {
     return absl::StrCat(options.target.prefix, key);
   }
@@ -294,14 +298,14 @@ struct EtcdClient::Impl {
         continue;
       }
       if (cancellation != nullptr && cancellation->cancelled()) {
-        return absl::CancelledError(absl::StrCat(
-            "etcd ", what, " ", Full(std::string(key)), " cancelled"));
+        return absl::CancelledError(
+            absl::StrCat("etcd ", what, Named(key), " cancelled"));
       }
       if (!Retryable(s)) {
         return absl::Status(
             rpc::FromGrpcStatus(s).code(),
-            absl::StrCat("etcd at ", e.address, " refused ", what, " ",
-                         Full(std::string(key)), ": ", s.error_message(),
+            absl::StrCat("etcd at ", e.address, " refused ", what, Named(key),
+                         ": ", s.error_message(),
                          s.error_code() == grpc::StatusCode::PERMISSION_DENIED
                              ? "; check the etcd user's role covers the "
                                "prefix (etcdctl role get)"
@@ -316,7 +320,7 @@ struct EtcdClient::Impl {
     }
     return absl::UnavailableError(absl::StrCat(
         "etcd at ", absl::StrJoin(options.target.endpoints, ","),
-        " did not answer ", what, " ", Full(std::string(key)), " within ",
+        " did not answer ", what, Named(key), " within ",
         absl::FormatDuration(timeout),
         last_at.empty() ? ""
                         : absl::StrCat(" (last error, from ", last_at, ": ",
@@ -420,15 +424,15 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(
 const EtcdTarget& EtcdClient::target() const { return impl_->options.target; }
 
 absl::StatusOr<int64_t> EtcdClient::Put(const std::string& key,
-                                        const std::string& value,
-                                        int64_t lease) {
+                                        const std::string& value, int64_t lease,
+                                        absl::Duration timeout) {
   etcdserverpb::PutRequest request;
   request.set_key(impl_->Full(key));
   request.set_value(value);
   request.set_lease(lease);
   etcdserverpb::PutResponse response;
   COHORT_RETURN_IF_ERROR(
-      impl_->Call("put", key, impl_->options.call_timeout,
+      impl_->Call("put", key, std::min(timeout, impl_->options.call_timeout),
                   [&](const Impl::Endpoint& e, grpc::ClientContext& context) {
                     return e.kv->Put(&context, request, &response);
                   }));
@@ -572,10 +576,10 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
   return response.id();
 }
 
-absl::Status EtcdClient::KeepAlive(int64_t lease) {
+absl::Status EtcdClient::KeepAlive(int64_t lease, absl::Duration timeout) {
   etcdserverpb::LeaseKeepAliveResponse response;
   COHORT_RETURN_IF_ERROR(impl_->Call(
-      "lease keep-alive", "", impl_->options.call_timeout,
+      "lease keep-alive", "", std::min(timeout, impl_->options.call_timeout),
       [&](const Impl::Endpoint& e, grpc::ClientContext& context) {
         auto stream = e.lease->LeaseKeepAlive(&context);
         etcdserverpb::LeaseKeepAliveRequest request;
@@ -598,12 +602,12 @@ absl::Status EtcdClient::KeepAlive(int64_t lease) {
   return absl::OkStatus();
 }
 
-absl::Status EtcdClient::RevokeLease(int64_t lease) {
+absl::Status EtcdClient::RevokeLease(int64_t lease, absl::Duration timeout) {
   etcdserverpb::LeaseRevokeRequest request;
   request.set_id(lease);
   etcdserverpb::LeaseRevokeResponse response;
   return impl_->Call(
-      "lease revoke", "", impl_->options.call_timeout,
+      "lease revoke", "", std::min(timeout, impl_->options.call_timeout),
       [&](const Impl::Endpoint& e, grpc::ClientContext& context) {
         return e.lease->LeaseRevoke(&context, request, &response);
       });

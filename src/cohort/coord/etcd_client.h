@@ -136,9 +136,11 @@ class EtcdClient {
   const EtcdTarget& target() const;
 
   // Sets `key` (attached to `lease` when non-zero: deleted when the lease
-  // ends). Returns the store's revision after the write.
-  absl::StatusOr<int64_t> Put(const std::string& key, const std::string& value,
-                              int64_t lease = 0);
+  // ends). Returns the store's revision after the write. `timeout` here and
+  // below: at most this long (capped at the call timeout).
+  absl::StatusOr<int64_t> Put(
+      const std::string& key, const std::string& value, int64_t lease = 0,
+      absl::Duration timeout = absl::InfiniteDuration());
   // The key, or nullopt when absent. `revision` (optional) gets the store's
   // revision of the read: Watch from it misses nothing.
   absl::StatusOr<std::optional<EtcdKeyValue>> Get(const std::string& key,
@@ -166,10 +168,13 @@ class EtcdClient {
   // A lease of `ttl` (whole seconds, at least 1): keys attached to it are
   // deleted when it is revoked or not kept alive for that long.
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
-  // Renews `lease` for its full TTL. NotFound when it has expired: every key
-  // attached to it is gone.
-  absl::Status KeepAlive(int64_t lease);
-  absl::Status RevokeLease(int64_t lease);
+  // Renews `lease` for its full TTL, trying for at most `timeout` (capped at
+  // the call timeout). NotFound when it has expired: every key attached to
+  // it is gone.
+  absl::Status KeepAlive(int64_t lease,
+                         absl::Duration timeout = absl::InfiniteDuration());
+  absl::Status RevokeLease(int64_t lease,
+                           absl::Duration timeout = absl::InfiniteDuration());
 
   // Waits for changes to `key_or_dir` (a directory when it ends in "/")
   // after store revision `after` (Get's or List's `revision`), for at most

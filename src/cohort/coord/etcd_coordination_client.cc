@@ -34,6 +34,8 @@ constexpr char kStatusDir[] = "status/";
 // timeout 0, a poll without a deadline) waits per watch before looking
 // again: a watch is one stream, not a promise to wait forever.
 constexpr absl::Duration kWatchSlice = absl::Minutes(5);
+// Each of ShutdownTask's two calls: an election takes about a second.
+constexpr absl::Duration kShutdownCallTimeout = absl::Seconds(4);
 
 absl::Duration Remaining(absl::Time deadline) {
   return std::max(absl::ZeroDuration(), deadline - absl::Now());
@@ -178,7 +180,8 @@ class EtcdCoordinationClient : public CoordinationClient {
   }
 
   absl::Status DoHeartbeat(const HeartbeatRequest& request,
-                           HeartbeatResponse* response, const CallOptions&) {
+                           HeartbeatResponse* response,
+                           const CallOptions& options) {
     const TaskId task = FromProto(request.source_task());
     int64_t lease = 0;
     {
@@ -193,7 +196,8 @@ class EtcdCoordinationClient : public CoordinationClient {
                                 "through this client"),
                    &task);
     }
-    absl::Status s = etcd_->KeepAlive(lease);
+    // Within the agent's own timeout, so it judges contact lost on time.
+    absl::Status s = etcd_->KeepAlive(lease, options.timeout);
     if (absl::IsNotFound(s)) {
       return Error(
           absl::StatusCode::kUnavailable,
@@ -213,9 +217,13 @@ class EtcdCoordinationClient : public CoordinationClient {
     const TaskId task = FromProto(request.source_task());
     COHORT_RETURN_IF_ERROR(CheckTask(task));
     // The marker first: a poll that sees the task's key go then knows it
-    // left on purpose.
+    // left on purpose. Bounded: a task that shuts down after losing etcd
+    // (its job over) must not wait for every member once more; without the
+    // marker its lease is left to expire.
     COHORT_RETURN_IF_ERROR(
-        etcd_->Put(Space(absl::StrCat(kShutdownDir, task.ToString())), "")
+        etcd_
+            ->Put(Space(absl::StrCat(kShutdownDir, task.ToString())), "", 0,
+                  kShutdownCallTimeout)
             .status());
     int64_t lease = 0;
     {
@@ -227,7 +235,7 @@ class EtcdCoordinationClient : public CoordinationClient {
       }
     }
     if (lease != 0) {
-      absl::Status s = etcd_->RevokeLease(lease);
+      absl::Status s = etcd_->RevokeLease(lease, kShutdownCallTimeout);
       if (!s.ok() && !absl::IsNotFound(s)) return s;
     }
     return absl::OkStatus();

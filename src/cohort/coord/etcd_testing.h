@@ -75,6 +75,14 @@ class LocalEtcd {
     absl::StatusOr<std::string> out = Script({"kill", member});
     EXPECT_TRUE(out.ok()) << out.status();
   }
+  // Kills the leader and one other member: one of three is left, no
+  // majority (no election can follow).
+  void KillMajority() {
+    const std::string leader = Leader();
+    ASSERT_EQ(leader.size(), 2u);
+    Kill(leader);
+    Kill(absl::StrCat("e", (leader[1] - '0' + 1) % 3));
+  }
   // etcdctl against the cluster (plain clusters), e.g. {"get", "", "--prefix"}.
   absl::StatusOr<std::string> Ctl(std::vector<std::string> args) {
     std::vector<std::string> argv = {

@@ -1,0 +1,288 @@
+// `cohort launch --engine tf_config --rendezvous etcd://...` as separate
+// processes against a real 3-member etcd cluster (LocalEtcd): the job runs
+// with its control plane in etcd, survives the etcd leader's death, fails
+// clearly when etcd loses its majority, treats task 0's launcher as any
+// other, keeps two jobs under two prefixes apart, and refuses bad input.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "cohort/coord/etcd_testing.h"
+#include "cohort/rpc/socket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/launch/command_run.h"
+
+namespace cohort::launch {
+namespace {
+
+using coord::LocalEtcd;
+using launch_testing::BinDir;
+using launch_testing::CommandRun;
+using launch_testing::FinishCommand;
+using launch_testing::StartCommand;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class EtcdLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!etcd_.Start()) {
+      if (etcd_.skip_reason().empty()) FAIL() << "etcd did not start";
+      GTEST_SKIP() << etcd_.skip_reason();
+    }
+    dir_ = absl::StrCat(::testing::TempDir(), "/etcd_launch_test.", getpid(),
+                        ".", absl::ToUnixNanos(absl::Now()));
+    std::error_code error;
+    std::filesystem::create_directories(dir_, error);
+    ASSERT_FALSE(error) << dir_ << ": " << error.message();
+  }
+
+  // Starts `n` launchers of one job under etcd prefix `prefix`, each running
+  // `script` ($C: cohort, $D: a directory every task shares, $A: the
+  // programs' coordination address).
+  std::vector<std::unique_ptr<Subprocess>> StartJob(
+      int n, const std::string& prefix, const std::string& script,
+      const std::vector<std::string>& flags = {},
+      const std::string& token = "etcd-launch-token-0123") {
+    std::vector<std::string> hosts;
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<int> port = rpc::PickFreePort("127.0.0.1");
+      EXPECT_TRUE(port.ok());
+      hosts.push_back(
+          absl::StrCat("\"127.0.0.1:", port.ok() ? *port : 0, "\""));
+    }
+    std::vector<std::unique_ptr<Subprocess>> launchers;
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::string> argv = {
+          BinDir() + "/cohort",
+          "launch",
+          "--engine",
+          "tf_config",
+          "--rendezvous",
+          etcd_.Url(prefix),
+          "--log-dir",
+          absl::StrCat(dir_, "/logs", prefix, "/", i),
+          "--rendezvous-timeout",
+          "30",
+          "--stop-grace",
+          "1"};
+      argv.insert(argv.end(), flags.begin(), flags.end());
+      for (const std::string& a :
+           {std::string("--"), std::string("/bin/sh"), std::string("-c"),
+            "C=" + BinDir() + "/cohort; D=" + dir_ +
+                "; A=$COHORT_COORDINATION_SERVICE_ADDRESS; " + script}) {
+        argv.push_back(a);
+      }
+      launchers.push_back(StartCommand(
+          argv,
+          {absl::StrCat(R"(TF_CONFIG={"cluster": {"worker": [)",
+                        absl::StrJoin(hosts, ","),
+                        R"(]}, "task": {"type": "worker", "index": )", i, "}}"),
+           "COHORT_JOB_TOKEN=" + token}));
+      EXPECT_NE(launchers.back(), nullptr);
+    }
+    return launchers;
+  }
+
+  // Waits until every program of an n-task job wrote $D/ready.<index>.
+  void AwaitReady(int n, absl::Time start) {
+    for (int i = 0; i < n; ++i) {
+      const std::string f = absl::StrCat(dir_, "/ready.", i);
+      while (access(f.c_str(), F_OK) != 0) {
+        ASSERT_LT(absl::Now() - start, absl::Seconds(60))
+            << "program " << i << " never ran";
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    }
+  }
+  void Release() { std::ofstream(dir_ + "/go") << "go"; }
+
+  // A program that says it is ready, waits for Release(), then exchanges a
+  // key with the next task through the programs' store in etcd.
+  static std::string Gated(int n) {
+    return absl::StrCat(
+        "i=${COHORT_TASK_NAME#*:}; touch $D/ready.$i; "
+        "while [ ! -f $D/go ]; do sleep 0.05; done; "
+        "$C kv set --coordinator $A k/$i v$i && "
+        "$C kv get --coordinator $A --wait 30s k/$(( (i + 1) % ",
+        n, " ))");
+  }
+
+  LocalEtcd etcd_;
+  std::string dir_;
+};
+
+TEST_F(EtcdLaunchTest, AJobRunsWithItsControlPlaneInEtcd) {
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<Subprocess>> launchers = StartJob(
+      3, "/job-a",
+      "i=${COHORT_TASK_NAME#*:}; $C kv set --coordinator $A k/$i v$i && "
+      "$C kv get --coordinator $A --wait 30s k/$(( (i + 1) % 3 )) && "
+      "echo \"address $A\"");
+  for (int i = 0; i < 3; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat(
+                              "joined the job (control plane: etcd at ",
+                              etcd_.Url("/job-a"), ") as worker:", i)));
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("[worker:", i, "] v", (i + 1) % 3)));
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat(
+                              "address ", etcd_.Url("/job-a"), "/programs/0")));
+  }
+  // The last launcher out removed the job's keys; nothing was written
+  // outside the job's prefix.
+  absl::StatusOr<std::string> left =
+      etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, "");
+}
+
+TEST_F(EtcdLaunchTest, TheEtcdLeaderKilledMidJobCostsNothing) {
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<Subprocess>> launchers =
+      StartJob(3, "/job", Gated(3),
+               {"--heartbeat-timeout", "2", "--partition-grace", "4"});
+  AwaitReady(3, start);
+  etcd_.Kill(etcd_.Leader());
+  Release();
+  for (int i = 0; i < 3; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("[worker:", i, "] v", (i + 1) % 3)));
+    EXPECT_THAT(r.output, Not(HasSubstr("attempt 1")));  // no restart
+  }
+}
+
+TEST_F(EtcdLaunchTest, EtcdWithoutAMajorityFailsTheLaunchersNamingIt) {
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<Subprocess>> launchers =
+      StartJob(2, "/job", Gated(2),
+               {"--heartbeat-timeout", "2", "--partition-grace", "2"});
+  AwaitReady(2, start);
+  etcd_.KillMajority();
+  for (int i = 0; i < 2; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("the launchers lost each other (control "
+                                       "plane: etcd at ",
+                                       etcd_.Url("/job"), "): ")));
+    EXPECT_THAT(r.output, HasSubstr("stopped worker:"));
+  }
+  Release();
+}
+
+TEST_F(EtcdLaunchTest, Task0sLauncherIsAnyLauncher) {
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<Subprocess>> launchers = StartJob(
+      3, "/job", "touch $D/ready.${COHORT_TASK_NAME#*:}; exec sleep 60",
+      {"--heartbeat-timeout", "2", "--partition-grace", "2"});
+  AwaitReady(3, start);
+  kill(launchers[0]->pid(), SIGKILL);
+  // Its loss is a task's loss like any other (gang policy: the job fails,
+  // naming it), found in etcd by the others; their control plane lives on.
+  for (int i = 1; i < 3; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr("task launcher:0 was lost: no heartbeat reached "
+                          "etcd for 4s and its lease expired"));
+    EXPECT_THAT(r.output, HasSubstr("(launcher:0 runs on 127.0.0.1)"));
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("stopped worker:", i)));
+  }
+  FinishCommand(*launchers[0], start);
+}
+
+TEST_F(EtcdLaunchTest, TwoJobsUnderTwoPrefixesDoNotMeet) {
+  const absl::Time start = absl::Now();
+  const std::string script =
+      "i=${COHORT_TASK_NAME#*:}; $C kv set --coordinator $A shared/$i "
+      "\"$JOB_NAME-$i\" && $C kv get --coordinator $A --wait 30s "
+      "shared/$(( (i + 1) % 2 ))";
+  std::vector<std::unique_ptr<Subprocess>> a =
+      StartJob(2, "/a", "JOB_NAME=a; " + script, {}, "etcd-token-a-0123");
+  std::vector<std::unique_ptr<Subprocess>> b =
+      StartJob(2, "/b", "JOB_NAME=b; " + script, {}, "etcd-token-b-0123");
+  for (int i = 0; i < 2; ++i) {
+    CommandRun ra = FinishCommand(*a[i], start);
+    CommandRun rb = FinishCommand(*b[i], start);
+    EXPECT_EQ(ra.exit_code, 0) << ra.output;
+    EXPECT_EQ(rb.exit_code, 0) << rb.output;
+    EXPECT_THAT(ra.output, HasSubstr(absl::StrCat("] a-", (i + 1) % 2)));
+    EXPECT_THAT(rb.output, HasSubstr(absl::StrCat("] b-", (i + 1) % 2)));
+    EXPECT_THAT(ra.output, Not(HasSubstr("] b-")));
+    EXPECT_THAT(rb.output, Not(HasSubstr("] a-")));
+  }
+}
+
+TEST_F(EtcdLaunchTest, BadInputIsRefusedClearly) {
+  const absl::Time start = absl::Now();
+  // Another job's record under the prefix: refused, nothing written.
+  std::vector<std::unique_ptr<Subprocess>> first =
+      StartJob(2, "/taken", "touch $D/ready.${COHORT_TASK_NAME#*:}; sleep 60",
+               {}, "etcd-token-first-0123");
+  AwaitReady(2, start);
+  absl::StatusOr<std::string> before =
+      etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
+  ASSERT_TRUE(before.ok());
+  std::vector<std::unique_ptr<Subprocess>> second =
+      StartJob(2, "/taken", "exit 0", {}, "etcd-token-second-0123");
+  for (int i = 0; i < 2; ++i) {
+    CommandRun r = FinishCommand(*second[i], start);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("etcd prefix ", etcd_.Url("/taken"),
+                                       "/launchers/ holds another job's "
+                                       "control plane")));
+  }
+  absl::StatusOr<std::string> after =
+      etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, *before);
+  for (auto& l : first) kill(l->pid(), SIGTERM);
+  for (auto& l : first) FinishCommand(*l, start);
+
+  // An etcd nobody serves: named, within the rendezvous timeout.
+  absl::StatusOr<int> port = rpc::PickFreePort("127.0.0.1");
+  ASSERT_TRUE(port.ok());
+  const std::string nowhere = absl::StrCat("etcd://127.0.0.1:", *port, "/j");
+  CommandRun r = launch_testing::RunCommand(
+      {BinDir() + "/cohort", "launch", "--engine", "tf_config", "--rendezvous",
+       nowhere, "--rendezvous-timeout", "3", "--", "true"},
+      {R"(TF_CONFIG={"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})",
+       "COHORT_JOB_TOKEN=etcd-token-none-0123"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("etcd at 127.0.0.1:", *port,
+                                               " did not answer")));
+  EXPECT_LT(r.elapsed, absl::Seconds(30));
+
+  // A malformed URL and a credentials file that is not there.
+  r = launch_testing::RunCommand(
+      {BinDir() + "/cohort", "launch", "--engine", "tf_config", "--rendezvous",
+       "etcd://127.0.0.1/j", "--", "true"},
+      {R"(TF_CONFIG={"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})",
+       "COHORT_JOB_TOKEN=etcd-token-none-0123"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("etcd endpoint '127.0.0.1'"));
+  r = launch_testing::RunCommand(
+      {BinDir() + "/cohort", "launch", "--engine", "tf_config", "--rendezvous",
+       etcd_.Url("/j"), "--etcd-credentials", dir_ + "/missing", "--", "true"},
+      {R"(TF_CONFIG={"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})",
+       "COHORT_JOB_TOKEN=etcd-token-none-0123"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("cannot read the etcd credentials file"));
+}
+
+}  // namespace
+}  // namespace cohort::launch
