@@ -7,11 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/common/peer.h"
 #include "cohort/base/subprocess.h"
-
-#ifndef COHORT_BENCH_SOURCE_DIR
-#define COHORT_BENCH_SOURCE_DIR "."
-#endif
 
 namespace cohort::bench {
 namespace {
@@ -24,21 +21,7 @@ std::string Tail(const std::string& text, size_t n = 2000) {
 }  // namespace
 
 Lab::Lab(std::string script) : script_(std::move(script)) {
-  if (!script_.empty()) return;
-  std::vector<std::string> candidates = {std::string(COHORT_BENCH_SOURCE_DIR) +
-                                         "/scripts/lab.sh"};
-  if (const std::string exe = ExecutablePath(); !exe.empty()) {
-    const std::string bin = exe.substr(0, exe.rfind('/') + 1);
-    candidates.push_back(bin + "../../scripts/lab.sh");
-  }
-  candidates.push_back("scripts/lab.sh");
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), R_OK) == 0) {
-      script_ = c;
-      return;
-    }
-  }
-  script_ = candidates.front();  // Up() reports it missing
+  if (script_.empty()) script_ = FindRepoFile("scripts/lab.sh");
 }
 
 Lab::~Lab() { Down(); }

@@ -154,30 +154,32 @@ absl::Status PrintRatio(const std::string& suite, const std::string& peer,
   return absl::OkStatus();
 }
 
+std::string FindRepoFile(const std::string& relative) {
+  // The source tree first: a build directory may sit anywhere. Then above
+  // the binary (build/bin/cohort -> build/bin/../../) for a tree that moved
+  // after it was built, then the working directory.
+  std::vector<std::string> candidates = {
+      absl::StrCat(COHORT_BENCH_SOURCE_DIR, "/", relative)};
+  if (const std::string exe = ExecutablePath(); !exe.empty()) {
+    const std::string bin = exe.substr(0, exe.rfind('/') + 1);
+    candidates.push_back(bin + "../" + relative);
+    candidates.push_back(bin + "../../" + relative);
+  }
+  candidates.push_back(relative);
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), R_OK) == 0) return c;
+  }
+  return candidates.front();
+}
+
 PeerRunner::PeerRunner(std::string suite, std::string script, std::string path)
     : suite_(std::move(suite)), script_(std::move(script)) {
   if (!path.empty()) {
     path_ = std::move(path);
     return;
   }
-  // The source tree first: a build directory may sit anywhere. Then above
-  // the binary (build/bin/cohort -> build/bin/../../bench/peers) for a tree
-  // that moved after it was built, then the working directory.
-  std::vector<std::string> dirs = {std::string(COHORT_BENCH_SOURCE_DIR) +
-                                   "/bench/peers"};
-  if (const std::string exe = ExecutablePath(); !exe.empty()) {
-    const std::string bin = exe.substr(0, exe.rfind('/') + 1);
-    dirs.push_back(bin + "../bench/peers");
-    dirs.push_back(bin + "../../bench/peers");
-  }
-  dirs.push_back("bench/peers");
-  for (const std::string& dir : dirs) {
-    const std::string candidate = dir + "/" + script_;
-    if (access(candidate.c_str(), R_OK) == 0) {
-      path_ = candidate;
-      return;
-    }
-  }
+  const std::string found = FindRepoFile("bench/peers/" + script_);
+  if (access(found.c_str(), R_OK) == 0) path_ = found;
 }
 
 bool PeerRunner::Use(bool wanted, int* rc) {

@@ -99,6 +99,12 @@ absl::Status PrintRatio(const std::string& suite, const std::string& peer,
                         const MeasurementLog& ours,
                         const MeasurementLog& theirs, const RatioSpec& spec);
 
+// The path of `relative` ("scripts/lab.sh") in the source tree this binary
+// was built from, else two levels above the binary's directory (a build
+// directory inside a tree that moved), else under the working directory:
+// the first that is readable, or the first candidate when none is.
+std::string FindRepoFile(const std::string& relative);
+
 // A peer benchmark script of bench/peers, run with /usr/bin/python3
 // (Debian's, where python3-torch is installed; scripts/setup.sh installs
 // it).

@@ -30,11 +30,14 @@
 #include "cohort/base/json.h"
 #include "cohort/base/logging.h"
 #include "cohort/base/status.h"
+#include "cohort/base/subprocess.h"
 #include "cohort/coord/coordination_agent.h"
 #include "cohort/coord/coordination_server.h"
+#include "cohort/coord/etcd_coordination_client.h"
 #include "cohort/coord/framed_coordination.h"
 #include "cohort/coord/grpc_coordination_client.h"
 #include "cohort/rpc/frame.h"
+#include "cohort/rpc/socket.h"
 #include "cohort/rpc/transport.h"
 
 namespace cohort::bench {
@@ -692,6 +695,233 @@ int PrintRatios(Bench& b) {
   return rc;
 }
 
+// --- the etcd backend (--backend etcd) ---------------------------------------
+
+// A 3-member etcd cluster for this run (scripts/etcd_local.sh on six free
+// loopback ports, in a directory of its own), stopped and removed with it.
+class EtcdCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start() {
+    auto c = std::unique_ptr<EtcdCluster>(new EtcdCluster);
+    char dir[] = "/tmp/cohort-bench-etcd-XXXXXX";
+    if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp failed");
+    c->dir_ = dir;
+    std::vector<int> ports;
+    while (ports.size() < 6) {
+      COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort("127.0.0.1"));
+      if (std::find(ports.begin(), ports.end(), port) == ports.end()) {
+        ports.push_back(port);
+      }
+    }
+    c->ports_ = absl::StrJoin(ports, ",");
+    ProgramRun run = c->Script("start");
+    if (!run.status.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the benchmark's etcd cluster did not start (", run.status.message(),
+          "); scripts/setup.sh installs etcd-server"));
+    }
+    c->url_ = absl::StrCat("etcd://127.0.0.1:", ports[0],
+                           ",127.0.0.1:", ports[1], ",127.0.0.1:", ports[2]);
+    return c;
+  }
+  ~EtcdCluster() { Script("stop"); }
+  // A client whose prefix is `prefix` (a fresh one per measurement).
+  absl::StatusOr<std::shared_ptr<coord::EtcdClient>> Client(
+      const std::string& prefix) const {
+    coord::EtcdClientOptions o;
+    COHORT_ASSIGN_OR_RETURN(o.target, coord::ParseEtcdUrl(url_ + prefix));
+    o.call_timeout = absl::Seconds(30);
+    COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::EtcdClient> c,
+                            coord::EtcdClient::Connect(std::move(o)));
+    return std::shared_ptr<coord::EtcdClient>(std::move(c));
+  }
+
+ private:
+  EtcdCluster() = default;
+  ProgramRun Script(const std::string& command) const {
+    RunProgramOptions o;
+    o.deadline = absl::Seconds(60);
+    return RunProgram({"bash", FindRepoFile("scripts/etcd_local.sh"), command,
+                       "--dir", dir_, "--ports", ports_},
+                      o);
+  }
+  std::string dir_, ports_, url_;
+};
+
+using ClientFactory =
+    std::function<absl::StatusOr<std::unique_ptr<coord::CoordinationClient>>()>;
+
+// `n` agents (threads; task worker:i) from `make`, each connecting and then
+// running `fn`; their results, or the first error naming its thread.
+absl::StatusOr<std::vector<Json>> RunAgents(
+    int n, const ClientFactory& make,
+    const std::function<absl::StatusOr<Json>(CoordinationAgent&)>& fn) {
+  std::vector<Json> results(n);
+  std::vector<absl::Status> statuses(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      coord::CoordinationAgentOptions o;
+      o.task = TaskId{"worker", i};
+      o.register_timeout = absl::Seconds(120);
+      absl::Status s;
+      absl::StatusOr<std::unique_ptr<coord::CoordinationClient>> client =
+          make();
+      if (!client.ok()) {
+        statuses[i] = client.status();
+        return;
+      }
+      auto agent = CoordinationAgent::Create(o, *std::move(client));
+      s = agent.ok() ? (*agent)->Connect() : agent.status();
+      if (s.ok()) {
+        auto r = fn(**agent);
+        if (r.ok()) results[i] = *r;
+        s = r.status();
+      }
+      statuses[i] = s;
+      if (agent.ok()) (*agent)->Shutdown().IgnoreError();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < n; ++i) {
+    if (!statuses[i].ok()) {
+      return absl::Status(
+          statuses[i].code(),
+          absl::StrCat("agent thread ", i, ": ", statuses[i].message()));
+    }
+  }
+  return results;
+}
+
+// Both control planes, one after the other: the built-in service in this
+// process (framed transport) and the etcd cluster.
+struct Backends {
+  Bench& b;
+  const EtcdCluster& etcd;
+  // Runs `measure` with a fresh control plane of `n` workers for each
+  // backend, naming it.
+  absl::Status ForEach(
+      int n, const std::string& tag,
+      const std::function<absl::Status(const std::string&,
+                                       const ClientFactory&)>& measure) {
+    {
+      COHORT_ASSIGN_OR_RETURN(auto server, StartService(b, n));
+      const std::string target = server->framed_target();
+      absl::Status s = measure("builtin", [&] {
+        return coord::NewCoordinationClient(target, b.security);
+      });
+      server->Stop();
+      COHORT_RETURN_IF_ERROR(s);
+    }
+    COHORT_ASSIGN_OR_RETURN(
+        std::shared_ptr<coord::EtcdClient> client,
+        etcd.Client(absl::StrCat("/bench/", tag, "-", MonoNs())));
+    coord::EtcdCoordinationOptions o;
+    o.space = "launchers/";
+    o.jobs = {{"worker", n}};
+    o.job_id = coord::JobIdOf(b.security.job_token);
+    absl::Status s = measure(
+        "etcd", [&] { return coord::NewEtcdCoordinationClient(client, o); });
+    client->DeleteDir("").IgnoreError();
+    return s;
+  }
+};
+
+// A launcher's rendezvous, as `cohort launch --engine` makes it: `n` agents
+// register and pass the start barrier of all of them; first registration
+// call -> last agent past it.
+absl::Status BenchEtcdRendezvous(Bench& b, Backends& backends, int n, int rep) {
+  return backends.ForEach(
+      n, absl::StrCat("rendezvous-", n, "-", rep),
+      [&](const std::string& backend, const ClientFactory& make) {
+        const int64_t start = MonoNs();
+        std::atomic<int64_t> last{0};
+        COHORT_RETURN_IF_ERROR(
+            RunAgents(n, make,
+                      [&](CoordinationAgent& agent) -> absl::StatusOr<Json> {
+                        COHORT_RETURN_IF_ERROR(agent.WaitAtBarrier(
+                            "cohort/launch/start", absl::Seconds(120)));
+                        const int64_t now = MonoNs();
+                        int64_t seen = last.load();
+                        while (now > seen &&
+                               !last.compare_exchange_weak(seen, now)) {
+                        }
+                        return Json::object();
+                      })
+                .status());
+        Emit(b, "rendezvous_time", {{"tasks", n}, {"backend", backend}},
+             (last.load() - start) / 1e9, "s", rep,
+             {{"note",
+               "n agents (threads) register and pass one barrier of all; "
+               "first call -> last agent past it"}});
+        return absl::OkStatus();
+      });
+}
+
+// Barrier release p50 as BenchBarrier measures it, agents as threads.
+absl::Status BenchEtcdBarrier(Bench& b, Backends& backends, int n, int rep) {
+  const int rounds = RoundsFor(b.flags, n);
+  return backends.ForEach(
+      n, absl::StrCat("barrier-", n, "-", rep),
+      [&](const std::string& backend, const ClientFactory& make) {
+        COHORT_ASSIGN_OR_RETURN(
+            std::vector<Json> run,
+            RunAgents(n, make, [rounds](CoordinationAgent& agent) {
+              return BarrierClient(agent, rounds);
+            }));
+        std::vector<double> release;
+        for (int r = std::min(2, rounds / 4); r < rounds; ++r) {
+          int64_t last_arrive = 0, last_depart = 0;
+          for (const Json& res : run) {
+            last_arrive =
+                std::max(last_arrive, res["arrive"][r].get<int64_t>());
+            last_depart =
+                std::max(last_depart, res["depart"][r].get<int64_t>());
+          }
+          release.push_back((last_depart - last_arrive) / 1e3);
+        }
+        Emit(b, "barrier_release_p50",
+             {{"clients", n},
+              {"backend", backend},
+              {"rounds", rounds},
+              {"client_mode", "threads"}},
+             Percentile(release, 50), "us", rep,
+             {{"note", "last arrival -> last departure"}});
+        return absl::OkStatus();
+      });
+}
+
+// --backend etcd: both control planes, every repetition.
+int RunEtcdComparison(Bench& b) {
+  const CoordFlags& f = b.flags;
+  int rc = 0;
+  absl::StatusOr<std::unique_ptr<EtcdCluster>> etcd = EtcdCluster::Start();
+  if (!etcd.ok()) {
+    PrintErrorLine(kSuite, std::string(etcd.status().message()));
+    return 1;
+  }
+  Backends backends{b, **etcd};
+  for (int rep = 0; rep < f.reps; ++rep) {
+    for (int n : f.etcd_launchers) {
+      absl::Status s = BenchEtcdRendezvous(b, backends, n, rep);
+      if (!s.ok()) {
+        PrintErrorLine(kSuite, absl::StrCat("rendezvous: ", s.message()),
+                       {{"params", {{"tasks", n}}}, {"rep", rep}});
+        rc = 1;
+      }
+    }
+    for (int n : f.sizes) {
+      absl::Status s = BenchEtcdBarrier(b, backends, n, rep);
+      if (!s.ok()) {
+        PrintErrorLine(kSuite, absl::StrCat("barrier: ", s.message()),
+                       {{"params", {{"clients", n}}}, {"rep", rep}});
+        rc = 1;
+      }
+    }
+  }
+  return rc;
+}
+
 }  // namespace
 
 int RunCoordBench(const std::vector<std::string>& args) {
@@ -710,6 +940,11 @@ int RunCoordBench(const std::vector<std::string>& args) {
 
   int rc = 0;
   PrintEnvLine(kSuite, "start");
+  if (f.backend == "etcd") {
+    rc = RunEtcdComparison(b);
+    PrintEnvLine(kSuite, "end");
+    return rc;
+  }
   PeerRunner peer("tcpstore", "tcpstore_peer.py", f.peer_script);
   const bool use_peer = peer.Use(!f.no_peer, &rc);
   auto check = [&](const absl::Status& s, const std::string& what,

@@ -11,7 +11,8 @@ constexpr char kUsage[] =
     "8,64 --seconds 3 --rtt-iters 5000 --rounds N --register-tasks "
     "1024,16384 --tasks-per-process 1024 --heartbeat-interval 10 "
     "--cpu-window 10 "
-    "--transport framed|grpc --quick --peer-script PATH --no-peer";
+    "--transport framed|grpc --backend builtin|etcd --etcd-launchers "
+    "4,64,512 --quick --peer-script PATH --no-peer";
 
 }  // namespace
 
@@ -52,6 +53,10 @@ bool ParseCoordFlags(const std::vector<std::string>& args, CoordFlags& f,
       flags.PositiveInt(f.sim_count);
     } else if (flags.Is("--hold")) {
       flags.PositiveInt(f.hold_s);
+    } else if (flags.Is("--backend")) {
+      flags.OneOf({"builtin", "etcd"}, f.backend);
+    } else if (flags.Is("--etcd-launchers")) {
+      flags.PositiveIntList(f.etcd_launchers);
     } else if (flags.Is("--transport")) {
       flags.OneOf({"framed", "grpc"}, f.transport);
     } else if (flags.Is("--task")) {

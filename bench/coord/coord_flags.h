@@ -29,6 +29,12 @@ struct CoordFlags {
   int cpu_window_s = 10;
   // "framed" (the fast path, framed_coordination.h) or "grpc".
   std::string transport = "framed";
+  // "builtin": the suite above. "etcd": the control plane in a 3-member
+  // etcd cluster this run starts (scripts/etcd_local.sh) against the
+  // built-in one in the same run: rendezvous of --etcd-launchers launchers
+  // and barrier release at --sizes (default 2,8,32 there).
+  std::string backend = "builtin";
+  std::vector<int> etcd_launchers = {4, 64, 512};
   bool no_peer = false;
   std::string peer_script;
   // A child process (client_mode=processes): "barrier" or "throughput".

@@ -712,9 +712,13 @@ class EtcdCoordinationClient : public CoordinationClient {
                 .status());
         continue;
       }
+      // Only the result is watched, not every arrival (n waiters woken n
+      // times each). Someone always writes it: reads are linearizable, so
+      // the arrival etcd committed last reads every other arrival in the
+      // listing that follows it, and its writer finds none missing.
       absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->Watch(
-          dir, revision, std::min(Remaining(deadline), kWatchSlice),
-          options.cancellation);
+          absl::StrCat(dir, "result"), revision,
+          std::min(Remaining(deadline), kWatchSlice), options.cancellation);
       if (absl::IsDeadlineExceeded(events.status())) continue;
       COHORT_RETURN_IF_ERROR(events.status());
     }
