@@ -1136,8 +1136,47 @@ def t_recovery(ds, files=None):
                  extra="ratio = cohort / torchrun, both measured in the same run")
 
 
+ETCD_FILES = ["bench/coord/etcd-*.jsonl"]
+
+
+def t_coord_etcd(ds, files=None):
+    """`cohort bench coord --backend etcd`: the control plane in a 3-member
+    etcd (loopback, fsync on this machine's disk) against the built-in one,
+    both measured in the same run."""
+    q = Query(ds.files(files or ETCD_FILES))
+    rows = []
+    sizes = sorted({m["params"]["tasks"] for f in q.files for m in f.measurements
+                    if m.get("metric") == "rendezvous_time"})
+    for n in sizes:
+        built = q.points("coord", "rendezvous_time", {"tasks": n, "backend": "builtin"})
+        etcd = q.points("coord", "rendezvous_time", {"tasks": n, "backend": "etcd"})
+        med, pairs = paired_ratio(etcd, built)
+        rows.append([f"rendezvous: {n:,} launchers register and pass one barrier",
+                     spread(Stat([v * 1e3 for *_, v in etcd]), "ms"),
+                     spread(Stat([v * 1e3 for *_, v in built]), "ms"),
+                     ratio_cell(med, pairs)])
+    clients = sorted({m["params"]["clients"] for f in q.files for m in f.measurements
+                      if m.get("metric") == "barrier_release_p50"})
+    for n in clients:
+        built = q.points("coord", "barrier_release_p50", {"clients": n, "backend": "builtin"})
+        etcd = q.points("coord", "barrier_release_p50", {"clients": n, "backend": "etcd"})
+        med, pairs = paired_ratio(etcd, built)
+        rows.append([f"barrier release p50, {n} tasks",
+                     spread(Stat([v for *_, v in etcd]), "µs"),
+                     spread(Stat([v for *_, v in built]), "µs"),
+                     ratio_cell(med, pairs)])
+    if not rows:
+        raise ReportError("coord-etcd: no rendezvous or barrier lines")
+    lines = table(["control plane", "etcd (3 members)", "built-in (task 0's launcher)",
+                   "etcd / built-in"], rows)
+    return Block(lines, q.used, peer="the built-in control plane, same run",
+                 extra="agents as threads of one process; no target: the cost of "
+                       "having no single host")
+
+
 TABLES = {
     "recovery": t_recovery,
+    "coord-etcd": t_coord_etcd,
     "summary": t_summary,
     "coord": t_coord,
     "coord-throughput": t_coord_throughput,

@@ -36,6 +36,14 @@
 //       --heartbeat-interval seconds, the CPU time of this process (which
 //       runs only the service) over --cpu-window seconds / wall time; then
 //       every task must still be connected (no heartbeat missed)
+// --backend etcd runs instead (docs/etcd.md):
+//   rendezvous_time (s; tasks=4|64|512 (--etcd-launchers), backend=builtin|
+//       etcd): n agents (threads) register and pass one barrier of all, first
+//       call -> last agent past it, on each control plane in turn
+//   barrier_release_p50 (us; clients=--sizes, backend): as above, agents as
+//       threads, on each control plane
+//   The etcd cluster (3 members, loopback) is started by the run itself
+//   with scripts/etcd_local.sh and removed after it; no TCPStore peer runs.
 // The service runs in the benchmark process on 127.0.0.1 (port chosen by
 // the OS) with a random job token, which every agent presents, as in a real
 // job; agents talk to it (over --transport framed, the default, or grpc) as

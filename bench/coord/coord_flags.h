@@ -32,7 +32,7 @@ struct CoordFlags {
   // "builtin": the suite above. "etcd": the control plane in a 3-member
   // etcd cluster this run starts (scripts/etcd_local.sh) against the
   // built-in one in the same run: rendezvous of --etcd-launchers launchers
-  // and barrier release at --sizes (default 2,8,32 there).
+  // and barrier release at --sizes.
   std::string backend = "builtin";
   std::vector<int> etcd_launchers = {4, 64, 512};
   bool no_peer = false;

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -119,6 +120,18 @@ absl::StatusOr<std::unique_ptr<BarrierTaskContext>> BarrierTaskContext::FromEnv(
   Options options;
   std::optional<std::string> address = env->GetVar(kEnvBarrierAddress);
   if (!address.has_value() || address->empty()) {
+    // Under an etcd control plane the launchers serve no gang service (the
+    // gang barrier lives in task 0's launcher); say so rather than "not
+    // under cohort launch".
+    if (absl::StartsWith(
+            env->GetVar("COHORT_COORDINATION_SERVICE_ADDRESS").value_or(""),
+            "etcd://")) {
+      return absl::FailedPreconditionError(
+          "barrier task context: barrier execution mode has no gang service "
+          "on an etcd control plane (--rendezvous etcd://...) yet; use the "
+          "coordination API's named barriers (cohort.coordination_client()."
+          "barrier(name), docs/etcd.md) or the built-in control plane");
+    }
     return MissingVar(kEnvBarrierAddress);
   }
   options.coordinator_address = *address;
