@@ -129,6 +129,10 @@ start() {
   until ctl endpoint health >/dev/null 2>&1; do
     if [ $SECONDS -ge $deadline ]; then
       for i in 0 1 2; do log "e$i.log:"; tail -n 5 "$DIR/e$i.log" >&2 || true; done
+      # No half-started cluster left behind: the members that did start go.
+      for i in 0 1 2; do
+        if running "e$i"; then kill -9 "$(cat "$DIR/e$i.pid")" 2>/dev/null || true; fi
+      done
       die "the 3 members in $DIR did not all answer within ${DEADLINE_S}s (ports $PORTS); see $DIR/e*.log"
     fi
     sleep 0.2

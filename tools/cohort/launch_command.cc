@@ -348,9 +348,16 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
             coord::ParseEtcdUrl(flags->rendezvous);
         if (!target.ok()) return fail(target.status());
         etcd.target = *target;
+        // No single call to etcd outlasts the rendezvous timeout.
+        etcd.call_timeout = std::min(etcd.call_timeout, rendezvous_timeout);
         etcd.ca_file = flags->etcd_ca;
         etcd.cert_file = flags->etcd_cert;
         etcd.key_file = flags->etcd_key;
+        if (!flags->etcd_credentials.empty() && flags->etcd_ca.empty()) {
+          return fail(absl::InvalidArgumentError(
+              "--etcd-credentials without --etcd-ca would send the etcd "
+              "password unencrypted; give the etcd CA (--etcd-ca) too"));
+        }
         if (!flags->etcd_credentials.empty()) {
           absl::Status read =
               coord::ReadEtcdCredentials(flags->etcd_credentials, etcd);
@@ -359,10 +366,10 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       } else {
         ef.rendezvous = flags->rendezvous;
         if (!flags->etcd_ca.empty() || !flags->etcd_cert.empty() ||
-            !flags->etcd_credentials.empty()) {
+            !flags->etcd_key.empty() || !flags->etcd_credentials.empty()) {
           return fail(absl::InvalidArgumentError(
-              "--etcd-ca, --etcd-cert and --etcd-credentials need "
-              "--rendezvous etcd://..."));
+              "--etcd-ca, --etcd-cert, --etcd-key and --etcd-credentials "
+              "need --rendezvous etcd://..."));
         }
       }
       ef.num_tasks = flags->n;

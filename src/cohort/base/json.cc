@@ -102,6 +102,10 @@ absl::StatusOr<std::optional<int64_t>> JsonOptionalInt(const Json& object,
   return std::optional<int64_t>(it->get<int64_t>());
 }
 
-std::string JsonDump(const Json& value) { return value.dump(); }
+std::string JsonDump(const Json& value) {
+  // Invalid UTF-8 in a string (a message cut mid-character, bytes from a
+  // peer) becomes U+FFFD instead of an exception.
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 }  // namespace cohort

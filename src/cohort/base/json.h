@@ -40,7 +40,8 @@ absl::StatusOr<std::optional<int64_t>> JsonOptionalInt(const Json& object,
                                                        absl::string_view what,
                                                        absl::string_view path);
 
-// Serialises compactly with keys in sorted order (nlohmann's default).
+// Serialises compactly with keys in sorted order (nlohmann's default);
+// invalid UTF-8 in strings becomes U+FFFD.
 std::string JsonDump(const Json& value);
 
 }  // namespace cohort

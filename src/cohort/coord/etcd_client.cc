@@ -343,16 +343,29 @@ struct EtcdClient::Impl {
             : absl::StrCat("the client certificate ", options.cert_file));
   }
 
+  // `retried`: true when an earlier try failed in a way that may have
+  // applied it (a lost answer), so the caller checks what it finds. Every
+  // branch of cohort's transactions reads the key first: a response
+  // without that read is refused.
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(
       absl::string_view what, const std::string& key,
-      const etcdserverpb::TxnRequest& request) {
+      const etcdserverpb::TxnRequest& request, bool* retried) {
     etcdserverpb::TxnResponse response;
+    int tries = 0;
     COHORT_RETURN_IF_ERROR(
         Call(what, key, options.call_timeout,
              [&](const Endpoint& e, grpc::ClientContext& context) {
+               ++tries;
                response.Clear();
                return e.kv->Txn(&context, request, &response);
              }));
+    *retried = tries > 1;
+    if (response.responses_size() == 0 ||
+        !response.responses(0).has_response_range()) {
+      return absl::InternalError(
+          absl::StrCat("etcd answered ", what, Named(key),
+                       " without the read it asked for"));
+    }
     return response;
   }
 };
@@ -384,8 +397,8 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(
   security.cert_file = impl->options.cert_file;
   security.key_file = impl->options.key_file;
   for (const std::string& address : impl->options.target.endpoints) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        rpc::CreateChannel(address, security, kEtcdMaxResponseBytes);
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = rpc::CreateChannel(
+        address, security, kEtcdMaxResponseBytes, rpc::Keepalive::kExternal);
     if (!channel.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("etcd TLS: ", channel.status().message()));
@@ -490,14 +503,23 @@ absl::StatusOr<bool> EtcdClient::Create(const std::string& key,
   absent->set_target(Compare::CREATE);
   absent->set_result(Compare::EQUAL);
   absent->set_create_revision(0);
+  // Both branches read the key first (Txn checks for that read).
+  request.add_success()->mutable_request_range()->set_key(impl_->Full(key));
   etcdserverpb::PutRequest* put = request.add_success()->mutable_request_put();
   put->set_key(impl_->Full(key));
   put->set_value(value);
   put->set_lease(lease);
   request.add_failure()->mutable_request_range()->set_key(impl_->Full(key));
+  bool retried = false;
   COHORT_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse response,
-                          impl_->Txn("create", key, request));
-  return response.succeeded();
+                          impl_->Txn("create", key, request, &retried));
+  if (response.succeeded()) return true;
+  // A first try whose answer was lost may have written it: the key then
+  // holds this very value (and lease).
+  const etcdserverpb::RangeResponse& held =
+      response.responses(0).response_range();
+  return retried && held.kvs_size() == 1 && held.kvs(0).value() == value &&
+         held.kvs(0).lease() == lease;
 }
 
 absl::StatusOr<std::optional<std::string>> EtcdClient::CompareAndSwap(
@@ -520,12 +542,18 @@ absl::StatusOr<std::optional<std::string>> EtcdClient::CompareAndSwap(
   put->set_key(impl_->Full(key));
   put->set_value(desired);
   request.add_failure()->mutable_request_range()->set_key(impl_->Full(key));
-  COHORT_ASSIGN_OR_RETURN(etcdserverpb::TxnResponse response,
-                          impl_->Txn("compare-and-swap", key, request));
+  bool retried = false;
+  COHORT_ASSIGN_OR_RETURN(
+      etcdserverpb::TxnResponse response,
+      impl_->Txn("compare-and-swap", key, request, &retried));
   const etcdserverpb::RangeResponse& held =
       response.responses(0).response_range();
-  if (held.kvs_size() == 0) return std::nullopt;
-  return held.kvs(0).value();
+  std::optional<std::string> before;
+  if (held.kvs_size() > 0) before = held.kvs(0).value();
+  // A first try whose answer was lost may have swapped: the key then holds
+  // `desired`, and the value before it was `expected`.
+  if (!response.succeeded() && retried && before == desired) return expected;
+  return before;
 }
 
 absl::StatusOr<int64_t> EtcdClient::Delete(const std::string& key) {
@@ -625,6 +653,7 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::Watch(
   create->set_start_revision(after + 1);
   std::vector<EtcdEvent> events;
   std::string compacted;
+  std::string ended;  // why etcd cancelled the watch
   bool timed_out = false;
   const absl::Time deadline = absl::Now() + timeout;
   // Each endpoint gets the whole remaining time: a watch that waits is not
@@ -634,6 +663,9 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::Watch(
       "watch", key_or_dir, timeout + kEtcdAttemptTimeout,
       [&](const Impl::Endpoint& e, grpc::ClientContext& context) {
         context.set_deadline(absl::ToChronoTime(deadline));
+        // A member cut off from its leader would keep the stream open and
+        // quiet; with this etcd ends it, and the next member is tried.
+        context.AddMetadata("hasleader", "true");
         CancelBinding binding(cancellation, &context);
         auto stream = e.watch->Watch(&context);
         grpc::Status result = grpc::Status::OK;
@@ -647,7 +679,7 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::Watch(
               break;
             }
             if (response.canceled()) {
-              compacted = response.cancel_reason();
+              ended = response.cancel_reason().substr(0, 512);
               break;
             }
             for (const etcdserverpb::Event& ev : response.events()) {
@@ -660,7 +692,16 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::Watch(
           }
           context.TryCancel();
           result = stream->Finish();
-          if (!events.empty() || !compacted.empty()) return grpc::Status::OK;
+          // A member without a leader ends the watch (hasleader): another
+          // member may have one.
+          if (absl::StrContains(ended, "leader")) {
+            ended.clear();
+            return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "the member has no leader");
+          }
+          if (!events.empty() || !compacted.empty() || !ended.empty()) {
+            return grpc::Status::OK;
+          }
         }
         if (cancellation != nullptr && cancellation->cancelled()) {
           return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
@@ -680,6 +721,11 @@ absl::StatusOr<std::vector<EtcdEvent>> EtcdClient::Watch(
         absl::StrCat("etcd can no longer report the changes to ",
                      impl_->Full(key_or_dir), " after revision ", after,
                      " (compacted: ", compacted, "); read it again"));
+  }
+  if (!ended.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("etcd ended the watch on ", impl_->Full(key_or_dir), ": ",
+                     ended, "; check the etcd user's role covers the prefix"));
   }
   if (timed_out) {
     return absl::DeadlineExceededError(

@@ -149,14 +149,18 @@ class EtcdClient {
   absl::StatusOr<std::vector<EtcdKeyValue>> List(const std::string& dir,
                                                  int64_t* revision = nullptr);
   // Writes `key` only if absent (first writer wins): true when it was
-  // absent and now holds `value`, false when it was there already. A call
-  // whose first try's answer was lost (its member died) may report false
-  // for a key its own first try wrote: read the key for what it holds.
+  // absent and now holds `value`, false when it was there already. When a
+  // try's answer was lost (its member died) and the next try finds the key
+  // holding exactly `value`, that counts as this call's write: two writers
+  // of equal values cannot be told apart, so give each writer's value
+  // something of its own (a task name, a pid).
   absl::StatusOr<bool> Create(const std::string& key, const std::string& value,
                               int64_t lease = 0);
   // Sets `key` to `desired` if it holds `expected` (nullopt: if absent).
   // Returns the value it held before (nullopt: absent), whether or not this
-  // call swapped: swapped iff the returned value equals `expected`.
+  // call swapped: swapped iff the returned value equals `expected`. After a
+  // lost answer, a key found holding `desired` counts as swapped (as for
+  // Create).
   absl::StatusOr<std::optional<std::string>> CompareAndSwap(
       const std::string& key, const std::optional<std::string>& expected,
       const std::string& desired);

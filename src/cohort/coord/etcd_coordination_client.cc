@@ -36,6 +36,37 @@ constexpr char kStatusDir[] = "status/";
 constexpr absl::Duration kWatchSlice = absl::Minutes(5);
 // Each of ShutdownTask's two calls: an election takes about a second.
 constexpr absl::Duration kShutdownCallTimeout = absl::Seconds(4);
+// How often a barrier's waiters list its arrivals while no result came.
+constexpr absl::Duration kBarrierRecheck = absl::Seconds(1);
+// Keys of the key-value store: as the built-in store's cap.
+constexpr size_t kMaxKeyBytes = 4096;
+
+// Fields of records read from etcd. Anyone with access to the prefix can
+// write them, so a field of the wrong type reads as `fallback` instead of
+// throwing (nlohmann's value() would, and kill the process).
+std::string StrField(const Json& j, const char* key,
+                     const std::string& fallback = "") {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+int64_t IntField(const Json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>()
+                                                  : fallback;
+}
+uint64_t UintField(const Json& j, const char* key, uint64_t fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>()
+                                                   : fallback;
+}
+bool BoolField(const Json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+Json ObjectField(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_object() ? *it : Json();
+}
 
 absl::Duration Remaining(absl::Time deadline) {
   return std::max(absl::ZeroDuration(), deadline - absl::Now());
@@ -143,9 +174,10 @@ class EtcdCoordinationClient : public CoordinationClient {
   }
   absl::StatusOr<std::string> KvKey(absl::string_view key) const {
     std::string normal = KeyValueStore::NormalizeKey(key);
-    if (normal.empty()) {
+    if (normal.empty() || normal.size() > kMaxKeyBytes) {
       return Error(absl::StatusCode::kInvalidArgument,
-                   "key-value call with an empty key");
+                   absl::StrCat("key-value call with an empty key or one over ",
+                                kMaxKeyBytes, " bytes"));
     }
     return absl::StrCat(options_.space, "kv/", normal);
   }
@@ -164,12 +196,14 @@ class EtcdCoordinationClient : public CoordinationClient {
         int64_t lease, etcd_->GrantLease(std::max(absl::Seconds(2),
                                                   options_.heartbeat_timeout)));
     COHORT_RETURN_IF_ERROR(
-        etcd_->Delete(Space(absl::StrCat(kShutdownDir, task.ToString())))
-            .status());
-    COHORT_RETURN_IF_ERROR(
         etcd_
             ->Put(Space(absl::StrCat(kTasksDir, task.ToString())),
                   JsonDump(Json{{"incarnation", request.incarnation()}}), lease)
+            .status());
+    // After the key: a poll in between would see neither and call the
+    // task lost.
+    COHORT_RETURN_IF_ERROR(
+        etcd_->Delete(Space(absl::StrCat(kShutdownDir, task.ToString())))
             .status());
     {
       absl::MutexLock lock(&mu_);
@@ -269,18 +303,22 @@ class EtcdCoordinationClient : public CoordinationClient {
                                 etcd_->target().prefix, Space(kErrorKey),
                                 ") is unreadable"));
     }
-    int code = j->value("code", 2);
+    int code = static_cast<int>(IntField(*j, "code", 2));
     if (code <= 0 || code > 16) code = 2;
-    absl::StatusOr<TaskId> source = TaskId::Parse(j->value("task", ""));
-    return Error(static_cast<absl::StatusCode>(code), j->value("message", ""),
-                 source.ok() ? &*source : nullptr, j->value("reported", false));
+    absl::StatusOr<TaskId> source = TaskId::Parse(StrField(*j, "task"));
+    return Error(static_cast<absl::StatusCode>(code), StrField(*j, "message"),
+                 source.ok() ? &*source : nullptr,
+                 BoolField(*j, "reported", false));
   }
 
   // Returns the job's error once there is one: reported by a task, or a
   // task's lease expired (recorded here, first writer wins). OK-less: a
   // poll ends with the error, DeadlineExceeded, or Cancelled.
-  absl::Status DoPollForError(const PollForErrorRequest& request,
-                              PollForErrorResponse*,
+  // Lists the status directory after every change to it and compares it
+  // with every task this client has seen registered: one that is gone
+  // without a shutdown marker is lost. Listing (not reading the changes)
+  // misses no loss that happens while a change is being handled.
+  absl::Status DoPollForError(const PollForErrorRequest&, PollForErrorResponse*,
                               const CallOptions& options) {
     const absl::Time deadline = DeadlineOf(0, options);
     while (true) {
@@ -297,41 +335,41 @@ class EtcdCoordinationClient : public CoordinationClient {
           shut_down.insert(kv.key.substr(Space(kShutdownDir).size()));
         }
       }
+      std::string lost;
+      {
+        absl::MutexLock lock(&mu_);
+        seen_registered_.insert(present.begin(), present.end());
+        for (const std::string& name : seen_registered_) {
+          if (!present.count(name) && !shut_down.count(name)) {
+            lost = name;
+            break;
+          }
+        }
+      }
+      if (!lost.empty() && !options_.recoverable) {
+        Json record = {
+            {"task", lost},
+            {"code", static_cast<int>(absl::StatusCode::kUnavailable)},
+            {"message",
+             absl::StrCat("task ", lost,
+                          " was lost: no heartbeat reached etcd for ",
+                          absl::FormatDuration(options_.heartbeat_timeout),
+                          " and its lease expired, or its key was deleted; "
+                          "check that task's host and process")},
+            {"reported", false}};
+        COHORT_RETURN_IF_ERROR(
+            etcd_->Create(Space(kErrorKey), JsonDump(record)).status());
+        continue;  // read whichever error won
+      }
       absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->Watch(
           Space(kStatusDir), revision,
           std::min(Remaining(deadline), kWatchSlice), options.cancellation);
       if (absl::IsDeadlineExceeded(events.status()) && absl::Now() < deadline) {
         continue;
       }
+      // Compacted past `revision`: list again.
+      if (absl::IsFailedPrecondition(events.status())) continue;
       COHORT_RETURN_IF_ERROR(events.status());
-      for (const EtcdEvent& e : *events) {
-        if (options_.recoverable || !e.deleted ||
-            !absl::StartsWith(e.kv.key, Space(kTasksDir))) {
-          continue;
-        }
-        const std::string name = e.kv.key.substr(Space(kTasksDir).size());
-        COHORT_ASSIGN_OR_RETURN(
-            std::optional<EtcdKeyValue> marker,
-            etcd_->Get(Space(absl::StrCat(kShutdownDir, name))));
-        if (marker.has_value()) continue;  // left on purpose
-        // Re-registered meanwhile (a new incarnation): not lost.
-        COHORT_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> again,
-                                etcd_->Get(e.kv.key));
-        if (again.has_value()) continue;
-        Json record = {
-            {"task", name},
-            {"code", static_cast<int>(absl::StatusCode::kUnavailable)},
-            {"message",
-             absl::StrCat("task ", name,
-                          " was lost: no heartbeat reached etcd for ",
-                          absl::FormatDuration(options_.heartbeat_timeout),
-                          " and its lease expired; check that task's host "
-                          "and process")},
-            {"reported", false}};
-        COHORT_RETURN_IF_ERROR(
-            etcd_->Create(Space(kErrorKey), JsonDump(record)).status());
-      }
-      (void)request;
     }
   }
 
@@ -351,7 +389,7 @@ class EtcdCoordinationClient : public CoordinationClient {
         info->set_state(TASK_STATE_CONNECTED);
         absl::StatusOr<Json> j = ParseJson(kv->value, "a task record");
         if (j.ok() && j->is_object()) {
-          info->set_incarnation(j->value("incarnation", uint64_t{0}));
+          info->set_incarnation(UintField(*j, "incarnation", 0));
         }
       } else {
         info->set_state(TASK_STATE_DISCONNECTED);
@@ -373,21 +411,23 @@ class EtcdCoordinationClient : public CoordinationClient {
                                WatchJobStateResponse* response,
                                const CallOptions& options) {
     const absl::Time deadline = DeadlineOf(request.timeout_ms(), options);
-    while (true) {
-      int64_t revision = 0;
-      COHORT_ASSIGN_OR_RETURN(std::vector<EtcdKeyValue> status,
-                              etcd_->List(Space(kStatusDir), &revision));
-      if (revision > request.version_number() || absl::Now() >= deadline) {
-        FillStates(status, response->mutable_task_state());
-        response->set_version_number(revision);
-        return absl::OkStatus();
-      }
+    // Given a version, wait for a change to the status directory after it
+    // (the store's revision also moves with every other write: key-value
+    // sets, barriers, other jobs), then answer with the state as listed.
+    while (request.version_number() >= 0 && absl::Now() < deadline) {
       absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->Watch(
           Space(kStatusDir), request.version_number(),
           std::min(Remaining(deadline), kWatchSlice), options.cancellation);
+      if (events.ok() || absl::IsFailedPrecondition(events.status())) break;
       if (absl::IsDeadlineExceeded(events.status())) continue;
-      COHORT_RETURN_IF_ERROR(events.status());
+      return events.status();
     }
+    int64_t revision = 0;
+    COHORT_ASSIGN_OR_RETURN(std::vector<EtcdKeyValue> status,
+                            etcd_->List(Space(kStatusDir), &revision));
+    FillStates(status, response->mutable_task_state());
+    response->set_version_number(revision);
+    return absl::OkStatus();
   }
 
   // Every task's state from a listing of the status directory: registered
@@ -401,12 +441,12 @@ class EtcdCoordinationClient : public CoordinationClient {
       if (absl::StartsWith(kv.key, Space(kTasksDir))) {
         absl::StatusOr<Json> j = ParseJson(kv.value, "a task record");
         connected[kv.key.substr(Space(kTasksDir).size())] =
-            j.ok() && j->is_object() ? j->value("incarnation", uint64_t{0}) : 0;
+            j.ok() && j->is_object() ? UintField(*j, "incarnation", 0) : 0;
       } else if (kv.key == Space(kErrorKey)) {
         absl::StatusOr<Json> j = ParseJson(kv.value, "the job's error");
         if (j.ok() && j->is_object()) {
-          failed = j->value("task", "");
-          failure = j->value("message", "");
+          failed = StrField(*j, "task");
+          failure = StrField(*j, "message");
         }
       }
     }
@@ -459,6 +499,7 @@ class EtcdCoordinationClient : public CoordinationClient {
                              const CallOptions& options) {
     COHORT_ASSIGN_OR_RETURN(std::string key, KvKey(request.key()));
     const absl::Time deadline = DeadlineOf(request.timeout_ms(), options);
+    const absl::Time started = absl::Now();
     while (true) {
       int64_t revision = 0;
       COHORT_ASSIGN_OR_RETURN(std::optional<EtcdKeyValue> kv,
@@ -472,15 +513,17 @@ class EtcdCoordinationClient : public CoordinationClient {
       absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->Watch(
           key, revision, std::min(Remaining(deadline), kWatchSlice),
           options.cancellation);
-      if (absl::IsDeadlineExceeded(events.status())) continue;
+      if (absl::IsDeadlineExceeded(events.status()) ||
+          absl::IsFailedPrecondition(events.status())) {
+        continue;  // read it again
+      }
       COHORT_RETURN_IF_ERROR(events.status());
     }
     return Error(
         absl::StatusCode::kDeadlineExceeded,
-        absl::StrCat(
-            "key \"", request.key(), "\" was not set in etcd within ",
-            absl::FormatDuration(absl::Milliseconds(request.timeout_ms())),
-            " (", etcd_->target().prefix, key, ")"));
+        absl::StrCat("key \"", request.key(), "\" was not set in etcd within ",
+                     absl::FormatDuration(absl::Now() - started), " (",
+                     etcd_->target().prefix, key, ")"));
   }
 
   absl::Status DoTryGetKeyValue(const TryGetKeyValueRequest& request,
@@ -593,7 +636,11 @@ class EtcdCoordinationClient : public CoordinationClient {
       response->set_version(kv->mod_revision);
       return absl::OkStatus();
     }
-    int64_t after = std::max(revision, request.after_version());
+    // From the caller's version when it has one: a delete since then (the
+    // key absent now) is a change to report at once.
+    int64_t after =
+        request.after_version() > 0 ? request.after_version() : revision;
+    const absl::Time started = absl::Now();
     while (true) {
       absl::StatusOr<std::vector<EtcdEvent>> events =
           etcd_->Watch(key, after, std::min(Remaining(deadline), kWatchSlice),
@@ -605,8 +652,16 @@ class EtcdCoordinationClient : public CoordinationClient {
         return Error(absl::StatusCode::kDeadlineExceeded,
                      absl::StrCat("key \"", request.key(),
                                   "\" did not change in etcd within ",
-                                  absl::FormatDuration(absl::Milliseconds(
-                                      request.timeout_ms()))));
+                                  absl::FormatDuration(absl::Now() - started)));
+      }
+      if (absl::IsFailedPrecondition(events.status())) {
+        // etcd compacted the history since `after`: report the key as it
+        // is now, which is newer than the caller's version.
+        COHORT_ASSIGN_OR_RETURN(kv, etcd_->Get(key, &revision));
+        response->set_present(kv.has_value());
+        if (kv.has_value()) response->set_value(kv->value);
+        response->set_version(kv.has_value() ? kv->mod_revision : revision);
+        return absl::OkStatus();
       }
       COHORT_RETURN_IF_ERROR(events.status());
       const EtcdEvent& last = events->back();
@@ -634,9 +689,9 @@ class EtcdCoordinationClient : public CoordinationClient {
     int code = 2;
     std::string message = "unreadable barrier result";
     if (j.ok() && j->is_object()) {
-      code = j->value("code", 2);
+      code = static_cast<int>(IntField(*j, "code", 2));
       if (code <= 0 || code > 16) code = 2;
-      message = j->value("message", message);
+      message = StrField(*j, "message", message);
     }
     absl::Status s = Error(static_cast<absl::StatusCode>(code), message);
     BarrierError payload;
@@ -713,13 +768,18 @@ class EtcdCoordinationClient : public CoordinationClient {
         continue;
       }
       // Only the result is watched, not every arrival (n waiters woken n
-      // times each). Someone always writes it: reads are linearizable, so
-      // the arrival etcd committed last reads every other arrival in the
-      // listing that follows it, and its writer finds none missing.
+      // times each). Its writer is normally the arrival etcd committed
+      // last: reads are linearizable, so the listing after it holds every
+      // other arrival.
+      // At least every second the arrivals are listed again anyway: the
+      // last arrival's writer may have died before writing the result.
       absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->Watch(
           absl::StrCat(dir, "result"), revision,
-          std::min(Remaining(deadline), kWatchSlice), options.cancellation);
-      if (absl::IsDeadlineExceeded(events.status())) continue;
+          std::min(Remaining(deadline), kBarrierRecheck), options.cancellation);
+      if (absl::IsDeadlineExceeded(events.status()) ||
+          absl::IsFailedPrecondition(events.status())) {
+        continue;
+      }
       COHORT_RETURN_IF_ERROR(events.status());
     }
   }
@@ -747,6 +807,8 @@ class EtcdCoordinationClient : public CoordinationClient {
   std::vector<TaskId> all_tasks_;
   absl::Mutex mu_;
   std::map<std::string, int64_t> leases_ ABSL_GUARDED_BY(mu_);
+  // Every task this client's error polls have seen registered.
+  std::set<std::string> seen_registered_ ABSL_GUARDED_BY(mu_);
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -779,12 +841,13 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
                                       ? ParseJson(held->value, "the job record")
                                       : absl::StatusOr<Json>(Json());
     if (!record.ok() || !record->is_object() ||
-        !record->value("jobs", Json()).is_object()) {
+        !ObjectField(*record, "jobs").is_object()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "no cohort job at etcd prefix ", where, " (its '", kJobKey,
           "' record is missing or unreadable): programs join the job that "
           "`cohort launch --rendezvous etcd://...` started there"));
     }
+    int64_t total = 0;
     for (const auto& [job, count] : (*record)["jobs"].items()) {
       if (!count.is_number_integer() || count.get<int64_t>() < 1 ||
           count.get<int64_t>() > (1 << 20)) {
@@ -793,10 +856,16 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
             "' a task count that is not in 1..2^20"));
       }
       options.jobs[job] = count.get<int>();
+      total += count.get<int64_t>();
     }
-    options.job_id = record->value("job_id", "");
-    options.recoverable = record->value("recoverable", false);
-    const int64_t ttl_ms = record->value("heartbeat_timeout_ms", int64_t{0});
+    if (total > (1 << 20)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the job record at etcd prefix ", where, " names ",
+                       total, " tasks, more than 2^20"));
+    }
+    options.job_id = StrField(*record, "job_id");
+    options.recoverable = BoolField(*record, "recoverable", false);
+    const int64_t ttl_ms = IntField(*record, "heartbeat_timeout_ms", 0);
     if (ttl_ms > 0 && ttl_ms < int64_t{1} << 40) {
       options.heartbeat_timeout = absl::Milliseconds(ttl_ms);
     }
@@ -822,8 +891,8 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
                                     ? ParseJson(held->value, "the job record")
                                     : absl::StatusOr<Json>(Json());
   if (!theirs.ok() || !theirs->is_object() ||
-      theirs->value("job_id", "") != options.job_id ||
-      theirs->value("jobs", Json()) != jobs) {
+      StrField(*theirs, "job_id") != options.job_id ||
+      ObjectField(*theirs, "jobs") != jobs) {
     return absl::FailedPreconditionError(absl::StrCat(
         "etcd prefix ", where,
         " holds another job's control plane (a different job token or "
@@ -834,7 +903,7 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
   }
   return std::unique_ptr<CoordinationClient>(
       new EtcdCoordinationClient(std::move(etcd), std::move(options),
-                                 theirs->value("incarnation", uint64_t{1})));
+                                 UintField(*theirs, "incarnation", 1)));
 }
 
 absl::StatusOr<std::unique_ptr<CoordinationClient>> JoinEtcdCoordination(

@@ -46,23 +46,27 @@ class EtcdCoordinationTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::shared_ptr<EtcdClient>(*std::move(c)) : nullptr;
   }
-  EtcdCoordinationOptions Space(int launchers = 2) {
+  // Leases of 10 s, heartbeats every 500 ms: no agent is lost by a slow
+  // machine (a sanitizer build) unless a test shortens them.
+  EtcdCoordinationOptions Space(int launchers = 2,
+                                absl::Duration ttl = absl::Seconds(10)) {
     EtcdCoordinationOptions o;
     o.space = "launchers/";
     o.jobs = {{"launcher", launchers}};
     o.job_id = JobIdOf("a-job-token");
-    o.heartbeat_timeout = absl::Seconds(2);
+    o.heartbeat_timeout = ttl;
     return o;
   }
-  std::unique_ptr<CoordinationAgent> Agent(int index, ErrorSink* errors,
-                                           int launchers = 2) {
+  std::unique_ptr<CoordinationAgent> Agent(
+      int index, ErrorSink* errors, int launchers = 2,
+      absl::Duration ttl = absl::Seconds(10)) {
     absl::StatusOr<std::unique_ptr<CoordinationClient>> client =
-        NewEtcdCoordinationClient(etcd_client_, Space(launchers));
+        NewEtcdCoordinationClient(etcd_client_, Space(launchers, ttl));
     EXPECT_TRUE(client.ok()) << client.status();
     if (!client.ok()) return nullptr;
     CoordinationAgentOptions o;
     o.task = {"launcher", index};
-    o.heartbeat_timeout = absl::Seconds(2);
+    o.heartbeat_timeout = ttl;
     o.heartbeat_interval = absl::Milliseconds(500);
     o.register_timeout = absl::Seconds(20);
     o.shutdown_timeout = absl::Seconds(5);
@@ -197,11 +201,12 @@ TEST_F(EtcdCoordinationTest, AReportedErrorReachesEveryAgent) {
 
 TEST_F(EtcdCoordinationTest, ATaskWhoseLeaseExpiresIsLost) {
   ErrorSink a_errors;
-  std::unique_ptr<CoordinationAgent> a = Agent(0, &a_errors);
+  std::unique_ptr<CoordinationAgent> a =
+      Agent(0, &a_errors, 2, absl::Seconds(2));
   ASSERT_TRUE(a);
   // launcher:1 registers and then never heartbeats: its process died.
   absl::StatusOr<std::unique_ptr<CoordinationClient>> dead =
-      NewEtcdCoordinationClient(etcd_client_, Space());
+      NewEtcdCoordinationClient(etcd_client_, Space(2, absl::Seconds(2)));
   ASSERT_TRUE(dead.ok());
   RegisterTaskRequest request;
   request.mutable_source_task()->set_job_name("launcher");
@@ -229,7 +234,8 @@ TEST_F(EtcdCoordinationTest, AShutDownTaskIsNotLost) {
       etcd_client_->Get("launchers/status/tasks/launcher:1", &revision);
   ASSERT_TRUE(key.ok());
   EXPECT_FALSE(key->has_value());
-  // The lease's TTL (2 s) passes twice over without an error.
+  // a's error poll saw the revoke's delete at once; a loss wrongly judged
+  // from it would be recorded within milliseconds, so 4 s is ample.
   EXPECT_FALSE(a_errors.got.WaitForNotificationWithTimeout(absl::Seconds(4)));
   EXPECT_TRUE(a->error().ok()) << a->error();
 }
@@ -306,6 +312,65 @@ TEST_F(EtcdCoordinationTest, AProgramJoinsByUrlAndWatchesTheJobState) {
   joined = NewCoordinationClient(etcd_.Url("/nothing-here"), {});
   EXPECT_TRUE(absl::IsFailedPrecondition(joined.status())) << joined.status();
   EXPECT_THAT(joined.status().message(), HasSubstr("no cohort job at etcd"));
+}
+
+TEST_F(EtcdCoordinationTest, MalformedRecordsAreErrorsNotCrashes) {
+  // Anyone with access to the prefix can write these: wrong types must not
+  // throw (and kill the process).
+  ASSERT_TRUE(etcd_client_
+                  ->Put("bad/job", R"({"job_id":5,"jobs":{"w":1},)"
+                                   R"("heartbeat_timeout_ms":"10"})")
+                  .ok());
+  absl::StatusOr<std::unique_ptr<CoordinationClient>> joined =
+      NewCoordinationClient(etcd_.Url("/job/bad"), {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(joined.status())) << joined.status();
+  EXPECT_THAT(joined.status().message(), HasSubstr("names no tasks or no job"));
+  ASSERT_TRUE(etcd_client_->Put("bad2/job", R"({"jobs":{"w":"many"}})").ok());
+  joined = NewCoordinationClient(etcd_.Url("/job/bad2"), {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(joined.status())) << joined.status();
+
+  ErrorSink a_errors;
+  std::unique_ptr<CoordinationAgent> a = Agent(0, &a_errors);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(etcd_client_
+                  ->Put("launchers/status/error",
+                        R"({"code":"x","task":5,"message":["m"]})")
+                  .ok());
+  ASSERT_TRUE(a_errors.got.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(a_errors.error.code(), absl::StatusCode::kUnknown)
+      << a_errors.error;
+}
+
+TEST_F(EtcdCoordinationTest, AnErrorMessageOfAnyBytesReachesTheOthers) {
+  ErrorSink a_errors;
+  std::unique_ptr<CoordinationAgent> a = Agent(0, &a_errors);
+  std::unique_ptr<CoordinationAgent> b = Agent(1, nullptr);
+  ASSERT_TRUE(a && b);
+  // Not UTF-8, and a multi-byte character cut by the 4 KiB limit.
+  std::string message = "bad \xff\xfe bytes ";
+  message += std::string(4090 - message.size(), 'x') + "\xc3\xa9\xc3\xa9";
+  ASSERT_TRUE(b->ReportError(absl::InternalError(message)).ok());
+  ASSERT_TRUE(a_errors.got.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(absl::IsInternal(a_errors.error)) << a_errors.error;
+  EXPECT_THAT(a_errors.error.message(), HasSubstr("bad "));
+  EXPECT_THAT(a_errors.error.message(), HasSubstr(" bytes xxx"));
+}
+
+TEST_F(EtcdCoordinationTest, AWatchFromAVersionSeesADeleteThatCameFirst) {
+  std::unique_ptr<CoordinationAgent> a = Agent(0, nullptr);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->InsertKeyValue("gen", "1").ok());
+  absl::StatusOr<KeyValueWatchResult> w =
+      a->WatchKeyValue("gen", 0, absl::Seconds(5));
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE(a->DeleteKeyValue("gen").ok());
+  // The delete came before the watch: reported, not waited past (the
+  // watch would end DeadlineExceeded).
+  absl::StatusOr<KeyValueWatchResult> gone =
+      a->WatchKeyValue("gen", w->version, absl::Seconds(20));
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_FALSE(gone->present);
+  EXPECT_GT(gone->version, w->version);
 }
 
 }  // namespace

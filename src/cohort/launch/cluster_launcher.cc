@@ -198,6 +198,8 @@ struct ClusterLauncher::Impl {
   // With etcd: the launchers' client; refuses a prefix that holds the keys
   // of an earlier run of this job.
   absl::StatusOr<std::unique_ptr<coord::CoordinationClient>> EtcdLaunchers();
+  absl::StatusOr<std::unique_ptr<coord::CoordinationClient>>
+  EtcdLaunchersOnce();
   // With etcd: the coordination address of `attempt`'s programs, after
   // writing its space's job record.
   absl::StatusOr<std::string> EtcdPrograms(int attempt);
@@ -391,26 +393,54 @@ ClusterLauncher::Impl::EtcdLaunchers() {
                             coord::EtcdClient::Connect(options.etcd));
     etcd = std::move(client);
   }
-  // A run whose launchers all ended removed its keys; one that failed or
-  // was cut short left them, and this run would read its verdicts.
-  COHORT_ASSIGN_OR_RETURN(std::vector<coord::EtcdKeyValue> ended,
-                          etcd->List("launchers/ended/"));
-  COHORT_ASSIGN_OR_RETURN(std::optional<coord::EtcdKeyValue> failed,
-                          etcd->Get("launchers/status/error"));
-  if (!ended.empty() || failed.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "etcd prefix ", options.etcd.target.ToString(),
-        " holds the keys of a run of this job that has ",
-        failed.has_value() ? "failed" : "ended",
-        "; remove them (etcdctl del --prefix ", options.etcd.target.prefix,
-        ") or give this run its own prefix"));
+  // Until the rendezvous deadline, as a launcher waits for task 0's: etcd
+  // may come up after the launchers.
+  const absl::Time deadline = absl::Now() + options.rendezvous_timeout;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<coord::CoordinationClient>> client =
+        EtcdLaunchersOnce();
+    if (client.ok() ||
+        !(absl::IsUnavailable(client.status()) ||
+          absl::IsDeadlineExceeded(client.status())) ||
+        absl::Now() >= deadline) {
+      return client;
+    }
+    absl::SleepFor(absl::Seconds(1));
   }
+}
+
+absl::StatusOr<std::unique_ptr<coord::CoordinationClient>>
+ClusterLauncher::Impl::EtcdLaunchersOnce() {
+  // First the job record: another job's is refused before anything else.
   coord::EtcdCoordinationOptions o;
   o.space = "launchers/";
   o.jobs = {{"launcher", options.engine.count}};
   o.job_id = coord::JobIdOf(options.job_token);
   o.heartbeat_timeout = LostAfter();
-  return coord::NewEtcdCoordinationClient(etcd, std::move(o));
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> client,
+                          coord::NewEtcdCoordinationClient(etcd, std::move(o)));
+  // A run whose launchers all ended removed its keys; one that failed or
+  // was cut short left them, and this run would read its verdicts and
+  // addresses. This launcher's own address of attempt 0 is there only if
+  // an earlier run wrote it.
+  COHORT_ASSIGN_OR_RETURN(std::vector<coord::EtcdKeyValue> ended,
+                          etcd->List("launchers/ended/"));
+  COHORT_ASSIGN_OR_RETURN(std::optional<coord::EtcdKeyValue> failed,
+                          etcd->Get("launchers/status/error"));
+  COHORT_ASSIGN_OR_RETURN(
+      std::optional<coord::EtcdKeyValue> mine,
+      etcd->Get(absl::StrCat("launchers/kv/", Key(0, "address/"), me)));
+  if (!ended.empty() || failed.has_value() || mine.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "etcd prefix ", options.etcd.target.ToString(),
+        " holds the keys of a run of this job that has ",
+        failed.has_value() ? "failed"
+        : !ended.empty()   ? "ended"
+                           : "stopped without removing them",
+        "; remove them (etcdctl del --prefix ", options.etcd.target.prefix,
+        ") or give this run its own prefix"));
+  }
+  return client;
 }
 
 absl::StatusOr<std::string> ClusterLauncher::Impl::EtcdPrograms(int attempt) {
@@ -430,11 +460,24 @@ absl::StatusOr<std::string> ClusterLauncher::Impl::EtcdPrograms(int attempt) {
 
 void ClusterLauncher::Impl::EtcdDone() {
   const std::string key = absl::StrCat("launchers/ended/", me);
-  if (!etcd->Put(key, options.engine.hosts[me]).ok()) return;
+  absl::Status s = etcd->Put(key, options.engine.hosts[me]).status();
   absl::StatusOr<std::vector<coord::EtcdKeyValue>> ended =
-      etcd->List("launchers/ended/");
+      s.ok() ? etcd->List("launchers/ended/")
+             : absl::StatusOr<std::vector<coord::EtcdKeyValue>>(s);
   if (ended.ok() && static_cast<int>(ended->size()) == options.engine.count) {
-    etcd->DeleteDir("").IgnoreError();  // the job's whole prefix
+    // The job's own directories only: another job may live under a longer
+    // prefix below this one (/a and /a/b).
+    s = etcd->DeleteDir("launchers/").status();
+    if (s.ok()) s = etcd->DeleteDir("programs/").status();
+  }
+  if (!s.ok() || !ended.ok()) {
+    Message(absl::StrCat(
+        "could not record this launcher's end in etcd or remove the job's "
+        "keys (",
+        (s.ok() ? ended.status() : s).message(), "); the next run under ",
+        options.etcd.target.ToString(),
+        " will be refused until they are removed (etcdctl del --prefix ",
+        options.etcd.target.prefix, ")"));
   }
 }
 

@@ -60,8 +60,13 @@ grpc::ChannelArguments DefaultChannelArguments(int max_message_bytes) {
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(
     const std::string& target, const TransportSecurity& security,
-    int max_message_bytes) {
+    int max_message_bytes, Keepalive keepalive) {
   grpc::ChannelArguments args = DefaultChannelArguments(max_message_bytes);
+  if (keepalive == Keepalive::kExternal) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (security.tls()) {
     grpc::SslCredentialsOptions options;

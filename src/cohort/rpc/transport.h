@@ -79,11 +79,19 @@ struct TransportSecurity {
   bool tls() const { return !ca_cert_file.empty(); }
 };
 
+// How a channel checks a quiet connection. kCohort: cohort's own servers,
+// which allow pings every kKeepaliveTime even without calls. kExternal: a
+// service with the common default policy (etcd: at most one ping per 5 s,
+// none without calls, else GOAWAY "too_many_pings"): every 30 s, only while
+// a call is open.
+enum class Keepalive { kCohort, kExternal };
+
 // Creates a channel to "host:port". Fails (InvalidArgument / NotFound) only
 // when TLS files cannot be read; connecting happens lazily.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(
     const std::string& target, const TransportSecurity& security,
-    int max_message_bytes = kMaxMessageBytes);
+    int max_message_bytes = kMaxMessageBytes,
+    Keepalive keepalive = Keepalive::kCohort);
 
 // Adds the job token (if any) to an outgoing call.
 void AttachJobToken(grpc::ClientContext* context,
