@@ -1145,26 +1145,21 @@ def t_coord_etcd(ds, files=None):
     both measured in the same run."""
     q = Query(ds.files(files or ETCD_FILES))
     rows = []
-    sizes = sorted({m["params"]["tasks"] for f in q.files for m in f.measurements
-                    if m.get("metric") == "rendezvous_time"})
-    for n in sizes:
-        built = q.points("coord", "rendezvous_time", {"tasks": n, "backend": "builtin"})
-        etcd = q.points("coord", "rendezvous_time", {"tasks": n, "backend": "etcd"})
-        med, pairs = paired_ratio(etcd, built)
-        rows.append([f"rendezvous: {n:,} launchers register and pass one barrier",
-                     spread(Stat([v * 1e3 for *_, v in etcd]), "ms"),
-                     spread(Stat([v * 1e3 for *_, v in built]), "ms"),
-                     ratio_cell(med, pairs)])
-    clients = sorted({m["params"]["clients"] for f in q.files for m in f.measurements
-                      if m.get("metric") == "barrier_release_p50"})
-    for n in clients:
-        built = q.points("coord", "barrier_release_p50", {"clients": n, "backend": "builtin"})
-        etcd = q.points("coord", "barrier_release_p50", {"clients": n, "backend": "etcd"})
-        med, pairs = paired_ratio(etcd, built)
-        rows.append([f"barrier release p50, {n} tasks",
-                     spread(Stat([v for *_, v in etcd]), "µs"),
-                     spread(Stat([v for *_, v in built]), "µs"),
-                     ratio_cell(med, pairs)])
+    # (metric, the param that sizes it, row label, unit, scale of the value)
+    for metric, size, label, unit, scale in (
+            ("rendezvous_time", "tasks",
+             "rendezvous: {:,} launchers register and pass one barrier", "ms", 1e3),
+            ("barrier_release_p50", "clients", "barrier release p50, {} tasks", "µs", 1)):
+        sizes = sorted({m["params"][size] for f in q.files for m in f.measurements
+                        if m.get("metric") == metric})
+        for n in sizes:
+            built = q.points("coord", metric, {size: n, "backend": "builtin"})
+            etcd = q.points("coord", metric, {size: n, "backend": "etcd"})
+            med, pairs = paired_ratio(etcd, built)
+            rows.append([label.format(n),
+                         spread(Stat([v * scale for *_, v in etcd]), unit),
+                         spread(Stat([v * scale for *_, v in built]), unit),
+                         ratio_cell(med, pairs)])
     if not rows:
         raise ReportError("coord-etcd: no rendezvous or barrier lines")
     lines = table(["control plane", "etcd (3 members)", "built-in (task 0's launcher)",
