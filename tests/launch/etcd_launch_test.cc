@@ -176,8 +176,8 @@ TEST_F(EtcdLaunchTest, EtcdWithoutAMajorityFailsTheLaunchersNamingIt) {
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_THAT(r.output,
                 HasSubstr(absl::StrCat("the launchers lost each other (control "
-                                       "plane: etcd at ",
-                                       etcd_.Url("/job"), "): ")));
+                                       "plane at ",
+                                       etcd_.Url("/job"), ", in etcd): ")));
     EXPECT_THAT(r.output, HasSubstr("stopped worker:"));
   }
   Release();

@@ -720,7 +720,9 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   if (end.outcome == AttemptEnd::Outcome::kLost) {
     result.exit_code = 1;
     result.failure_summary = absl::StrCat(
-        "the launchers lost each other (control plane: ", ControlPlane(),
+        "the launchers lost each other (control plane at ",
+        on_etcd() ? absl::StrCat(options.etcd.target.ToString(), ", in etcd")
+                  : absl::StrCat(e.rendezvous, ", served by engine task 0"),
         "): ", end.lost.message(), LauncherHosts(end.lost.message()));
     Message(result.failure_summary);
     Message(absl::StrCat("stopped ", spec.Name(), "; the job failed"));
