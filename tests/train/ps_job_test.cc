@@ -147,6 +147,14 @@ TEST(PsJobTest, AccuracyFailsTheRunOnlyAgainstAGivenTarget) {
   EXPECT_EQ(LineWith(bad.get(), "final:"), "");
 }
 
+// The accuracy the launched job must reach. Asynchronous SGD's end point is
+// a random variable: idle, this job reaches 0.94-0.95; with both cores busy
+// (as under ctest -j2) its workers' gradients go staler, and runs of
+// 6 ended at 0.92-0.95, one in CI at 0.85 after a late loss spike. A model
+// that does not learn stays near chance (0.25 over 4 classes) and a broken
+// gradient path well below 0.8, so 0.8 still fails when training breaks.
+constexpr double kLaunchedJobAccuracy = 0.8;
+
 TEST(PsJobTest, LaunchedJobTrainsToTheStepAndEvaluatesEachCheckpoint) {
   const std::string dir = FreshDir("launch");
   // The chief exits 2 below the target accuracy: exit 0 asserts it.
@@ -154,7 +162,7 @@ TEST(PsJobTest, LaunchedJobTrainsToTheStepAndEvaluatesEachCheckpoint) {
       LaunchArgs(dir, {"2", "--ps", "1", "--evaluator"},
                  Concat({"--steps", "1500", "--save-checkpoint-steps", "100",
                          "--wait-steps-per-worker", "50"},
-                        ModelFlags(0.9))));
+                        ModelFlags(kLaunchedJobAccuracy))));
   Drain(&job, absl::Seconds(240));
   ASSERT_EQ(ExitCode(&job, absl::Seconds(30)), 0)
       << absl::StrJoin(job.lines(), "\n");
@@ -162,7 +170,8 @@ TEST(PsJobTest, LaunchedJobTrainsToTheStepAndEvaluatesEachCheckpoint) {
   EXPECT_GE(FigureAfter(final_line, "global_step").value_or(-1), 1500)
       << final_line;
 #ifndef COHORT_PS_JOB_TEST_SANITIZED
-  EXPECT_GT(FigureAfter(final_line, "heldout_accuracy").value_or(-1), 0.9)
+  EXPECT_GT(FigureAfter(final_line, "heldout_accuracy").value_or(-1),
+            kLaunchedJobAccuracy)
       << final_line;
 #endif
   // worker:1 waited for global step 2 x 50 before it trained.
