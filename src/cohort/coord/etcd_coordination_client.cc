@@ -313,40 +313,16 @@ class EtcdCoordinationClient : public CoordinationClient {
 
   // Returns the job's error once there is one: reported by a task, or a
   // task's lease expired (recorded here, first writer wins). OK-less: a
-  // poll ends with the error, DeadlineExceeded, or Cancelled.
-  // Lists the status directory after every change to it and compares it
-  // with every task this client has seen registered: one that is gone
-  // without a shutdown marker is lost. Listing (not reading the changes)
-  // misses no loss that happens while a change is being handled.
+  // poll ends with the error, DeadlineExceeded, or Cancelled. Losses are
+  // found by listing the status directory after every change to it.
   absl::Status DoPollForError(const PollForErrorRequest&, PollForErrorResponse*,
                               const CallOptions& options) {
     const absl::Time deadline = DeadlineOf(0, options);
     while (true) {
-      int64_t revision = 0;
-      COHORT_ASSIGN_OR_RETURN(std::vector<EtcdKeyValue> status,
-                              etcd_->List(Space(kStatusDir), &revision));
-      std::set<std::string> present, shut_down;
-      for (const EtcdKeyValue& kv : status) {
-        if (kv.key == Space(kErrorKey)) return JobError(kv.value);
-        if (absl::StartsWith(kv.key, Space(kTasksDir))) {
-          present.insert(kv.key.substr(Space(kTasksDir).size()));
-        }
-        if (absl::StartsWith(kv.key, Space(kShutdownDir))) {
-          shut_down.insert(kv.key.substr(Space(kShutdownDir).size()));
-        }
-      }
-      std::string lost;
-      {
-        absl::MutexLock lock(&mu_);
-        seen_registered_.insert(present.begin(), present.end());
-        for (const std::string& name : seen_registered_) {
-          if (!present.count(name) && !shut_down.count(name)) {
-            lost = name;
-            break;
-          }
-        }
-      }
-      if (!lost.empty() && !options_.recoverable) {
+      COHORT_ASSIGN_OR_RETURN(EtcdTaskLosses::Look look, losses_.Read());
+      if (look.error.has_value()) return JobError(*look.error);
+      if (!look.lost.empty() && !options_.recoverable) {
+        const std::string& lost = look.lost.front();
         Json record = {
             {"task", lost},
             {"code", static_cast<int>(absl::StatusCode::kUnavailable)},
@@ -361,15 +337,15 @@ class EtcdCoordinationClient : public CoordinationClient {
             etcd_->Create(Space(kErrorKey), JsonDump(record)).status());
         continue;  // read whichever error won
       }
-      absl::StatusOr<std::vector<EtcdEvent>> events = etcd_->Watch(
-          Space(kStatusDir), revision,
-          std::min(Remaining(deadline), kWatchSlice), options.cancellation);
-      if (absl::IsDeadlineExceeded(events.status()) && absl::Now() < deadline) {
+      absl::Status changed = losses_.AwaitChange(
+          look.revision, std::min(Remaining(deadline), kWatchSlice),
+          options.cancellation);
+      if (absl::IsDeadlineExceeded(changed) && absl::Now() < deadline) {
         continue;
       }
-      // Compacted past `revision`: list again.
-      if (absl::IsFailedPrecondition(events.status())) continue;
-      COHORT_RETURN_IF_ERROR(events.status());
+      // Compacted past the revision: list again.
+      if (absl::IsFailedPrecondition(changed)) continue;
+      COHORT_RETURN_IF_ERROR(changed);
     }
   }
 
@@ -807,12 +783,54 @@ class EtcdCoordinationClient : public CoordinationClient {
   std::vector<TaskId> all_tasks_;
   absl::Mutex mu_;
   std::map<std::string, int64_t> leases_ ABSL_GUARDED_BY(mu_);
-  // Every task this client's error polls have seen registered.
-  std::set<std::string> seen_registered_ ABSL_GUARDED_BY(mu_);
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
+  // Every task this client's error polls have seen registered.
+  EtcdTaskLosses losses_{etcd_, options_.space};
 };
 
 }  // namespace
+
+EtcdTaskLosses::EtcdTaskLosses(std::shared_ptr<EtcdClient> etcd,
+                               std::string space)
+    : etcd_(std::move(etcd)), space_(std::move(space)) {}
+
+// Listing (not reading the changes) misses no loss that happens while a
+// change is being handled.
+absl::StatusOr<EtcdTaskLosses::Look> EtcdTaskLosses::Read() {
+  const std::string tasks_dir = absl::StrCat(space_, kTasksDir);
+  const std::string shutdown_dir = absl::StrCat(space_, kShutdownDir);
+  Look look;
+  COHORT_ASSIGN_OR_RETURN(
+      std::vector<EtcdKeyValue> status,
+      etcd_->List(absl::StrCat(space_, kStatusDir), &look.revision));
+  std::set<std::string> present, shut_down;
+  for (const EtcdKeyValue& kv : status) {
+    if (kv.key == absl::StrCat(space_, kErrorKey)) look.error = kv.value;
+    if (absl::StartsWith(kv.key, tasks_dir)) {
+      present.insert(kv.key.substr(tasks_dir.size()));
+    }
+    if (absl::StartsWith(kv.key, shutdown_dir)) {
+      shut_down.insert(kv.key.substr(shutdown_dir.size()));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  seen_registered_.insert(present.begin(), present.end());
+  for (const std::string& name : seen_registered_) {
+    if (!present.count(name) && !shut_down.count(name)) {
+      look.lost.push_back(name);
+    }
+  }
+  return look;
+}
+
+absl::Status EtcdTaskLosses::AwaitChange(int64_t revision,
+                                         absl::Duration timeout,
+                                         CallCancellation* cancellation) {
+  return etcd_
+      ->Watch(absl::StrCat(space_, kStatusDir), revision, timeout,
+              cancellation)
+      .status();
+}
 
 std::string JobIdOf(const std::string& job_token) {
   return rpc::DeriveFromToken(job_token, "cohort etcd job id").substr(0, 16);

@@ -48,11 +48,17 @@
 #ifndef COHORT_COORD_ETCD_COORDINATION_CLIENT_H_
 #define COHORT_COORD_ETCD_COORDINATION_CLIENT_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cohort/coord/coordination_client.h"
 #include "cohort/coord/etcd_client.h"
@@ -76,6 +82,37 @@ struct EtcdCoordinationOptions {
   // loss or reported error is not the job's error (its launcher restarts
   // it). Joining clients read this and heartbeat_timeout from the record.
   bool recoverable = false;
+};
+
+// Follows the status directory of one space (as EtcdCoordinationOptions::
+// space) and finds its lost tasks: registered, as this follower saw them,
+// and gone without a shutdown marker (their lease expired or their key was
+// deleted). The clients' error poll uses one; so does a launcher that must
+// notice a lost peer in a recoverable space, where a loss is no job error.
+//
+// Thread safety: thread-safe.
+class EtcdTaskLosses {
+ public:
+  EtcdTaskLosses(std::shared_ptr<EtcdClient> etcd, std::string space);
+
+  struct Look {
+    std::vector<std::string> lost;     // task names ("launcher:2"), sorted
+    std::optional<std::string> error;  // the space's error record, if any
+    int64_t revision = 0;              // of the listing
+  };
+  // Lists the status directory once (the etcd client's errors).
+  absl::StatusOr<Look> Read();
+  // Waits for a change to the directory after `revision`: OK when one
+  // came, DeadlineExceeded after `timeout`, FailedPrecondition when etcd
+  // compacted past `revision` (Read again), Cancelled.
+  absl::Status AwaitChange(int64_t revision, absl::Duration timeout,
+                           CallCancellation* cancellation);
+
+ private:
+  const std::shared_ptr<EtcdClient> etcd_;
+  const std::string space_;
+  absl::Mutex mu_;
+  std::set<std::string> seen_registered_ ABSL_GUARDED_BY(mu_);
 };
 
 // A job id that names the job without revealing its token: the first 16
