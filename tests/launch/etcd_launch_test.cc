@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -202,6 +204,75 @@ TEST_F(EtcdLaunchTest, Task0sLauncherIsAnyLauncher) {
     EXPECT_THAT(r.output, HasSubstr(absl::StrCat("stopped worker:", i)));
   }
   FinishCommand(*launchers[0], start);
+}
+
+// With etcd and --elastic, task 0's launcher is not special either: killed
+// (SIGKILL, its program dying with it) once the gang has trained 1000 steps,
+// it is lost when its lease expires; the other launchers drop its task from
+// the membership, as no launcher is left to restart it, their programs
+// re-form as generation 1 and finish, launcher:1 (now the lowest) prints the
+// job's success, and the last one out removes every key, counting
+// launcher:0 as ended.
+TEST_F(EtcdLaunchTest, AnElasticJobGoesOnWhenTask0sLauncherIsKilled) {
+#ifdef COHORT_TSAN_BUILD
+  fprintf(stderr,
+          "SKIPPED: thousands of steps of three processes under "
+          "ThreadSanitizer take minutes; plain and ASan builds only\n");
+  GTEST_SKIP() << "elastic job under ThreadSanitizer";
+#endif
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<Subprocess>> launchers = StartJob(
+      3, "/elastic",
+      absl::StrCat("exec ", BinDir(),
+                   "/train_data_parallel --steps 20000 --log-every 100"),
+      {"--elastic", "2:3", "--heartbeat-timeout", "2", "--partition-grace",
+       "2"});
+  const std::string log0 = dir_ + "/logs/elastic/0/worker-0.attempt-0.log";
+  while (true) {
+    std::ifstream in(log0);
+    const std::string text((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+    if (text.find("step 1000/") != std::string::npos) break;
+    ASSERT_EQ(text.find("final:"), std::string::npos)
+        << "worker:0 finished before it was killed:\n"
+        << text;
+    ASSERT_LT(absl::Now() - start, absl::Seconds(120))
+        << "worker:0 never reached step 1000:\n"
+        << text;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  kill(launchers[0]->pid(), SIGKILL);
+  FinishCommand(*launchers[0], start);
+  for (int i = 1; i < 3; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr("worker:0 (on 127.0.0.1) was lost with its "
+                          "launcher: launcher:0's lease in etcd expired (no "
+                          "heartbeat for 4s)"));
+    EXPECT_THAT(r.output,
+                HasSubstr("elastic: removed from the membership; no launcher "
+                          "is left to restart it, so it leaves the job; 2 "
+                          "task(s) train on (worker:1, worker:2)"));
+    EXPECT_THAT(r.output, Not(HasSubstr("restarted alone")));
+    const std::string succeeded =
+        "job succeeded: attempt 0 finished; the elastic job ended with "
+        "generation 1: worker:1, worker:2";
+    if (i == 1) {
+      EXPECT_THAT(r.output,
+                  HasSubstr("[worker:1] elastic generation 1: worker:1, "
+                            "worker:2: 2 task(s) go on from step"));
+      EXPECT_THAT(r.output,
+                  HasSubstr("[worker:1] parameters identical across 2 tasks"));
+      EXPECT_THAT(r.output, HasSubstr(succeeded));
+    } else {
+      EXPECT_THAT(r.output, Not(HasSubstr("job succeeded")));
+    }
+  }
+  absl::StatusOr<std::string> left =
+      etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, "");
 }
 
 TEST_F(EtcdLaunchTest, TwoJobsUnderTwoPrefixesDoNotMeet) {

@@ -794,6 +794,11 @@ EtcdTaskLosses::EtcdTaskLosses(std::shared_ptr<EtcdClient> etcd,
                                std::string space)
     : etcd_(std::move(etcd)), space_(std::move(space)) {}
 
+void EtcdTaskLosses::AssumeRegistered(const std::vector<std::string>& tasks) {
+  absl::MutexLock lock(&mu_);
+  seen_registered_.insert(tasks.begin(), tasks.end());
+}
+
 // Listing (not reading the changes) misses no loss that happens while a
 // change is being handled.
 absl::StatusOr<EtcdTaskLosses::Look> EtcdTaskLosses::Read() {
@@ -827,8 +832,7 @@ absl::Status EtcdTaskLosses::AwaitChange(int64_t revision,
                                          absl::Duration timeout,
                                          CallCancellation* cancellation) {
   return etcd_
-      ->Watch(absl::StrCat(space_, kStatusDir), revision, timeout,
-              cancellation)
+      ->Watch(absl::StrCat(space_, kStatusDir), revision, timeout, cancellation)
       .status();
 }
 

@@ -100,6 +100,10 @@ class EtcdTaskLosses {
     std::optional<std::string> error;  // the space's error record, if any
     int64_t revision = 0;              // of the listing
   };
+  // Counts `tasks` as registered before this follower first listed (a
+  // caller that knows they registered: they passed a barrier with it), so
+  // one lost before that listing is found too.
+  void AssumeRegistered(const std::vector<std::string>& tasks);
   // Lists the status directory once (the etcd client's errors).
   absl::StatusOr<Look> Read();
   // Waits for a change to the directory after `revision`: OK when one

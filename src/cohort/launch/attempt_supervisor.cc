@@ -47,6 +47,14 @@ void AttemptEvents::TaskFailed(int attempt, FailureRecord record) {
   Push(std::move(e));
 }
 
+void AttemptEvents::TaskOrphaned(int attempt, FailureRecord record) {
+  Event e{Event::kTaskFailed};
+  e.attempt = attempt;
+  e.record = std::move(record);
+  e.orphaned = true;
+  Push(std::move(e));
+}
+
 void AttemptEvents::Changed() { Push(Event{Event::kChanged}); }
 
 void AttemptEvents::ControlPlaneLost(const absl::Status& error) {
@@ -413,19 +421,29 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
         const bool member =
             !s.newest.has_value() || s.newest->RankOf(r.task) >= 0;
         absl::StatusOr<coord::Membership> left = plan_.elastic.lose(r.task);
-        if (left.ok()) {
+        // With no launcher left to restart it, it leaves the job: done for
+        // the verdict (every launcher that saw the loss records it; the
+        // first wins).
+        absl::Status dropped = left.ok() && e.orphaned
+                                   ? ledger_->RecordDone(r.job_task)
+                                   : absl::OkStatus();
+        if (left.ok() && dropped.ok()) {
           Message(absl::StrCat(
               r.task, " (", r.where, ") ", r.reason, "; elastic: ",
-              member ? "removed from the membership, its launcher stops it"
-                     : "not a member (its replacement has not joined)",
+              e.orphaned ? "removed from the membership; no launcher is left "
+                           "to restart it, so it leaves the job"
+              : member   ? "removed from the membership, its launcher stops it"
+                         : "not a member (its replacement has not joined)",
               "; ", left->members.size(), " task(s) train on (",
               absl::StrJoin(left->members, ", "), ")"));
           return;
         }
-        absl::StrAppend(&r.reason,
-                        "; removing it from the elastic membership "
-                        "failed: ",
-                        left.status().message());
+        absl::StrAppend(
+            &r.reason,
+            left.ok() ? "; recording that it left the job failed: "
+                      : "; removing it from the elastic "
+                        "membership failed: ",
+            left.ok() ? dropped.message() : left.status().message());
       }
       Record(s, r);
       return;

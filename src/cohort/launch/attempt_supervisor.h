@@ -65,6 +65,11 @@ class AttemptEvents {
   // Something outside the task's process failed it (the coordination
   // service after lost heartbeats or a reported error).
   void TaskFailed(int attempt, FailureRecord record);
+  // Another launcher's task failed with its launcher (lost: in an etcd
+  // control plane its lease expired), so no launcher is left to stop or
+  // restart it. In an elastic job it leaves the membership and counts as
+  // finished for the verdict; otherwise it fails the attempt.
+  void TaskOrphaned(int attempt, FailureRecord record);
   // The ledger's verdict may have changed.
   void Changed();
   // The launcher lost its control plane: `error` says how.
@@ -88,6 +93,7 @@ class AttemptEvents {
     ExitInfo exit;
     absl::Time when;
     FailureRecord record;
+    bool orphaned = false;  // kTaskFailed: its launcher is gone too
     absl::Status error;
   };
   void Push(Event e);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -216,8 +217,17 @@ struct ClusterLauncher::Impl {
                  const std::string& barrier_failure, LaunchResult& result);
   // The agent's WaitAtBarrier, cancelled for every launcher (Cancelled) when
   // Stop() is called while it waits.
-  absl::Status WaitAtBarrierOrStop(const std::string& id,
-                                   absl::Duration timeout);
+  absl::Status WaitAtBarrierOrStop(
+      const std::string& id, absl::Duration timeout,
+      const std::vector<coord::TaskId>& launchers = {});
+  // With etcd: the launchers not recorded lost (EtcdLostLauncherKey), for
+  // the end barrier; empty (every launcher) otherwise, or when etcd cannot
+  // be read. A launcher lost after this was read is waited for until the
+  // barrier's timeout.
+  std::vector<coord::TaskId> LiveLaunchers();
+  // The launcher that prints the attempt's summary and the job's success
+  // line: task 0's, or with etcd the lowest one not recorded lost.
+  bool Reports();
 
   Env* const env;
   ClusterLaunchOptions options;
@@ -243,6 +253,9 @@ struct ClusterLauncher::Impl {
   std::unique_ptr<SilenceWatch> silence;
 
   std::shared_ptr<coord::EtcdClient> etcd;  // with an etcd control plane
+  // With etcd, elastic jobs: this launcher's client of the programs' store
+  // (the membership).
+  std::unique_ptr<coord::CoordinationAgent> etcd_programs;
   std::unique_ptr<coord::CoordinationAgent> agent;
   // Elastic jobs, launchers other than task 0's: a client of the programs'
   // coordination service, where the membership lives.
@@ -305,12 +318,6 @@ absl::Status ClusterLauncher::Impl::Validate() {
         e.engine, " engine runs ", e.count, " task(s); give it ",
         options.elastic.max, " and no --jobs other than workers (", e.source,
         ")"));
-  }
-  if (on_etcd() && options.elastic.min > 0) {
-    return absl::InvalidArgumentError(
-        "--elastic does not run on an etcd control plane yet (--rendezvous "
-        "etcd://...): its membership lives in task 0's launcher; leave out "
-        "one of the two (docs/etcd.md)");
   }
   COHORT_ASSIGN_OR_RETURN(tasks, PlanEngineTasks(jobs, e.count));
   me = e.index;
@@ -417,6 +424,10 @@ ClusterLauncher::Impl::EtcdLaunchersOnce() {
   o.jobs = {{"launcher", options.engine.count}};
   o.job_id = coord::JobIdOf(options.job_token);
   o.heartbeat_timeout = LostAfter();
+  // An elastic job goes on without a lost launcher (its task leaves the
+  // membership): the loss is no job error, and every launcher follows the
+  // others' leases itself (EtcdLauncherLossWatch).
+  o.recoverable = options.elastic.min > 0;
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> client,
                           coord::NewEtcdCoordinationClient(etcd, std::move(o)));
   // A run whose launchers all ended removed its keys; one that failed or
@@ -453,32 +464,80 @@ absl::StatusOr<std::string> ClusterLauncher::Impl::EtcdPrograms(int attempt) {
   // As the built-in service under --restart task: a program's loss is its
   // own launcher's to handle, not every program's error.
   o.recoverable = options.restart == RestartMode::kTask;
-  COHORT_RETURN_IF_ERROR(
-      coord::NewEtcdCoordinationClient(etcd, std::move(o)).status());
+  COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> client,
+                          coord::NewEtcdCoordinationClient(etcd, std::move(o)));
+  if (options.elastic.min > 0) {
+    // The membership lives in the programs' store, where they read it: this
+    // launcher's client of it makes key-value calls only (it never
+    // registers), each short, as ElasticStoreClient's.
+    coord::CoordinationAgentOptions ao;
+    ao.task = {"launcher", me};
+    ao.env = env;
+    ao.rpc_timeout = absl::Seconds(2);
+    ao.heartbeat_timeout = absl::Seconds(1);  // its retry window
+    COHORT_ASSIGN_OR_RETURN(
+        etcd_programs,
+        coord::CoordinationAgent::Create(std::move(ao), std::move(client)));
+    // Every launcher writes generation 0 before the start barrier, so no
+    // program starts before it exists; the first writer wins.
+    absl::Status first =
+        WriteFirstGeneration(coord::ElasticStoreOf(etcd_programs.get()), tasks);
+    if (!first.ok() && !absl::IsAlreadyExists(first)) return first;
+  }
   return absl::StrCat(options.etcd.target.ToString(), "/programs/", attempt);
 }
 
 void ClusterLauncher::Impl::EtcdDone() {
-  const std::string key = absl::StrCat("launchers/ended/", me);
-  absl::Status s = etcd->Put(key, options.engine.hosts[me]).status();
-  absl::StatusOr<std::vector<coord::EtcdKeyValue>> ended =
-      s.ok() ? etcd->List("launchers/ended/")
-             : absl::StatusOr<std::vector<coord::EtcdKeyValue>>(s);
-  if (ended.ok() && static_cast<int>(ended->size()) == options.engine.count) {
+  absl::Status s =
+      etcd->Put(absl::StrCat("launchers/ended/", me), options.engine.hosts[me])
+          .status();
+  // Launchers recorded lost never end: they count as ended.
+  std::set<std::string> ended;
+  for (const char* dir : {"launchers/ended/", kEtcdLostLaunchersDir}) {
+    if (!s.ok()) break;
+    absl::StatusOr<std::vector<coord::EtcdKeyValue>> keys = etcd->List(dir);
+    s = keys.status();
+    if (!s.ok()) break;
+    for (const coord::EtcdKeyValue& kv : *keys) {
+      ended.insert(kv.key.substr(kv.key.rfind('/') + 1));
+    }
+  }
+  if (s.ok() && static_cast<int>(ended.size()) == options.engine.count) {
     // The job's own directories only: another job may live under a longer
     // prefix below this one (/a and /a/b).
     s = etcd->DeleteDir("launchers/").status();
     if (s.ok()) s = etcd->DeleteDir("programs/").status();
   }
-  if (!s.ok() || !ended.ok()) {
+  if (!s.ok()) {
     Message(absl::StrCat(
         "could not record this launcher's end in etcd or remove the job's "
         "keys (",
-        (s.ok() ? ended.status() : s).message(), "); the next run under ",
-        options.etcd.target.ToString(),
+        s.message(), "); the next run under ", options.etcd.target.ToString(),
         " will be refused until they are removed (etcdctl del --prefix ",
         options.etcd.target.prefix, ")"));
   }
+}
+
+std::vector<coord::TaskId> ClusterLauncher::Impl::LiveLaunchers() {
+  if (!on_etcd()) return {};
+  absl::StatusOr<std::vector<coord::EtcdKeyValue>> lost =
+      etcd->List(kEtcdLostLaunchersDir);
+  if (!lost.ok() || lost->empty()) return {};
+  std::set<std::string> gone;
+  for (const coord::EtcdKeyValue& kv : *lost) {
+    gone.insert(kv.key.substr(kv.key.rfind('/') + 1));
+  }
+  std::vector<coord::TaskId> live;
+  for (int k = 0; k < options.engine.count; ++k) {
+    if (!gone.count(absl::StrCat(k))) live.push_back({"launcher", k});
+  }
+  return live;
+}
+
+bool ClusterLauncher::Impl::Reports() {
+  if (!on_etcd()) return me == 0;
+  const std::vector<coord::TaskId> live = LiveLaunchers();
+  return live.empty() ? me == 0 : live.front().index == me;
 }
 
 absl::Status ClusterLauncher::Impl::Connect() {
@@ -532,11 +591,12 @@ absl::Status ClusterLauncher::Impl::Connect() {
 }
 
 absl::Status ClusterLauncher::Impl::WaitAtBarrierOrStop(
-    const std::string& id, absl::Duration timeout) {
+    const std::string& id, absl::Duration timeout,
+    const std::vector<coord::TaskId>& launchers) {
   std::atomic<bool> finished{false};
   absl::Status result;
   std::thread waiter([&] {
-    result = agent->WaitAtBarrier(id, timeout);
+    result = agent->WaitAtBarrier(id, timeout, launchers);
     finished = true;
     events.Changed();  // wakes AwaitStopOr
   });
@@ -556,8 +616,9 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
   COHORT_ASSIGN_OR_RETURN(int port, rpc::PickFreePort(options.bind_host));
   COHORT_RETURN_IF_ERROR(agent->InsertKeyValue(
       Key(attempt, absl::StrCat("address/", me)), OnHost(e.hosts[me], port)));
-  if (me == 0 && options.elastic.min > 0) {
-    // Before any program starts: they join generation 0.
+  if (me == 0 && options.elastic.min > 0 && !on_etcd()) {
+    // Before any program starts: they join generation 0 (with etcd:
+    // EtcdPrograms).
     COHORT_RETURN_IF_ERROR(WriteFirstGeneration(
         coord::ElasticStoreOf(programs->service()), tasks));
   }
@@ -675,7 +736,9 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   }
   if (options.elastic.min > 0) {
     coord::ElasticStore store;
-    if (me == 0) {
+    if (on_etcd()) {
+      store = coord::ElasticStoreOf(etcd_programs.get());
+    } else if (me == 0) {
       store = coord::ElasticStoreOf(programs->service());
     } else {
       if (elastic_client == nullptr) {
@@ -685,8 +748,11 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
       }
       store = elastic_client->Store();
     }
+    // With etcd no launcher is special: each enforces the minimum (the
+    // first failure recorded is the attempt's).
     PlanElastic(options.elastic, options.elastic_wait, std::move(store),
-                /*enforce_minimum=*/me == 0, tasks, inputs->extra_env, plan);
+                /*enforce_minimum=*/me == 0 || on_etcd(), tasks,
+                inputs->extra_env, plan);
   }
   plan.tasks.push_back(PlanTask(
       *std::move(inputs), options.command, result.log_dir,
@@ -706,6 +772,11 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
     std::optional<TaskFailureWatch> watch;
     if (programs != nullptr) {
       watch.emplace(programs->service(), tasks, e.hosts, attempt, &events);
+    }
+    std::optional<EtcdLauncherLossWatch> launcher_losses;
+    if (on_etcd() && options.elastic.min > 0) {
+      launcher_losses.emplace(etcd, me, tasks, e.hosts, attempt, LostAfter(),
+                              env, &events);
     }
     end = AttemptSupervisor(env, &events, &ledger, std::move(plan)).Run();
   }
@@ -735,12 +806,14 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
           end.stopped_others > 0 && !succeeded ? "stopped" : "exited", false)
       .IgnoreError();
   absl::Status at_end = WaitAtBarrierOrStop(
-      kEndBarrier, options.rendezvous_timeout + options.stop_grace);
-  if (programs != nullptr && options.elastic.min > 0) {
+      kEndBarrier, options.rendezvous_timeout + options.stop_grace,
+      LiveLaunchers());
+  if (options.elastic.min > 0 && (programs != nullptr || on_etcd())) {
     // Read before the reset below: tasks dropped by other launchers are
     // known from the membership.
-    absl::StatusOr<coord::Membership> last =
-        coord::LatestMembership(coord::ElasticStoreOf(programs->service()));
+    absl::StatusOr<coord::Membership> last = coord::LatestMembership(
+        on_etcd() ? coord::ElasticStoreOf(etcd_programs.get())
+                  : coord::ElasticStoreOf(programs->service()));
     last_membership = last.ok() ? last->ToString() : "an unreadable membership";
   }
   if (programs != nullptr) {
@@ -765,7 +838,7 @@ void ClusterLauncher::Impl::Summarize(int attempt, const AttemptEnd& end,
   const EngineTask& e = options.engine;
   const FailureRecord& r = end.failure;
   result.exit_code = r.code;
-  if (me != 0) {
+  if (!Reports()) {
     result.failure_summary = absl::StrCat(
         "attempt ", attempt, " failed: task ", r.task, " (", r.where, ") ",
         r.reason, "; task 0's launcher prints the summary");
@@ -832,11 +905,11 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
       result.succeeded = true;
       result.exit_code = 0;
       result.failure_summary.clear();
-      if (me == 0 && options.elastic.min > 0) {
+      if (Reports() && options.elastic.min > 0) {
         Message(absl::StrCat("job succeeded: attempt ", attempt,
                              " finished; the elastic job ended with ",
                              last_membership));
-      } else if (me == 0) {
+      } else if (Reports()) {
         Message(SuccessLine(tasks.size(), attempt, *ran));
       }
     }

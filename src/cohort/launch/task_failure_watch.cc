@@ -1,8 +1,11 @@
 #include "cohort/launch/task_failure_watch.h"
 
+#include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace cohort::launch {
 
@@ -46,6 +49,92 @@ void TaskFailureWatch::Report(const coord::TaskStateSnapshot& state) {
     r.when = state.error_time;
     events_->TaskFailed(attempt_, std::move(r));
     return;
+  }
+}
+
+std::string EtcdLostLauncherKey(int k) {
+  return absl::StrCat(kEtcdLostLaunchersDir, k);
+}
+
+EtcdLauncherLossWatch::EtcdLauncherLossWatch(
+    std::shared_ptr<coord::EtcdClient> etcd, int me,
+    std::vector<TaskSpec> tasks, std::vector<std::string> hosts, int attempt,
+    absl::Duration lost_after, Env* env, AttemptEvents* events)
+    : etcd_(std::move(etcd)),
+      me_(me),
+      tasks_(std::move(tasks)),
+      hosts_(std::move(hosts)),
+      attempt_(attempt),
+      lost_after_(lost_after),
+      env_(env),
+      events_(events),
+      losses_(etcd_, "launchers/") {
+  std::vector<std::string> launchers;
+  for (int k = 0; k < static_cast<int>(tasks_.size()); ++k) {
+    launchers.push_back(absl::StrCat("launcher:", k));
+  }
+  losses_.AssumeRegistered(launchers);
+  thread_ = std::thread([this] { Run(); });
+}
+
+EtcdLauncherLossWatch::~EtcdLauncherLossWatch() {
+  stop_.Notify();
+  cancel_.Cancel();
+  thread_.join();
+}
+
+void EtcdLauncherLossWatch::Run() {
+  std::set<int> reported;
+  while (!stop_.HasBeenNotified()) {
+    absl::StatusOr<coord::EtcdTaskLosses::Look> look = losses_.Read();
+    if (!look.ok()) {
+      // etcd out of reach: this launcher's own agent finds that (its
+      // heartbeats fail); look again.
+      stop_.WaitForNotificationWithTimeout(absl::Seconds(1));
+      continue;
+    }
+    bool retry = false;
+    for (const std::string& name : look->lost) {
+      int k = -1;
+      absl::string_view index = name;
+      if (!absl::ConsumePrefix(&index, "launcher:") ||
+          !absl::SimpleAtoi(index, &k) || k < 0 ||
+          k >= static_cast<int>(tasks_.size()) || k == me_ ||
+          reported.count(k)) {
+        continue;
+      }
+      const std::string host =
+          k < static_cast<int>(hosts_.size()) ? hosts_[k] : "its host";
+      // Recorded before it is reported: the end barrier leaves out only
+      // launchers recorded lost. Not recorded (etcd out of reach): the next
+      // look tries again.
+      if (!etcd_->Put(EtcdLostLauncherKey(k), host).ok()) {
+        retry = true;
+        continue;
+      }
+      reported.insert(k);
+      FailureRecord r;
+      r.task = tasks_[k].Name();
+      r.job_task = k;
+      r.where = absl::StrCat("on ", host);
+      r.reason = absl::StrCat("was lost with its launcher: launcher:", k,
+                              "'s lease in etcd expired (no heartbeat for ",
+                              absl::FormatDuration(lost_after_),
+                              "); check that host and its launcher process");
+      r.when = env_->Now();
+      events_->TaskOrphaned(attempt_, std::move(r));
+    }
+    if (retry) {
+      stop_.WaitForNotificationWithTimeout(absl::Seconds(1));
+      continue;
+    }
+    absl::Status changed =
+        losses_.AwaitChange(look->revision, absl::Seconds(30), &cancel_);
+    if (absl::IsCancelled(changed)) return;
+    if (!changed.ok() && !absl::IsDeadlineExceeded(changed) &&
+        !absl::IsFailedPrecondition(changed)) {
+      stop_.WaitForNotificationWithTimeout(absl::Seconds(1));
+    }
   }
 }
 

@@ -9,14 +9,27 @@
 //
 // Thread safety: the listener runs on the service's threads and only
 // pushes events.
+//
+// EtcdLauncherLossWatch does the same for the launchers of a job whose
+// control plane is etcd and whose launchers' space is recoverable (an
+// elastic job): a launcher whose lease expired took its task with it (a
+// program dies with its launcher, PR_SET_PDEATHSIG), and no launcher is
+// left to restart it. Each other launcher follows the launchers' status in
+// etcd (a watch, not a poll), records the loss under "launchers/lost/<k>"
+// (the end barrier and the clean-up count it) and reports the task as
+// orphaned (AttemptEvents::TaskOrphaned).
 #ifndef COHORT_LAUNCH_TASK_FAILURE_WATCH_H_
 #define COHORT_LAUNCH_TASK_FAILURE_WATCH_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "cohort/coord/coordination_service.h"
+#include "cohort/coord/etcd_coordination_client.h"
 #include "cohort/launch/attempt_supervisor.h"
 #include "cohort/launch/job_plan.h"
 
@@ -45,6 +58,45 @@ class TaskFailureWatch {
   const int attempt_;
   AttemptEvents* const events_;
   uint64_t listener_ = 0;
+};
+
+// Where launchers record launcher k lost (EtcdLostLauncherKey(k): the
+// directory and k), relative to the job's etcd prefix.
+inline constexpr char kEtcdLostLaunchersDir[] = "launchers/lost/";
+std::string EtcdLostLauncherKey(int k);
+
+class EtcdLauncherLossWatch {
+ public:
+  // `me`: this launcher, never reported. `tasks` and `hosts` as
+  // TaskFailureWatch's, engine task k's launcher being "launcher:k"; all of
+  // them registered (they passed the attempt's start barrier). `env` (the
+  // reports' clock) and `events` must outlive the watch. `lost_after` names
+  // the lease's TTL in reports.
+  EtcdLauncherLossWatch(std::shared_ptr<coord::EtcdClient> etcd, int me,
+                        std::vector<TaskSpec> tasks,
+                        std::vector<std::string> hosts, int attempt,
+                        absl::Duration lost_after, Env* env,
+                        AttemptEvents* events);
+  // Stops and joins the watch (it cancels its etcd watch).
+  ~EtcdLauncherLossWatch();
+  EtcdLauncherLossWatch(const EtcdLauncherLossWatch&) = delete;
+  EtcdLauncherLossWatch& operator=(const EtcdLauncherLossWatch&) = delete;
+
+ private:
+  void Run();
+
+  const std::shared_ptr<coord::EtcdClient> etcd_;
+  const int me_;
+  const std::vector<TaskSpec> tasks_;
+  const std::vector<std::string> hosts_;
+  const int attempt_;
+  const absl::Duration lost_after_;
+  Env* const env_;
+  AttemptEvents* const events_;
+  coord::EtcdTaskLosses losses_;
+  absl::Notification stop_;
+  coord::CallCancellation cancel_;
+  std::thread thread_;
 };
 
 }  // namespace cohort::launch
