@@ -14,10 +14,12 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "cohort/coord/in_process_cluster.h"
 #include "cohort/launch/task_failure_watch.h"
 #include "gmock/gmock.h"
@@ -677,6 +679,56 @@ TEST_F(TaskRestartTest, ElasticAnotherLaunchersSilentTaskLeavesTheMembership) {
               HasSubstr("no heartbeat; elastic: removed from the membership, "
                         "its launcher stops it; 1 task(s) train on "
                         "(worker:0)"));
+}
+
+// A task orphaned by its launcher's loss (an etcd control plane: that
+// launcher's lease expired) leaves the membership and counts as done, since
+// no launcher is left to restart it: the attempt succeeds when worker:0,
+// which waits for the removal, exits 0. Without worker:5's done record
+// there would be no verdict: the watchdog stops the attempt after 60 s and
+// the outcome is kStopped.
+TEST_F(TaskRestartTest, ElasticAnOrphanedTaskLeavesTheJobAndCountsAsDone) {
+  FakeMembership m;
+  m.Write({"worker:0", "worker:5"});
+  m.on_loss = [this] { std::ofstream(dir_ + "/removed").put('\n'); };
+  FailureRecord orphan = NoHeartbeat("worker:5", 5, absl::Now());
+  orphan.reason = "was lost with its launcher";
+  events_.TaskOrphaned(0, orphan);
+  AttemptPlan plan = LoggedPlan({ExitsOnceThere("removed")}, 1);
+  m.Plan(plan);
+  absl::Notification ended;
+  std::thread watchdog([&] {
+    if (!ended.WaitForNotificationWithTimeout(absl::Seconds(60))) {
+      events_.Stop();
+    }
+  });
+  AttemptEnd end = Run(std::move(plan), /*must_finish=*/2);
+  ended.Notify();
+  watchdog.join();
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(failures_written_, 0);
+  {
+    absl::MutexLock lock(&m.mu);
+    EXPECT_THAT(m.lost, ElementsAre("worker:5"));
+  }
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_,
+              HasSubstr("worker:5 () was lost with its launcher; elastic: "
+                        "removed from the membership; no launcher is left to "
+                        "restart it, so it leaves the job; 1 task(s) train on "
+                        "(worker:0)"));
+}
+
+// Outside an elastic job an orphaned task fails the attempt, as any other
+// launcher's task the service failed.
+TEST_F(TaskRestartTest, AnOrphanedTaskFailsANonElasticAttempt) {
+  FailureRecord orphan = NoHeartbeat("worker:5", 5, absl::Now());
+  orphan.reason = "was lost with its launcher";
+  events_.TaskOrphaned(0, orphan);
+  AttemptEnd end = Run(LoggedPlan({"exec sleep 60"}, 1), 2);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_EQ(end.failure.task, "worker:5");
+  EXPECT_EQ(end.failure.reason, "was lost with its launcher");
 }
 
 // A task of this launcher that a generation listed and a later one does
