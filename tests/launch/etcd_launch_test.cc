@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -55,44 +56,52 @@ class EtcdLaunchTest : public ::testing::Test {
       int n, const std::string& prefix, const std::string& script,
       const std::vector<std::string>& flags = {},
       const std::string& token = "etcd-launch-token-0123") {
-    std::vector<std::string> hosts;
+    hosts_.clear();
     for (int i = 0; i < n; ++i) {
       absl::StatusOr<int> port = rpc::PickFreePort("127.0.0.1");
       EXPECT_TRUE(port.ok());
-      hosts.push_back(
+      hosts_.push_back(
           absl::StrCat("\"127.0.0.1:", port.ok() ? *port : 0, "\""));
     }
     std::vector<std::unique_ptr<Subprocess>> launchers;
     for (int i = 0; i < n; ++i) {
-      std::vector<std::string> argv = {
-          BinDir() + "/cohort",
-          "launch",
-          "--engine",
-          "tf_config",
-          "--rendezvous",
-          etcd_.Url(prefix),
-          "--log-dir",
-          absl::StrCat(dir_, "/logs", prefix, "/", i),
-          "--rendezvous-timeout",
-          "30",
-          "--stop-grace",
-          "1"};
-      argv.insert(argv.end(), flags.begin(), flags.end());
-      for (const std::string& a :
-           {std::string("--"), std::string("/bin/sh"), std::string("-c"),
-            "C=" + BinDir() + "/cohort; D=" + dir_ +
-                "; A=$COHORT_COORDINATION_SERVICE_ADDRESS; " + script}) {
-        argv.push_back(a);
-      }
-      launchers.push_back(StartCommand(
-          argv,
-          {absl::StrCat(R"(TF_CONFIG={"cluster": {"worker": [)",
-                        absl::StrJoin(hosts, ","),
-                        R"(]}, "task": {"type": "worker", "index": )", i, "}}"),
-           "COHORT_JOB_TOKEN=" + token}));
-      EXPECT_NE(launchers.back(), nullptr);
+      launchers.push_back(StartLauncher(i, prefix, script, flags, token));
     }
     return launchers;
+  }
+
+  // Starts the launcher of task `i` of the job StartJob started last (a
+  // replacement for a lost one: the same arguments).
+  std::unique_ptr<Subprocess> StartLauncher(
+      int i, const std::string& prefix, const std::string& script,
+      const std::vector<std::string>& flags = {},
+      const std::string& token = "etcd-launch-token-0123") {
+    std::vector<std::string> argv = {
+        BinDir() + "/cohort", "launch",
+        "--engine",           "tf_config",
+        "--rendezvous",       etcd_.Url(prefix),
+        "--log-dir",          absl::StrCat(dir_, "/logs", prefix, "/", i),
+        "--stop-grace",       "1"};
+    // 30 s unless `flags` give one.
+    if (std::find(flags.begin(), flags.end(), "--rendezvous-timeout") ==
+        flags.end()) {
+      argv.insert(argv.end(), {"--rendezvous-timeout", "30"});
+    }
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const std::string& a :
+         {std::string("--"), std::string("/bin/sh"), std::string("-c"),
+          "C=" + BinDir() + "/cohort; D=" + dir_ +
+              "; A=$COHORT_COORDINATION_SERVICE_ADDRESS; " + script}) {
+      argv.push_back(a);
+    }
+    std::unique_ptr<Subprocess> launcher = StartCommand(
+        argv,
+        {absl::StrCat(R"(TF_CONFIG={"cluster": {"worker": [)",
+                      absl::StrJoin(hosts_, ","),
+                      R"(]}, "task": {"type": "worker", "index": )", i, "}}"),
+         "COHORT_JOB_TOKEN=" + token});
+    EXPECT_NE(launcher, nullptr);
+    return launcher;
   }
 
   // Waits until every program of an n-task job wrote $D/ready.<index>.
@@ -119,8 +128,29 @@ class EtcdLaunchTest : public ::testing::Test {
         n, " ))");
   }
 
+  // Waits until `file` (under the shared directory) exists.
+  void AwaitFile(const std::string& file, absl::Time start) {
+    const std::string path = absl::StrCat(dir_, "/", file);
+    while (access(path.c_str(), F_OK) != 0) {
+      ASSERT_LT(absl::Now() - start, absl::Seconds(60))
+          << path << " never came";
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  // Waits until etcd holds `key` (under the root).
+  void AwaitKey(const std::string& key, absl::Time start) {
+    while (true) {
+      absl::StatusOr<std::string> got = etcd_.Ctl({"get", key, "--keys-only"});
+      ASSERT_TRUE(got.ok()) << got.status();
+      if (got->find(key) != std::string::npos) return;
+      ASSERT_LT(absl::Now() - start, absl::Seconds(60)) << key << " never came";
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
+
   LocalEtcd etcd_;
   std::string dir_;
+  std::vector<std::string> hosts_;  // of the job StartJob started last
 };
 
 TEST_F(EtcdLaunchTest, AJobRunsWithItsControlPlaneInEtcd) {
@@ -273,6 +303,140 @@ TEST_F(EtcdLaunchTest, AnElasticJobGoesOnWhenTask0sLauncherIsKilled) {
       etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
   ASSERT_TRUE(left.ok()) << left.status();
   EXPECT_EQ(*left, "");
+}
+
+// A program that says it is ready ($D/ready.<index>.<restart>), waits for
+// Release(), then exchanges a key with the next task.
+std::string GatedByRestart(int n) {
+  return absl::StrCat(
+      "i=${COHORT_TASK_NAME#*:}; touch $D/ready.$i.$COHORT_TASK_RESTART; "
+      "while [ ! -f $D/go ]; do sleep 0.05; done; "
+      "$C kv set --coordinator $A k/$i v$i && "
+      "$C kv get --coordinator $A --wait 30s k/$(( (i + 1) % ",
+      n, " ))");
+}
+
+// With etcd and --restart task, task 0's launcher SIGKILLed (its program
+// dying with it) is a task lost like any other: the others run on and wait
+// for a launcher to replace it. Once the loss is recorded, a launcher
+// started again for task 0 (as Kubernetes restarts a pod) rejoins the
+// running attempt and starts worker:0 as restart 1; the job then finishes
+// in its first attempt, and the last launcher out removes every key.
+TEST_F(EtcdLaunchTest, UnderTaskRestartsAReplacedTask0LauncherRejoins) {
+  const absl::Time start = absl::Now();
+  const std::vector<std::string> flags = {
+      "--restart",           "task", "--max-restarts",    "1",
+      "--heartbeat-timeout", "2",    "--partition-grace", "2"};
+  std::vector<std::unique_ptr<Subprocess>> launchers =
+      StartJob(3, "/rejoin", GatedByRestart(3), flags);
+  for (int i = 0; i < 3; ++i) AwaitFile(absl::StrCat("ready.", i, ".0"), start);
+  kill(launchers[0]->pid(), SIGKILL);
+  FinishCommand(*launchers[0], start);
+  // The others recorded launcher:0 lost: its replacement comes after that.
+  AwaitKey("/rejoin/launchers/lost/0", start);
+  std::unique_ptr<Subprocess> replacement =
+      StartLauncher(0, "/rejoin", GatedByRestart(3), flags);
+  AwaitFile("ready.0.1", start);
+  Release();
+  CommandRun r0 = FinishCommand(*replacement, start);
+  EXPECT_EQ(r0.exit_code, 0) << r0.output;
+  EXPECT_THAT(r0.output,
+              HasSubstr("rejoined attempt 0 of the running job in place of a "
+                        "lost launcher:0: worker:0 starts as a restarted task "
+                        "(restart 1 of 1"));
+  EXPECT_THAT(r0.output, HasSubstr("[worker:0] v1"));
+  for (int i = 1; i < 3; ++i) {
+    CommandRun r = FinishCommand(*launchers[i], start);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr("worker:0 (on 127.0.0.1) was lost with its "
+                          "launcher: launcher:0's lease in etcd expired (no "
+                          "heartbeat for 4s)"));
+    EXPECT_THAT(r.output, HasSubstr("the other tasks run on while a launcher "
+                                    "started again for it (by the engine, or "
+                                    "by hand) rejoins the job, within 30s"));
+    EXPECT_THAT(r.output, HasSubstr("worker:0: a launcher rejoined the job for "
+                                    "it and restarts it"));
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("[worker:", i, "] v", (i + 1) % 3)));
+    EXPECT_THAT(r.output, Not(HasSubstr("attempt 1")));
+  }
+  absl::StatusOr<std::string> left =
+      etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, "");
+}
+
+// ... and when no launcher comes back for it within the rendezvous timeout,
+// the others fail, naming the task, its launcher and the wait.
+TEST_F(EtcdLaunchTest, UnderTaskRestartsALostLauncherNotReplacedFailsTheJob) {
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<Subprocess>> launchers = StartJob(
+      3, "/gone", GatedByRestart(3),
+      {"--restart", "task", "--max-restarts", "1", "--heartbeat-timeout", "2",
+       "--partition-grace", "2", "--rendezvous-timeout", "5"});
+  for (int i = 0; i < 3; ++i) AwaitFile(absl::StrCat("ready.", i, ".0"), start);
+  kill(launchers[0]->pid(), SIGKILL);
+  FinishCommand(*launchers[0], start);
+  std::vector<CommandRun> runs;
+  for (int i = 1; i < 3; ++i) {
+    runs.push_back(FinishCommand(*launchers[i], start));
+    const CommandRun& r = runs.back();
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output,
+                HasSubstr("launcher:0's lease in etcd expired (no heartbeat "
+                          "for 4s); check that host and its launcher process; "
+                          "no launcher rejoined the job for it within 5s"));
+  }
+  // launcher:1, the lowest live one, prints the summary; launcher:2 one line.
+  EXPECT_THAT(runs[0].output,
+              HasSubstr("stopped 2 other task(s) of attempt 0"));
+  EXPECT_THAT(
+      runs[0].output,
+      HasSubstr("no output lines of it here; see its log on 127.0.0.1"));
+  EXPECT_THAT(runs[1].output,
+              HasSubstr("the lowest launcher not lost prints the summary"));
+  EXPECT_THAT(runs[1].output, HasSubstr("stopped worker:2"));
+  Release();
+}
+
+// A second launcher for a task of a running job is refused when the job
+// cannot take a replacement (--max-restarts 0), or, while the task's own
+// launcher lives, waited out; the job is unharmed.
+TEST_F(EtcdLaunchTest, ARunningJobWithoutRestartsRefusesASecondLauncher) {
+  const absl::Time start = absl::Now();
+  const std::vector<std::string> flags = {"--restart", "task", "--max-restarts",
+                                          "0"};
+  std::vector<std::unique_ptr<Subprocess>> launchers =
+      StartJob(2, "/norejoin", GatedByRestart(2), flags);
+  for (int i = 0; i < 2; ++i) AwaitFile(absl::StrCat("ready.", i, ".0"), start);
+  CommandRun second = FinishCommand(
+      *StartLauncher(0, "/norejoin", GatedByRestart(2), flags), start);
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_THAT(second.output,
+              HasSubstr("is running, and launcher:0 cannot rejoin it: it runs "
+                        "with --max-restarts 0, so a lost task is not "
+                        "replaced"));
+  // With restarts, a second launcher for a task whose launcher lives
+  // waits for that launcher's lease to end, and gives up at the rendezvous
+  // timeout naming it.
+  CommandRun duplicate =
+      FinishCommand(*StartLauncher(1, "/norejoin", GatedByRestart(2),
+                                   {"--restart", "task", "--max-restarts", "1",
+                                    "--rendezvous-timeout", "2"}),
+                    start);
+  EXPECT_EQ(duplicate.exit_code, 1) << duplicate.output;
+  EXPECT_THAT(duplicate.output,
+              HasSubstr("launcher:1 of the job under etcd prefix " +
+                        etcd_.Url("/norejoin") +
+                        " is still registered (its lease lives): a launcher "
+                        "replacing it waits for that lease to expire; check "
+                        "that engine task 1 was not started twice"));
+  Release();
+  for (auto& l : launchers) {
+    CommandRun r = FinishCommand(*l, start);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
 }
 
 TEST_F(EtcdLaunchTest, TwoJobsUnderTwoPrefixesDoNotMeet) {

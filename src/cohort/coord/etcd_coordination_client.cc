@@ -818,6 +818,7 @@ absl::StatusOr<EtcdTaskLosses::Look> EtcdTaskLosses::Read() {
       shut_down.insert(kv.key.substr(shutdown_dir.size()));
     }
   }
+  look.present.assign(present.begin(), present.end());
   absl::MutexLock lock(&mu_);
   seen_registered_.insert(present.begin(), present.end());
   for (const std::string& name : seen_registered_) {

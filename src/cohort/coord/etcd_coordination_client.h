@@ -97,6 +97,7 @@ class EtcdTaskLosses {
 
   struct Look {
     std::vector<std::string> lost;     // task names ("launcher:2"), sorted
+    std::vector<std::string> present;  // registered now, sorted
     std::optional<std::string> error;  // the space's error record, if any
     int64_t revision = 0;              // of the listing
   };

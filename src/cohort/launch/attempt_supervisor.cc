@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -52,6 +53,13 @@ void AttemptEvents::TaskOrphaned(int attempt, FailureRecord record) {
   e.attempt = attempt;
   e.record = std::move(record);
   e.orphaned = true;
+  Push(std::move(e));
+}
+
+void AttemptEvents::TaskAdopted(int attempt, int job_task) {
+  Event e{Event::kAdopted};
+  e.attempt = attempt;
+  e.task = job_task;
   Push(std::move(e));
 }
 
@@ -203,6 +211,13 @@ struct AttemptSupervisor::State {
   // The generations read so far: the next to read and the newest.
   int64_t next_generation = 0;
   std::optional<coord::Membership> newest;
+  // Other launchers' tasks orphaned by their launcher's loss, by job task,
+  // waiting for a replacement (AttemptPlan::replacement_wait) since `when`.
+  struct Orphan {
+    FailureRecord record;
+    absl::Time since;
+  };
+  std::map<int, Orphan> orphans;
 };
 
 const char* OutcomeName(AttemptEnd::Outcome outcome) {
@@ -315,7 +330,8 @@ absl::StatusOr<std::unique_ptr<TaskProcess>> AttemptSupervisor::Spawn(
 void AttemptSupervisor::Start(State& s) {
   const int attempt = plan_.attempt;
   for (int i = 0; i < static_cast<int>(plan_.tasks.size()); ++i) {
-    absl::StatusOr<std::unique_ptr<TaskProcess>> process = Spawn(i, 0);
+    const int restart = plan_.tasks[i].first_restart;
+    absl::StatusOr<std::unique_ptr<TaskProcess>> process = Spawn(i, restart);
     if (!process.ok()) {
       s.spawn_error =
           Annotate(process.status(), absl::StrCat("of attempt ", attempt));
@@ -325,7 +341,7 @@ void AttemptSupervisor::Start(State& s) {
                           env_->Now(), 1));
       return;
     }
-    s.running.push_back({std::move(process).value(), false});
+    s.running.push_back({std::move(process).value(), false, restart});
   }
   if (plan_.announce) {
     Message(absl::StrCat(
@@ -351,6 +367,9 @@ void AttemptSupervisor::Watch(State& s) {
     if (plan_.elastic.min > 0 && plan_.elastic.read && !s.stopping &&
         !s.verdict.has_value()) {
       deadline = std::min(deadline, s.next_minimum_check);
+    }
+    for (const auto& [task, orphan] : s.orphans) {
+      deadline = std::min(deadline, orphan.since + plan_.replacement_wait);
     }
     std::deque<AttemptEvents::Event> batch = events_->Wait(deadline);
     for (AttemptEvents::Event& e : batch) Handle(s, e);
@@ -445,7 +464,28 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
                         "membership failed: ",
             left.ok() ? dropped.message() : left.status().message());
       }
+      if (e.orphaned && restarts && plan_.elastic.min <= 0 &&
+          plan_.replacement_wait > absl::ZeroDuration()) {
+        if (s.orphans.count(r.job_task)) return;
+        s.orphans[r.job_task] = {r, env_->Now()};
+        Message(absl::StrCat(
+            r.task, " (", r.where, ") ", r.reason,
+            "; the other tasks run on while a launcher started again for it "
+            "(by the engine, or by hand) rejoins the job, within ",
+            absl::FormatDuration(plan_.replacement_wait)));
+        return;
+      }
       Record(s, r);
+      return;
+    }
+    case Event::kAdopted: {
+      if (e.attempt != plan_.attempt) return;
+      auto it = s.orphans.find(e.task);
+      if (it == s.orphans.end()) return;
+      Message(absl::StrCat(it->second.record.task,
+                           ": a launcher rejoined the job for it and "
+                           "restarts it"));
+      s.orphans.erase(it);
       return;
     }
     case Event::kChanged:
@@ -784,6 +824,19 @@ void AttemptSupervisor::BeginStop(State& s) {
 
 void AttemptSupervisor::Tick(State& s, absl::Time now) {
   CheckMembership(s, now);
+  for (auto it = s.orphans.begin(); it != s.orphans.end();) {
+    if (s.stopping || now - it->second.since < plan_.replacement_wait) {
+      ++it;
+      continue;
+    }
+    FailureRecord r = it->second.record;
+    absl::StrAppend(&r.reason, "; no launcher rejoined the job for it within ",
+                    absl::FormatDuration(plan_.replacement_wait));
+    it = s.orphans.erase(it);
+    Message(
+        absl::StrCat(r.task, " (", r.where, ") ", r.reason, "; the job fails"));
+    Record(s, r);
+  }
   if (s.stopping && !s.killed && now >= s.kill_at) {
     for (State::Running& r : s.running) {
       if (!r.exited) r.process->SignalGroup(SIGKILL);

@@ -68,8 +68,13 @@ class AttemptEvents {
   // Another launcher's task failed with its launcher (lost: in an etcd
   // control plane its lease expired), so no launcher is left to stop or
   // restart it. In an elastic job it leaves the membership and counts as
-  // finished for the verdict; otherwise it fails the attempt.
+  // finished for the verdict; under task restarts it waits for a launcher
+  // to replace the lost one (AttemptPlan::replacement_wait); otherwise it
+  // fails the attempt.
   void TaskOrphaned(int attempt, FailureRecord record);
+  // A launcher replaced the lost one of job task `job_task`: its orphaned
+  // task is that launcher's again.
+  void TaskAdopted(int attempt, int job_task);
   // The ledger's verdict may have changed.
   void Changed();
   // The launcher lost its control plane: `error` says how.
@@ -86,7 +91,7 @@ class AttemptEvents {
  private:
   friend class AttemptSupervisor;
   struct Event {
-    enum Kind { kExit, kTaskFailed, kChanged, kLost, kStop } kind;
+    enum Kind { kExit, kTaskFailed, kAdopted, kChanged, kLost, kStop } kind;
     int attempt = 0;
     int task = 0;
     int restart = 0;
@@ -113,6 +118,10 @@ struct AttemptPlan {
     int job_task = 0;  // index among the job's tasks (FailureRecord)
     // on_exit is the supervisor's; the rest is the launcher's.
     TaskProcess::Options options;
+    // The restart number of its first process here (COHORT_TASK_RESTART):
+    // 1 for a launcher that replaces a lost one, so its program recovers
+    // as a restarted one, and one restart fewer is left.
+    int first_restart = 0;
   };
   std::vector<Task> tasks;
   int job_size = 0;  // tasks of the whole job, for the progress line
@@ -141,6 +150,11 @@ struct AttemptPlan {
   // process started is the old process's (its heartbeats stopped before
   // the restart) and is dropped.
   absl::Duration service_silence = absl::ZeroDuration();
+  // With task_restarts, outside elastic jobs: how long another launcher's
+  // task orphaned by its launcher's loss waits for a launcher to replace
+  // the lost one (AttemptEvents::TaskAdopted) before it fails the attempt,
+  // naming it; the other tasks run on meanwhile. Zero: it fails at once.
+  absl::Duration replacement_wait = absl::ZeroDuration();
   // Elastic jobs (`cohort launch --elastic MIN:MAX`, with task_restarts):
   // a task that fails leaves the membership (lose(task) writes the
   // generation without it and returns the newest generation) before it is

@@ -731,6 +731,60 @@ TEST_F(TaskRestartTest, AnOrphanedTaskFailsANonElasticAttempt) {
   EXPECT_EQ(end.failure.reason, "was lost with its launcher");
 }
 
+// Under task restarts an orphaned task waits for a launcher to replace
+// its lost one: adopted (TaskAdopted) it is that launcher's again, and the
+// attempt goes on. The wait here is 1 ms, and the supervisor wakes at an
+// orphan's deadline: had the adoption been ignored, the orphan would fail
+// the attempt long before worker:0, which exits only once the adoption was
+// said, finishes.
+TEST_F(TaskRestartTest,
+       AnOrphanedTaskAdoptedByAReplacementLauncherIsNoFailure) {
+  FailureRecord orphan = NoHeartbeat("worker:5", 5, absl::Now());
+  orphan.reason = "was lost with its launcher";
+  events_.TaskOrphaned(0, orphan);
+  events_.TaskAdopted(0, 5);
+  AttemptPlan plan = LoggedPlan({ExitsOnceThere("adopted")}, 1);
+  plan.replacement_wait = absl::Milliseconds(1);
+  std::thread said([this] {
+    for (int i = 0; i < 6000; ++i) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (absl::StrContains(messages_, "rejoined the job for it")) break;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    std::ofstream(dir_ + "/adopted").put('\n');
+  });
+  AttemptEnd end = Run(std::move(plan), 1);
+  said.join();
+  EXPECT_EQ(end.outcome, Outcome::kSucceeded);
+  EXPECT_EQ(failures_written_, 0);
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_,
+              HasSubstr("worker:5 () was lost with its launcher; the other "
+                        "tasks run on while a launcher started again for it "
+                        "(by the engine, or by hand) rejoins the job, within "
+                        "1ms"));
+  EXPECT_THAT(messages_, HasSubstr("worker:5: a launcher rejoined the job for "
+                                   "it and restarts it"));
+}
+
+// ... and one no launcher adopts within the wait fails the attempt,
+// naming the wait.
+TEST_F(TaskRestartTest, AnOrphanedTaskNotAdoptedWithinTheWaitFailsTheAttempt) {
+  FailureRecord orphan = NoHeartbeat("worker:5", 5, absl::Now());
+  orphan.reason = "was lost with its launcher";
+  events_.TaskOrphaned(0, orphan);
+  AttemptPlan plan = LoggedPlan({"exec sleep 60"}, 1);
+  plan.replacement_wait = absl::Milliseconds(50);
+  AttemptEnd end = Run(std::move(plan), 2);
+  EXPECT_EQ(end.outcome, Outcome::kFailed);
+  EXPECT_EQ(end.failure.task, "worker:5");
+  EXPECT_EQ(end.failure.reason,
+            "was lost with its launcher; no launcher rejoined the job for it "
+            "within 50ms");
+}
+
 // A task of this launcher that a generation listed and a later one does
 // not (another launcher removed it while its process ran: it was silent or
 // cut off) is killed and restarted. Its replacement is not a member until

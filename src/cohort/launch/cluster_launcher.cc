@@ -211,6 +211,12 @@ struct ClusterLauncher::Impl {
   // Agrees on the attempt's addresses and services with every launcher;
   // task 0 also publishes where the job's control plane is.
   absl::StatusOr<TaskEnvironmentInputs> Rendezvous(int attempt);
+  // With etcd, under --restart task: this launcher replaces a lost one in
+  // the running attempt `attempt` (no barrier: the others are past it).
+  absl::StatusOr<TaskEnvironmentInputs> Rejoin(int attempt);
+  // The attempt's environment inputs, from what the launchers published.
+  absl::StatusOr<TaskEnvironmentInputs> Inputs(
+      int attempt, const std::string& etcd_programs);
   // The attempt's end as this launcher says it: task 0 the root-cause
   // summary, the others one line naming it.
   void Summarize(int attempt, const AttemptEnd& end,
@@ -253,6 +259,9 @@ struct ClusterLauncher::Impl {
   std::unique_ptr<SilenceWatch> silence;
 
   std::shared_ptr<coord::EtcdClient> etcd;  // with an etcd control plane
+  // With etcd: this launcher replaces a lost one in the running attempt
+  // (EtcdLaunchersOnce found the job running with its address published).
+  bool rejoining = false;
   // With etcd, elastic jobs: this launcher's client of the programs' store
   // (the membership).
   std::unique_ptr<coord::CoordinationAgent> etcd_programs;
@@ -424,10 +433,11 @@ ClusterLauncher::Impl::EtcdLaunchersOnce() {
   o.jobs = {{"launcher", options.engine.count}};
   o.job_id = coord::JobIdOf(options.job_token);
   o.heartbeat_timeout = LostAfter();
-  // An elastic job goes on without a lost launcher (its task leaves the
-  // membership): the loss is no job error, and every launcher follows the
-  // others' leases itself (EtcdLauncherLossWatch).
-  o.recoverable = options.elastic.min > 0;
+  // Under --restart task a job goes on without a lost launcher (an elastic
+  // job drops its task; otherwise the task waits for a launcher to replace
+  // it): the loss is no job error, and every launcher follows the others'
+  // leases itself (EtcdLauncherLossWatch).
+  o.recoverable = options.restart == RestartMode::kTask;
   COHORT_ASSIGN_OR_RETURN(std::unique_ptr<coord::CoordinationClient> client,
                           coord::NewEtcdCoordinationClient(etcd, std::move(o)));
   // A run whose launchers all ended removed its keys; one that failed or
@@ -441,6 +451,40 @@ ClusterLauncher::Impl::EtcdLaunchersOnce() {
   COHORT_ASSIGN_OR_RETURN(
       std::optional<coord::EtcdKeyValue> mine,
       etcd->Get(absl::StrCat("launchers/kv/", Key(0, "address/"), me)));
+  if (mine.has_value() && ended.empty() && !failed.has_value() &&
+      options.restart == RestartMode::kTask) {
+    // This launcher's address is there and the run goes on (another
+    // launcher is registered): this launcher replaces a lost one.
+    COHORT_ASSIGN_OR_RETURN(coord::EtcdTaskLosses::Look look,
+                            coord::EtcdTaskLosses(etcd, "launchers/").Read());
+    const std::string self = absl::StrCat("launcher:", me);
+    if (std::any_of(look.present.begin(), look.present.end(),
+                    [&](const std::string& t) { return t != self; })) {
+      if (options.elastic.min > 0 || options.max_restarts == 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the job under etcd prefix ", options.etcd.target.ToString(),
+            " is running, and launcher:", me, " cannot rejoin it: ",
+            options.elastic.min > 0
+                ? "an elastic job goes on without a lost launcher's task"
+                : "it runs with --max-restarts 0, so a lost task is not "
+                  "replaced"));
+      }
+      // Its lost launcher's lease may still live (a replacement started
+      // within the lease's TTL), or that launcher is alive and this one a
+      // duplicate: wait (EtcdLaunchers retries Unavailable until the
+      // rendezvous deadline).
+      if (std::count(look.present.begin(), look.present.end(), self) > 0) {
+        return absl::UnavailableError(absl::StrCat(
+            self, " of the job under etcd prefix ",
+            options.etcd.target.ToString(),
+            " is still registered (its lease lives): a launcher replacing it "
+            "waits for that lease to expire; check that engine task ",
+            me, " was not started twice"));
+      }
+      rejoining = true;
+      return client;
+    }
+  }
   if (!ended.empty() || failed.has_value() || mine.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "etcd prefix ", options.etcd.target.ToString(),
@@ -645,7 +689,26 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rendezvous(
                                            attempt));
   }
   COHORT_RETURN_IF_ERROR(at_start);
+  return Inputs(attempt, etcd_programs);
+}
 
+absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rejoin(
+    int attempt) {
+  COHORT_ASSIGN_OR_RETURN(const std::string etcd_programs,
+                          EtcdPrograms(attempt));
+  // No longer recorded lost: the end barrier waits for this launcher again.
+  COHORT_RETURN_IF_ERROR(etcd->Delete(EtcdLostLauncherKey(me)).status());
+  Message(absl::StrCat(
+      "rejoined attempt ", attempt, " of the running job in place of a lost ",
+      "launcher:", me, ": ", tasks[me].Name(),
+      " starts as a restarted task (restart 1 of ", options.max_restarts,
+      "; restarts its lost launcher made are not known here)"));
+  return Inputs(attempt, etcd_programs);
+}
+
+absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Inputs(
+    int attempt, const std::string& etcd_programs) {
+  const EngineTask& e = options.engine;
   TaskEnvironmentInputs inputs;
   inputs.tasks = tasks;
   for (int k = 0; k < e.count; ++k) {
@@ -703,7 +766,8 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
     COHORT_RETURN_IF_ERROR(coordinator->OpenGang(kStageId, attempt, gang_size));
     close_gang.coordinator = coordinator.get();
   }
-  absl::StatusOr<TaskEnvironmentInputs> inputs = Rendezvous(attempt);
+  absl::StatusOr<TaskEnvironmentInputs> inputs =
+      rejoining ? Rejoin(attempt) : Rendezvous(attempt);
   if (absl::IsCancelled(inputs.status())) {
     // A launcher (this one or another) was interrupted before the start.
     AttemptEnd end;
@@ -727,6 +791,12 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   if (options.restart == RestartMode::kTask) {
     plan.task_restarts = options.max_restarts;
     plan.service_silence = ProgramLostAfter();
+    // With etcd a lost launcher's task waits for a launcher to replace it
+    // (the engine restarting it: a Kubernetes pod), as long as a launcher
+    // waits for the others at the start; only restarts can replace it.
+    if (on_etcd() && options.max_restarts > 0) {
+      plan.replacement_wait = options.rendezvous_timeout;
+    }
   }
   plan.messages = [this](const std::string& line) { Message(line); };
   std::string barrier_failure;
@@ -758,6 +828,10 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
       *std::move(inputs), options.command, result.log_dir,
       options.summary_lines, [this](const std::string& line) { Output(line); },
       [this](const std::string& line) { Message(line); }));
+  if (rejoining) {
+    plan.tasks.back().first_restart = 1;
+    rejoining = false;
+  }
 
   ControlPlaneLedger::Options lo;
   lo.agent = agent.get();
@@ -774,7 +848,7 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
       watch.emplace(programs->service(), tasks, e.hosts, attempt, &events);
     }
     std::optional<EtcdLauncherLossWatch> launcher_losses;
-    if (on_etcd() && options.elastic.min > 0) {
+    if (on_etcd() && options.restart == RestartMode::kTask) {
       launcher_losses.emplace(etcd, me, tasks, e.hosts, attempt, LostAfter(),
                               env, &events);
     }
@@ -841,7 +915,9 @@ void ClusterLauncher::Impl::Summarize(int attempt, const AttemptEnd& end,
   if (!Reports()) {
     result.failure_summary = absl::StrCat(
         "attempt ", attempt, " failed: task ", r.task, " (", r.where, ") ",
-        r.reason, "; task 0's launcher prints the summary");
+        r.reason, "; ",
+        on_etcd() ? "the lowest launcher not lost" : "task 0's launcher",
+        " prints the summary");
     Message(absl::StrCat(result.failure_summary,
                          end.stopped_running > 0
                              ? absl::StrCat("; stopped ", tasks[me].Name())

@@ -85,14 +85,24 @@ std::vector<std::string> FailureSummaryLines(int attempt,
                                              const std::string& barrier,
                                              int stopped_others) {
   std::vector<std::string> lines;
+  // A task failed from outside (its launcher lost) has no start time or
+  // output lines here.
   lines.push_back(absl::StrCat(
       "attempt ", attempt, " failed: task ", r.task, " (", r.where, ") ",
-      r.reason, " at ", FormatWallTime(r.when), ", ",
-      absl::FormatDuration(absl::Trunc(r.after_start, absl::Milliseconds(1))),
-      " after it started"));
+      r.reason, " at ", FormatWallTime(r.when),
+      r.after_start > absl::ZeroDuration()
+          ? absl::StrCat(", ",
+                         absl::FormatDuration(
+                             absl::Trunc(r.after_start, absl::Milliseconds(1))),
+                         " after it started")
+          : ""));
   if (!barrier.empty()) lines.push_back(barrier);
-  lines.push_back(
-      absl::StrCat("last ", r.tail.size(), " line(s) of ", r.log_path, ":"));
+  lines.push_back(r.tail.empty()
+                      ? absl::StrCat("no output lines of it here; "
+                                     "see ",
+                                     r.log_path)
+                      : absl::StrCat("last ", r.tail.size(), " line(s) of ",
+                                     r.log_path, ":"));
   for (const std::string& l : r.tail) lines.push_back("  | " + l);
   lines.push_back(absl::StrCat("stopped ", stopped_others,
                                " other task(s) of attempt ", attempt));

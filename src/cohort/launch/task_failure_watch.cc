@@ -83,6 +83,15 @@ EtcdLauncherLossWatch::~EtcdLauncherLossWatch() {
   thread_.join();
 }
 
+int EtcdLauncherLossWatch::LauncherIndex(absl::string_view name) const {
+  int k = -1;
+  if (!absl::ConsumePrefix(&name, "launcher:") || !absl::SimpleAtoi(name, &k) ||
+      k < 0 || k >= static_cast<int>(tasks_.size()) || k == me_) {
+    return -1;
+  }
+  return k;
+}
+
 void EtcdLauncherLossWatch::Run() {
   std::set<int> reported;
   while (!stop_.HasBeenNotified()) {
@@ -93,16 +102,16 @@ void EtcdLauncherLossWatch::Run() {
       stop_.WaitForNotificationWithTimeout(absl::Seconds(1));
       continue;
     }
+    // A launcher recorded lost that registered again was replaced
+    // (ClusterLauncher's rejoin): its task is that launcher's again.
+    for (const std::string& name : look->present) {
+      const int k = LauncherIndex(name);
+      if (k >= 0 && reported.erase(k) > 0) events_->TaskAdopted(attempt_, k);
+    }
     bool retry = false;
     for (const std::string& name : look->lost) {
-      int k = -1;
-      absl::string_view index = name;
-      if (!absl::ConsumePrefix(&index, "launcher:") ||
-          !absl::SimpleAtoi(index, &k) || k < 0 ||
-          k >= static_cast<int>(tasks_.size()) || k == me_ ||
-          reported.count(k)) {
-        continue;
-      }
+      const int k = LauncherIndex(name);
+      if (k < 0 || reported.count(k)) continue;
       const std::string host =
           k < static_cast<int>(hosts_.size()) ? hosts_[k] : "its host";
       // Recorded before it is reported: the end barrier leaves out only

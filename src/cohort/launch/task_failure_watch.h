@@ -17,7 +17,8 @@
 // left to restart it. Each other launcher follows the launchers' status in
 // etcd (a watch, not a poll), records the loss under "launchers/lost/<k>"
 // (the end barrier and the clean-up count it) and reports the task as
-// orphaned (AttemptEvents::TaskOrphaned).
+// orphaned (AttemptEvents::TaskOrphaned); one that registers again later
+// was replaced, and its task is reported adopted (TaskAdopted).
 #ifndef COHORT_LAUNCH_TASK_FAILURE_WATCH_H_
 #define COHORT_LAUNCH_TASK_FAILURE_WATCH_H_
 
@@ -84,6 +85,8 @@ class EtcdLauncherLossWatch {
 
  private:
   void Run();
+  // k for "launcher:k" of this job other than this launcher; else -1.
+  int LauncherIndex(absl::string_view name) const;
 
   const std::shared_ptr<coord::EtcdClient> etcd_;
   const int me_;
