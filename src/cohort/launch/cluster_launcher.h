@@ -55,9 +55,17 @@
 // "launchers/"), and each attempt's programs share a coordination service in
 // etcd too (space "programs/<attempt>/", their address the etcd URL): a
 // launcher is lost when its etcd lease (heartbeat_timeout +
-// partition_grace) expires, whichever launcher it is. Not yet with etcd:
-// --elastic, the barrier-mode gang service (BarrierTaskContext), the
-// silence lines and the progress line, which need task 0's services.
+// partition_grace) expires, whichever launcher it is. Under the gang policy
+// that fails the attempt. Under --restart task the loss is no job error:
+// every launcher follows the others' leases (EtcdLauncherLossWatch). In an
+// elastic job the lost launcher's task leaves the membership and the
+// others train on; otherwise the others run on while their tasks wait, up
+// to rendezvous_timeout, for a launcher started again for that engine task
+// (the engine restarting it), which finds the job running, rejoins its
+// attempt without a barrier and starts its task as restart 1. The launcher
+// that prints summaries is then the lowest one not lost. Not yet with
+// etcd: the barrier-mode gang service (BarrierTaskContext), the silence
+// lines and the progress line, which need task 0's services.
 //
 // Thread safety: Run() is called once, from one thread; Stop() may be called
 // from any thread at any time.
@@ -93,7 +101,8 @@ struct ClusterLaunchOptions {
   int max_restarts = 0;
   // As LaunchOptions::elastic and elastic_wait (min 0: off): every task a
   // worker, MAX of them; each launcher removes its own lost task from the
-  // membership, task 0's fails the job below MIN.
+  // membership, task 0's (with etcd: every launcher) fails the job below
+  // MIN.
   coord::ElasticRange elastic;
   absl::Duration elastic_wait = absl::Seconds(60);
   // Required, the same on every launcher (see docs/slurm.md,
