@@ -128,6 +128,13 @@ class EtcdLaunchTest : public ::testing::Test {
         n, " ))");
   }
 
+  // etcd holds no key under `prefix` ("": anywhere).
+  void ExpectNoKeysUnder(const std::string& prefix) {
+    absl::StatusOr<std::string> left =
+        etcd_.Ctl({"get", prefix, "--prefix", "--keys-only"});
+    ASSERT_TRUE(left.ok()) << left.status();
+    EXPECT_EQ(*left, "") << "under \"" << prefix << "\"";
+  }
   // Waits until `file` (under the shared directory) exists.
   void AwaitFile(const std::string& file, absl::Time start) {
     const std::string path = absl::StrCat(dir_, "/", file);
@@ -173,10 +180,41 @@ TEST_F(EtcdLaunchTest, AJobRunsWithItsControlPlaneInEtcd) {
   }
   // The last launcher out removed the job's keys; nothing was written
   // outside the job's prefix.
-  absl::StatusOr<std::string> left =
-      etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
-  ASSERT_TRUE(left.ok()) << left.status();
-  EXPECT_EQ(*left, "");
+  ExpectNoKeysUnder("");
+}
+
+// `cohort launch -n 3 --rendezvous etcd://...`: the three launchers run as
+// threads of one process and meet in etcd; the programs exchange keys
+// through it, roles come from --jobs, and the keys are removed at the end.
+TEST_F(EtcdLaunchTest, NTasksOnOneMachineRunWithTheControlPlaneInEtcd) {
+  const absl::Time start = absl::Now();
+  std::unique_ptr<Subprocess> job =
+      StartCommand({BinDir() + "/cohort", "launch", "-n", "3", "--jobs",
+                    "chief=1,worker=2", "--rendezvous", etcd_.Url("/here"),
+                    "--log-dir", dir_ + "/logs-here", "--", "/bin/sh", "-c",
+                    "C=" + BinDir() +
+                        "/cohort; A=$COHORT_COORDINATION_SERVICE_ADDRESS; "
+                        "$C kv set --coordinator $A k/$COHORT_TASK_NAME x && "
+                        "$C kv get --coordinator $A --wait 30s k/chief:0 && "
+                        "echo \"address $A\""},
+                   {});
+  ASSERT_NE(job, nullptr);
+  CommandRun r = FinishCommand(*job, start);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& task : {"chief:0", "worker:0", "worker:1"}) {
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("[", task, "] x")));
+    EXPECT_THAT(r.output,
+                HasSubstr(absl::StrCat("[", task, "] address ",
+                                       etcd_.Url("/here"), "/programs/0")));
+  }
+  EXPECT_THAT(r.output,
+              HasSubstr(absl::StrCat(
+                  "[cohort local task 2] joined the job (control plane: etcd "
+                  "at ",
+                  etcd_.Url("/here"), ") as worker:1 (-n 3 on this machine)")));
+  EXPECT_THAT(r.output, HasSubstr("[cohort local task 0] job succeeded: all 3 "
+                                  "task(s) of attempt 0 finished"));
+  ExpectNoKeysUnder("");
 }
 
 TEST_F(EtcdLaunchTest, TheEtcdLeaderKilledMidJobCostsNothing) {
@@ -299,10 +337,7 @@ TEST_F(EtcdLaunchTest, AnElasticJobGoesOnWhenTask0sLauncherIsKilled) {
       EXPECT_THAT(r.output, Not(HasSubstr("job succeeded")));
     }
   }
-  absl::StatusOr<std::string> left =
-      etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
-  ASSERT_TRUE(left.ok()) << left.status();
-  EXPECT_EQ(*left, "");
+  ExpectNoKeysUnder("");
 }
 
 // A program that says it is ready ($D/ready.<index>.<restart>), waits for
@@ -361,10 +396,7 @@ TEST_F(EtcdLaunchTest, UnderTaskRestartsAReplacedTask0LauncherRejoins) {
                 HasSubstr(absl::StrCat("[worker:", i, "] v", (i + 1) % 3)));
     EXPECT_THAT(r.output, Not(HasSubstr("attempt 1")));
   }
-  absl::StatusOr<std::string> left =
-      etcd_.Ctl({"get", "", "--prefix", "--keys-only"});
-  ASSERT_TRUE(left.ok()) << left.status();
-  EXPECT_EQ(*left, "");
+  ExpectNoKeysUnder("");
 }
 
 // ... and when no launcher comes back for it within the rendezvous timeout,
@@ -572,6 +604,31 @@ TEST_F(EtcdLaunchTest, BadInputIsRefusedClearly) {
        "COHORT_JOB_TOKEN=etcd-token-none-0123"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--etcd-credentials without --etcd-ca"));
+  // On one machine (no --engine) --rendezvous is etcd's, with -n N and
+  // --jobs for roles; --jobs alone needs one or the other.
+  const std::string here =
+      "--rendezvous without --engine runs -n N tasks on this machine with the "
+      "control plane in etcd";
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{
+           {"-n", "2", "--rendezvous", "127.0.0.1:2222"},
+           {"--rendezvous", etcd_.Url("/j")},
+           {"--workers", "2", "--rendezvous", etcd_.Url("/j")}}) {
+    std::vector<std::string> argv = {BinDir() + "/cohort", "launch"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", "true"});
+    r = launch_testing::RunCommand(argv, {});
+    EXPECT_EQ(r.exit_code, 1) << absl::StrJoin(flags, " ") << r.output;
+    EXPECT_THAT(r.output, HasSubstr(here)) << absl::StrJoin(flags, " ");
+  }
+  r = launch_testing::RunCommand({BinDir() + "/cohort", "launch", "-n", "2",
+                                  "--jobs", "worker=2", "--", "true"},
+                                 {});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--jobs needs --engine, or -n N with "
+                                  "--rendezvous etcd://..."));
+  // etcd is untouched by all of it.
+  ExpectNoKeysUnder("/j");
 }
 
 }  // namespace

@@ -16,10 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,10 +34,12 @@
 #include "absl/time/time.h"
 #include "cohort/base/env.h"
 #include "cohort/base/logging.h"
+#include "cohort/base/status.h"
 #include "cohort/base/subprocess.h"
 #include "cohort/coord/etcd_client.h"
 #include "cohort/launch/cluster_launcher.h"
 #include "cohort/launch/engine.h"
+#include "cohort/launch/launch_support.h"
 #include "cohort/launch/launcher.h"
 #include "cohort/rpc/frame.h"
 #include "cohort/rpc/job_token.h"
@@ -80,6 +84,67 @@ auto WithStopSignals(Run run, Stop stop) -> decltype(run()) {
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return result;
+}
+
+// `cohort launch -n N --rendezvous etcd://...`: engine task k of N, every
+// one on this machine.
+std::vector<launch::EngineTask> EngineTasksHere(int n) {
+  std::vector<launch::EngineTask> tasks;
+  for (int k = 0; k < n; ++k) {
+    launch::EngineTask t;
+    t.engine = "local";
+    t.index = k;
+    t.count = n;
+    t.hosts.assign(n, "127.0.0.1");
+    t.source = absl::StrCat("-n ", n, " on this machine");
+    tasks.push_back(std::move(t));
+  }
+  return tasks;
+}
+
+// Runs the N launchers of a job on this machine, one thread each, meeting
+// in etcd as launchers on N hosts would (so no launcher is special here
+// either, though they share this process). One log directory and one job
+// token (random unless given) serve them all; SIGINT/SIGTERM stops every
+// one. The job's exit code is the highest any launcher returns (they agree
+// unless one was cut off from etcd); an error is the first launcher's.
+absl::StatusOr<launch::LaunchResult> RunHere(
+    launch::ClusterLaunchOptions options, int n) {
+  COHORT_ASSIGN_OR_RETURN(options.log_dir,
+                          launch::PrepareLogDir(options.log_dir));
+  if (options.job_token.empty()) {
+    options.job_token = absl::BytesToHexString(rpc::RandomNonce());
+  }
+  std::vector<std::unique_ptr<launch::ClusterLauncher>> launchers;
+  for (const launch::EngineTask& task : EngineTasksHere(n)) {
+    options.engine = task;
+    launchers.push_back(
+        std::make_unique<launch::ClusterLauncher>(Env::Default(), options));
+  }
+  return WithStopSignals(
+      [&]() -> absl::StatusOr<launch::LaunchResult> {
+        std::vector<absl::StatusOr<launch::LaunchResult>> results(
+            n, absl::UnknownError("not run"));
+        std::vector<std::thread> threads;
+        for (int k = 0; k < n; ++k) {
+          threads.emplace_back([&, k] { results[k] = launchers[k]->Run(); });
+        }
+        for (std::thread& t : threads) t.join();
+        launch::LaunchResult job;
+        for (absl::StatusOr<launch::LaunchResult>& r : results) {
+          if (!r.ok()) return r.status();
+          if (r->exit_code >= job.exit_code) {
+            const int attempts = std::max(job.attempts, r->attempts);
+            job = *std::move(r);
+            job.attempts = attempts;
+          }
+        }
+        job.succeeded = job.exit_code == 0;
+        return job;
+      },
+      [&] {
+        for (auto& l : launchers) l->Stop();
+      });
 }
 
 // The job token from a token file (rpc::ReadJobTokenFile's checks). Under an
@@ -248,22 +313,19 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       ->excludes(workers_opt)
       ->excludes(ps_opt)
       ->excludes(eval_opt);
-  launch
-      ->add_option("--jobs", flags->jobs,
-                   "with --engine: roles of the engine's tasks in order of "
-                   "job name, e.g. chief=1,worker=2,ps=1 (default: every "
-                   "task a worker)")
-      ->needs(engine_opt);
+  launch->add_option("--jobs", flags->jobs,
+                     "with --engine (or -n N and --rendezvous etcd://): roles "
+                     "of the engine's tasks in order of job name, e.g. "
+                     "chief=1,worker=2,ps=1 (default: every task a worker)");
   auto* rendezvous_opt =
-      launch
-          ->add_option("--rendezvous", flags->rendezvous,
-                       "with --engine: HOST:PORT of task 0's launcher, or "
-                       ":PORT to keep the engine's host (default: the "
-                       "engine's address of task 0, port 8888); or "
-                       "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: the job's "
-                       "control plane in etcd, no launcher special "
-                       "(docs/etcd.md)")
-          ->needs(engine_opt);
+      launch->add_option("--rendezvous", flags->rendezvous,
+                         "with --engine: HOST:PORT of task 0's launcher, or "
+                         ":PORT to keep the engine's host (default: the "
+                         "engine's address of task 0, port 8888); or "
+                         "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: the job's "
+                         "control plane in etcd, no launcher special "
+                         "(docs/etcd.md); etcd:// also with -n N on one "
+                         "machine: one launcher per task in this process");
   launch
       ->add_option("--etcd-ca", flags->etcd_ca,
                    "with --rendezvous etcd://: the CA file of the etcd "
@@ -340,7 +402,26 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
     if (!elastic.ok()) return fail(elastic.status());
     const absl::Duration elastic_wait = absl::Seconds(flags->elastic_wait_s);
 
-    if (!flags->engine.empty()) {
+    // -n N with an etcd control plane: the engine's launchers, one per task,
+    // as threads of this process on this machine.
+    const bool etcd_here = flags->engine.empty() && !flags->rendezvous.empty();
+    if (flags->engine.empty() && flags->rendezvous.empty() &&
+        !flags->jobs.empty()) {
+      return fail(absl::InvalidArgumentError(
+          "--jobs needs --engine, or -n N with --rendezvous etcd://...; on "
+          "one machine give roles with --chief, --workers, --ps"));
+    }
+    if (etcd_here &&
+        (!absl::StartsWith(flags->rendezvous, coord::kEtcdScheme) ||
+         flags->n <= 0 || flags->chief || flags->ps > 0 || flags->evaluator ||
+         flags->workers > 0 || !flags->ui.empty())) {
+      return fail(absl::InvalidArgumentError(
+          "--rendezvous without --engine runs -n N tasks on this machine with "
+          "the control plane in etcd: give -n N and --rendezvous "
+          "etcd://HOST:PORT[,...][/PREFIX], with --jobs for roles (not "
+          "--chief, --ps, --workers, --evaluator or --ui)"));
+    }
+    if (!flags->engine.empty() || etcd_here) {
       launch::EngineFlags ef;
       coord::EtcdClientOptions etcd;
       if (absl::StartsWith(flags->rendezvous, coord::kEtcdScheme)) {
@@ -375,7 +456,9 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       ef.num_tasks = flags->n;
       ef.timeout = rendezvous_timeout;
       absl::StatusOr<launch::EngineTask> engine =
-          launch::ResolveEngineTask(Env::Default(), flags->engine, ef);
+          etcd_here
+              ? EngineTasksHere(flags->n).front()
+              : launch::ResolveEngineTask(Env::Default(), flags->engine, ef);
       if (!engine.ok()) return fail(engine.status());
       if (flags->n > 0 && flags->n != engine->count) {
         return fail(absl::InvalidArgumentError(absl::StrCat(
@@ -407,7 +490,7 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
       options.stop_grace = absl::Seconds(flags->stop_grace_s);
       options.heartbeat_timeout = absl::Seconds(flags->heartbeat_timeout_s);
       options.partition_grace = absl::Seconds(flags->partition_grace_s);
-      options.bind_host = flags->bind_host;
+      options.bind_host = etcd_here ? "127.0.0.1" : flags->bind_host;
       options.log_dir = flags->log_dir;
       // Task 0's launcher prints the training progress line. Under an
       // engine --quiet also drops it (a launcher's lines are not told
@@ -430,6 +513,13 @@ void RegisterLaunchCommand(CLI::App& app, int& exit_code) {
               options.job_token, rpc::kJobTokenEnvVar);
           if (!strong.ok()) return fail(strong);
         }
+      }
+      if (etcd_here) {
+        absl::StatusOr<launch::LaunchResult> result =
+            RunHere(std::move(options), flags->n);
+        if (!result.ok()) return fail(result.status());
+        exit_code = result->exit_code;
+        return;
       }
       launch::ClusterLauncher launcher(Env::Default(), options);
       absl::StatusOr<launch::LaunchResult> result = WithStopSignals(
