@@ -106,8 +106,9 @@ std::vector<launch::EngineTask> EngineTasksHere(int n) {
 // in etcd as launchers on N hosts would (so no launcher is special here
 // either, though they share this process). One log directory and one job
 // token (random unless given) serve them all; SIGINT/SIGTERM stops every
-// one. The job's exit code is the highest any launcher returns (they agree
-// unless one was cut off from etcd); an error is the first launcher's.
+// one, and so does a launcher that could not run its part. The job's exit
+// code is the highest any launcher returns (they agree unless one was cut
+// off from etcd); an error is that of the lowest launcher that had one.
 absl::StatusOr<launch::LaunchResult> RunHere(
     launch::ClusterLaunchOptions options, int n) {
   COHORT_ASSIGN_OR_RETURN(options.log_dir,
@@ -127,7 +128,14 @@ absl::StatusOr<launch::LaunchResult> RunHere(
             n, absl::UnknownError("not run"));
         std::vector<std::thread> threads;
         for (int k = 0; k < n; ++k) {
-          threads.emplace_back([&, k] { results[k] = launchers[k]->Run(); });
+          threads.emplace_back([&, k] {
+            results[k] = launchers[k]->Run();
+            // One that could not run its part stops the others, which
+            // would otherwise wait for it until their timeouts.
+            if (!results[k].ok()) {
+              for (auto& l : launchers) l->Stop();
+            }
+          });
         }
         for (std::thread& t : threads) t.join();
         launch::LaunchResult job;

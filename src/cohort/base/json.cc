@@ -102,6 +102,37 @@ absl::StatusOr<std::optional<int64_t>> JsonOptionalInt(const Json& object,
   return std::optional<int64_t>(it->get<int64_t>());
 }
 
+std::string JsonStringOr(const Json& object, const char* key,
+                         const std::string& fallback) {
+  if (!object.is_object()) return fallback;
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>()
+                                               : fallback;
+}
+
+int64_t JsonIntOr(const Json& object, const char* key, int64_t fallback) {
+  if (!object.is_object()) return fallback;
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>()
+                                                       : fallback;
+}
+
+uint64_t JsonUintOr(const Json& object, const char* key, uint64_t fallback) {
+  if (!object.is_object()) return fallback;
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer()) return fallback;
+  // Parsed text holds 7 as unsigned; a value built in C++ as signed.
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  const int64_t value = it->get<int64_t>();
+  return value >= 0 ? static_cast<uint64_t>(value) : fallback;
+}
+
+bool JsonBoolOr(const Json& object, const char* key, bool fallback) {
+  if (!object.is_object()) return fallback;
+  auto it = object.find(key);
+  return it != object.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
 std::string JsonDump(const Json& value) {
   // Invalid UTF-8 in a string (a message cut mid-character, bytes from a
   // peer) becomes U+FFFD instead of an exception.

@@ -40,6 +40,16 @@ absl::StatusOr<std::optional<int64_t>> JsonOptionalInt(const Json& object,
                                                        absl::string_view what,
                                                        absl::string_view path);
 
+// Lenient field readers, for records anyone may have written (a control
+// plane's keys, a peer's message): a missing field, or one of another type,
+// reads as `fallback`. They never throw (nlohmann's value() would).
+std::string JsonStringOr(const Json& object, const char* key,
+                         const std::string& fallback = "");
+int64_t JsonIntOr(const Json& object, const char* key, int64_t fallback);
+// Any non-negative integer (nlohmann keeps parsed ones unsigned).
+uint64_t JsonUintOr(const Json& object, const char* key, uint64_t fallback);
+bool JsonBoolOr(const Json& object, const char* key, bool fallback);
+
 // Serialises compactly with keys in sorted order (nlohmann's default);
 // invalid UTF-8 in strings becomes U+FFFD.
 std::string JsonDump(const Json& value);

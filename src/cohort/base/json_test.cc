@@ -37,4 +37,28 @@ TEST(JsonOptional, TypeErrorsNameTheField) {
 }
 
 }  // namespace
+// Records anyone may write: a field of the wrong type, a missing one, or a
+// value that is no object reads as the fallback, and nothing throws.
+TEST(JsonLenient, WrongTypesAndMissingFieldsReadAsTheFallback) {
+  const Json j = {{"s", "text"},
+                  {"i", -3},
+                  {"u", 7},
+                  {"b", true},
+                  {"wrong", Json::array({1, 2})}};
+  EXPECT_EQ(JsonStringOr(j, "s"), "text");
+  EXPECT_EQ(JsonIntOr(j, "i", 0), -3);
+  EXPECT_EQ(JsonUintOr(j, "u", 0), 7u);
+  EXPECT_TRUE(JsonBoolOr(j, "b", false));
+  EXPECT_EQ(JsonStringOr(j, "wrong", "fb"), "fb");
+  EXPECT_EQ(JsonIntOr(j, "s", 5), 5);
+  EXPECT_EQ(JsonUintOr(j, "i", 9), 9u);  // negative: not unsigned
+  EXPECT_EQ(
+      JsonUintOr(*ParseJson(R"({"u": 18446744073709551615})", "t"), "u", 0),
+      18446744073709551615u);
+  EXPECT_FALSE(JsonBoolOr(j, "i", false));
+  EXPECT_EQ(JsonStringOr(j, "missing", "fb"), "fb");
+  EXPECT_EQ(JsonIntOr(Json::array({1}), "i", 4), 4);
+  EXPECT_EQ(JsonStringOr(Json("scalar"), "s", "fb"), "fb");
+}
+
 }  // namespace cohort

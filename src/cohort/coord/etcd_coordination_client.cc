@@ -41,28 +41,8 @@ constexpr absl::Duration kBarrierRecheck = absl::Seconds(1);
 // Keys of the key-value store: as the built-in store's cap.
 constexpr size_t kMaxKeyBytes = 4096;
 
-// Fields of records read from etcd. Anyone with access to the prefix can
-// write them, so a field of the wrong type reads as `fallback` instead of
-// throwing (nlohmann's value() would, and kill the process).
-std::string StrField(const Json& j, const char* key,
-                     const std::string& fallback = "") {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-int64_t IntField(const Json& j, const char* key, int64_t fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int64_t>()
-                                                  : fallback;
-}
-uint64_t UintField(const Json& j, const char* key, uint64_t fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>()
-                                                   : fallback;
-}
-bool BoolField(const Json& j, const char* key, bool fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
-}
+// Fields of records read from etcd: anyone with access to the prefix can
+// write them, so they are read leniently (base/json.h's JsonStringOr...).
 Json ObjectField(const Json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_object() ? *it : Json();
@@ -303,12 +283,12 @@ class EtcdCoordinationClient : public CoordinationClient {
                                 etcd_->target().prefix, Space(kErrorKey),
                                 ") is unreadable"));
     }
-    int code = static_cast<int>(IntField(*j, "code", 2));
+    int code = static_cast<int>(JsonIntOr(*j, "code", 2));
     if (code <= 0 || code > 16) code = 2;
-    absl::StatusOr<TaskId> source = TaskId::Parse(StrField(*j, "task"));
-    return Error(static_cast<absl::StatusCode>(code), StrField(*j, "message"),
-                 source.ok() ? &*source : nullptr,
-                 BoolField(*j, "reported", false));
+    absl::StatusOr<TaskId> source = TaskId::Parse(JsonStringOr(*j, "task"));
+    return Error(static_cast<absl::StatusCode>(code),
+                 JsonStringOr(*j, "message"), source.ok() ? &*source : nullptr,
+                 JsonBoolOr(*j, "reported", false));
   }
 
   // Returns the job's error once there is one: reported by a task, or a
@@ -365,7 +345,7 @@ class EtcdCoordinationClient : public CoordinationClient {
         info->set_state(TASK_STATE_CONNECTED);
         absl::StatusOr<Json> j = ParseJson(kv->value, "a task record");
         if (j.ok() && j->is_object()) {
-          info->set_incarnation(UintField(*j, "incarnation", 0));
+          info->set_incarnation(JsonUintOr(*j, "incarnation", 0));
         }
       } else {
         info->set_state(TASK_STATE_DISCONNECTED);
@@ -417,12 +397,12 @@ class EtcdCoordinationClient : public CoordinationClient {
       if (absl::StartsWith(kv.key, Space(kTasksDir))) {
         absl::StatusOr<Json> j = ParseJson(kv.value, "a task record");
         connected[kv.key.substr(Space(kTasksDir).size())] =
-            j.ok() && j->is_object() ? UintField(*j, "incarnation", 0) : 0;
+            j.ok() && j->is_object() ? JsonUintOr(*j, "incarnation", 0) : 0;
       } else if (kv.key == Space(kErrorKey)) {
         absl::StatusOr<Json> j = ParseJson(kv.value, "the job's error");
         if (j.ok() && j->is_object()) {
-          failed = StrField(*j, "task");
-          failure = StrField(*j, "message");
+          failed = JsonStringOr(*j, "task");
+          failure = JsonStringOr(*j, "message");
         }
       }
     }
@@ -665,9 +645,9 @@ class EtcdCoordinationClient : public CoordinationClient {
     int code = 2;
     std::string message = "unreadable barrier result";
     if (j.ok() && j->is_object()) {
-      code = static_cast<int>(IntField(*j, "code", 2));
+      code = static_cast<int>(JsonIntOr(*j, "code", 2));
       if (code <= 0 || code > 16) code = 2;
-      message = StrField(*j, "message", message);
+      message = JsonStringOr(*j, "message", message);
     }
     absl::Status s = Error(static_cast<absl::StatusCode>(code), message);
     BarrierError payload;
@@ -886,9 +866,9 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
           absl::StrCat("the job record at etcd prefix ", where, " names ",
                        total, " tasks, more than 2^20"));
     }
-    options.job_id = StrField(*record, "job_id");
-    options.recoverable = BoolField(*record, "recoverable", false);
-    const int64_t ttl_ms = IntField(*record, "heartbeat_timeout_ms", 0);
+    options.job_id = JsonStringOr(*record, "job_id");
+    options.recoverable = JsonBoolOr(*record, "recoverable", false);
+    const int64_t ttl_ms = JsonIntOr(*record, "heartbeat_timeout_ms", 0);
     if (ttl_ms > 0 && ttl_ms < int64_t{1} << 40) {
       options.heartbeat_timeout = absl::Milliseconds(ttl_ms);
     }
@@ -914,7 +894,7 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
                                     ? ParseJson(held->value, "the job record")
                                     : absl::StatusOr<Json>(Json());
   if (!theirs.ok() || !theirs->is_object() ||
-      StrField(*theirs, "job_id") != options.job_id ||
+      JsonStringOr(*theirs, "job_id") != options.job_id ||
       ObjectField(*theirs, "jobs") != jobs) {
     return absl::FailedPreconditionError(absl::StrCat(
         "etcd prefix ", where,
@@ -926,7 +906,7 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> NewEtcdCoordinationClient(
   }
   return std::unique_ptr<CoordinationClient>(
       new EtcdCoordinationClient(std::move(etcd), std::move(options),
-                                 UintField(*theirs, "incarnation", 1)));
+                                 JsonUintOr(*theirs, "incarnation", 1)));
 }
 
 absl::StatusOr<std::unique_ptr<CoordinationClient>> JoinEtcdCoordination(

@@ -41,14 +41,10 @@ FailureRecord FailureRecord::Decode(const std::string& text, int num_tasks,
   absl::StatusOr<Json> j = ParseJson(text, "the failure record");
   if (!j.ok() || !j->is_object()) return r;
   auto text_of = [&](const char* key, size_t cap) -> std::string {
-    auto it = j->find(key);
-    if (it == j->end() || !it->is_string()) return "";
-    return it->get<std::string>().substr(0, cap);
+    return JsonStringOr(*j, key).substr(0, cap);
   };
   auto int_of = [&](const char* key, int64_t fallback) -> int64_t {
-    auto it = j->find(key);
-    return it != j->end() && it->is_number_integer() ? it->get<int64_t>()
-                                                     : fallback;
+    return JsonIntOr(*j, key, fallback);
   };
   constexpr size_t kFieldCap = 4096;
   if (std::string task = text_of("task", 64); !task.empty()) r.task = task;
@@ -63,9 +59,7 @@ FailureRecord FailureRecord::Decode(const std::string& text, int num_tasks,
   // A failed job never exits 0: codes outside 1..255 become 1.
   const int64_t code = int_of("code", 1);
   r.code = code >= 1 && code <= 255 ? static_cast<int>(code) : 1;
-  auto interrupted = j->find("interrupted");
-  r.interrupted = interrupted != j->end() && interrupted->is_boolean() &&
-                  interrupted->get<bool>();
+  r.interrupted = JsonBoolOr(*j, "interrupted", false);
   r.when = absl::FromUnixNanos(int_of("when_ns", 0));
   r.after_start = absl::Milliseconds(
       std::clamp<int64_t>(int_of("after_ms", 0), 0, int64_t{1} << 40));

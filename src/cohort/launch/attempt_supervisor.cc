@@ -82,6 +82,11 @@ bool AttemptEvents::stop_requested() {
   return stop_requested_;
 }
 
+bool AttemptEvents::stop_pending() {
+  absl::MutexLock lock(&mu_);
+  return stop_requested_ && !stop_taken_;
+}
+
 bool AttemptEvents::AwaitStopOr(const std::atomic<bool>& done) {
   absl::MutexLock lock(&mu_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -368,7 +373,9 @@ void AttemptSupervisor::Watch(State& s) {
         !s.verdict.has_value()) {
       deadline = std::min(deadline, s.next_minimum_check);
     }
+    // (Stopping, orphans wait no more: Tick leaves them.)
     for (const auto& [task, orphan] : s.orphans) {
+      if (s.stopping) break;
       deadline = std::min(deadline, orphan.since + plan_.replacement_wait);
     }
     std::deque<AttemptEvents::Event> batch = events_->Wait(deadline);
@@ -442,8 +449,13 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
         absl::StatusOr<coord::Membership> left = plan_.elastic.lose(r.task);
         // With no launcher left to restart it, it leaves the job: done for
         // the verdict (every launcher that saw the loss records it; the
-        // first wins).
-        absl::Status dropped = left.ok() && e.orphaned
+        // first wins), while enough members remain. Below the minimum it
+        // is not: the job fails once it stays there for the plan's wait
+        // (CheckMinimum), as when a task runs out of restarts.
+        const bool enough =
+            left.ok() &&
+            static_cast<int>(left->members.size()) >= plan_.elastic.min;
+        absl::Status dropped = e.orphaned && enough
                                    ? ledger_->RecordDone(r.job_task)
                                    : absl::OkStatus();
         if (left.ok() && dropped.ok()) {
@@ -453,8 +465,12 @@ void AttemptSupervisor::Handle(State& s, AttemptEvents::Event& e) {
                            "to restart it, so it leaves the job"
               : member   ? "removed from the membership, its launcher stops it"
                          : "not a member (its replacement has not joined)",
-              "; ", left->members.size(), " task(s) train on (",
-              absl::StrJoin(left->members, ", "), ")"));
+              "; ", left->members.size(),
+              enough ? " task(s) train on (" : " task(s) remain (",
+              absl::StrJoin(left->members, ", "), ")",
+              enough ? ""
+                     : absl::StrCat(", below the elastic minimum of ",
+                                    plan_.elastic.min)));
           return;
         }
         absl::StrAppend(

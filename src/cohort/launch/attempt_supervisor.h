@@ -82,6 +82,9 @@ class AttemptEvents {
   // SIGINT/SIGTERM: stop every task, no restart. Never blocks.
   void Stop();
   bool stop_requested();
+  // A stop was requested that no attempt has acted on yet (AwaitStopOr's
+  // condition, without waiting).
+  bool stop_pending();
   // Blocks until `done` is true (its writer then calls Changed()) or a stop
   // was requested that no attempt has acted on yet; returns whether such a
   // stop is pending. For the waits between attempts (the launchers'

@@ -28,8 +28,10 @@
 namespace cohort::launch {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Outcome = AttemptEnd::Outcome;
 
 FailureRecord Failure(const std::string& task, int job_task, int code) {
@@ -252,11 +254,13 @@ class CountingLedger : public AttemptLedger {
     return ledger_.RecordFailure(record);
   }
   absl::Status RecordDone(int job_task) override {
+    done.push_back(job_task);
     return ledger_.RecordDone(job_task);
   }
   std::optional<AttemptVerdict> Verdict() override { return ledger_.Verdict(); }
 
-  int failures = 0;  // the supervisor's thread only
+  int failures = 0;       // the supervisor's thread only
+  std::vector<int> done;  // job tasks recorded done, likewise
   absl::Status refuse;
 
  private:
@@ -297,10 +301,12 @@ class AttemptSupervisorTest : public ::testing::Test {
         AttemptSupervisor(Env::Default(), &events_, &ledger, std::move(plan))
             .Run();
     failures_written_ = ledger.failures;
+    done_written_ = ledger.done;
     return end;
   }
 
   int failures_written_ = 0;
+  std::vector<int> done_written_;
 
   AttemptEvents events_{Env::Default()};
   absl::Mutex mu_;
@@ -707,6 +713,7 @@ TEST_F(TaskRestartTest, ElasticAnOrphanedTaskLeavesTheJobAndCountsAsDone) {
   watchdog.join();
   EXPECT_EQ(end.outcome, Outcome::kSucceeded);
   EXPECT_EQ(failures_written_, 0);
+  EXPECT_THAT(done_written_, Contains(5));
   {
     absl::MutexLock lock(&m.mu);
     EXPECT_THAT(m.lost, ElementsAre("worker:5"));
@@ -717,6 +724,40 @@ TEST_F(TaskRestartTest, ElasticAnOrphanedTaskLeavesTheJobAndCountsAsDone) {
                         "removed from the membership; no launcher is left to "
                         "restart it, so it leaves the job; 1 task(s) train on "
                         "(worker:0)"));
+}
+
+// ... but not below the elastic minimum: there the orphan is not counted
+// done (the supervisor's minimum check, not enforced in this plan, is what
+// fails such a job). The message comes after that decision; the attempt is
+// then stopped.
+TEST_F(TaskRestartTest, ElasticAnOrphanBelowTheMinimumIsNotCountedDone) {
+  FakeMembership m;
+  m.Write({"worker:0", "worker:5"});
+  FailureRecord orphan = NoHeartbeat("worker:5", 5, absl::Now());
+  orphan.reason = "was lost with its launcher";
+  events_.TaskOrphaned(0, orphan);
+  AttemptPlan plan = LoggedPlan({"exec sleep 60"}, 1);
+  m.Plan(plan);
+  plan.elastic.min = 2;
+  std::thread stopper([this] {
+    for (int i = 0; i < 6000; ++i) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (absl::StrContains(messages_, "below the elastic minimum")) break;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    events_.Stop();
+  });
+  AttemptEnd end = Run(std::move(plan), /*must_finish=*/2);
+  stopper.join();
+  EXPECT_EQ(end.outcome, Outcome::kStopped);
+  EXPECT_THAT(done_written_, Not(Contains(5)));
+  absl::MutexLock lock(&mu_);
+  EXPECT_THAT(messages_,
+              HasSubstr("no launcher is left to restart it, so it leaves the "
+                        "job; 1 task(s) remain (worker:0), below the elastic "
+                        "minimum of 2"));
 }
 
 // Outside an elastic job an orphaned task fails the attempt, as any other

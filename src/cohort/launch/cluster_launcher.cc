@@ -223,17 +223,29 @@ struct ClusterLauncher::Impl {
                  const std::string& barrier_failure, LaunchResult& result);
   // The agent's WaitAtBarrier, cancelled for every launcher (Cancelled) when
   // Stop() is called while it waits.
-  absl::Status WaitAtBarrierOrStop(
-      const std::string& id, absl::Duration timeout,
-      const std::vector<coord::TaskId>& launchers = {});
-  // With etcd: the launchers not recorded lost (EtcdLostLauncherKey), for
-  // the end barrier; empty (every launcher) otherwise, or when etcd cannot
-  // be read. A launcher lost after this was read is waited for until the
-  // barrier's timeout.
-  std::vector<coord::TaskId> LiveLaunchers();
-  // The launcher that prints the attempt's summary and the job's success
-  // line: task 0's, or with etcd the lowest one not recorded lost.
-  bool Reports();
+  absl::Status WaitAtBarrierOrStop(const std::string& id,
+                                   absl::Duration timeout);
+  // With etcd under --restart task, where a launcher's loss is no job
+  // error (EtcdLauncherLossWatch).
+  bool LossesRecoverable() const {
+    return on_etcd() && options.restart == RestartMode::kTask;
+  }
+  // With etcd: the launchers lost for good, by index: recorded lost
+  // (EtcdLostLauncherKey) and not registered now (one that rejoined, or a
+  // record written late, is not lost).
+  absl::StatusOr<std::set<int>> LostLaunchers();
+  // With etcd under --restart task, in place of the end barrier (which a
+  // lost launcher would never reach): waits, on etcd watches, until every
+  // launcher has ended `attempt` or is lost (the loss watch goes on
+  // recording losses meanwhile), up to `timeout`. DeadlineExceeded naming
+  // the launchers it waited for; Cancelled on Stop().
+  absl::Status AwaitLaunchersEnded(int attempt, absl::Duration timeout);
+  // With etcd: the checks and the claim of a launcher that replaces lost
+  // launcher `me` in a running job (EtcdLaunchersOnce found its address):
+  // OK and `rejoining` set when it may; Unavailable while it must wait (the
+  // lost launcher's lease lives, or the others have not recorded it lost
+  // yet); FailedPrecondition when it may not.
+  absl::Status ClaimReplacement(const std::string& published_address);
 
   Env* const env;
   ClusterLaunchOptions options;
@@ -260,8 +272,13 @@ struct ClusterLauncher::Impl {
 
   std::shared_ptr<coord::EtcdClient> etcd;  // with an etcd control plane
   // With etcd: this launcher replaces a lost one in the running attempt
-  // (EtcdLaunchersOnce found the job running with its address published).
+  // (ClaimReplacement); its task starts as restart `rejoin_restart`.
   bool rejoining = false;
+  int rejoin_restart = 0;
+  // Whether this launcher prints the attempt's summary and the job's last
+  // line: task 0's, or with etcd the lowest launcher not lost (read once,
+  // after the attempt's end, so every launcher agrees).
+  bool reports = false;
   // With etcd, elastic jobs: this launcher's client of the programs' store
   // (the membership).
   std::unique_ptr<coord::CoordinationAgent> etcd_programs;
@@ -453,39 +470,36 @@ ClusterLauncher::Impl::EtcdLaunchersOnce() {
       etcd->Get(absl::StrCat("launchers/kv/", Key(0, "address/"), me)));
   if (mine.has_value() && ended.empty() && !failed.has_value() &&
       options.restart == RestartMode::kTask) {
-    // This launcher's address is there and the run goes on (another
-    // launcher is registered): this launcher replaces a lost one.
+    // This launcher's address is there and the run may go on: it may
+    // replace a lost launcher.
     COHORT_ASSIGN_OR_RETURN(coord::EtcdTaskLosses::Look look,
                             coord::EtcdTaskLosses(etcd, "launchers/").Read());
     const std::string self = absl::StrCat("launcher:", me);
     if (std::any_of(look.present.begin(), look.present.end(),
                     [&](const std::string& t) { return t != self; })) {
-      if (options.elastic.min > 0 || options.max_restarts == 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "the job under etcd prefix ", options.etcd.target.ToString(),
-            " is running, and launcher:", me, " cannot rejoin it: ",
-            options.elastic.min > 0
-                ? "an elastic job goes on without a lost launcher's task"
-                : "it runs with --max-restarts 0, so a lost task is not "
-                  "replaced"));
-      }
-      // Its lost launcher's lease may still live (a replacement started
-      // within the lease's TTL), or that launcher is alive and this one a
-      // duplicate: wait (EtcdLaunchers retries Unavailable until the
-      // rendezvous deadline).
-      if (std::count(look.present.begin(), look.present.end(), self) > 0) {
-        return absl::UnavailableError(absl::StrCat(
-            self, " of the job under etcd prefix ",
-            options.etcd.target.ToString(),
-            " is still registered (its lease lives): a launcher replacing it "
-            "waits for that lease to expire; check that engine task ",
-            me, " was not started twice"));
-      }
-      rejoining = true;
+      COHORT_RETURN_IF_ERROR(ClaimReplacement(mine->value));
       return client;
     }
   }
   if (!ended.empty() || failed.has_value() || mine.has_value()) {
+    COHORT_ASSIGN_OR_RETURN(coord::EtcdTaskLosses::Look look,
+                            coord::EtcdTaskLosses(etcd, "launchers/").Read());
+    if (!look.present.empty()) {
+      // A run of this job is going on, or was killed less than a lease's
+      // TTL ago: either way not one this launcher joins (only --restart
+      // task takes a launcher that replaces a lost one).
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a run of this job under etcd prefix ",
+          options.etcd.target.ToString(), " is going on, or stopped less than ",
+          absl::FormatDuration(LostAfter()), " ago (", look.present.front(),
+          " is registered), and launcher:", me,
+          " cannot join it: only --restart task takes a launcher that "
+          "replaces a lost one; check that engine task ",
+          me,
+          " was not started twice, or, once that run has stopped, remove its "
+          "keys (etcdctl del --prefix ",
+          options.etcd.target.prefix, ")"));
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "etcd prefix ", options.etcd.target.ToString(),
         " holds the keys of a run of this job that has ",
@@ -535,15 +549,22 @@ void ClusterLauncher::Impl::EtcdDone() {
   absl::Status s =
       etcd->Put(absl::StrCat("launchers/ended/", me), options.engine.hosts[me])
           .status();
-  // Launchers recorded lost never end: they count as ended.
-  std::set<std::string> ended;
-  for (const char* dir : {"launchers/ended/", kEtcdLostLaunchersDir}) {
-    if (!s.ok()) break;
-    absl::StatusOr<std::vector<coord::EtcdKeyValue>> keys = etcd->List(dir);
-    s = keys.status();
-    if (!s.ok()) break;
+  // Launchers lost for good never end: they count as ended.
+  std::set<int> ended;
+  absl::StatusOr<std::vector<coord::EtcdKeyValue>> keys =
+      s.ok() ? etcd->List("launchers/ended/")
+             : absl::StatusOr<std::vector<coord::EtcdKeyValue>>(s);
+  absl::StatusOr<std::set<int>> lost =
+      keys.ok() ? LostLaunchers() : absl::StatusOr<std::set<int>>(s);
+  s = keys.ok() ? lost.status() : keys.status();
+  if (s.ok()) {
+    ended = *lost;
     for (const coord::EtcdKeyValue& kv : *keys) {
-      ended.insert(kv.key.substr(kv.key.rfind('/') + 1));
+      int k = -1;
+      if (absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &k) &&
+          k >= 0 && k < options.engine.count) {
+        ended.insert(k);
+      }
     }
   }
   if (s.ok() && static_cast<int>(ended.size()) == options.engine.count) {
@@ -562,26 +583,167 @@ void ClusterLauncher::Impl::EtcdDone() {
   }
 }
 
-std::vector<coord::TaskId> ClusterLauncher::Impl::LiveLaunchers() {
-  if (!on_etcd()) return {};
-  absl::StatusOr<std::vector<coord::EtcdKeyValue>> lost =
-      etcd->List(kEtcdLostLaunchersDir);
-  if (!lost.ok() || lost->empty()) return {};
-  std::set<std::string> gone;
-  for (const coord::EtcdKeyValue& kv : *lost) {
-    gone.insert(kv.key.substr(kv.key.rfind('/') + 1));
+absl::Status ClusterLauncher::Impl::ClaimReplacement(
+    const std::string& published_address) {
+  const std::string self = absl::StrCat("launcher:", me);
+  const std::string prefix = options.etcd.target.ToString();
+  if (options.elastic.min > 0 || options.max_restarts == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job under etcd prefix ", prefix, " is running, and ", self,
+        " cannot rejoin it: ",
+        options.elastic.min > 0
+            ? "an elastic job goes on without a lost launcher's task"
+            : "it runs with --max-restarts 0, so a lost task is not "
+              "replaced"));
   }
-  std::vector<coord::TaskId> live;
-  for (int k = 0; k < options.engine.count; ++k) {
-    if (!gone.count(absl::StrCat(k))) live.push_back({"launcher", k});
+  // The others' TF_CONFIG names the lost launcher's address: its task must
+  // come back there.
+  absl::StatusOr<std::pair<std::string, int>> published =
+      SplitHostPort(published_address, "the published address");
+  if (!published.ok() || published->first != options.engine.hosts[me]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(self, " of the job under etcd prefix ", prefix,
+                     " ran its task at ", published_address,
+                     ", which the other tasks know; this launcher runs "
+                     "on ",
+                     options.engine.hosts[me],
+                     ": a replacement must run on the lost launcher's host"));
   }
-  return live;
+  COHORT_ASSIGN_OR_RETURN(
+      std::optional<coord::EtcdKeyValue> verdict,
+      etcd->Get(absl::StrCat("launchers/kv/", Key(0, "verdict"))));
+  if (verdict.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job under etcd prefix ", prefix,
+        " has its verdict already; no launcher rejoins it (remove its keys "
+        "once its launchers have ended: etcdctl del --prefix ",
+        options.etcd.target.prefix, ")"));
+  }
+  // Only a launcher the others recorded lost is replaced, once: the claim
+  // deletes the record, and of two replacements one deletes it.
+  COHORT_ASSIGN_OR_RETURN(coord::EtcdTaskLosses::Look look,
+                          coord::EtcdTaskLosses(etcd, "launchers/").Read());
+  COHORT_ASSIGN_OR_RETURN(std::optional<coord::EtcdKeyValue> recorded,
+                          etcd->Get(EtcdLostLauncherKey(me)));
+  if (std::count(look.present.begin(), look.present.end(), self) > 0 ||
+      !recorded.has_value()) {
+    Message(absl::StrCat("the job under etcd prefix ", prefix,
+                         " is running; this launcher "
+                         "replaces ",
+                         self,
+                         " once the others have recorded it lost (its "
+                         "lease lives up to ",
+                         absl::FormatDuration(LostAfter()), ")"));
+    return absl::UnavailableError(absl::StrCat(
+        self, " of the job under etcd prefix ", prefix,
+        " is still registered, or not yet recorded lost by the others: a "
+        "launcher replacing it waits for that; check that engine task ",
+        me, " was not started twice"));
+  }
+  const std::string count_key = absl::StrCat("launchers/replaced/", me);
+  COHORT_ASSIGN_OR_RETURN(std::optional<coord::EtcdKeyValue> count,
+                          etcd->Get(count_key));
+  int replaced = 0;
+  if (count.has_value() && !absl::SimpleAtoi(count->value, &replaced)) {
+    replaced = options.max_restarts;  // unreadable: no replacement left
+  }
+  if (replaced >= options.max_restarts) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        self, " of the job under etcd prefix ", prefix, " was replaced ",
+        replaced, " time(s) already, and the job runs with --max-restarts ",
+        options.max_restarts, ": no launcher rejoins it for that task"));
+  }
+  COHORT_ASSIGN_OR_RETURN(int64_t claimed,
+                          etcd->Delete(EtcdLostLauncherKey(me)));
+  if (claimed == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "another launcher replaced ", self, " of the job under etcd prefix ",
+        prefix, " first; check that engine task ", me,
+        " was not started twice"));
+  }
+  COHORT_RETURN_IF_ERROR(
+      etcd->Put(count_key, absl::StrCat(replaced + 1)).status());
+  // A launcher that was only cut off from etcd (not dead) stops its task
+  // once its own heartbeats have failed for as long as its lease lived,
+  // and kills it stop_grace later: its task must be gone before this one
+  // starts it again.
+  const absl::Duration fence = options.heartbeat_timeout + options.stop_grace;
+  Message(absl::StrCat("replacing the lost ", self, ": waiting ",
+                       absl::FormatDuration(fence), " so that, were ", self,
+                       " only cut off, its task has stopped"));
+  env->SleepFor(fence);
+  rejoining = true;
+  rejoin_restart = replaced + 1;
+  return absl::OkStatus();
 }
 
-bool ClusterLauncher::Impl::Reports() {
-  if (!on_etcd()) return me == 0;
-  const std::vector<coord::TaskId> live = LiveLaunchers();
-  return live.empty() ? me == 0 : live.front().index == me;
+absl::StatusOr<std::set<int>> ClusterLauncher::Impl::LostLaunchers() {
+  COHORT_ASSIGN_OR_RETURN(std::vector<coord::EtcdKeyValue> recorded,
+                          etcd->List(kEtcdLostLaunchersDir));
+  if (recorded.empty()) return std::set<int>();
+  COHORT_ASSIGN_OR_RETURN(coord::EtcdTaskLosses::Look look,
+                          coord::EtcdTaskLosses(etcd, "launchers/").Read());
+  std::set<int> lost;
+  for (const coord::EtcdKeyValue& kv : recorded) {
+    int k = -1;
+    if (!absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &k) || k < 0 ||
+        k >= options.engine.count) {
+      continue;  // not a launcher of this job
+    }
+    if (std::count(look.present.begin(), look.present.end(),
+                   absl::StrCat("launcher:", k)) == 0) {
+      lost.insert(k);
+    }
+  }
+  return lost;
+}
+
+absl::Status ClusterLauncher::Impl::AwaitLaunchersEnded(
+    int attempt, absl::Duration timeout) {
+  const absl::Time deadline = env->Now() + timeout;
+  std::vector<int> waiting;
+  while (!events.stop_pending()) {
+    coord::EtcdTaskLosses status(etcd, "launchers/");
+    COHORT_ASSIGN_OR_RETURN(coord::EtcdTaskLosses::Look look, status.Read());
+    COHORT_ASSIGN_OR_RETURN(std::set<int> lost, LostLaunchers());
+    using KeyValues = std::vector<std::pair<std::string, std::string>>;
+    COHORT_ASSIGN_OR_RETURN(KeyValues ended,
+                            agent->GetKeyValueDir(Key(attempt, "ended")));
+    std::set<int> done = lost;
+    for (const auto& [key, value] : ended) {
+      int k = -1;
+      if (absl::SimpleAtoi(key.substr(key.rfind('/') + 1), &k)) done.insert(k);
+    }
+    waiting.clear();
+    for (int k = 0; k < options.engine.count; ++k) {
+      if (!done.count(k)) waiting.push_back(k);
+    }
+    if (waiting.empty()) return absl::OkStatus();
+    if (env->Now() >= deadline) break;
+    // Any change under launchers/ (an end recorded, a loss, a lease gone)
+    // wakes this; at least every second it looks again.
+    absl::Status changed =
+        etcd->Watch("launchers/", look.revision,
+                    std::min(absl::Seconds(1), deadline - env->Now()), nullptr)
+            .status();
+    if (!changed.ok() && !absl::IsDeadlineExceeded(changed) &&
+        !absl::IsFailedPrecondition(changed)) {
+      return changed;
+    }
+  }
+  if (events.stop_pending()) {
+    return absl::CancelledError(absl::StrCat(
+        "interrupted while waiting for every launcher at the end of attempt ",
+        attempt, " (SIGINT or SIGTERM)"));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("launcher(s) ",
+                   absl::StrJoin(waiting, ", ",
+                                 [](std::string* out, int k) {
+                                   absl::StrAppend(out, "launcher:", k);
+                                 }),
+                   " neither ended attempt ", attempt, " nor were lost within ",
+                   absl::FormatDuration(timeout)));
 }
 
 absl::Status ClusterLauncher::Impl::Connect() {
@@ -635,12 +797,11 @@ absl::Status ClusterLauncher::Impl::Connect() {
 }
 
 absl::Status ClusterLauncher::Impl::WaitAtBarrierOrStop(
-    const std::string& id, absl::Duration timeout,
-    const std::vector<coord::TaskId>& launchers) {
+    const std::string& id, absl::Duration timeout) {
   std::atomic<bool> finished{false};
   absl::Status result;
   std::thread waiter([&] {
-    result = agent->WaitAtBarrier(id, timeout, launchers);
+    result = agent->WaitAtBarrier(id, timeout);
     finished = true;
     events.Changed();  // wakes AwaitStopOr
   });
@@ -696,13 +857,13 @@ absl::StatusOr<TaskEnvironmentInputs> ClusterLauncher::Impl::Rejoin(
     int attempt) {
   COHORT_ASSIGN_OR_RETURN(const std::string etcd_programs,
                           EtcdPrograms(attempt));
-  // No longer recorded lost: the end barrier waits for this launcher again.
-  COHORT_RETURN_IF_ERROR(etcd->Delete(EtcdLostLauncherKey(me)).status());
   Message(absl::StrCat(
       "rejoined attempt ", attempt, " of the running job in place of a lost ",
       "launcher:", me, ": ", tasks[me].Name(),
-      " starts as a restarted task (restart 1 of ", options.max_restarts,
-      "; restarts its lost launcher made are not known here)"));
+      " starts as a restarted task (restart ", rejoin_restart, " of ",
+      options.max_restarts,
+      "; replacements count as restarts, restarts its lost launcher made "
+      "alone are not known here)"));
   return Inputs(attempt, etcd_programs);
 }
 
@@ -829,7 +990,7 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
       options.summary_lines, [this](const std::string& line) { Output(line); },
       [this](const std::string& line) { Message(line); }));
   if (rejoining) {
-    plan.tasks.back().first_restart = 1;
+    plan.tasks.back().first_restart = rejoin_restart;
     rejoining = false;
   }
 
@@ -841,17 +1002,26 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
   lo.tail_lines = options.summary_lines;
   lo.changed = [this] { events.Changed(); };
   AttemptEnd end;
+  // Until the attempt's end is agreed: a launcher lost while the others
+  // wait for it there is recorded lost too.
+  std::optional<EtcdLauncherLossWatch> launcher_losses;
+  if (LossesRecoverable()) {
+    launcher_losses.emplace(
+        etcd, me, tasks, e.hosts, attempt, LostAfter(),
+        // A task that already finished is no orphan.
+        [this, attempt](int k) {
+          return agent->TryGetKeyValue(Key(attempt, absl::StrCat("done/", k)))
+              .ok();
+        },
+        env, &events);
+  }
   {
     ControlPlaneLedger ledger(std::move(lo));
     std::optional<TaskFailureWatch> watch;
     if (programs != nullptr) {
       watch.emplace(programs->service(), tasks, e.hosts, attempt, &events);
     }
-    std::optional<EtcdLauncherLossWatch> launcher_losses;
-    if (on_etcd() && options.restart == RestartMode::kTask) {
-      launcher_losses.emplace(etcd, me, tasks, e.hosts, attempt, LostAfter(),
-                              env, &events);
-    }
+
     end = AttemptSupervisor(env, &events, &ledger, std::move(plan)).Run();
   }
   // The attempt's last progress line, before anything says how it ended
@@ -879,9 +1049,20 @@ absl::StatusOr<AttemptEnd> ClusterLauncher::Impl::RunAttempt(
           Key(attempt, absl::StrCat("ended/", me)),
           end.stopped_others > 0 && !succeeded ? "stopped" : "exited", false)
       .IgnoreError();
-  absl::Status at_end = WaitAtBarrierOrStop(
-      kEndBarrier, options.rendezvous_timeout + options.stop_grace,
-      LiveLaunchers());
+  const absl::Duration end_wait =
+      options.rendezvous_timeout + options.stop_grace;
+  absl::Status at_end = LossesRecoverable()
+                            ? AwaitLaunchersEnded(attempt, end_wait)
+                            : WaitAtBarrierOrStop(kEndBarrier, end_wait);
+  reports = me == 0;
+  if (on_etcd()) {
+    // The lowest launcher not lost; every one, should etcd not answer
+    // (two summaries rather than none).
+    absl::StatusOr<std::set<int>> lost = LostLaunchers();
+    int lowest = 0;
+    while (lost.ok() && lost->count(lowest)) ++lowest;
+    reports = !lost.ok() || lowest == me;
+  }
   if (options.elastic.min > 0 && (programs != nullptr || on_etcd())) {
     // Read before the reset below: tasks dropped by other launchers are
     // known from the membership.
@@ -912,7 +1093,7 @@ void ClusterLauncher::Impl::Summarize(int attempt, const AttemptEnd& end,
   const EngineTask& e = options.engine;
   const FailureRecord& r = end.failure;
   result.exit_code = r.code;
-  if (!Reports()) {
+  if (!reports) {
     result.failure_summary = absl::StrCat(
         "attempt ", attempt, " failed: task ", r.task, " (", r.where, ") ",
         r.reason, "; ",
@@ -981,11 +1162,11 @@ absl::StatusOr<LaunchResult> ClusterLauncher::Impl::Run() {
       result.succeeded = true;
       result.exit_code = 0;
       result.failure_summary.clear();
-      if (Reports() && options.elastic.min > 0) {
+      if (reports && options.elastic.min > 0) {
         Message(absl::StrCat("job succeeded: attempt ", attempt,
                              " finished; the elastic job ended with ",
                              last_membership));
-      } else if (Reports()) {
+      } else if (reports) {
         Message(SuccessLine(tasks.size(), attempt, *ran));
       }
     }

@@ -59,13 +59,15 @@ std::string EtcdLostLauncherKey(int k) {
 EtcdLauncherLossWatch::EtcdLauncherLossWatch(
     std::shared_ptr<coord::EtcdClient> etcd, int me,
     std::vector<TaskSpec> tasks, std::vector<std::string> hosts, int attempt,
-    absl::Duration lost_after, Env* env, AttemptEvents* events)
+    absl::Duration lost_after, std::function<bool(int k)> finished, Env* env,
+    AttemptEvents* events)
     : etcd_(std::move(etcd)),
       me_(me),
       tasks_(std::move(tasks)),
       hosts_(std::move(hosts)),
       attempt_(attempt),
       lost_after_(lost_after),
+      finished_(std::move(finished)),
       env_(env),
       events_(events),
       losses_(etcd_, "launchers/") {
@@ -122,6 +124,7 @@ void EtcdLauncherLossWatch::Run() {
         continue;
       }
       reported.insert(k);
+      if (finished_ && finished_(k)) continue;  // its task had exited 0
       FailureRecord r;
       r.task = tasks_[k].Name();
       r.job_task = k;
@@ -129,7 +132,8 @@ void EtcdLauncherLossWatch::Run() {
       r.reason = absl::StrCat("was lost with its launcher: launcher:", k,
                               "'s lease in etcd expired (no heartbeat for ",
                               absl::FormatDuration(lost_after_),
-                              "); check that host and its launcher process");
+                              ") or its key was deleted; check that host and "
+                              "its launcher process");
       r.when = env_->Now();
       events_->TaskOrphaned(attempt_, std::move(r));
     }

@@ -13,16 +13,22 @@
 // EtcdLauncherLossWatch does the same for the launchers of a job whose
 // control plane is etcd and whose launchers' space is recoverable (an
 // elastic job): a launcher whose lease expired took its task with it (a
-// program dies with its launcher, PR_SET_PDEATHSIG), and no launcher is
-// left to restart it. Each other launcher follows the launchers' status in
-// etcd (a watch, not a poll), records the loss under "launchers/lost/<k>"
-// (the end barrier and the clean-up count it) and reports the task as
-// orphaned (AttemptEvents::TaskOrphaned); one that registers again later
-// was replaced, and its task is reported adopted (TaskAdopted).
+// program dies with its launcher, PR_SET_PDEATHSIG; one cut off from etcd
+// stops it), and no launcher is left to restart it. Each other launcher follows
+// the launchers' status in etcd (a watch, not a poll), records the loss under
+// "launchers/lost/<k>" (the end barrier and the clean-up count it) and reports
+// the task as orphaned (AttemptEvents::TaskOrphaned); one that registers again
+// later was replaced, and its task is reported adopted (TaskAdopted). The
+// record is written after a listing that showed the launcher gone, so it may
+// come after a replacement registered: readers count a launcher lost only while
+// it is not registered (ClusterLauncher's LostLaunchers). A launcher only
+// cut off from etcd (not dead) kills its program once its own heartbeats
+// have failed as long; a replacement waits that out (ClaimReplacement).
 #ifndef COHORT_LAUNCH_TASK_FAILURE_WATCH_H_
 #define COHORT_LAUNCH_TASK_FAILURE_WATCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -72,11 +78,14 @@ class EtcdLauncherLossWatch {
   // TaskFailureWatch's, engine task k's launcher being "launcher:k"; all of
   // them registered (they passed the attempt's start barrier). `env` (the
   // reports' clock) and `events` must outlive the watch. `lost_after` names
-  // the lease's TTL in reports.
+  // the lease's TTL in reports. `finished(k)`: engine task k's task already
+  // finished (exited 0): its launcher's loss is recorded, but its task is no
+  // orphan.
   EtcdLauncherLossWatch(std::shared_ptr<coord::EtcdClient> etcd, int me,
                         std::vector<TaskSpec> tasks,
                         std::vector<std::string> hosts, int attempt,
-                        absl::Duration lost_after, Env* env,
+                        absl::Duration lost_after,
+                        std::function<bool(int k)> finished, Env* env,
                         AttemptEvents* events);
   // Stops and joins the watch (it cancels its etcd watch).
   ~EtcdLauncherLossWatch();
@@ -94,6 +103,7 @@ class EtcdLauncherLossWatch {
   const std::vector<std::string> hosts_;
   const int attempt_;
   const absl::Duration lost_after_;
+  const std::function<bool(int k)> finished_;
   Env* const env_;
   AttemptEvents* const events_;
   coord::EtcdTaskLosses losses_;
