@@ -205,6 +205,22 @@ TEST_F(EtcdLaunchTest, NTasksOnOneMachineRunWithTheControlPlaneInEtcd) {
   EXPECT_THAT(r.output, HasSubstr("[cohort local task 0] job succeeded: all 3 "
                                   "task(s) of attempt 0 finished"));
   ExpectNoKeysUnder("");
+
+  // A failing task's code is the job's; task 0's launcher names it, the
+  // other task was stopped.
+  std::unique_ptr<Subprocess> failing = StartCommand(
+      {BinDir() + "/cohort", "launch", "-n", "2", "--rendezvous",
+       etcd_.Url("/here-fails"), "--stop-grace", "1", "--", "/bin/sh", "-c",
+       "[ $COHORT_TASK_NAME = worker:1 ] && exit 3; exec sleep 60"},
+      {});
+  ASSERT_NE(failing, nullptr);
+  r = FinishCommand(*failing, start);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[cohort local task 0] attempt 0 failed: "
+                                  "task worker:1 (pid "));
+  EXPECT_THAT(r.output, HasSubstr("exited with code 3"));
+  EXPECT_THAT(r.output, HasSubstr("[cohort local task 0] stopped 1 other "
+                                  "task(s) of attempt 0"));
 }
 
 TEST_F(EtcdLaunchTest, TheEtcdLeaderKilledMidJobCostsNothing) {

@@ -151,8 +151,9 @@ TEST(PsJobTest, AccuracyFailsTheRunOnlyAgainstAGivenTarget) {
 // a random variable: idle, this job reaches 0.94-0.95; with both cores busy
 // (as under ctest -j2) its workers' gradients go staler, and runs of
 // 6 ended at 0.92-0.95, one in CI at 0.85 after a late loss spike. A model
-// that does not learn stays near chance (0.25 over 4 classes) and a broken
-// gradient path well below 0.8, so 0.8 still fails when training breaks.
+// that does not learn stays near chance (0.25 over 4 classes, as
+// AccuracyFailsTheRunOnlyAgainstAGivenTarget shows with learning rate 0),
+// so 0.8 still fails a job that does not train.
 constexpr double kLaunchedJobAccuracy = 0.8;
 
 TEST(PsJobTest, LaunchedJobTrainsToTheStepAndEvaluatesEachCheckpoint) {

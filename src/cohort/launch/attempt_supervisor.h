@@ -67,8 +67,9 @@ class AttemptEvents {
   void TaskFailed(int attempt, FailureRecord record);
   // Another launcher's task failed with its launcher (lost: in an etcd
   // control plane its lease expired), so no launcher is left to stop or
-  // restart it. In an elastic job it leaves the membership and counts as
-  // finished for the verdict; under task restarts it waits for a launcher
+  // restart it. In an elastic job it leaves the membership and, while at
+  // least the minimum remain, counts as finished for the verdict; under task
+  // restarts it waits for a launcher
   // to replace the lost one (AttemptPlan::replacement_wait); otherwise it
   // fails the attempt.
   void TaskOrphaned(int attempt, FailureRecord record);
