@@ -151,10 +151,25 @@ absl::Status CoordinationService::Error(absl::StatusCode code,
                                         const std::string& message,
                                         const TaskId* source,
                                         bool reported) const {
+  return internal::ServiceError(code, message, incarnation_, source, reported);
+}
+
+absl::Status CoordinationService::BarrierStatus(absl::StatusCode code,
+                                                const std::string& message,
+                                                const Barrier& barrier) const {
+  return internal::WithBarrierPayload(Error(code, message), barrier.id,
+                                      barrier.counter);
+}
+
+namespace internal {
+
+absl::Status ServiceError(absl::StatusCode code, const std::string& message,
+                          uint64_t incarnation, const TaskId* source,
+                          bool reported) {
   absl::Status status(code, message);
   CoordinationServiceError payload;
   payload.set_is_reported_error(reported);
-  payload.set_service_incarnation(incarnation_);
+  payload.set_service_incarnation(incarnation);
   if (source != nullptr) {
     payload.mutable_source_task()->set_job_name(source->job);
     payload.mutable_source_task()->set_task_id(source->index);
@@ -164,16 +179,16 @@ absl::Status CoordinationService::Error(absl::StatusCode code,
   return status;
 }
 
-absl::Status CoordinationService::BarrierStatus(absl::StatusCode code,
-                                                const std::string& message,
-                                                const Barrier& barrier) const {
-  absl::Status status = Error(code, message);
+absl::Status WithBarrierPayload(absl::Status status, const std::string& id,
+                                int64_t counter) {
   BarrierError payload;
-  payload.set_barrier_id(barrier.id);
-  payload.set_counter(barrier.counter);
+  payload.set_barrier_id(id);
+  payload.set_counter(counter);
   status.SetPayload(kBarrierErrorUrl, absl::Cord(payload.SerializeAsString()));
   return status;
 }
+
+}  // namespace internal
 
 absl::Status CoordinationService::ServiceStoppedStatus(
     absl::StatusCode code, absl::string_view message) const {

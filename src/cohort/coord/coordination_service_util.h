@@ -1,19 +1,34 @@
 // Small helpers shared by the files that implement CoordinationService
-// (coordination_service*.cc). Internal: not for other modules.
+// (coordination_service*.cc) and its etcd counterpart
+// (etcd_coordination_client.cc). Internal: not for other modules.
 #ifndef COHORT_COORD_COORDINATION_SERVICE_UTIL_H_
 #define COHORT_COORD_COORDINATION_SERVICE_UTIL_H_
 
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cohort/coord/coordination_service.h"
 
 namespace cohort::coord::internal {
+
+// A status as the service answers with it: `code` and `message` with the
+// kCoordinationErrorUrl payload (the service's incarnation, the task the
+// error is about, whether that task reported it). The built-in service and
+// the etcd client (etcd_coordination_client.cc) both make theirs here.
+absl::Status ServiceError(absl::StatusCode code, const std::string& message,
+                          uint64_t incarnation, const TaskId* source,
+                          bool reported);
+// `status` with the kBarrierErrorUrl payload naming barrier `id`, instance
+// `counter`.
+absl::Status WithBarrierPayload(absl::Status status, const std::string& id,
+                                int64_t counter);
 
 // "2026-11-23T15:04:05.123Z".
 inline std::string FormatUtc(absl::Time t) {

@@ -132,14 +132,8 @@ class EtcdCoordinationClient : public CoordinationClient {
   absl::Status Error(absl::StatusCode code, const std::string& message,
                      const TaskId* source = nullptr,
                      bool reported = false) const {
-    absl::Status status(code, message);
-    CoordinationServiceError payload;
-    payload.set_is_reported_error(reported);
-    payload.set_service_incarnation(incarnation_);
-    if (source != nullptr) *payload.mutable_source_task() = ToProto(*source);
-    status.SetPayload(kCoordinationErrorUrl,
-                      absl::Cord(payload.SerializeAsString()));
-    return status;
+    return internal::ServiceError(code, message, incarnation_, source,
+                                  reported);
   }
   absl::Status CheckTask(const TaskId& task) const {
     auto it = options_.jobs.find(task.job);
@@ -649,12 +643,8 @@ class EtcdCoordinationClient : public CoordinationClient {
       if (code <= 0 || code > 16) code = 2;
       message = JsonStringOr(*j, "message", message);
     }
-    absl::Status s = Error(static_cast<absl::StatusCode>(code), message);
-    BarrierError payload;
-    payload.set_barrier_id(id);
-    payload.set_counter(counter);
-    s.SetPayload(kBarrierErrorUrl, absl::Cord(payload.SerializeAsString()));
-    return s;
+    return internal::WithBarrierPayload(
+        Error(static_cast<absl::StatusCode>(code), message), id, counter);
   }
 
   absl::Status DoBarrier(const BarrierRequest& request,
