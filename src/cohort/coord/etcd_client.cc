@@ -49,8 +49,11 @@ bool Retryable(const grpc::Status& s) {
     default:
       break;
   }
+  // etcd's own timeouts inside a member (a lease keep-alive that waits on
+  // an election) come back as Unknown with its context's message.
   const std::string& m = s.error_message();
-  return absl::StrContains(m, "etcdserver: no leader") ||
+  return absl::StrContains(m, "context deadline exceeded") ||
+         absl::StrContains(m, "etcdserver: no leader") ||
          absl::StrContains(m, "etcdserver: leader changed") ||
          absl::StrContains(m, "etcdserver: request timed out") ||
          absl::StrContains(m, "etcdserver: too many requests");

@@ -270,7 +270,8 @@ TEST_F(EtcdCoordinationTest, ABarrierSurvivesTheEtcdLeaderKilled) {
   t.join();
   EXPECT_TRUE(at_a.ok()) << at_a;
   EXPECT_TRUE(at_b.ok()) << at_b;
-  ASSERT_TRUE(a->InsertKeyValue("after", "1").ok());
+  absl::Status after = a->InsertKeyValue("after", "1");
+  ASSERT_TRUE(after.ok()) << after;
   EXPECT_TRUE(a->error().ok()) << a->error();
   EXPECT_TRUE(b->error().ok()) << b->error();
 }
