@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -10,6 +14,20 @@ namespace cohort::launch::launch_testing {
 std::string BinDir() {
   const std::string path = ExecutablePath();
   return path.substr(0, path.rfind('/'));
+}
+
+std::string FreshTestDir(const std::string& name) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/", name, ".", getpid(), ".",
+                   absl::ToUnixNanos(absl::Now()));
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    ADD_FAILURE() << "cannot make test directory " << dir << ": "
+                  << error.message();
+    return "";
+  }
+  return dir;
 }
 
 std::unique_ptr<Subprocess> StartCommand(const std::vector<std::string>& argv,

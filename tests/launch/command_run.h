@@ -30,6 +30,11 @@ struct CommandRun {
   absl::Status status;
 };
 
+// A new directory under the test's temporary directory, named
+// "<name>.<pid>.<nanos>"; "" (and the current test failed, naming it) when
+// it cannot be made.
+std::string FreshTestDir(const std::string& name);
+
 // Starts `argv` with this process's environment plus `env` ("KEY=VALUE").
 // Fails the current test and returns nullptr when it cannot start.
 std::unique_ptr<Subprocess> StartCommand(const std::vector<std::string>& argv,

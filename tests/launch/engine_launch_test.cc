@@ -34,11 +34,8 @@ using ::testing::Not;
 class EngineLaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(::testing::TempDir(), "/engine_launch_test.", getpid(),
-                        ".", absl::ToUnixNanos(absl::Now()));
-    std::error_code error;
-    std::filesystem::create_directories(dir_, error);
-    ASSERT_FALSE(error) << dir_ << ": " << error.message();
+    dir_ = launch_testing::FreshTestDir("engine_launch_test");
+    ASSERT_FALSE(dir_.empty());
     for (int i = 0; i < 2; ++i) {
       auto port = rpc::PickFreePort("127.0.0.1");
       ASSERT_TRUE(port.ok());

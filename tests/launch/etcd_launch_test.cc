@@ -43,11 +43,8 @@ class EtcdLaunchTest : public ::testing::Test {
       if (etcd_.skip_reason().empty()) FAIL() << "etcd did not start";
       GTEST_SKIP() << etcd_.skip_reason();
     }
-    dir_ = absl::StrCat(::testing::TempDir(), "/etcd_launch_test.", getpid(),
-                        ".", absl::ToUnixNanos(absl::Now()));
-    std::error_code error;
-    std::filesystem::create_directories(dir_, error);
-    ASSERT_FALSE(error) << dir_ << ": " << error.message();
+    dir_ = launch_testing::FreshTestDir("etcd_launch_test");
+    ASSERT_FALSE(dir_.empty());
   }
 
   // Starts `n` launchers of one job under etcd prefix `prefix`, each running

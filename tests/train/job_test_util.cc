@@ -18,14 +18,6 @@
 
 namespace cohort::testing {
 
-std::string FreshTestDir(const std::string& name) {
-  const std::string dir =
-      absl::StrCat(::testing::TempDir(), "/", name, ".", getpid(), ".",
-                   absl::ToUnixNanos(absl::Now()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 // The number after `key` in `line` ("global_step 420 ..."), if any.
 std::string HoldFirstRestart(const std::string& dir, const std::string& task) {
   return absl::StrCat(

@@ -11,12 +11,12 @@
 
 #include "absl/time/time.h"
 #include "tests/coord/test_process.h"
+#include "tests/launch/command_run.h"
 
 namespace cohort::testing {
 
-// A new directory under the test's temporary directory, named
-// "<name>.<pid>.<nanos>".
-std::string FreshTestDir(const std::string& name);
+// A new directory under the test's temporary directory (command_run.h).
+using launch::launch_testing::FreshTestDir;
 
 // The number after `key` in `line` ("global_step 420 ...", "step 20/300"),
 // if any.
