@@ -39,10 +39,7 @@ using ::testing::Not;
 class EtcdLaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!etcd_.Start()) {
-      if (etcd_.skip_reason().empty()) FAIL() << "etcd did not start";
-      GTEST_SKIP() << etcd_.skip_reason();
-    }
+    COHORT_START_ETCD_OR_SKIP(etcd_);
     dir_ = launch_testing::FreshTestDir("etcd_launch_test");
     ASSERT_FALSE(dir_.empty());
   }

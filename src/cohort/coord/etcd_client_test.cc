@@ -75,12 +75,7 @@ TEST(ReadEtcdCredentialsTest, UserAndPasswordFromAFile) {
 
 class EtcdClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!etcd_.Start()) {
-      if (etcd_.skip_reason().empty()) FAIL() << "etcd did not start";
-      GTEST_SKIP() << etcd_.skip_reason();
-    }
-  }
+  void SetUp() override { COHORT_START_ETCD_OR_SKIP(etcd_); }
   std::unique_ptr<EtcdClient> Client(
       const std::string& prefix, absl::Duration timeout = absl::Seconds(10)) {
     EtcdClientOptions o;
@@ -317,10 +312,7 @@ TEST(EtcdClientUnreachableTest, NamesTheEndpoints) {
 
 TEST(EtcdClientTlsTest, ClientCertificateRequired) {
   LocalEtcd etcd;
-  if (!etcd.Start(/*tls=*/true)) {
-    if (etcd.skip_reason().empty()) FAIL() << "etcd did not start";
-    GTEST_SKIP() << etcd.skip_reason();
-  }
+  COHORT_START_ETCD_OR_SKIP(etcd, /*tls=*/true);
   EtcdClientOptions o;
   o.target = *ParseEtcdUrl(etcd.Url("/job"));
   o.ca_file = etcd.Tls("ca.pem");

@@ -32,10 +32,7 @@ struct ErrorSink {
 class EtcdCoordinationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!etcd_.Start()) {
-      if (etcd_.skip_reason().empty()) FAIL() << "etcd did not start";
-      GTEST_SKIP() << etcd_.skip_reason();
-    }
+    COHORT_START_ETCD_OR_SKIP(etcd_);
     etcd_client_ = Etcd("/job");
   }
   std::shared_ptr<EtcdClient> Etcd(const std::string& prefix) {

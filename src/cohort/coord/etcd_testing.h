@@ -4,7 +4,7 @@
 // (scripts/setup.sh installs it; CI has it).
 //
 //   LocalEtcd etcd;
-//   if (!etcd.Start()) GTEST_SKIP() << etcd.skip_reason();
+//   COHORT_START_ETCD_OR_SKIP(etcd);      // in a test or a fixture's SetUp
 //   EtcdTarget target = *ParseEtcdUrl(etcd.Url("/job-a"));
 //   etcd.Kill(etcd.Leader());
 //
@@ -26,6 +26,17 @@
 #include "cohort/base/subprocess.h"
 #include "cohort/rpc/socket.h"
 #include "gtest/gtest.h"
+
+// Starts `etcd` (LocalEtcd; the rest are Start's arguments) or returns from
+// the enclosing test or SetUp: skipped, saying why, when etcd is not
+// installed; failed (Start reported why) when it did not start.
+#define COHORT_START_ETCD_OR_SKIP(etcd, ...)                            \
+  do {                                                                  \
+    if (!(etcd).Start(__VA_ARGS__)) {                                   \
+      if ((etcd).skip_reason().empty()) FAIL() << "etcd did not start"; \
+      GTEST_SKIP() << (etcd).skip_reason();                             \
+    }                                                                   \
+  } while (0)
 
 namespace cohort::coord {
 
