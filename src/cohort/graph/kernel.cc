@@ -66,6 +66,25 @@ absl::Status OpKernelContext::allocate_output(int index,
   return absl::OkStatus();
 }
 
+absl::Status OpKernelContext::forward_input_or_allocate_output(
+    int input, int output, TensorShape shape, Tensor** out) {
+  if (output >= 0 && output < num_outputs() && input >= 0 &&
+      input < num_inputs()) {
+    const Tensor& in = params_->inputs[input];
+    Tensor taken;
+    if (in.IsInitialized() && in.dtype() == expected_output_dtype(output) &&
+        in.NumElements() == shape.num_elements() &&
+        ForwardInput(input, &taken)) {
+      absl::StatusOr<Tensor> reshaped = taken.Reshaped(shape);
+      if (!reshaped.ok()) return reshaped.status();  // Counts match: never.
+      outputs_[output] = *std::move(reshaped);
+      *out = &outputs_[output];
+      return absl::OkStatus();
+    }
+  }
+  return allocate_output(output, shape, out);
+}
+
 absl::Status OpKernelContext::allocate_temp(DataType dtype,
                                             const TensorShape& shape,
                                             Tensor* out) {

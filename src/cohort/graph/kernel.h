@@ -210,6 +210,18 @@ class OpKernelContext {
   // budget) when the step's memory budget cannot take it. Never blocks.
   absl::Status allocate_output(int index, const TensorShape& shape,
                                Tensor** out);
+  // Output `output` of `shape` in input `input`'s buffer when ForwardInput
+  // may take it (nothing else holds it) and its dtype and element count
+  // fit, else allocate_output's: TensorFlow's
+  // forward_input_or_allocate_output. For elementwise kernels, which then
+  // write over their input rather than a second buffer as large (less
+  // memory traffic, no allocation). After a forward, input(input) is empty:
+  // take what the kernel needs of it (data pointers, shape) before the call,
+  // and write out[i] only from input elements at i. `shape` is taken by
+  // value as it may be input(input)'s own.
+  absl::Status forward_input_or_allocate_output(int input, int output,
+                                                TensorShape shape,
+                                                Tensor** out);
   // Sets output `index` (may share a buffer with an input).
   void set_output(int index, Tensor tensor) {
     outputs_[index] = std::move(tensor);

@@ -17,22 +17,27 @@ Device* TestDevice() {
   return device;
 }
 
-absl::StatusOr<std::vector<Tensor>> RunKernel(
-    absl::string_view op, const std::vector<KernelInput>& inputs,
+namespace {
+
+// RunKernel's body: `inputs` move into the kernel's slots, so they hold the
+// only references unless the caller kept some.
+absl::StatusOr<std::vector<Tensor>> RunKernelOn(
+    absl::string_view op, std::vector<KernelInput> inputs,
     const std::vector<NamedAttr>& attrs) {
   Scope root = Scope::NewRootScope();
   std::vector<NodeInput> node_inputs;
   std::vector<Tensor> flat;
   int k = 0;
-  auto placeholder = [&](const Tensor& t) {
-    flat.push_back(t);
-    return ops::Placeholder(root.WithOpName(absl::StrCat("input", k++)),
-                            t.dtype(), t.shape());
+  auto placeholder = [&](Tensor& t) {
+    auto p = ops::Placeholder(root.WithOpName(absl::StrCat("input", k++)),
+                              t.dtype(), t.shape());
+    flat.push_back(std::move(t));
+    return p;
   };
-  for (const auto& in : inputs) {
+  for (auto& in : inputs) {
     if (in.is_list) {
       std::vector<Output> list;
-      for (const auto& t : in.list) list.push_back(placeholder(t));
+      for (auto& t : in.list) list.push_back(placeholder(t));
       node_inputs.emplace_back(std::move(list));
     } else {
       node_inputs.emplace_back(placeholder(in.single));
@@ -67,6 +72,23 @@ absl::StatusOr<std::vector<Tensor>> RunKernel(
     out.push_back(std::move(t));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Tensor>> RunKernel(
+    absl::string_view op, const std::vector<KernelInput>& inputs,
+    const std::vector<NamedAttr>& attrs) {
+  return RunKernelOn(op, inputs, attrs);
+}
+
+absl::StatusOr<std::vector<Tensor>> RunKernelOnOwnedInputs(
+    absl::string_view op, std::vector<Tensor> inputs,
+    const std::vector<NamedAttr>& attrs) {
+  std::vector<KernelInput> owned;
+  for (Tensor& t : inputs) owned.emplace_back(std::move(t));
+  inputs.clear();
+  return RunKernelOn(op, std::move(owned), attrs);
 }
 
 void ExpectTensorEqual(const Tensor& actual, const Tensor& expected) {

@@ -14,6 +14,7 @@
 #ifndef COHORT_GRAPH_KERNEL_TEST_UTIL_H_
 #define COHORT_GRAPH_KERNEL_TEST_UTIL_H_
 
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,6 +40,23 @@ Device* TestDevice();
 
 absl::StatusOr<std::vector<Tensor>> RunKernel(
     absl::string_view op, const std::vector<KernelInput>& inputs,
+    const std::vector<NamedAttr>& attrs = {});
+
+// As RunKernel on single tensors, except that the kernel's input slots hold
+// the only references to `inputs`, as the executor's do for a tensor no
+// other consumer, fetch or variable holds: a kernel may then forward an
+// input's buffer to an output (OpKernelContext::ForwardInput). RunKernel's
+// caller keeps its inputs, so there a kernel never can. Fill `inputs` with
+// Owned(...) or push_back: a braced list copies its tensors and keeps the
+// copies until the call returns.
+template <typename... Tensors>
+std::vector<Tensor> Owned(Tensors&&... tensors) {
+  std::vector<Tensor> v;
+  (v.push_back(std::forward<Tensors>(tensors)), ...);
+  return v;
+}
+absl::StatusOr<std::vector<Tensor>> RunKernelOnOwnedInputs(
+    absl::string_view op, std::vector<Tensor> inputs,
     const std::vector<NamedAttr>& attrs = {});
 
 // A float tensor of `shape` with normal values (mean 0, sd 3) from `seed`,

@@ -45,12 +45,16 @@ class FloatAddOp : public OpKernel {
                                                                     b, out);
       return;
     }
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
     const int64_t cols = y.dim_size(0);
+    const int64_t n = x.NumElements();
     const float* xd = x.data<float>();
     const float* yd = y.data<float>();
+    // In place over x when x is this kernel's alone (x is empty after that;
+    // y cannot be x: a [n] bias is not the [..., n] x).
+    COHORT_OP_REQUIRES_OK(
+        ctx, ctx->forward_input_or_allocate_output(0, 0, x.shape(), &out));
     float* od = out->data<float>();
-    ParallelLoop(ctx, x.NumElements(), 12, [&](int64_t begin, int64_t end) {
+    ParallelLoop(ctx, n, 12, [&](int64_t begin, int64_t end) {
       // Pieces of the flat index, cut into whole rows' column ranges.
       for (int64_t i = begin; i < end;) {
         const int64_t r = i / cols;

@@ -104,7 +104,15 @@ TEST(AddTest, BiasAddedToEveryRowMatchesTheElementwiseSum) {
       want.data<float>()[i] = x.data<float>()[i] + bias.data<float>()[i % 1000];
     auto out = RunKernel("Add", {x, bias});
     ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_FALSE((*out)[0].SharesBufferWith(x));
     ExpectSameFloatBits((*out)[0], want);
+    // An x that is the kernel's alone gets the sum written over it.
+    Tensor mine = x.DeepCopy();
+    const float* where = mine.data<float>();
+    auto in_place = RunKernelOnOwnedInputs("Add", Owned(std::move(mine), bias));
+    ASSERT_TRUE(in_place.ok()) << in_place.status();
+    EXPECT_EQ((*in_place)[0].data<float>(), where);
+    ExpectSameFloatBits((*in_place)[0], want);
   }
 }
 

@@ -24,11 +24,14 @@ class FloatReluOp : public OpKernel {
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
-    Tensor* out = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &out));
+    const int64_t n = x.NumElements();
     const float* xd = x.data<float>();
+    Tensor* out = nullptr;
+    // In place when x is this kernel's alone (x is empty after that).
+    COHORT_OP_REQUIRES_OK(
+        ctx, ctx->forward_input_or_allocate_output(0, 0, x.shape(), &out));
     float* od = out->data<float>();
-    ParallelLoop(ctx, x.NumElements(), 8, [&](int64_t begin, int64_t end) {
+    ParallelLoop(ctx, n, 8, [&](int64_t begin, int64_t end) {
       vector_loops::Relu(xd, od, begin, end);
     });
   }
@@ -47,20 +50,22 @@ class ReluGradOp : public OpKernel {
         absl::InvalidArgumentError(absl::StrCat(
             "ReluGrad: gradients ", g.shape().DebugString(), " and features ",
             y.shape().DebugString(), " must have one shape")));
-    Tensor* out = nullptr;
-    COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, g.shape(), &out));
+    const int64_t n = g.NumElements();
     const T* gd = g.data<T>();
     const T* yd = y.data<T>();
+    Tensor* out = nullptr;
+    // In place over the gradients when they are this kernel's alone.
+    COHORT_OP_REQUIRES_OK(
+        ctx, ctx->forward_input_or_allocate_output(0, 0, g.shape(), &out));
     T* od = out->data<T>();
-    ParallelLoop(ctx, g.NumElements(), 3 * sizeof(T),
-                 [&](int64_t begin, int64_t end) {
-                   if constexpr (std::is_same_v<T, float>) {
-                     vector_loops::ReluGrad(gd, yd, od, begin, end);
-                   } else {
-                     for (int64_t i = begin; i < end; ++i)
-                       od[i] = yd[i] > T(0) ? gd[i] : T(0);
-                   }
-                 });
+    ParallelLoop(ctx, n, 3 * sizeof(T), [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>) {
+        vector_loops::ReluGrad(gd, yd, od, begin, end);
+      } else {
+        for (int64_t i = begin; i < end; ++i)
+          od[i] = yd[i] > T(0) ? gd[i] : T(0);
+      }
+    });
   }
 };
 

@@ -56,6 +56,50 @@ TEST(ReluGradTest, PassesGradientsWherePositive) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Relu and ReluGrad write over an input that is theirs alone (the
+// executor's slot holds its only reference), and never over one that
+// another holder still sees. Large enough for the test device's pool.
+TEST(ReluTest, AnUnsharedInputIsWrittenInPlaceASharedOneIsLeftAlone) {
+  const TensorShape shape({500, 1000});
+  const Tensor x = RandomFloats(shape, 6);
+  const Tensor g = RandomFloats(shape, 7);
+  Tensor relu(DT_FLOAT, shape), grad(DT_FLOAT, shape);
+  for (int64_t i = 0; i < x.NumElements(); ++i) {
+    const float xi = x.data<float>()[i];
+    relu.data<float>()[i] = xi > 0 ? xi : 0.f;
+    grad.data<float>()[i] = xi > 0 ? g.data<float>()[i] : 0.f;
+  }
+
+  Tensor mine = x.DeepCopy();
+  const float* where = mine.data<float>();
+  auto in_place = RunKernelOnOwnedInputs("Relu", Owned(std::move(mine)));
+  ASSERT_TRUE(in_place.ok()) << in_place.status();
+  EXPECT_EQ((*in_place)[0].data<float>(), where);
+  ExpectSameFloatBits((*in_place)[0], relu);
+
+  const Tensor kept = x.DeepCopy();
+  auto copied = RunKernel("Relu", {kept});
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_FALSE((*copied)[0].SharesBufferWith(kept));
+  ExpectSameFloatBits((*copied)[0], relu);
+  ExpectSameFloatBits(kept, x);
+
+  Tensor gradients = g.DeepCopy();
+  where = gradients.data<float>();
+  auto grad_in_place =
+      RunKernelOnOwnedInputs("ReluGrad", Owned(std::move(gradients), x));
+  ASSERT_TRUE(grad_in_place.ok()) << grad_in_place.status();
+  EXPECT_EQ((*grad_in_place)[0].data<float>(), where);
+  ExpectSameFloatBits((*grad_in_place)[0], grad);
+
+  const Tensor kept_g = g.DeepCopy();
+  auto grad_copied = RunKernel("ReluGrad", {kept_g, x});
+  ASSERT_TRUE(grad_copied.ok()) << grad_copied.status();
+  EXPECT_FALSE((*grad_copied)[0].SharesBufferWith(kept_g));
+  ExpectSameFloatBits((*grad_copied)[0], grad);
+  ExpectSameFloatBits(kept_g, g);
+}
+
 TEST(SoftmaxTest, RowsSumToOneAndLargeLogitsAreStable) {
   auto out = RunKernel("Softmax", {F({1, 2, 3, 1000, 1000, 1000}, {2, 3})});
   ASSERT_TRUE(out.ok()) << out.status();

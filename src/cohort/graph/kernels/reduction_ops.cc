@@ -91,10 +91,8 @@ void Reduce(OpKernelContext* ctx, const Tensor& in,
     }
   }
   const int n = static_cast<int>(collapsed.size());
-  if (n == 0 || (n == 1 && !kinds[0])) {  // Nothing to reduce: copy.
-    std::copy_n(in.data<T>(), in.NumElements(), out->data<T>());
-    return;
-  }
+  // ReductionOp forwards an input with nothing to reduce, so at least one
+  // run is reduced here.
   const bool fr = kinds[0];
   if constexpr (std::is_same_v<T, float> &&
                 std::is_same_v<Reducer, Eigen::internal::SumReducer<float>>) {
@@ -171,6 +169,17 @@ class ReductionOp : public OpKernel {
                          absl::InvalidArgumentError(absl::StrCat(
                              "Max over an empty set of elements (input shape ",
                              in.shape().DebugString(), ")")));
+    }
+    if (count == 1) {
+      // Nothing is reduced (no axes, or only axes of size 1): every
+      // reduction is the identity, so the output shares the input's buffer
+      // as TensorFlow's does. A broadcast Add's gradient sums its
+      // full-shaped side over no axes each step; a copy there cost a pass
+      // over the activations.
+      absl::StatusOr<Tensor> same = in.Reshaped(out_shape);
+      COHORT_OP_REQUIRES_OK(ctx, same.status());
+      ctx->set_output(0, *std::move(same));
+      return;
     }
     Tensor* out = nullptr;
     COHORT_OP_REQUIRES_OK(ctx, ctx->allocate_output(0, out_shape, &out));

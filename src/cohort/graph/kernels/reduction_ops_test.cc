@@ -67,6 +67,31 @@ TEST(ReductionTest, MeanAndMax) {
   ExpectTensorEqual((*mx)[0], D({9, 6}, {2, 1}));
 }
 
+// Reducing no axis, or only axes of size 1, is the identity: the output
+// shares the input's buffer (no copy), with the reduced shape.
+TEST(ReductionTest, NothingReducedSharesTheInputsBuffer) {
+  const Tensor x = F({1, 2, 3, 4, 5, 6}, {2, 1, 3});
+  for (const char* op : {"Sum", "Mean", "Max"}) {
+    SCOPED_TRACE(op);
+    auto none = RunKernel(op, {x, Tensor(DT_INT32, TensorShape({0}))});
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_TRUE((*none)[0].SharesBufferWith(x));
+    ExpectTensorEqual((*none)[0], x);
+    auto unit = RunKernel(op, {x, Tensor(int32_t{1})});
+    ASSERT_TRUE(unit.ok()) << unit.status();
+    EXPECT_TRUE((*unit)[0].SharesBufferWith(x));
+    ExpectTensorEqual((*unit)[0], F({1, 2, 3, 4, 5, 6}, {2, 3}));
+    auto kept = RunKernel(op, {x, Tensor(int32_t{1})}, {{"keep_dims", true}});
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    EXPECT_TRUE((*kept)[0].SharesBufferWith(x));
+    EXPECT_EQ((*kept)[0].shape().DebugString(), "[2,1,3]");
+    // An axis of more than one element is reduced into a buffer of its own.
+    auto real = RunKernel(op, {x, Tensor(int32_t{0})});
+    ASSERT_TRUE(real.ok()) << real.status();
+    EXPECT_FALSE((*real)[0].SharesBufferWith(x));
+  }
+}
+
 TEST(ReductionTest, ManyAlternatingAxesUseTheGenericLoop) {
   Tensor x(DT_FLOAT, TensorShape({2, 2, 2, 2, 2}));
   for (int i = 0; i < 32; ++i) x.data<float>()[i] = static_cast<float>(i);

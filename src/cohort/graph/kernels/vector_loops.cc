@@ -27,19 +27,39 @@ namespace cohort {
 namespace vector_loops {
 
 COHORT_VECTOR_CLONES
+// In place (out == x, out == g) each loop runs a copy of itself that names
+// one array for the read and the write: the vectoriser's runtime overlap
+// check between two pointers fails when they are equal and falls back to
+// scalar code, ~7x slower for ReluGrad's data-dependent select.
+
 void Relu(const float* x, float* out, int64_t begin, int64_t end) {
+  if (x == out) {
+    for (int64_t i = begin; i < end; ++i) out[i] = out[i] > 0.f ? out[i] : 0.f;
+    return;
+  }
   for (int64_t i = begin; i < end; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
 }
 
 COHORT_VECTOR_CLONES
 void ReluGrad(const float* g, const float* y, float* out, int64_t begin,
               int64_t end) {
+  if (g == out) {
+    for (int64_t i = begin; i < end; ++i) out[i] = y[i] > 0.f ? out[i] : 0.f;
+    return;
+  }
   for (int64_t i = begin; i < end; ++i) out[i] = y[i] > 0.f ? g[i] : 0.f;
 }
 
 COHORT_VECTOR_CLONES
 void AddRow(const float* x, const float* row, float* out, int64_t rows,
             int64_t cols, int64_t begin, int64_t end) {
+  if (x == out) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* o = out + r * cols;
+      for (int64_t c = begin; c < end; ++c) o[c] = o[c] + row[c];
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float* o = out + r * cols;

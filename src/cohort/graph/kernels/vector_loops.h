@@ -31,17 +31,17 @@ class OpKernelContext;
 
 namespace vector_loops {
 
-// out[i] = x[i] > 0 ? x[i] : 0.
+// out[i] = x[i] > 0 ? x[i] : 0. `out` may be `x` (in place).
 void Relu(const float* x, float* out, int64_t begin, int64_t end);
 
 // out[i] = y[i] > 0 ? g[i] : 0 (TensorFlow's ReluGrad(gradients, features)
 // where `y` may be Relu's input or output: both are positive at the same
-// places).
+// places). `out` may be `g` (in place).
 void ReluGrad(const float* g, const float* y, float* out, int64_t begin,
               int64_t end);
 
 // For a row-major [rows, cols] `x`: out[r, c] = x[r, c] + row[c], for the
-// columns c in [begin, end) of every row.
+// columns c in [begin, end) of every row. `out` may be `x` (in place).
 void AddRow(const float* x, const float* row, float* out, int64_t rows,
             int64_t cols, int64_t begin, int64_t end);
 

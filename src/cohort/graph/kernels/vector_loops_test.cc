@@ -49,6 +49,16 @@ TEST(VectorLoopsTest, ReluAndReluGradMatchTheScalarExpressions) {
     vector_loops::ReluGrad(g.data(), x.data(), grad.data(), begin, end);
     ExpectSameBits(relu, want_relu);
     ExpectSameBits(grad, want_grad);
+    // In place: the same bits inside the range, the input outside it.
+    auto relu_here = x, grad_here = g;
+    vector_loops::Relu(relu_here.data(), relu_here.data(), begin, end);
+    vector_loops::ReluGrad(grad_here.data(), x.data(), grad_here.data(), begin,
+                           end);
+    for (int64_t i = 0; i < n; ++i) {
+      if (i < begin || i >= end) want_relu[i] = x[i], want_grad[i] = g[i];
+    }
+    ExpectSameBits(relu_here, want_relu);
+    ExpectSameBits(grad_here, want_grad);
   }
 }
 
@@ -72,6 +82,14 @@ TEST(VectorLoopsTest, AddRowAndSumRowsMatchTheScalarExpressions) {
                          end);
     ExpectSameBits(sum, want_sum);
     ExpectSameBits(add, want_add);
+    auto add_here = x;  // In place; columns outside the range keep x.
+    vector_loops::AddRow(add_here.data(), row.data(), add_here.data(), rows,
+                         cols, begin, end);
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const int64_t c = i % cols;
+      if (c < begin || c >= end) want_add[i] = x[i];
+    }
+    ExpectSameBits(add_here, want_add);
   }
 }
 
