@@ -1,6 +1,7 @@
 #include "cohort/graph/tensor.h"
 
 #include <sanitizer/asan_interface.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -116,11 +117,40 @@ bool CachesBuffer(DataType dtype, size_t alloc_bytes) {
 #endif
 }
 
+// Blocks from 2 MiB up lie on whole transparent huge pages (x86-64's and
+// arm64's 2 MiB): aligned to 2 MiB, their size rounded up to it, and
+// advised MADV_HUGEPAGE, since the kernel's default ("madvise") gives huge
+// pages only where asked. A training step streams megabytes of weights,
+// gradients and optimizer slots through SGEMM's packing and the update
+// loops; on 4 KiB pages that is a TLB miss every 4 KiB. One task of
+// `cohort bench training` (4 MiB layers) went from ~24,500 to ~27,500
+// examples/s, runs interleaved. The rounding wastes at most 2 MiB - 1 per
+// block of at least 2 MiB (under half), and is charged to the budget.
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// The alignment of a block of `alloc` bytes (AllocationBytes).
+size_t AllocationAlignment(size_t alloc) {
+  return alloc >= kHugePageBytes ? kHugePageBytes : kTensorAlignment;
+}
+
 // What aligned_alloc is asked for: a multiple of the alignment, never 0.
 size_t AllocationBytes(size_t bytes) {
-  const size_t alloc =
-      (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  const size_t unit =
+      bytes >= kHugePageBytes ? kHugePageBytes : kTensorAlignment;
+  const size_t alloc = (bytes + unit - 1) / unit * unit;
   return alloc == 0 ? kTensorAlignment : alloc;
+}
+
+// A fresh block for AllocationBytes' `alloc`, advised onto huge pages when
+// it spans them; null when the C library has no memory.
+void* AllocateBlock(size_t alloc) {
+  void* data = std::aligned_alloc(AllocationAlignment(alloc), alloc);
+  if (data != nullptr && alloc >= kHugePageBytes) {
+    // Advice only: without THP (or under a sanitizer's allocator) the block
+    // stays on small pages and works the same.
+    (void)madvise(data, alloc, MADV_HUGEPAGE);
+  }
+  return data;
 }
 
 }  // namespace
@@ -148,7 +178,7 @@ absl::StatusOr<TensorBuffer*> TensorBuffer::TryAllocate(
   if (num_elements < 0 ||
       static_cast<uint64_t>(num_elements) >
           (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) -
-           kTensorAlignment) /
+           kHugePageBytes) /
               elem) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", num_elements, " elements of dtype ",
@@ -163,7 +193,7 @@ absl::StatusOr<TensorBuffer*> TensorBuffer::TryAllocate(
   }
   void* data = nullptr;
   if (CachesBuffer(dtype, alloc)) data = LargeBufferCache::Get().Take(alloc);
-  if (data == nullptr) data = std::aligned_alloc(kTensorAlignment, alloc);
+  if (data == nullptr) data = AllocateBlock(alloc);
   if (data == nullptr) {
     if (budget != nullptr) budget->Release(static_cast<int64_t>(alloc));
     return absl::ResourceExhaustedError(

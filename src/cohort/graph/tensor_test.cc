@@ -1,9 +1,14 @@
 #include "cohort/graph/tensor.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "absl/base/config.h"
+#include "cohort/graph/memory_budget.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -182,6 +187,58 @@ TEST(TypesTest, Names) {
 }
 
 }  // namespace
+namespace {
+
+using ::testing::HasSubstr;
+
+// The VmFlags line of the mapping of /proc/self/smaps that holds `p`, or
+// "" when none does.
+std::string VmFlagsOf(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long long lo = 0, hi = 0;  // NOLINT(runtime/int): sscanf's %llx
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 &&
+        line.find(':') > line.find(' ')) {
+      inside = addr >= lo && addr < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+// Blocks of 2 MiB and more are 2 MiB aligned, rounded up to 2 MiB (and
+// charged so), and advised onto transparent huge pages; smaller ones keep
+// the 64-byte rounding.
+TEST(TensorBufferTest, BlocksOfTwoMiBOrMoreLieOnHugePages) {
+  auto budget =
+      MemoryBudget::Create("the test's budget", int64_t{64} << 20, nullptr, "");
+  const int64_t two_mib = int64_t{2} << 20;
+  {
+    auto t = Tensor::Allocate(DT_FLOAT, TensorShape({two_mib / 4 + 1}),
+                              budget.get(), "a tensor");
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t->raw_data()) % two_mib, 0u);
+    EXPECT_EQ(budget->used(), 2 * two_mib);
+    std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+    if (thp.good()) {
+      // madvise(MADV_HUGEPAGE) marks the mapping "hg".
+      EXPECT_THAT(VmFlagsOf(t->raw_data()), HasSubstr(" hg"));
+    }
+  }
+  EXPECT_EQ(budget->used(), 0);
+  {
+    auto t = Tensor::Allocate(DT_FLOAT, TensorShape({two_mib / 4 - 16}),
+                              budget.get(), "a tensor");
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(budget->used(), two_mib - 64);
+  }
+}
+
 TEST(TensorBufferTest, LargeBuffersAreReusedAndTheCacheIsBounded) {
 #ifdef ABSL_HAVE_ADDRESS_SANITIZER
   GTEST_SKIP() << "ASan builds free large buffers (tensor.h)";

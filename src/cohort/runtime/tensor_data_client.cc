@@ -37,9 +37,10 @@ constexpr size_t kPrefaultBytes = size_t{1} << 20;
 // Makes the pages of a freshly allocated receive buffer resident before
 // recv() fills it. Measured on this machine (a virtualised guest where each
 // page fault traps): recv() into fresh 4 KiB pages ran at ~0.24 GB/s, the
-// faults costing most of it; transparent huge pages cut the faults 512x and
-// MADV_POPULATE_WRITE takes the rest in one syscall. Both are hints: a
-// kernel without them (EINVAL) just faults as before.
+// faults costing most of it; transparent huge pages cut the faults 512x
+// (TensorBuffer puts blocks of 2 MiB and more on them) and
+// MADV_POPULATE_WRITE takes the rest in one syscall. A hint: a kernel
+// without it (EINVAL) just faults as before.
 void PrefaultBuffer(char* data, size_t size) {
   if (size < kPrefaultBytes) return;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -49,7 +50,6 @@ void PrefaultBuffer(char* data, size_t size) {
       (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
   if (end <= begin) return;
   void* start = reinterpret_cast<void*>(begin);
-  (void)madvise(start, end - begin, MADV_HUGEPAGE);
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it.
 #endif
