@@ -407,14 +407,15 @@ GRAPH_FILES = ["bench/graph/results-2026-11-24.jsonl", "bench/graph/results-2026
 GRAPH_EIGEN_FILES = ["bench/graph/results-2026-11-26-eigen.jsonl"]
 KERNEL_FILES = ["bench/graph/results-2026-11-24-kernels.jsonl", "bench/graph/results-2026-11-26.jsonl"]
 TRAINING_FILES = ["bench/training/results-2026-11-2*.jsonl"]
-# The runs against PyTorch that measured today's code: issue 27's kernels,
-# buffer reuse and same-host data plane. The earlier runs with the peer
-# (results-2026-11-26-torch.jsonl) measured the code before them; they stay
-# committed, and the scaling table, which is about 2 tasks against 1 of the
-# same run, still reads them. The sync runs (issue 28) measured the same code
-# plus the runtime path.
-TORCH_TRAINING_FILES = ["bench/training/results-2026-11-26-speed*.jsonl",
-                        "bench/training/results-2026-11-26-sync*.jsonl"]
+# The runs against PyTorch that measured today's code: the two runs of
+# 2026-11-27 after input forwarding, the shared no-axis reduction and huge
+# pages (-final-a, -final-b). Earlier runs measured earlier code and stay
+# committed: 2026-11-26's kernels, buffer reuse and same-host data plane
+# (-speed*, and -sync* with the runtime path of issue 28), and 2026-11-27's
+# code before (-before) and with forwarding alone (-forward), which the
+# notes compare with. The scaling table, about 2 tasks against 1 of the same
+# run, reads every run.
+TORCH_TRAINING_FILES = ["bench/training/results-2026-11-27-final-*.jsonl"]
 PS_TRAINING_FILES = ["bench/results-2026-11-24-ps-training.jsonl",
                      "bench/results-2026-11-24-ps-training-openblas.jsonl"]
 
@@ -850,8 +851,9 @@ def t_training(ds, files=None):
 
 
 # Issue 28: the synchronous job through the runtime (train_collective's
-# path) keeps the gang's side path's speed: within 10%, same run.
-RUNTIME_TRAINING_FILES = ["bench/training/results-2026-11-26-sync*.jsonl"]
+# path) keeps the gang's side path's speed: within 10%, same run. Today's
+# code, as TORCH_TRAINING_FILES (issue 28's own runs: -sync*).
+RUNTIME_TRAINING_FILES = TORCH_TRAINING_FILES
 RUNTIME_VS_GANG_TARGET = 0.9
 
 
@@ -1071,9 +1073,9 @@ def t_summary(ds, files=None):
                 ratio_cell(rmed, rpairs, bold=rmed >= TORCH_TARGETS[tasks]),
                 verdict(rmed, TORCH_TARGETS[tasks], False))
     for workers in PS_WORKERS:
-        ours, torch, pmed, ppairs = ps_vs_torch(q, workers)
+        ours, torch, pmed, ppairs = ps_vs_torch(qt, workers)
         if ours:
-            peer_files = [f for f in q.files if f.rel in {p[0] for p in ours}]
+            peer_files = [f for f in qt.files if f.rel in {p[0] for p in ours}]
             add(f"training: the main job (async PS), {workers} worker"
                 f"{'s' if workers > 1 else ''} + ps, vs PyTorch's RPC parameter server",
                 peer_files, spread(Stat([v for *_, v in ours]), "examples/s"),
