@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -79,6 +80,14 @@ void PrintEnvLine(const std::string& bench, const std::string& when) {
   if (getloadavg(load, 3) == 3) {
     line["loadavg"] = {Round3(load[0]), Round3(load[1]), Round3(load[2])};
   }
+  // The environment switches that change what is measured, where set, so
+  // that a run's lines say which side of a comparison they are.
+  Json settings = Json::object();
+  for (const char* name : {"COHORT_HUGE_PAGES", "COHORT_TENSOR_SAME_HOST",
+                           "OPENBLAS_NUM_THREADS"}) {
+    if (const char* v = std::getenv(name)) settings[name] = v;
+  }
+  if (!settings.empty()) line["settings"] = settings;
   PrintJsonLine(line);
 }
 

@@ -56,8 +56,11 @@ void PrintErrorLine(const std::string& suite, const std::string& message,
                     const Json& extra = Json::object());
 
 // Prints {"suite": "env", "bench": bench, "when": when, "date": ...,
-// "nproc": ..., "loadavg": [1 min, 5 min, 15 min]}: what the machine was
-// doing when a suite started and ended (figures under load are inflated).
+// "nproc": ..., "loadavg": [1 min, 5 min, 15 min], "settings": {...}}:
+// what the machine was doing when a suite started and ended (figures under
+// load are inflated), and the switches of the environment that change what
+// is measured (COHORT_HUGE_PAGES, COHORT_TENSOR_SAME_HOST,
+// OPENBLAS_NUM_THREADS), where set.
 void PrintEnvLine(const std::string& bench, const std::string& when);
 
 // The measurement lines of one side (cohort or a peer) of a run.

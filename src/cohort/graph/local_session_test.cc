@@ -10,6 +10,7 @@
 #include "cohort/graph/kernels/array_ops.h"
 #include "cohort/graph/kernels/elementwise_ops.h"
 #include "cohort/graph/kernels/math_ops.h"
+#include "cohort/graph/kernels/nn_ops.h"
 #include "cohort/graph/kernels/reduction_ops.h"
 #include "cohort/graph/kernels/sendrecv_ops.h"
 #include "cohort/graph/kernels/state_ops.h"
@@ -67,6 +68,59 @@ TEST(LocalSessionTest, KernelsFlushDenormalsAndTheCallerKeepsItsMode) {
   EXPECT_EQ(here * 1.0f, denormal);
 }
 #endif
+
+// Kernels may write over an input that nothing else holds
+// (forward_input_or_allocate_output), and a reduction over no axis returns
+// its input's buffer: neither may change what a feed, another fetch, a
+// variable or another consumer sees. Large enough (1 MiB) for the pool, run
+// repeatedly so that consumers land on both threads.
+TEST(LocalSessionTest, KernelsWriteOverOnlyInputsNothingElseHolds) {
+  const int64_t n = 1 << 18;
+  Tensor fed(DT_FLOAT, TensorShape({n}));
+  for (int64_t i = 0; i < n; ++i) fed.data<float>()[i] = i % 2 ? -1.f : 2.f;
+  const Tensor fed_copy = fed.DeepCopy();
+  Tensor negated(DT_FLOAT, TensorShape({n})), relu(DT_FLOAT, TensorShape({n}));
+  Tensor relu_of_negated(DT_FLOAT, TensorShape({n}));
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = fed.data<float>()[i];
+    negated.data<float>()[i] = -x;
+    relu.data<float>()[i] = x > 0 ? x : 0.f;
+    relu_of_negated.data<float>()[i] = -x > 0 ? -x : 0.f;
+  }
+
+  Scope root = Scope::NewRootScope();
+  auto x = ops::Placeholder(root.WithOpName("x"), DT_FLOAT, {n});
+  ops::Relu(root.WithOpName("relu_of_feed"), x);
+  // `neg` is fetched and has two consumers; `kept` only feeds the Sum.
+  auto neg = ops::Neg(root.WithOpName("neg"), x);
+  ops::Relu(root.WithOpName("relu_of_neg"), neg);
+  auto same = ops::Sum(root.WithOpName("same"), neg,
+                       Tensor(DT_INT32, TensorShape({0})));
+  ops::Relu(root.WithOpName("relu_of_same"), same);
+  auto v = ops::MakeVariable(root, "v", fed);
+  ops::Relu(root.WithOpName("relu_of_v"), v.value);
+  auto init = ops::GlobalVariablesInitializer(root);
+  auto session = MakeSession(root);
+  ASSERT_NE(session, nullptr);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session->Run({}, {}, {init.name()}, nullptr).ok());
+  for (int run = 0; run < 20; ++run) {
+    SCOPED_TRACE(run);
+    ASSERT_TRUE(session
+                    ->Run({{"x", fed}},
+                          {"relu_of_feed:0", "neg:0", "relu_of_neg:0",
+                           "relu_of_same:0", "relu_of_v:0", v.value.name()},
+                          {}, &out)
+                    .ok());
+    EXPECT_TRUE(fed.Equals(fed_copy));  // The feed.
+    EXPECT_TRUE(out[0].Equals(relu));
+    EXPECT_TRUE(out[1].Equals(negated));  // A fetch another kernel reads.
+    EXPECT_TRUE(out[2].Equals(relu_of_negated));
+    EXPECT_TRUE(out[3].Equals(relu_of_negated));
+    EXPECT_TRUE(out[4].Equals(relu));
+    EXPECT_TRUE(out[5].Equals(fed_copy));  // The variable.
+  }
+}
 
 TEST(LocalSessionTest, VariablesPersistAndResetClearsThem) {
   Scope root = Scope::NewRootScope();

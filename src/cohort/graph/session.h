@@ -13,6 +13,11 @@
 //  - MakeCallable prunes (and, distributed, places and registers) once;
 //    RunCallable takes feeds in the callable's feed order. Unknown handles
 //    are InvalidArgument.
+//  - A fetched tensor may share its buffer with a feed or another fetch (an
+//    Identity, a Reshape, a reduction over no axis return their input's, as
+//    in TensorFlow): copy it (DeepCopy) before writing into it. A run never
+//    writes into a feed's buffer, and a kernel writes over an input only
+//    when nothing else (feed, fetch, variable, other consumer) holds it.
 //  - Close cancels running steps and is idempotent; later calls fail with
 //    FailedPrecondition.
 //  - Reset drops variables: of every container, or of `containers`.

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <limits>
 #include <new>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/config.h"
@@ -117,39 +118,51 @@ bool CachesBuffer(DataType dtype, size_t alloc_bytes) {
 #endif
 }
 
-// Blocks from 2 MiB up lie on whole transparent huge pages (x86-64's and
-// arm64's 2 MiB): aligned to 2 MiB, their size rounded up to it, and
-// advised MADV_HUGEPAGE, since the kernel's default ("madvise") gives huge
-// pages only where asked. A training step streams megabytes of weights,
-// gradients and optimizer slots through SGEMM's packing and the update
-// loops; on 4 KiB pages that is a TLB miss every 4 KiB. One task of
-// `cohort bench training` (4 MiB layers) went from ~24,500 to ~27,500
-// examples/s, runs interleaved. The rounding wastes at most 2 MiB - 1 per
-// block of at least 2 MiB (under half), and is charged to the budget.
+// Blocks from 2 MiB up start on a 2 MiB boundary, and their whole 2 MiB
+// pages are advised MADV_HUGEPAGE (the kernel's default THP mode,
+// "madvise", gives huge pages only where asked). A training step streams
+// megabytes of weights, gradients and optimizer slots through SGEMM's
+// packing and the update loops; on 4 KiB pages that is a TLB miss every
+// 4 KiB. One task of `cohort bench training` (4 MiB layers) went from
+// 26,371 to 29,127 examples/s (medians of 12 repetitions each, runs
+// interleaved: bench/training/hugepages-2026-11-27-{off,on}.jsonl). The
+// size is not
+// rounded: a tail short of 2 MiB stays on small pages, so nothing is
+// wasted or charged beyond the 64-byte rounding. 2 MiB is x86-64's huge
+// page (and arm64's with 4 KiB pages; elsewhere the advice is harmless).
+// COHORT_HUGE_PAGES=0 turns it off (to compare, or where THP misbehaves).
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-// The alignment of a block of `alloc` bytes (AllocationBytes).
-size_t AllocationAlignment(size_t alloc) {
-  return alloc >= kHugePageBytes ? kHugePageBytes : kTensorAlignment;
+bool HugePagesWanted() {
+  static const bool wanted = [] {
+    const char* v = std::getenv("COHORT_HUGE_PAGES");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return wanted;
 }
 
 // What aligned_alloc is asked for: a multiple of the alignment, never 0.
 size_t AllocationBytes(size_t bytes) {
-  const size_t unit =
-      bytes >= kHugePageBytes ? kHugePageBytes : kTensorAlignment;
-  const size_t alloc = (bytes + unit - 1) / unit * unit;
+  const size_t alloc =
+      (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   return alloc == 0 ? kTensorAlignment : alloc;
 }
 
-// A fresh block for AllocationBytes' `alloc`, advised onto huge pages when
-// it spans them; null when the C library has no memory.
+// A fresh block of `alloc` (AllocationBytes) bytes, its whole 2 MiB pages
+// advised onto huge pages; null when the C library has no memory.
 void* AllocateBlock(size_t alloc) {
-  void* data = std::aligned_alloc(AllocationAlignment(alloc), alloc);
-  if (data != nullptr && alloc >= kHugePageBytes) {
-    // Advice only: without THP (or under a sanitizer's allocator) the block
-    // stays on small pages and works the same.
-    (void)madvise(data, alloc, MADV_HUGEPAGE);
+  if (alloc < kHugePageBytes || !HugePagesWanted()) {
+    return std::aligned_alloc(kTensorAlignment, alloc);
   }
+  // posix_memalign, not aligned_alloc: C11's aligned_alloc wants the size
+  // to be a multiple of the alignment, and sanitizers enforce it.
+  void* data = nullptr;
+  if (posix_memalign(&data, kHugePageBytes, alloc) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+  // Advice only: without THP, or with another page size, the block stays
+  // on small pages and works the same.
+  (void)madvise(data, alloc / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
+#endif
   return data;
 }
 
@@ -178,7 +191,7 @@ absl::StatusOr<TensorBuffer*> TensorBuffer::TryAllocate(
   if (num_elements < 0 ||
       static_cast<uint64_t>(num_elements) >
           (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) -
-           kHugePageBytes) /
+           kTensorAlignment) /
               elem) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", num_elements, " elements of dtype ",

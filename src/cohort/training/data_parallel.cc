@@ -471,8 +471,12 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
           m.session->RunCallable(m.grad_step, {batch.x, batch.labels}, &out),
           absl::StrCat("step ", this_step, ": forward and gradients")));
       // The fetched tensors (the loss, then one gradient per variable) are
-      // computed afresh each step, so they are averaged in place: no copies.
-      // Every task gets the same bits back, so the updates stay identical.
+      // averaged in place: no copies. Every task gets the same bits back, so
+      // the updates stay identical. A fetch may share its buffer (a kernel
+      // may return its input's: an Identity, a reduction over no axis):
+      // one that shares an earlier fetch's was averaged with it, and one
+      // that shares anything else is copied first, so that each buffer is
+      // averaged once and nothing outside the fetches changes.
       absl::Status reduced;
       for (size_t i = 0; i < out.size() && reduced.ok(); ++i) {
         const std::string what =
@@ -482,6 +486,14 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
           return absl::InternalError(
               absl::StrCat("step ", this_step, ": ", what, " is ",
                            DataTypeName(out[i].dtype()), ", not float"));
+        }
+        if (!out[i].RefCountIsOne()) {
+          bool averaged = false;
+          for (size_t j = 0; j < i; ++j) {
+            averaged = averaged || out[i].SharesBufferWith(out[j]);
+          }
+          if (averaged) continue;
+          out[i] = out[i].DeepCopy();
         }
         reduced = Annotate(
             g.all_reduce_mean(out[i].data<float>(),

@@ -91,8 +91,12 @@ void Reduce(OpKernelContext* ctx, const Tensor& in,
     }
   }
   const int n = static_cast<int>(collapsed.size());
-  // ReductionOp forwards an input with nothing to reduce, so at least one
-  // run is reduced here.
+  if (n == 0 || (n == 1 && !kinds[0])) {  // Nothing to reduce: copy.
+    // (ReductionOp shares the input's buffer instead; this keeps Reduce
+    // whole for any other caller.)
+    std::copy_n(in.data<T>(), in.NumElements(), out->data<T>());
+    return;
+  }
   const bool fr = kinds[0];
   if constexpr (std::is_same_v<T, float> &&
                 std::is_same_v<Reducer, Eigen::internal::SumReducer<float>>) {
