@@ -412,9 +412,10 @@ TRAINING_FILES = ["bench/training/results-2026-11-2*.jsonl"]
 # pages (-final-a, -final-b). Earlier runs measured earlier code and stay
 # committed: 2026-11-26's kernels, buffer reuse and same-host data plane
 # (-speed*, and -sync* with the runtime path of issue 28), and 2026-11-27's
-# code before (-before) and with forwarding alone (-forward), which the
-# notes compare with. The scaling table, about 2 tasks against 1 of the same
-# run, reads every run.
+# code before (-before), with forwarding alone (-forward) and with huge
+# pages rounding sizes up, before its review (-rounded-*), which the notes
+# compare with. The scaling table, about 2 tasks against 1 of the same run,
+# reads every run.
 TORCH_TRAINING_FILES = ["bench/training/results-2026-11-27-final-*.jsonl"]
 PS_TRAINING_FILES = ["bench/results-2026-11-24-ps-training.jsonl",
                      "bench/results-2026-11-24-ps-training-openblas.jsonl"]
