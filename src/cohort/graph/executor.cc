@@ -418,10 +418,11 @@ absl::Status Executor::PropagateOutputs(const Item& item, OpKernelContext* ctx,
       ready->push_back(c);
     }
   }
-  // The slots hold the outputs now. Drop the kernel context's references
-  // before any consumer runs, so that a consumer that is the last holder
-  // sees its input unshared and may write over it
-  // (forward_input_or_allocate_output), wherever it is scheduled.
+  // The slots hold the outputs now. Drop the kernel context's references,
+  // so that a consumer scheduled after this returns and holding the last
+  // reference sees its input unshared and may write over it
+  // (forward_input_or_allocate_output). A consumer another thread starts
+  // earlier just allocates: forwarding is an optimisation, never required.
   for (Tensor& t : outputs) t = Tensor();
   return absl::OkStatus();
 }

@@ -473,10 +473,12 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
       // The fetched tensors (the loss, then one gradient per variable) are
       // averaged in place: no copies. Every task gets the same bits back, so
       // the updates stay identical. A fetch may share its buffer (a kernel
-      // may return its input's: an Identity, a reduction over no axis):
-      // one that shares an earlier fetch's was averaged with it, and one
-      // that shares anything else is copied first, so that each buffer is
-      // averaged once and nothing outside the fetches changes.
+      // may return its input's: an Identity, a reduction over no axis): one
+      // that shares anything is copied first, so that each buffer is
+      // averaged once and nothing outside the fetches changes. (Copying
+      // leaves its old buffer to the later fetches that share it, so the
+      // skip below is a safeguard; every task still averages out.size()
+      // tensors, as the collective needs.)
       absl::Status reduced;
       for (size_t i = 0; i < out.size() && reduced.ok(); ++i) {
         const std::string what =
