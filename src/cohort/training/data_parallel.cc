@@ -475,10 +475,8 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
       // the updates stay identical. A fetch may share its buffer (a kernel
       // may return its input's: an Identity, a reduction over no axis): one
       // that shares anything is copied first, so that each buffer is
-      // averaged once and nothing outside the fetches changes. (Copying
-      // leaves its old buffer to the later fetches that share it, so the
-      // skip below is a safeguard; every task still averages out.size()
-      // tensors, as the collective needs.)
+      // averaged once and nothing outside the fetches changes. (The copy
+      // leaves the old buffer to the later fetches that shared it.)
       absl::Status reduced;
       for (size_t i = 0; i < out.size() && reduced.ok(); ++i) {
         const std::string what =
@@ -489,14 +487,7 @@ absl::StatusOr<TrainReport> RunDataParallelTraining(const TrainOptions& o,
               absl::StrCat("step ", this_step, ": ", what, " is ",
                            DataTypeName(out[i].dtype()), ", not float"));
         }
-        if (!out[i].RefCountIsOne()) {
-          bool averaged = false;
-          for (size_t j = 0; j < i; ++j) {
-            averaged = averaged || out[i].SharesBufferWith(out[j]);
-          }
-          if (averaged) continue;
-          out[i] = out[i].DeepCopy();
-        }
+        if (!out[i].RefCountIsOne()) out[i] = out[i].DeepCopy();
         reduced = Annotate(
             g.all_reduce_mean(out[i].data<float>(),
                               static_cast<size_t>(out[i].NumElements())),
